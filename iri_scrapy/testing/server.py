@@ -27,6 +27,7 @@ clears it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import string
 import threading
@@ -139,6 +140,10 @@ def _split_target(raw: bytes, host_header: str | None) -> tuple[str | None, byte
         ends = [i for i in (rest.find(b"/"), rest.find(b"?"), rest.find(b"#")) if i >= 0]
         cut = min(ends) if ends else len(rest)
         return rest[:cut].decode("utf-8", errors="replace"), rest[cut:]
+    if host_header is not None:
+        # http.server decodes header bytes as latin-1; a raw UTF-8 Host is recovered here.
+        with contextlib.suppress(UnicodeError):
+            host_header = host_header.encode("latin-1").decode("utf-8")
     return host_header, raw
 
 
@@ -403,10 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     srv = SiteServer(DEMO_SITE, args.port).bind()
     print(srv.proxy_url, flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -210,7 +210,8 @@ class Site:
 
     def reachable(self) -> frozenset[str]:
         """Names of the resources reachable from the start URLs by following links."""
-        start = {r.name for r in self.resources if r.url in self.start_urls or r.iri in self.start_urls}
+        starts = set(self.start_urls)
+        start = {r.name for r in self.resources if r.url in starts or r.iri in starts}
         todo = list(start)
         seen = set(start)
         for _ in range(len(self.resources) + 1):  # bounded breadth-first walk
