@@ -1,0 +1,70 @@
+"""iri_scrapy: RFC 3987 IRI canonicalization and deduplication for crawl URLs.
+
+The core (this package's top-level functions) imports no Scrapy.  The Scrapy
+parts (``Addon``, ``IRIRequestFingerprinter``, ``IRIDupeFilter``,
+``IRINormalizationMiddleware``, ``RedisIRIDupeFilter``) are loaded on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import IRIEncodingError, IRIError, IRIHostError, IRISyntaxError
+from .explain import Explanation, explain
+from .ladder import Level, Rung, equivalent, normalize
+from .mapping import iri_to_uri, uri_to_iri
+from .parsing import IRIReference, parse, validate
+from .protocol import ProtocolRules
+from .resolve import resolve
+
+__version__ = "0.1.0"
+
+#: Version of the canonical form.  Stored keys (JOBDIR files, Redis keys) record
+#: it, so that a change of the ladder never mixes keys silently.
+CANONICALIZATION_VERSION = 1
+
+__all__ = [
+    "parse",
+    "validate",
+    "IRIReference",
+    "IRIError",
+    "IRISyntaxError",
+    "IRIHostError",
+    "IRIEncodingError",
+    "iri_to_uri",
+    "uri_to_iri",
+    "resolve",
+    "Level",
+    "Rung",
+    "normalize",
+    "equivalent",
+    "explain",
+    "Explanation",
+    "ProtocolRules",
+    "CANONICALIZATION_VERSION",
+    # Scrapy adapters, imported lazily:
+    "Addon",
+    "IRIRequestFingerprinter",
+    "IRIDupeFilter",
+    "IRINormalizationMiddleware",
+    "RedisIRIDupeFilter",
+]
+
+_LAZY = {
+    "Addon": "iri_scrapy.adapters.addon",
+    "IRIRequestFingerprinter": "iri_scrapy.adapters.fingerprinter",
+    "IRIDupeFilter": "iri_scrapy.adapters.dupefilter",
+    "IRINormalizationMiddleware": "iri_scrapy.adapters.middleware",
+    "RedisIRIDupeFilter": "iri_scrapy.adapters.redis_dupefilter",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'iri_scrapy' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,58 @@
+"""Errors raised by the IRI core.
+
+Every error is a :class:`ValueError` and names the component, the offending
+character as ``U+XXXX`` and its index in the input string, so that a caller can
+point at the exact problem (DEVELOPERS guide: "bad input gets a clear error").
+"""
+
+from __future__ import annotations
+
+__all__ = ["IRIError", "IRISyntaxError", "IRIHostError", "IRIEncodingError"]
+
+
+def describe_char(char: str) -> str:
+    """Return ``U+XXXX`` for *char* (4 to 6 hex digits, uppercase)."""
+    return f"U+{ord(char):04X}"
+
+
+class IRIError(ValueError):
+    """Base class of every error of the IRI core.
+
+    Attributes:
+        component: the IRI component concerned (``"scheme"``, ``"host"``, ...).
+        char: the offending character, or ``None`` when the error is not about one.
+        index: the index of that character in the input text, or ``None``.
+        text: the input text the error is about.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        component: str,
+        char: str | None = None,
+        index: int | None = None,
+        text: str | None = None,
+    ) -> None:
+        self.component = component
+        self.char = char
+        self.index = index
+        self.text = text
+        where = ""
+        if char is not None:
+            where = f" {describe_char(char)}"
+            if index is not None:
+                where += f" at index {index}"
+        super().__init__(f"{component}: {message}{where}")
+
+
+class IRISyntaxError(IRIError):
+    """A character or structure the RFC 3987 section 2.2 grammar does not allow."""
+
+
+class IRIHostError(IRIError):
+    """A host that cannot be converted (IDNA ToASCII failure, bad IP literal)."""
+
+
+class IRIEncodingError(IRIError):
+    """Text that cannot be encoded (lone surrogates, unencodable in a charset)."""

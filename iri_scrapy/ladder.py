@@ -1,0 +1,569 @@
+"""The comparison ladder of RFC 3987 section 5.3, as explicit levels and rungs.
+
+Each rung is a pure function from :class:`IRIReference` to :class:`IRIReference`
+that cites its section; :func:`normalize` applies the rungs of a level in ladder
+order and writes the result in URI form (``form="uri"``, what a crawler fetches)
+or IRI form (``form="iri"``, what a person reads).  A fast path recognizes URIs
+that are already canonical with one regular expression, which is most crawl URLs.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from enum import Enum, IntEnum
+from functools import lru_cache
+from typing import TYPE_CHECKING, Literal
+
+from .errors import IRIError
+from .hosts import host_to_ascii, lower_ascii
+from .mapping import decode_component, encode_component, uri_to_iri
+from .parsing import IRIReference, check_str, parse
+from .resolve import remove_dot_segments
+from .schemes import DEFAULT_PORTS, default_port, uses_dns
+
+if TYPE_CHECKING:
+    from .protocol import ProtocolRules
+
+__all__ = [
+    "Level",
+    "Rung",
+    "normalize",
+    "equivalent",
+    "rungs_applied",
+    "case_normalize",
+    "character_normalize",
+    "percent_normalize",
+    "path_segment_normalize",
+    "scheme_normalize",
+    "protocol_normalize",
+]
+
+Form = Literal["uri", "iri"]
+
+
+class Level(IntEnum):
+    """The levels of the comparison ladder; each includes the ones below it."""
+
+    SIMPLE = 1  #: 5.3.1 simple string comparison
+    SYNTAX = 2  #: 5.3.2 syntax-based normalization
+    SCHEME = 3  #: 5.3.3 scheme-based normalization
+    PROTOCOL = 4  #: 5.3.4 protocol-based normalization
+
+    @classmethod
+    def coerce(cls, value: Level | int | str) -> Level:
+        """Accept a :class:`Level`, its number, or its name in any case (``"scheme"``)."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls[value.strip().upper()]
+            except KeyError:
+                names = ", ".join(level.name.lower() for level in cls)
+                raise ValueError(f"unknown level {value!r}; expected one of {names}") from None
+        return cls(value)
+
+
+class Rung(Enum):
+    """One rung of the ladder: its section, its name and the level it belongs to."""
+
+    SIMPLE = "5.3.1"
+    CASE = "5.3.2.1"
+    CHARACTER = "5.3.2.2"
+    PERCENT = "5.3.2.3"
+    PATH = "5.3.2.4"
+    SCHEME = "5.3.3"
+    PROTOCOL = "5.3.4"
+
+    @property
+    def section(self) -> str:
+        return self.value
+
+    @property
+    def title(self) -> str:
+        return _RUNG_TITLES[self]
+
+    @property
+    def level(self) -> Level:
+        return _RUNG_LEVELS[self]
+
+    @property
+    def key(self) -> str:
+        """Short lowercase name, used in stats keys (``case``, ``percent``...)."""
+        return self.name.lower()
+
+
+_RUNG_TITLES = {
+    Rung.SIMPLE: "simple string comparison",
+    Rung.CASE: "case normalization",
+    Rung.CHARACTER: "character normalization (NFC)",
+    Rung.PERCENT: "percent-encoding normalization",
+    Rung.PATH: "path segment normalization",
+    Rung.SCHEME: "scheme-based normalization",
+    Rung.PROTOCOL: "protocol-based normalization",
+}
+_RUNG_LEVELS = {
+    Rung.SIMPLE: Level.SIMPLE,
+    Rung.CASE: Level.SYNTAX,
+    Rung.CHARACTER: Level.SYNTAX,
+    Rung.PERCENT: Level.SYNTAX,
+    Rung.PATH: Level.SYNTAX,
+    Rung.SCHEME: Level.SCHEME,
+    Rung.PROTOCOL: Level.PROTOCOL,
+}
+
+# --- component helpers -----------------------------------------------------------
+
+_PCT_RE = re.compile(r"%([0-9A-Fa-f]{2})")
+_PCT_LOWER_RE = re.compile(r"%(?:[a-f][0-9A-Fa-f]|[0-9A-F][a-f])")
+_UNRESERVED_OCTETS = {
+    f"{b:02X}": chr(b)
+    for b in range(128)
+    if chr(b).isalnum() or chr(b) in "-._~"
+}
+# Characters that make a percent-decoded host unusable as a host: keep it encoded.
+_HOST_UNSAFE_RE = re.compile(r"[\x00-\x20\x7f%/?#@:\[\]\\<>\"{}|^`]")
+
+
+def _upper_pct(value: str | None) -> str | None:
+    """Uppercase the hex digits of every ``%hh`` (RFC 3987 section 5.3.2.1)."""
+    if value is None or "%" not in value or not _PCT_LOWER_RE.search(value):
+        return value
+    return _PCT_LOWER_RE.sub(lambda m: m.group().upper(), value)
+
+
+def _fix_escape(m: re.Match[str]) -> str:
+    hexdigits = m.group(1).upper()
+    return _UNRESERVED_OCTETS.get(hexdigits) or "%" + hexdigits
+
+
+def _percent(value: str, component: str) -> str:
+    """Decode escapes of unreserved octets, uppercase the rest, then map to a URI."""
+    if "%" in value:
+        value = _PCT_RE.sub(_fix_escape, value)
+    return encode_component(value, component)
+
+
+def _nfc(value: str | None, allow_private: bool = False) -> str | None:
+    if value is None or (value.isascii() and "%" not in value):
+        return value
+    decoded = decode_component(value, allow_private=allow_private, ascii_too=False)
+    return unicodedata.normalize("NFC", decoded)
+
+
+def _is_hierarchical(ref: IRIReference) -> bool:
+    return ref.host is not None or ref.path.startswith("/")
+
+
+# --- the rungs ------------------------------------------------------------------
+
+
+def case_normalize(ref: IRIReference) -> IRIReference:
+    """Case normalization (RFC 3987 section 5.3.2.1).
+
+    "The hexadecimal digits within a percent-encoding triplet ... should be
+    normalized to use uppercase letters"; "the scheme and US-ASCII only host
+    are case insensitive and therefore should be normalized to lowercase".
+    Only the ASCII letters of a host are lowercased (case of non-ASCII host
+    characters is the business of IDNA, section 5.3.3); IP literals, IPv6 hex
+    included, go to lowercase.  Every other component keeps its case.
+    """
+    host = ref.host
+    if host:
+        host = _upper_pct(lower_ascii(host)) if not host.startswith("[") else host.lower()
+    return IRIReference(
+        lower_ascii(ref.scheme) if ref.scheme else ref.scheme,
+        _upper_pct(ref.userinfo),
+        host,
+        ref.port,
+        _upper_pct(ref.path) or "",
+        _upper_pct(ref.query),
+        _upper_pct(ref.fragment),
+    )
+
+
+def character_normalize(ref: IRIReference) -> IRIReference:
+    """Character normalization to NFC (RFC 3987 section 5.3.2.2), only on request.
+
+    "Equivalence of IRIs MUST rely on the assumption that IRIs are appropriately
+    pre-character-normalized rather than apply character normalization", so
+    :func:`normalize` applies this rung only with ``nfc=True`` (for IRIs that
+    come from a non-digital form or a non-UCS charset, where NFC is required).
+    Percent-encoded UTF-8 is decoded first so that ``C%CC%A7`` and ``Ç`` meet.
+    NFKC is never applied.
+    """
+    return IRIReference(
+        ref.scheme,
+        _nfc(ref.userinfo),
+        ref.host if ref.host is None or ref.host.startswith("[") else _nfc(ref.host),
+        ref.port,
+        _nfc(ref.path) or "",
+        _nfc(ref.query, allow_private=True),
+        _nfc(ref.fragment),
+    )
+
+
+def percent_normalize(ref: IRIReference) -> IRIReference:
+    """Percent-encoding normalization (RFC 3987 section 5.3.2.3).
+
+    "Decoding any percent-encoded octet sequence that corresponds to an
+    unreserved character"; escapes of reserved characters (``%2F``, ``%3D``,
+    ``%26``...) keep their meaning and stay.  To align an IRI with a URI "the
+    percent-encoding of both IRIs to be compared has to be aligned ... by
+    converting both IRIs to URIs (see section 3.1)": non-ASCII characters become
+    UTF-8 ``%HH``, uppercase.  The host is mapped the same way (without IDNA,
+    which is scheme-based, 5.3.3).
+    """
+    host = ref.host
+    if host and not host.startswith("["):
+        host = _percent(host, "host")
+    return IRIReference(
+        ref.scheme,
+        None if ref.userinfo is None else _percent(ref.userinfo, "userinfo"),
+        host,
+        None if ref.port is None else encode_component(ref.port, "port"),
+        _percent(ref.path, "path"),
+        None if ref.query is None else _percent(ref.query, "query"),
+        None if ref.fragment is None else _percent(ref.fragment, "fragment"),
+    )
+
+
+def path_segment_normalize(ref: IRIReference) -> IRIReference:
+    """Path segment normalization (RFC 3987 section 5.3.2.4, RFC 3986 5.2.4).
+
+    Dot-segments are removed from the path of hierarchical IRIs (those with an
+    authority or an absolute path); a rootless path (``mailto:``, ``urn:``) or
+    a relative path is left alone, since its dots are data or not yet resolved.
+    """
+    if not _is_hierarchical(ref) or "." not in ref.path:
+        return ref
+    return IRIReference(
+        ref.scheme, ref.userinfo, ref.host, ref.port, remove_dot_segments(ref.path),
+        ref.query, ref.fragment,
+    )
+
+
+@lru_cache(maxsize=65536)
+def _dns_host(host: str) -> str:
+    """The canonical form of a reg-name of a DNS scheme (RFC 3987 3.1, 5.3.3).
+
+    Percent-encoded UTF-8 is decoded (``r%C3%A9sum%C3%A9`` is the section 3.1
+    "instead of" spelling of ``résumé``) unless that yields characters a host
+    cannot hold, then UTS 46 ToASCII gives A-labels.  Raises IRIHostError.
+    """
+    if "%" in host:
+        text = _decode_host_escapes(host)
+        if text is not None and not _HOST_UNSAFE_RE.search(text):
+            host = text
+    if host.isascii():
+        return lower_ascii(host)
+    return host_to_ascii(host)
+
+
+def _decode_host_escapes(host: str) -> str | None:
+    """Decode every ``%HH`` of a host as UTF-8, or ``None`` if that is not legal UTF-8."""
+    out = bytearray()
+    i, n = 0, len(host)
+    while i < n:
+        c = host[i]
+        if c == "%" and _is_hex2(host[i + 1 : i + 3]):
+            out.append(int(host[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            out += c.encode("utf-8")
+            i += 1
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _is_hex2(s: str) -> bool:
+    return len(s) == 2 and all(c in "0123456789abcdefABCDEF" for c in s)
+
+
+def _canonical_port(scheme: str | None, port: str | None) -> str | None:
+    if port is None or port == "":
+        return None
+    if not port.isdigit() or not port.isascii():
+        bad = next(c for c in port if not ("0" <= c <= "9"))
+        raise IRIError(
+            "port is not a decimal number (RFC 3986 section 3.2.3)",
+            component="port",
+            char=bad,
+            index=port.index(bad),
+            text=port,
+        )
+    port = port.lstrip("0") or "0"
+    if scheme is not None and port == default_port(scheme):
+        return None
+    return port
+
+
+def _mailto_path(path: str) -> str:
+    """Lowercase the ASCII domain of each address of a mailto path (RFC 6068 section 2:
+    ``domain`` is case-insensitive; the local part is not)."""
+    out = []
+    for address in path.split(","):
+        local, at, domain = address.rpartition("@")
+        out.append(local + at + lower_ascii(domain) if at else address)
+    return ",".join(out)
+
+
+def scheme_normalize(ref: IRIReference) -> IRIReference:
+    """Scheme-based normalization (RFC 3987 section 5.3.3, RFC 3986 6.2.3).
+
+    "An explicit ':port', for which the port is empty or the default for the
+    scheme, is equivalent to one where the port and its ':' delimiter are
+    elided" (default ports in :data:`iri_scrapy.schemes.DEFAULT_PORTS`; leading
+    zeros of a port are dropped, it is a number); "an empty path ... should be
+    normalized to a path of '/'" for the authority-based schemes we know; and
+    "IDN components and their conversions to punycode" compare equal: the
+    reg-name of a DNS scheme becomes UTS 46 A-labels.  "Other scheme-specific
+    normalizations are possible": the domain of a ``mailto`` address is
+    lowercased (RFC 6068 section 2; RFC 3986 6.2.3's example).  Delimiters of empty
+    components (``?``, ``#``) are never removed.
+    """
+    scheme = ref.scheme
+    host = ref.host
+    path = ref.path
+    dns = uses_dns(scheme)
+    if dns and host and not host.startswith("["):
+        host = _dns_host(host)
+    if dns and host is not None and path == "":
+        path = "/"
+    elif scheme == "mailto" and "@" in path:
+        path = _mailto_path(path)
+    return IRIReference(
+        scheme, ref.userinfo, host, _canonical_port(scheme, ref.port), path, ref.query,
+        ref.fragment,
+    )
+
+
+def protocol_normalize(ref: IRIReference, rules: ProtocolRules | None) -> IRIReference:
+    """Protocol-based normalization (RFC 3987 section 5.3.4).
+
+    Applies what *rules* learned from the protocol (permanent redirects that
+    only add or remove a trailing slash).  Without rules it changes nothing.
+    """
+    if rules is None:
+        return ref
+    uri = ref.unsplit()
+    new = rules.apply(uri)
+    return ref if new == uri else parse(new)
+
+
+# --- fast path -------------------------------------------------------------------
+
+_ESC = "%(?:[01][0-9A-F]|2[0-9A-CF]|3[A-F]|40|5[B-E]|60|7[B-DF]|[89A-F][0-9A-F])"
+_PCHAR = "(?:[A-Za-z0-9\\-._~!$&'()*+,;=:@]|" + _ESC + ")"
+_FAST_RE = re.compile(
+    "(?P<scheme>[a-z][a-z0-9+.\\-]*)://"
+    "(?P<host>[a-z0-9\\-._~!$&'()*+,;=]*)"
+    "(?::(?P<port>[1-9][0-9]{0,4}))?"
+    "(?P<path>(?:/(?!\\.\\.?(?:/|[?#]|\\Z))" + _PCHAR + "*)*)"
+    "(?:\\?" + "(?:" + _PCHAR[3:-1] + "|[/?])*" + ")?"
+    "(?:#(?P<fragment>(?:" + _PCHAR[3:-1] + "|[/?])*))?"
+)
+
+
+def _fast(text: str, keep_fragment: bool) -> str | None:
+    """Return *text* if it is already canonical at level SCHEME in URI form."""
+    m = _FAST_RE.fullmatch(text)
+    if m is None:
+        return None
+    scheme = m.group("scheme")
+    if scheme in DEFAULT_PORTS and (
+        m.group("port") == DEFAULT_PORTS[scheme] or not m.group("path")
+    ):
+        return None
+    if not keep_fragment and m.group("fragment") is not None:
+        return text[: m.start("fragment") - 1]
+    return text
+
+
+# --- normalize -------------------------------------------------------------------
+
+
+def _pipeline(level: Level, nfc: bool) -> list[Rung]:
+    rungs = [Rung.CASE]
+    if nfc:
+        rungs.append(Rung.CHARACTER)
+    rungs += [Rung.PERCENT, Rung.PATH]
+    if level >= Level.SCHEME:
+        rungs.append(Rung.SCHEME)
+    if level >= Level.PROTOCOL:
+        rungs.append(Rung.PROTOCOL)
+    return rungs
+
+
+def apply_rung(rung: Rung, ref: IRIReference, rules: ProtocolRules | None = None) -> IRIReference:
+    """Apply one rung to *ref* (SIMPLE is the identity)."""
+    if rung is Rung.CASE:
+        return case_normalize(ref)
+    if rung is Rung.CHARACTER:
+        return character_normalize(ref)
+    if rung is Rung.PERCENT:
+        return percent_normalize(ref)
+    if rung is Rung.PATH:
+        return path_segment_normalize(ref)
+    if rung is Rung.SCHEME:
+        return scheme_normalize(ref)
+    if rung is Rung.PROTOCOL:
+        return protocol_normalize(ref, rules)
+    return ref
+
+
+def _check_form(form: str) -> None:
+    if form not in ("uri", "iri"):
+        raise ValueError(f"form must be 'uri' or 'iri', not {form!r}")
+
+
+def _drop_fragment(ref: IRIReference) -> IRIReference:
+    if ref.fragment is None:
+        return ref
+    return IRIReference(ref.scheme, ref.userinfo, ref.host, ref.port, ref.path, ref.query, None)
+
+
+def _with_context(exc: IRIError, text: str) -> IRIError:
+    """Point an error raised on a component at the index in the whole input."""
+    if exc.index is not None and exc.text and exc.text != text and exc.char is not None:
+        pos = text.find(exc.text)
+        if pos >= 0:
+            exc.index += pos
+            exc.text = text
+            exc.args = (f"{exc.component}: {str(exc).split(': ', 1)[1].rsplit(' at index', 1)[0]}"
+                        f" at index {exc.index}",)
+    return exc
+
+
+def normalize(
+    iri: str,
+    level: Level | int | str = Level.SCHEME,
+    *,
+    form: Form = "uri",
+    keep_fragment: bool = True,
+    nfc: bool = False,
+    rules: ProtocolRules | None = None,
+) -> str:
+    """The canonical string of *iri* at *level* of the ladder (RFC 3987 section 5.3).
+
+    ``form="uri"`` gives the ASCII URI a crawler fetches: at level SCHEME and up,
+    A-label hosts for DNS schemes and %-encoded UTF-8 everywhere else (section
+    3.1); below SCHEME, a non-ASCII host is %-encoded (IDNA is scheme-based).
+    ``form="iri"`` gives the readable IRI (section 3.2, with ToUnicode hosts at
+    level SCHEME and up).  ``keep_fragment=False`` gives the retrieval key:
+    "when IRIs are compared to select (or avoid) a network action ... fragment
+    components (if any) should be excluded" (section 5.1).  ``nfc=True`` adds
+    character normalization (5.3.2.2), off by default.  At level PROTOCOL,
+    *rules* (a :class:`~iri_scrapy.protocol.ProtocolRules`) supply what was
+    learned from the protocol.  Level SIMPLE returns the text itself (section
+    5.3.1: the comparison "MUST NOT map IRIs to URIs"), mapped to a URI only
+    when ``form="uri"`` asks for it.
+
+    Idempotent for every level and form.  Raises :class:`IRIError` for text
+    that has no canonical form (a host that fails IDNA, a non-numeric port, a
+    lone surrogate).
+    """
+    check_str(iri, "normalize")
+    lvl = Level.coerce(level)
+    _check_form(form)
+    if form == "uri" and lvl >= Level.SCHEME and not nfc:
+        fast = _fast(iri, keep_fragment)
+        if fast is not None:
+            if lvl is Level.PROTOCOL and rules is not None:
+                return rules.apply(fast)
+            return fast
+    try:
+        return _normalize_slow(iri, lvl, form, keep_fragment, nfc, rules)
+    except IRIError as exc:
+        raise _with_context(exc, iri) from None
+
+
+def _normalize_slow(
+    iri: str, lvl: Level, form: Form, keep_fragment: bool, nfc: bool,
+    rules: ProtocolRules | None,
+) -> str:
+    ref = parse(iri)
+    if not keep_fragment:
+        ref = _drop_fragment(ref)
+    if lvl is Level.SIMPLE:
+        text = ref.unsplit()
+        if form == "iri":
+            return text
+        return _percent_only(ref)
+    for rung in _pipeline(lvl, nfc):
+        ref = apply_rung(rung, ref, rules)
+    uri = ref.unsplit()
+    if form == "uri":
+        return uri
+    return uri_to_iri(uri, unicode_host=lvl >= Level.SCHEME and uses_dns(ref.scheme))
+
+
+def _percent_only(ref: IRIReference) -> str:
+    """Section 3.1 mapping with no normalization (for level SIMPLE, form="uri")."""
+    def enc(value: str | None, component: str) -> str | None:
+        return None if value is None else encode_component(value, component)
+
+    host = ref.host
+    if host and not host.startswith("["):
+        host = encode_component(host, "host")
+    return IRIReference(
+        ref.scheme, enc(ref.userinfo, "userinfo"), host, enc(ref.port, "port"),
+        encode_component(ref.path, "path"), enc(ref.query, "query"),
+        enc(ref.fragment, "fragment"),
+    ).unsplit()
+
+
+def equivalent(
+    a: str,
+    b: str,
+    level: Level | int | str = Level.SCHEME,
+    *,
+    keep_fragment: bool = True,
+    nfc: bool = False,
+    rules: ProtocolRules | None = None,
+) -> bool:
+    """True if *a* and *b* are equivalent at *level* of the ladder (RFC 3987 5.3).
+
+    Compares the ``form="uri"`` canonical strings; comparison methods "are
+    designed to minimize false negatives while strictly avoiding false
+    positives" (section 5.1).
+    """
+    kw = {"keep_fragment": keep_fragment, "nfc": nfc, "rules": rules}
+    return normalize(a, level, **kw) == normalize(b, level, **kw)  # type: ignore[arg-type]
+
+
+def rungs_applied(
+    iri: str,
+    level: Level | int | str = Level.SCHEME,
+    *,
+    keep_fragment: bool = True,
+    nfc: bool = False,
+    rules: ProtocolRules | None = None,
+) -> tuple[Rung, ...]:
+    """The rungs that changed *iri* on its way to its canonical form, in order.
+
+    An empty tuple means the text was already canonical (simple string
+    comparison suffices).  Used for per-rung statistics of duplicates.
+    """
+    check_str(iri, "rungs_applied")
+    lvl = Level.coerce(level)
+    if lvl >= Level.SCHEME and not nfc and _fast(iri, True) == iri and rules is None:
+        return ()
+    ref = parse(iri)
+    if not keep_fragment:
+        ref = _drop_fragment(ref)
+    if lvl is Level.SIMPLE:
+        return ()
+    out: list[Rung] = []
+    before = ref.unsplit()
+    for rung in _pipeline(lvl, nfc):
+        ref = apply_rung(rung, ref, rules)
+        after = ref.unsplit()
+        if after != before:
+            out.append(rung)
+        before = after
+    return tuple(out)
+
+

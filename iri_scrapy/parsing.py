@@ -1,0 +1,264 @@
+"""Parsing IRI references into components (RFC 3987 section 2.2, RFC 3986 appendix B).
+
+``parse`` is lenient the way real pages need (Weber, draft-weber-iri-guidelines-01,
+section 5): characters the grammar does not allow are kept as they are and are
+percent-encoded later, on the way to a URI.  ``validate`` is the strict check
+against the RFC 3987 section 2.2 grammar and the section 4.1 bidi rule.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from .charclasses import (
+    BIDI_FORMATTING,
+    IPRIVATE_RE,
+    IUNRESERVED_RE,
+    SUB_DELIMS_RE,
+)
+from .errors import IRISyntaxError
+
+__all__ = ["IRIReference", "parse", "validate", "preprocess", "split_authority"]
+
+#: Weber section 4 step 1: only these ASCII whitespace characters are stripped.
+WHITESPACE = " \t\r\n"
+
+# RFC 3986 appendix B, with DOTALL so that a newline does not end the match.
+_SPLIT_RE = re.compile(
+    r"(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL
+)
+_SPLIT_RELATIVE_RE = re.compile(r"(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL)
+# scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )   (RFC 3986 3.1)
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+
+
+@dataclass(frozen=True, slots=True)
+class IRIReference:
+    """The components of an IRI reference (RFC 3986 section 3, RFC 3987 section 2.2).
+
+    ``None`` means the component (and its delimiter) is absent; ``""`` means it is
+    present but empty, so ``http://h/?`` (query ``""``) and ``http://h/`` (query
+    ``None``) stay different.  ``host`` is ``None`` exactly when there is no
+    authority (``//``).  ``port`` is kept as text: ``""`` for ``http://h:/``.
+    """
+
+    scheme: str | None
+    userinfo: str | None
+    host: str | None
+    port: str | None
+    path: str
+    query: str | None
+    fragment: str | None
+
+    @property
+    def authority(self) -> str | None:
+        """The authority as written back: ``[userinfo "@"] host [":" port]``."""
+        if self.host is None:
+            return None
+        out = self.host
+        if self.userinfo is not None:
+            out = self.userinfo + "@" + out
+        if self.port is not None:
+            out = out + ":" + self.port
+        return out
+
+    def unsplit(self) -> str:
+        """Recompose the reference (RFC 3986 section 5.3)."""
+        parts: list[str] = []
+        if self.scheme is not None:
+            parts.append(self.scheme + ":")
+        authority = self.authority
+        path = self.path
+        if authority is not None:
+            parts.append("//" + authority)
+        elif path.startswith("//"):
+            # Without an authority a path may not start with "//" (RFC 3986 3.3);
+            # "/." keeps it a path after dot-segment removal produced it.
+            path = "/." + path
+        parts.append(path)
+        if self.query is not None:
+            parts.append("?" + self.query)
+        if self.fragment is not None:
+            parts.append("#" + self.fragment)
+        return "".join(parts)
+
+    __str__ = unsplit
+
+
+def preprocess(text: str) -> str:
+    """Strip leading and trailing ASCII whitespace (Weber section 4, step 1).
+
+    Only SPACE, TAB, CR and LF are removed; other Unicode white space is data.
+    """
+    return text.strip(WHITESPACE)
+
+
+def split_authority(authority: str) -> tuple[str | None, str, str | None]:
+    """Split an authority into ``(userinfo, host, port)`` (Weber sections 5.2.1-5.2.3).
+
+    The userinfo ends at the last ``@`` (what user agents do, so the host is the
+    one a request would go to); an IP-literal host runs to its ``]``; otherwise
+    the port is what follows the last ``:``.
+    """
+    userinfo: str | None = None
+    at = authority.rfind("@")
+    if at >= 0:
+        userinfo, authority = authority[:at], authority[at + 1 :]
+    if authority.startswith("["):
+        end = authority.find("]")
+        if end >= 0 and (end + 1 == len(authority) or authority[end + 1] == ":"):
+            host = authority[: end + 1]
+            port = authority[end + 2 :] if end + 1 < len(authority) else None
+            return userinfo, host, port
+        return userinfo, authority, None
+    colon = authority.rfind(":")
+    if colon >= 0:
+        return userinfo, authority[:colon], authority[colon + 1 :]
+    return userinfo, authority, None
+
+
+def parse(text: str) -> IRIReference:
+    """Parse an IRI reference into its components, leniently.
+
+    RFC 3986 appendix B (which RFC 3987 section 2.2 keeps), after Weber's
+    preprocessing (section 4).  A scheme that is not ``ALPHA *( ALPHA / DIGIT /
+    "+" / "-" / "." )`` makes the text a relative reference (Weber 5.1).  No
+    character is rejected: use :func:`validate` for the strict check.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"parse() takes str, not {type(text).__name__}")
+    text = preprocess(text)
+    m = _SPLIT_RE.match(text)
+    assert m is not None  # the pattern matches every string
+    scheme, authority, path, query, fragment = m.groups()
+    if scheme is not None and not _SCHEME_RE.fullmatch(scheme):
+        r = _SPLIT_RELATIVE_RE.match(text)
+        assert r is not None
+        scheme = None
+        authority, path, query, fragment = r.groups()
+    if authority is None:
+        return IRIReference(scheme, None, None, None, path, query, fragment)
+    userinfo, host, port = split_authority(authority)
+    return IRIReference(scheme, userinfo, host, port, path, query, fragment)
+
+
+# --- strict validation (RFC 3987 section 2.2) ------------------------------------
+
+_PCT = "%(?![0-9A-Fa-f]{2})"
+_IPCHAR = IUNRESERVED_RE + SUB_DELIMS_RE + ":@%"
+
+
+def _bad(allowed: str) -> re.Pattern[str]:
+    """A pattern finding the first character outside *allowed*, or a bad '%'."""
+    return re.compile(f"[^{allowed}]|{_PCT}")
+
+
+_BAD_USERINFO = _bad(IUNRESERVED_RE + SUB_DELIMS_RE + ":%")
+_BAD_REG_NAME = _bad(IUNRESERVED_RE + SUB_DELIMS_RE + "%")
+_BAD_PORT = re.compile(r"[^0-9]")
+_BAD_PATH = _bad(_IPCHAR + "/")
+_BAD_QUERY = _bad(_IPCHAR + IPRIVATE_RE + "/?")
+_BAD_FRAGMENT = _bad(_IPCHAR + "/?")
+_BAD_SCHEME = re.compile(r"^[^A-Za-z]|[^A-Za-z0-9+.\-]")
+_BIDI_RE = re.compile("[" + "".join(sorted(BIDI_FORMATTING)) + "]")
+_IPVFUTURE_RE = re.compile(r"v[0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+")
+
+
+def _check(
+    pattern: re.Pattern[str], value: str | None, start: int, component: str, text: str
+) -> None:
+    if not value:
+        return
+    hits = [m for m in (pattern.search(value), _BIDI_RE.search(value)) if m is not None]
+    if not hits:
+        return
+    first = min(hits, key=lambda m: m.start())
+    i = first.start()
+    char = value[i]
+    if char in BIDI_FORMATTING:
+        why = "bidi formatting character not allowed (RFC 3987 section 4.1)"
+    elif char == "%":
+        why = "'%' not followed by two hexadecimal digits (RFC 3986 section 2.1)"
+    else:
+        why = "character not allowed (RFC 3987 section 2.2)"
+    raise IRISyntaxError(why, component=component, char=char, index=start + i, text=text)
+
+
+def validate(text: str) -> IRIReference:
+    """Check *text* strictly against the IRI-reference grammar of RFC 3987 section 2.2.
+
+    ``ucschar`` is allowed everywhere but the scheme and port, ``iprivate`` only in
+    the query, bidi formatting characters nowhere (section 4.1).  Raises an
+    :class:`IRISyntaxError` (or :class:`IRIError`) for the first violation, naming
+    component, character (``U+XXXX``) and index; returns the parsed reference.
+    Leading and trailing white space is not stripped here: it is a violation.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"validate() takes str, not {type(text).__name__}")
+    m = _SPLIT_RE.match(text)
+    assert m is not None
+    scheme_text = m.group(1)
+    if scheme_text is not None and not _SCHEME_RE.fullmatch(scheme_text):
+        # Not a scheme: the reference is relative and its first segment has a ":",
+        # which ipath-noscheme does not allow (RFC 3986 section 4.2).
+        bad = _BAD_SCHEME.search(scheme_text)
+        i = bad.start() if bad else 0
+        raise IRISyntaxError(
+            "invalid scheme (RFC 3986 section 3.1)",
+            component="scheme",
+            char=scheme_text[i],
+            index=i,
+            text=text,
+        )
+    if m.group(2) is not None:
+        start = m.start(2)
+        authority = m.group(2)
+        userinfo, host, port = split_authority(authority)
+        offset = start
+        if userinfo is not None:
+            _check(_BAD_USERINFO, userinfo, offset, "userinfo", text)
+            offset += len(userinfo) + 1
+        _validate_host(host, offset, text)
+        if port is not None:
+            _check(_BAD_PORT, port, offset + len(host) + 1, "port", text)
+    _check(_BAD_PATH, m.group(3), m.start(3), "path", text)
+    if m.group(4) is not None:
+        _check(_BAD_QUERY, m.group(4), m.start(4), "query", text)
+    if m.group(5) is not None:
+        _check(_BAD_FRAGMENT, m.group(5), m.start(5), "fragment", text)
+    return parse(text)
+
+
+def _validate_host(host: str, start: int, text: str) -> None:
+    """ihost = IP-literal / IPv4address / ireg-name (RFC 3987 section 2.2)."""
+    if host.startswith("["):
+        inner = host[1:-1] if host.endswith("]") else host[1:]
+        if host.endswith("]"):
+            if _IPVFUTURE_RE.fullmatch(inner):
+                return
+            try:
+                ipaddress.IPv6Address(inner)
+                return
+            except ValueError:
+                pass
+        bad = next((i for i, c in enumerate(inner) if c not in "0123456789abcdefABCDEF:."), None)
+        i = 1 + (bad if bad is not None else len(inner))
+        char = host[i] if i < len(host) else "["
+        raise IRISyntaxError(
+            "invalid IP literal (RFC 3986 section 3.2.2)",
+            component="host",
+            char=char,
+            index=start + min(i, len(host) - 1),
+            text=text,
+        )
+    _check(_BAD_REG_NAME, host, start, "host", text)
+
+
+def check_str(text: object, function: str) -> str:
+    """Raise ``TypeError`` unless *text* is a ``str`` (shared argument check)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{function}() takes str, not {type(text).__name__}")
+    return text
+
