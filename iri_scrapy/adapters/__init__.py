@@ -1,0 +1,1 @@
+"""Thin Scrapy adapters over the pure IRI core (the core never imports Scrapy)."""
