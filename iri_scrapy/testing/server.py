@@ -213,7 +213,7 @@ class HitLog:
 
     @property
     def targets(self) -> list[str]:
-        """The raw request targets, in order (non-ASCII bytes shown as latin-1)."""
+        """The raw request targets, in order (raw non-ASCII bytes shown %-escaped)."""
         return [h.target for h in self.hits]
 
     def counts(self) -> Counter[ResourceKey]:
@@ -259,9 +259,24 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "IriAliasWeb/1.0"
     timeout = 30  # idle keep-alive connections are closed after this
     server: _Server
+    raw_requestline: bytes
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         """Stay quiet."""
+
+    def parse_request(self) -> bool:
+        """%-escape raw non-ASCII bytes of the request line before http.server splits it.
+
+        http.server decodes the line as latin-1 and uses ``str.split()``, which also
+        splits on U+0085 and U+00A0 -- bytes that occur inside raw UTF-8 (e.g. "Р").
+        The resolver treats raw and %-escaped non-ASCII bytes alike, so nothing is lost.
+        """
+        line = self.raw_requestline
+        if not line.isascii():
+            self.raw_requestline = b"".join(
+                b"%%%02X" % c if c >= 0x80 else bytes((c,)) for c in line
+            )
+        return super().parse_request()
 
     def do_HEAD(self) -> None:  # noqa: N802
         self._answer(send_body=False)
