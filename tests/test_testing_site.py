@@ -323,3 +323,43 @@ def test_stock_scrapy_crawl(stock_crawl: tuple[CrawlResult, SiteServer]) -> None
     assert sum(srv.hits.counts().values()) > len(fetched)
     assert result.items and all(i["status"] == 200 for i in result.items)
     assert result.stats["downloader/response_status_count/301"] >= 1
+
+
+_SPIDER_ARG_MW = '''
+class SpiderArgMiddleware:
+    """Old-style middleware: Scrapy 2.19 deprecates a required spider argument."""
+
+    def process_request(self, request, spider):
+        return None
+'''
+
+
+def test_deprecation_warnings_recorded_or_fatal(srv: SiteServer, tmp_path: Path) -> None:
+    (tmp_path / "old_style_mw.py").write_text(_SPIDER_ARG_MW)
+    settings = {
+        "DOWNLOADER_MIDDLEWARES": {"old_style_mw.SpiderArgMiddleware": 100},
+        "CLOSESPIDER_PAGECOUNT": 1,
+    }
+    env = {"PYTHONPATH": str(tmp_path)}
+    lenient = run_crawl(settings, list(DEMO_SITE.start_urls), srv.proxy_url, timeout=60, env=env)
+    assert lenient.returncode == 0 and lenient.finish_reason == "closespider_pagecount"
+    assert any("requires a spider argument" in w for w in lenient.warnings)
+    strict = run_crawl(settings, list(DEMO_SITE.start_urls), srv.proxy_url, timeout=60,
+                       env={**env, "IRI_SCRAPY_DEPRECATIONS_AS_ERRORS": "1"})
+    assert strict.returncode == 1 and not strict.ok and strict.finish_reason is None
+    assert any("ScrapyDeprecationWarning" in e for e in strict.errors)
+
+
+def test_jobdir_resume(srv: SiteServer, tmp_path: Path) -> None:
+    srv.reset()
+    start = list(DEMO_SITE.start_urls)
+    jobdir = tmp_path / "job"
+    first = run_crawl({"CLOSESPIDER_PAGECOUNT": 3, "CONCURRENT_REQUESTS": 1}, start,
+                      srv.proxy_url, jobdir=jobdir, timeout=60)
+    assert first.finish_reason == "closespider_pagecount"
+    assert (jobdir / "requests.seen").exists()
+    second = run_crawl({}, start, srv.proxy_url, jobdir=jobdir, timeout=60)
+    assert second.ok
+    assert "Resuming crawl" in second.stderr
+    # together the two runs reach what one stock run reaches
+    assert DEMO_SITE.keys - DEMO_SITE.trap_keys() <= srv.hits.fetched()

@@ -9,8 +9,11 @@ which sets ``request.meta["proxy"]`` before Scrapy's ``HttpProxyMiddleware`` run
 (the proxy env vars are also set for the child, ``no_proxy`` is removed).
 
 Set ``IRI_SCRAPY_DEPRECATIONS_AS_ERRORS=1`` in *env* to turn
-``ScrapyDeprecationWarning`` into errors inside the child; deprecation warnings are
-always recorded in :attr:`CrawlResult.warnings`.
+``ScrapyDeprecationWarning`` into errors inside the child (a crawl that then fails to
+start shows it in :attr:`CrawlResult.errors`, ``returncode == 1``, ``finish_reason is
+None``; one raised inside a callback is logged, see ``stats["log_count/ERROR"]``).
+Without the flag, deprecation warnings shown during the crawl are recorded in
+:attr:`CrawlResult.warnings`.
 """
 
 from __future__ import annotations
@@ -78,6 +81,12 @@ class CrawlResult:
     stderr: str
     stdout: str = ""
     warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True if the crawl ran to a ``finished`` close without startup errors."""
+        return self.returncode == 0 and not self.errors and self.finish_reason == "finished"
 
     @property
     def urls(self) -> list[str]:
@@ -139,10 +148,11 @@ def _child_env(proxy_url: str, extra: Mapping[str, str] | None) -> dict[str, str
            if k.lower() not in {"no_proxy", "http_proxy", "https_proxy", "all_proxy"}
            and k != "SCRAPY_SETTINGS_MODULE"}
     env["http_proxy"] = env["HTTP_PROXY"] = proxy_url
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH")) if p)
     env["PYTHONIOENCODING"] = "utf-8"
     if extra:
         env.update(extra)
+    # the repo root always comes first, so the child imports this checkout's iri_scrapy
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH")) if p)
     return env
 
 
@@ -205,6 +215,7 @@ def run_crawl(
         stderr=proc.stderr,
         stdout=proc.stdout,
         warnings=data.get("warnings", []),
+        errors=data.get("errors", []),
     )
 
 
@@ -215,20 +226,10 @@ def _child(config_path: str, result_path: str) -> int:
     """Run one crawl as described by *config_path*; write the JSON result."""
     from scrapy.exceptions import ScrapyDeprecationWarning
 
-    recorded: list[str] = []
     if os.environ.get(DEPRECATIONS_ENV, "") not in ("", "0"):
         warnings.simplefilter("error", ScrapyDeprecationWarning)
     else:
         warnings.simplefilter("always", ScrapyDeprecationWarning)
-    original_show = warnings.showwarning
-
-    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-             file: Any = None, line: str | None = None) -> None:
-        if issubclass(category, ScrapyDeprecationWarning):
-            recorded.append(f"{filename}:{lineno}: {category.__name__}: {message}")
-        original_show(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = show
 
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
@@ -237,14 +238,27 @@ def _child(config_path: str, result_path: str) -> int:
 
     config = json.loads(Path(config_path).read_text(encoding="utf-8"))
     items: list[dict[str, Any]] = []
+    errors: list[str] = []
+    recorded: list[str] = []
     process = CrawlerProcess(config["settings"])
+    # Installed after CrawlerProcess: Scrapy's configure_logging() replaces showwarning.
+    previous_show = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if issubclass(category, ScrapyDeprecationWarning):
+            recorded.append(f"{filename}:{lineno}: {category.__name__}: {message}")
+        previous_show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
     crawler = process.create_crawler(AliasSpider)
 
     def on_item(item: Any, **_: Any) -> None:
         items.append(dict(item))
 
     crawler.signals.connect(on_item, signal=signals.item_scraped)
-    process.crawl(crawler, start_urls=config["start_urls"], **config["spider_kwargs"])
+    deferred = process.crawl(crawler, start_urls=config["start_urls"], **config["spider_kwargs"])
+    deferred.addErrback(lambda failure: errors.append(failure.getTraceback()))
     process.start()
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     result = {
@@ -252,10 +266,11 @@ def _child(config_path: str, result_path: str) -> int:
         "items": items,
         "finish_reason": stats.get("finish_reason"),
         "warnings": recorded,
+        "errors": errors,
     }
     Path(result_path).write_text(json.dumps(result, default=str, ensure_ascii=False),
                                  encoding="utf-8")
-    return 0
+    return 1 if errors else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
