@@ -363,3 +363,24 @@ def test_jobdir_resume(srv: SiteServer, tmp_path: Path) -> None:
     assert "Resuming crawl" in second.stderr
     # together the two runs reach what one stock run reaches
     assert DEMO_SITE.keys - DEMO_SITE.trap_keys() <= srv.hits.fetched()
+
+
+def test_testing_package_does_not_import_the_core() -> None:
+    """The server is an independent oracle: iri_scrapy.testing imports no core module."""
+    import ast
+
+    pkg = REPO / "iri_scrapy" / "testing"
+    offenders = []
+    for py in sorted(pkg.glob("*.py")):
+        for node in ast.walk(ast.parse(py.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = ["." * node.level + (node.module or "")]
+            for name in names:
+                if name.startswith(".") or (
+                    name.startswith("iri_scrapy") and not name.startswith("iri_scrapy.testing")
+                ):
+                    offenders.append((py.name, name))
+    assert offenders == []
