@@ -17,6 +17,7 @@ from functools import lru_cache
 import idna
 
 from .errors import IRIHostError
+from .punycode import punycode_encode
 
 __all__ = ["host_to_ascii", "host_to_unicode", "lower_ascii"]
 
@@ -53,22 +54,47 @@ def _host_error(host: str, label: str, exc: Exception, start: int) -> IRIHostErr
     )
 
 
+# Full stops that UTS 46 maps to U+002E (section 4, step 1 mapping), applied
+# first so that the host can be split and each label converted (and cached) alone:
+# the UTS 46 mapping and NFC never act across a full stop.
+_DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+
+
 @lru_cache(maxsize=65536)
-def _to_ascii_cached(host: str) -> str | Exception:
+def _label_to_ascii(label: str) -> str | Exception:
+    """UTS 46 ToASCII of one label (mapping, then A-label), or the exception."""
     try:
-        mapped = idna.uts46_remap(host, std3_rules=False, transitional=False)
+        mapped = idna.uts46_remap(label, std3_rules=False, transitional=False)
     except (idna.IDNAError, UnicodeError, ValueError) as exc:
         return exc
-    labels = mapped.split(".")
     out = []
-    for label in labels:
-        if label.isascii():
-            out.append(label)
+    for part in mapped.split("."):  # a mapping may (rarely) produce a full stop
+        if part.isascii():
+            out.append(part)
             continue
         try:
-            out.append(idna.alabel(label).decode("ascii"))
+            # idna.alabel() is check_label + the punycode codec + a length check;
+            # the same with our faster RFC 3492 encoder.
+            idna.check_label(part)
+            alabel = "xn--" + punycode_encode(part)
         except (idna.IDNAError, UnicodeError, ValueError) as exc:
-            return ValueError(f"{label!r}: {exc}")
+            return exc
+        if len(alabel) > 63:
+            return idna.IDNAError(f"Label too long: {alabel!r}")
+        out.append(alabel)
+    return ".".join(out)
+
+
+def _to_ascii_cached(host: str) -> str | Exception:
+    out = []
+    for label in host.translate(_DOTS).split("."):
+        if label.isascii():
+            out.append(lower_ascii(label))
+            continue
+        result = _label_to_ascii(label)
+        if isinstance(result, Exception):
+            return ValueError(f"{label!r}: {result}")
+        out.append(result)
     return ".".join(out)
 
 

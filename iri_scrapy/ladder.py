@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal
 from .errors import IRIError
 from .hosts import host_to_ascii, lower_ascii
 from .mapping import decode_component, encode_component, uri_to_iri
-from .parsing import IRIReference, check_str, parse
+from .parsing import IRIReference, check_str, parse, split_authority
 from .resolve import remove_dot_segments
 from .schemes import DEFAULT_PORTS, default_port, uses_dns
 
@@ -382,6 +382,75 @@ def _fast(text: str, keep_fragment: bool) -> str | None:
     return text
 
 
+# --- fused pipeline ----------------------------------------------------------------
+#
+# The rungs above, composed by hand for one IRI without building an intermediate
+# IRIReference per rung.  It must give exactly ``unsplit`` of the composed rungs:
+# tests/test_ladder.py checks that on the corpora and with Hypothesis.
+
+_SPLIT_RE = re.compile(
+    r"(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL
+)
+_SCHEME_OK_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+
+
+@lru_cache(maxsize=65536)
+def _host_chain(host: str, scheme_based: bool) -> str:
+    """Host through case (5.3.2.1), percent (5.3.2.3) and, if asked, scheme (5.3.3) rungs."""
+    if not host:
+        return host
+    if host.startswith("["):
+        return host.lower()
+    host = lower_ascii(host)
+    if scheme_based and "%" not in host and not _HOST_UNSAFE_RE.search(host):
+        # Shortcut: the percent rung would encode the non-ASCII characters and
+        # _dns_host decode them again; the result is the same.
+        return host if host.isascii() else host_to_ascii(host)
+    host = _percent(host, "host")
+    return _dns_host(host) if scheme_based else host
+
+
+def _fused(text: str, lvl: Level, keep_fragment: bool) -> str | None:
+    """Levels SYNTAX to PROTOCOL (without NFC) in one pass; ``None`` means "use the rungs"."""
+    m = _SPLIT_RE.match(text.strip(" \t\r\n"))
+    assert m is not None
+    scheme, authority, path, query, fragment = m.groups()
+    if scheme is not None:
+        if not _SCHEME_OK_RE.fullmatch(scheme):
+            return None
+        scheme = lower_ascii(scheme)
+        if scheme == "mailto":
+            return None
+    scheme_based = lvl >= Level.SCHEME
+    dns = scheme_based and scheme in DEFAULT_PORTS
+    out = [] if scheme is None else [scheme, ":"]
+    if authority is not None:
+        userinfo, host, port = split_authority(authority)
+        out.append("//")
+        if userinfo is not None:
+            out += (_percent(userinfo, "userinfo"), "@")
+        out.append(_host_chain(host, dns))
+        if port is not None:
+            port = encode_component(port, "port")
+            if scheme_based:
+                port = _canonical_port(scheme, port)
+            if port is not None:
+                out += (":", port)
+    path = _percent(path, "path")
+    if "." in path and (authority is not None or path.startswith("/")):
+        path = remove_dot_segments(path)
+    if dns and authority is not None and path == "":
+        path = "/"
+    elif authority is None and path.startswith("//"):
+        path = "/." + path
+    out.append(path)
+    if query is not None:
+        out += ("?", _percent(query, "query"))
+    if fragment is not None and keep_fragment:
+        out += ("#", _percent(fragment, "fragment"))
+    return "".join(out)
+
+
 # --- normalize -------------------------------------------------------------------
 
 
@@ -475,6 +544,15 @@ def normalize(
                 return rules.apply(fast)
             return fast
     try:
+        if lvl >= Level.SYNTAX and not nfc:
+            uri = _fused(iri, lvl, keep_fragment)
+            if uri is not None:
+                if lvl is Level.PROTOCOL and rules is not None:
+                    uri = rules.apply(uri)
+                if form == "uri":
+                    return uri
+                return uri_to_iri(uri, unicode_host=lvl >= Level.SCHEME and uses_dns(
+                    uri[: uri.find(":")] if ":" in uri else None))
         return _normalize_slow(iri, lvl, form, keep_fragment, nfc, rules)
     except IRIError as exc:
         raise _with_context(exc, iri) from None
