@@ -1,0 +1,388 @@
+"""Presentation checks of an IRI: bidi, IDN and mixed-script host labels.
+
+The analyses behind ``iri-scrapy check``, pure and without Scrapy.  Each check
+returns :class:`Finding` objects naming the component, the character
+(``U+XXXX``) and its index in the text as given:
+
+* ``bidi-formatting``: a bidirectional formatting character (LRM, RLM, LRE,
+  RLE, PDF, LRO, RLO, and ALM and the isolates LRI, RLI, FSI, PDI), which
+  "MUST NOT" appear in an IRI (RFC 3987 section 4.1).
+* ``bidi-mixed``: a component that uses both right-to-left (bidi class R or
+  AL) and left-to-right (class L) characters, against rule 1 of RFC 3987
+  section 4.2 ("A component SHOULD NOT use both right-to-left and left-to-right
+  characters").
+* ``bidi-boundary``: a component with right-to-left characters that does not
+  start with one, or does not end with one (possibly followed by nonspacing
+  marks, class NSM), against rule 2 of section 4.2 (draft-iri-bidi-guidelines
+  section 3 adds the NSM allowance).
+* ``idn``: a host label that fails UTS 46 ToASCII (via
+  :func:`iri_scrapy.hosts.host_to_ascii`), or an ``xn--`` label that is no
+  valid A-label (RFC 3987 section 3.1, RFC 5891).
+* ``mixed-script``: a host label whose letters come from scripts that no
+  writing system combines (Latin with Cyrillic, Greek with Latin...): a
+  homograph risk (RFC 3987 section 8, UTS 39 section 5.1 "highly restrictive").
+  Common and Inherited characters (digits, hyphen, combining marks) do not
+  count; Han with Hiragana/Katakana, Bopomofo or Hangul, each also with Latin,
+  are accepted as single writing systems.
+* ``syntax``: the first violation of the RFC 3987 section 2.2 grammar that
+  :func:`iri_scrapy.validate` reports (other than bidi formatting characters,
+  which are all reported above).
+
+Components for the bidi rules are those of section 4.2: iuserinfo, each label
+of ireg-name, each path segment, and, as section 4.2 suggests for the usual
+name/value syntax, each name and each value of the query; and the fragment.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .charclasses import BIDI_FORMATTING
+from .errors import IRIError, describe_char
+from .hosts import host_to_ascii, host_to_unicode
+from .parsing import split_authority, validate
+
+__all__ = [
+    "Finding",
+    "Component",
+    "components",
+    "check",
+    "check_bidi_formatting",
+    "check_bidi_component",
+    "check_host",
+    "script_of",
+    "label_scripts",
+]
+
+# RFC 3986 appendix B, as in parsing.py (kept here for the spans).
+_SPLIT_RE = re.compile(
+    r"(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL
+)
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+
+_RTL = frozenset({"R", "AL"})
+_LTR = "L"
+_NSM = "NSM"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem: its kind, component, message and, when it is about one, char and index."""
+
+    kind: str
+    component: str
+    message: str
+    char: str | None = None
+    index: int | None = None
+
+    @property
+    def codepoint(self) -> str | None:
+        return None if self.char is None else describe_char(self.char)
+
+    def __str__(self) -> str:
+        where = ""
+        if self.char is not None:
+            where = f" {describe_char(self.char)}"
+            if self.index is not None:
+                where += f" at index {self.index}"
+        return f"{self.component}: {self.message}{where} [{self.kind}]"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "component": self.component,
+            "message": self.message,
+            "codepoint": self.codepoint,
+            "index": self.index,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    """A bidi component (RFC 3987 section 4.2): its name, text and start index."""
+
+    name: str
+    text: str
+    start: int
+
+
+def _split_spans(text: str, seps: str, start: int) -> Iterator[tuple[str, int]]:
+    pos = 0
+    for piece in re.split("[" + re.escape(seps) + "]", text):
+        yield piece, start + pos
+        pos += len(piece) + 1
+
+
+def components(text: str) -> list[Component]:
+    """The bidi components of *text* (section 4.2), with their indices in *text*.
+
+    The whole text is split (RFC 3986 appendix B, as given: no white space is
+    stripped); empty components are left out.  The scheme and the port are
+    ASCII by syntax and are not components.
+    """
+    m = _SPLIT_RE.match(text)
+    assert m is not None
+    out: list[Component] = []
+    if m.group(1) is not None and not _SCHEME_RE.fullmatch(m.group(1)):
+        # Not a scheme: a relative reference whose first path segment has ":".
+        m = re.compile(r"()(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL).match(
+            text
+        )
+        assert m is not None
+    if m.group(2) is not None:
+        offset = m.start(2)
+        userinfo, host, _port = split_authority(m.group(2))
+        if userinfo is not None:
+            out.append(Component("userinfo", userinfo, offset))
+            offset += len(userinfo) + 1
+        if not host.startswith("["):
+            for label, i in _split_spans(host, ".", offset):
+                out.append(Component("host", label, i))
+    for seg, i in _split_spans(m.group(3), "/", m.start(3)):
+        out.append(Component("path", seg, i))
+    if m.group(4) is not None:
+        for part, i in _split_spans(m.group(4), "&;=", m.start(4)):
+            out.append(Component("query", part, i))
+    if m.group(5) is not None:
+        out.append(Component("fragment", m.group(5), m.start(5)))
+    return [c for c in out if c.text]
+
+
+def check_bidi_formatting(text: str) -> list[Finding]:
+    """Every bidi formatting character of *text* (RFC 3987 section 4.1)."""
+    comps = components(text)
+    out = []
+    for i, ch in enumerate(text):
+        if ch in BIDI_FORMATTING:
+            name = next(
+                (c.name for c in comps if c.start <= i < c.start + len(c.text)), "iri"
+            )
+            out.append(
+                Finding(
+                    "bidi-formatting",
+                    name,
+                    f"bidi formatting character {unicodedata.name(ch, '?')} not allowed "
+                    "(RFC 3987 section 4.1)",
+                    ch,
+                    i,
+                )
+            )
+    return out
+
+
+def check_bidi_component(comp: Component) -> list[Finding]:
+    """The rules of RFC 3987 section 4.2 for one component.
+
+    1. no mix of right-to-left (R, AL) and left-to-right (L) characters;
+    2. a component with right-to-left characters starts with one and ends with
+       one, possibly followed by nonspacing marks (NSM; draft-iri-bidi-guidelines
+       section 3).
+    """
+    text = comp.text
+    classes = [unicodedata.bidirectional(c) for c in text]
+    rtl = [i for i, b in enumerate(classes) if b in _RTL]
+    if not rtl:
+        return []
+    out = []
+    ltr = next((i for i, b in enumerate(classes) if b == _LTR), None)
+    if ltr is not None:
+        out.append(
+            Finding(
+                "bidi-mixed",
+                comp.name,
+                "component mixes right-to-left and left-to-right characters "
+                "(RFC 3987 section 4.2 rule 1); first left-to-right one",
+                text[ltr],
+                comp.start + ltr,
+            )
+        )
+    if classes[0] not in _RTL:
+        out.append(
+            Finding(
+                "bidi-boundary",
+                comp.name,
+                "component with right-to-left characters does not start with one "
+                f"(RFC 3987 section 4.2 rule 2); starts with bidi class {classes[0]}",
+                text[0],
+                comp.start,
+            )
+        )
+    end = len(classes) - 1
+    while end > 0 and classes[end] == _NSM:
+        end -= 1
+    if classes[end] not in _RTL:
+        out.append(
+            Finding(
+                "bidi-boundary",
+                comp.name,
+                "component with right-to-left characters does not end with one "
+                f"(RFC 3987 section 4.2 rule 2); ends with bidi class {classes[end]}",
+                text[end],
+                comp.start + end,
+            )
+        )
+    return out
+
+
+# --- scripts ---------------------------------------------------------------------
+
+# First words of Unicode character names that are not the script (then the
+# next word is), and names of scripts spelled in more than one word.
+_PREFIXES = frozenset({"FULLWIDTH", "HALFWIDTH", "SMALL", "CAPITAL", "MODIFIER", "SCRIPT"})
+_ALIASES = {
+    "CJK": "Han",
+    "IDEOGRAPHIC": "Han",
+    "KANGXI": "Han",
+    "CANADIAN": "Canadian_Aboriginal",
+    "OLD": "Old",
+    "NKO": "Nko",
+}
+#: Sets of scripts that one writing system uses together (UTS 39 section 5.1,
+#: "highly restrictive"): Japanese, Chinese with Bopomofo, Korean; each with Latin.
+_COMPATIBLE: tuple[frozenset[str], ...] = (
+    frozenset({"Latin", "Han", "Hiragana", "Katakana"}),
+    frozenset({"Latin", "Han", "Bopomofo"}),
+    frozenset({"Latin", "Han", "Hangul"}),
+)
+
+
+@lru_cache(maxsize=4096)
+def script_of(char: str) -> str | None:
+    """The script of *char* from its Unicode name, or ``None`` for Common/Inherited.
+
+    Letters and script-specific marks take the script that starts their name
+    (``CYRILLIC SMALL LETTER A`` is Cyrillic, ``FULLWIDTH LATIN ...`` Latin,
+    ``CJK UNIFIED IDEOGRAPH-4E00`` Han); digits, punctuation, symbols and
+    ``COMBINING ...`` marks are Common or Inherited and return ``None``, as do
+    characters without a name.  U+30FC KATAKANA-HIRAGANA PROLONGED SOUND MARK
+    is Common in Unicode's Scripts.txt and returns ``None`` too.
+    """
+    category = unicodedata.category(char)
+    if category[0] not in "LM":
+        return None
+    name = unicodedata.name(char, "")
+    if not name or name.startswith("COMBINING") or "HIRAGANA PROLONGED" in name:
+        return None
+    words = name.split()
+    while len(words) > 1 and words[0] in _PREFIXES:
+        words = words[1:]
+    first = words[0].split("-")[0]
+    if first in _ALIASES:
+        return _ALIASES[first]
+    return first.capitalize()
+
+
+def label_scripts(label: str) -> list[tuple[str, int]]:
+    """The scripts of *label* in order of first use, each with the index of its first letter."""
+    seen: dict[str, int] = {}
+    for i, ch in enumerate(label):
+        script = script_of(ch)
+        if script is not None and script not in seen:
+            seen[script] = i
+    return list(seen.items())
+
+
+def _mixed(scripts: list[tuple[str, int]]) -> bool:
+    names = {s for s, _ in scripts}
+    return len(names) > 1 and not any(names <= ok for ok in _COMPATIBLE)
+
+
+def check_host(host: str, start: int = 0) -> list[Finding]:
+    """IDN and mixed-script checks of a reg-name host (RFC 3987 sections 3.1 and 8).
+
+    *start* is the host's index in the whole IRI.  ``xn--`` labels are decoded
+    (ToUnicode) first, so a punycode homograph is caught like its Unicode form;
+    its findings point at the label's first character.
+    """
+    if not host or host.startswith("["):
+        return []
+    out: list[Finding] = []
+    if not host.isascii():
+        try:
+            host_to_ascii(host, start=start)
+        except IRIError as exc:
+            out.append(
+                Finding(
+                    "idn",
+                    "host",
+                    _message(exc),
+                    exc.char,
+                    exc.index,
+                )
+            )
+    for label, i in _split_spans(host, ".", start):
+        shown = label
+        decoded = False
+        if label[:4].lower() == "xn--":
+            shown = host_to_unicode(label.lower())
+            if shown == label.lower():
+                out.append(
+                    Finding(
+                        "idn",
+                        "host",
+                        f"label {label!r} is not a valid A-label (RFC 5891 section 5.4)",
+                        label[0],
+                        i,
+                    )
+                )
+                continue
+            decoded = True
+        scripts = label_scripts(shown)
+        if _mixed(scripts):
+            names = " + ".join(s for s, _ in scripts)
+            (second, j) = scripts[1]
+            what = f"label {label!r}" + (f" ({shown})" if decoded else "")
+            out.append(
+                Finding(
+                    "mixed-script",
+                    "host",
+                    f"{what} mixes scripts {names}: homograph risk "
+                    f"(RFC 3987 section 8); first {second} letter",
+                    shown[j],
+                    i if decoded else i + j,
+                )
+            )
+    return out
+
+
+def _message(exc: IRIError) -> str:
+    """The text of *exc* without its ``component: `` prefix and ``U+XXXX at index N`` suffix."""
+    text = str(exc).removeprefix(exc.component + ": ")
+    if exc.char is not None:
+        suffix = " " + describe_char(exc.char)
+        if exc.index is not None:
+            suffix += f" at index {exc.index}"
+        text = text.removesuffix(suffix)
+    return text
+
+
+def check(text: str) -> list[Finding]:
+    """All findings for *text*, ordered by index (RFC 3987 sections 2.2, 3.1, 4.1, 4.2, 8)."""
+    findings = check_bidi_formatting(text)
+    for comp in components(text):
+        findings += check_bidi_component(comp)
+    m = _SPLIT_RE.match(text)
+    assert m is not None
+    if m.group(2) is not None and (m.group(1) is None or _SCHEME_RE.fullmatch(m.group(1))):
+        userinfo, host, _port = split_authority(m.group(2))
+        offset = m.start(2) + (0 if userinfo is None else len(userinfo) + 1)
+        findings += check_host(host, offset)
+    try:
+        validate(text)
+    except IRIError as exc:
+        if exc.char is None or exc.char not in BIDI_FORMATTING:
+            findings.append(
+                Finding(
+                    "syntax",
+                    exc.component,
+                    _message(exc),
+                    exc.char,
+                    exc.index,
+                )
+            )
+    findings.sort(key=lambda f: (-1 if f.index is None else f.index))
+    return findings

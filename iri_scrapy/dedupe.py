@@ -1,0 +1,158 @@
+"""Streaming deduplication of URL lists by canonical form (RFC 3987 section 5.3).
+
+The logic behind ``iri-scrapy dedupe``, pure and without Scrapy: feed lines to
+a :class:`Deduper` one at a time; it keeps one 64-bit fingerprint of the
+canonical key of each distinct resource (:mod:`iri_scrapy.fpset`), never the
+lines, so memory grows only with the number of distinct resources.
+
+Two lines are the same resource when their ``normalize(..., form="uri")``
+strings are equal at the chosen level (section 5.3's ladder; by default without
+fragments, the retrieval comparison of section 5.1).  For each duplicate the
+rungs that changed its spelling on the way to the canonical form are counted
+(:func:`iri_scrapy.ladder.rungs_applied`); a duplicate that was already
+canonical counts under ``simple`` (section 5.3.1: string comparison sufficed).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import IRIError
+from .fpset import FingerprintSet, fingerprint
+from .ladder import Form, Level, Rung, normalize, rungs_applied
+from .parsing import preprocess
+
+__all__ = ["Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS"]
+
+#: Keys of :attr:`DedupeStats.by_rung`, in ladder order.
+RUNG_KEYS: tuple[str, ...] = tuple(r.key for r in Rung)
+
+
+class Outcome(enum.Enum):
+    """What became of one input line."""
+
+    UNIQUE = "unique"  #: first spelling of a resource: written out
+    DUPLICATE = "duplicate"  #: a resource seen before: dropped
+    BLANK = "blank"  #: empty or white space only: dropped, counted
+    REJECT = "reject"  #: no canonical form (IRIError): reported, never silently dropped
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """A line that could not be normalized: its 1-based number and the error text."""
+
+    line: int
+    error: str
+
+
+@dataclass(slots=True)
+class DedupeStats:
+    """Counters of a dedupe run (the closing report)."""
+
+    lines: int = 0
+    unique: int = 0
+    duplicates: int = 0
+    blank: int = 0
+    unparseable: int = 0
+    by_rung: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RUNG_KEYS, 0))
+    rejects: list[Reject] = field(default_factory=list)
+    fingerprint_bytes: int = 0
+    peak_fingerprint_bytes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary (the ``--json-report`` file)."""
+        return {
+            "lines": self.lines,
+            "unique": self.unique,
+            "duplicates": self.duplicates,
+            "blank": self.blank,
+            "unparseable": self.unparseable,
+            "duplicates_by_rung": dict(self.by_rung),
+            "rejects": [{"line": r.line, "error": r.error} for r in self.rejects],
+            "rejects_listed": len(self.rejects),
+            "fingerprint_bytes": self.fingerprint_bytes,
+            "peak_fingerprint_bytes": self.peak_fingerprint_bytes,
+        }
+
+
+class Deduper:
+    """Keep the first spelling of each distinct resource of a stream of lines.
+
+    ``process(line)`` returns the :class:`Outcome` and the text to write for a
+    unique line (the line as given, or its canonical form in *form* when
+    *canonical* is true); for a reject, the error text.  *max_rejects* bounds
+    how many rejects are remembered with their line numbers (all are counted).
+    """
+
+    def __init__(
+        self,
+        level: Level | int | str = Level.SCHEME,
+        *,
+        keep_fragment: bool = False,
+        nfc: bool = False,
+        canonical: bool = False,
+        form: Form = "uri",
+        max_rejects: int = 20,
+        rung_stats: bool = True,
+    ) -> None:
+        self.level = Level.coerce(level)
+        self.keep_fragment = keep_fragment
+        self.nfc = nfc
+        self.canonical = canonical
+        self.form: Form = form
+        self.max_rejects = max_rejects
+        self.rung_stats = rung_stats
+        self.seen = FingerprintSet()
+        self.stats = DedupeStats()
+
+    def process(self, line: str) -> tuple[Outcome, str]:
+        """Classify one line (without its end-of-line characters)."""
+        stats = self.stats
+        stats.lines += 1
+        if not preprocess(line):
+            stats.blank += 1
+            return Outcome.BLANK, ""
+        try:
+            key = normalize(line, self.level, keep_fragment=self.keep_fragment, nfc=self.nfc)
+            out = line
+            if self.canonical and self.form != "uri":
+                out = normalize(
+                    line, self.level, form=self.form, keep_fragment=self.keep_fragment,
+                    nfc=self.nfc,
+                )
+            elif self.canonical:
+                out = key
+        except IRIError as exc:
+            stats.unparseable += 1
+            if len(stats.rejects) < self.max_rejects:
+                stats.rejects.append(Reject(stats.lines, str(exc)))
+            return Outcome.REJECT, str(exc)
+        seen = self.seen
+        before = seen.capacity
+        if seen.add(fingerprint(key)):
+            stats.unique += 1
+            if seen.capacity != before:
+                # While growing, the old and the new table were both alive.
+                stats.peak_fingerprint_bytes = max(
+                    stats.peak_fingerprint_bytes, seen.nbytes + 8 * before
+                )
+            return Outcome.UNIQUE, out
+        stats.duplicates += 1
+        if self.rung_stats:
+            rungs = rungs_applied(line, self.level, keep_fragment=self.keep_fragment, nfc=self.nfc)
+            by_rung = stats.by_rung
+            if not rungs:
+                by_rung["simple"] += 1
+            for rung in rungs:
+                by_rung[rung.key] += 1
+        return Outcome.DUPLICATE, ""
+
+    def finish(self) -> DedupeStats:
+        """Fill in the memory figures and return the statistics."""
+        self.stats.fingerprint_bytes = self.seen.nbytes
+        self.stats.peak_fingerprint_bytes = max(
+            self.stats.peak_fingerprint_bytes, self.seen.nbytes
+        )
+        return self.stats
