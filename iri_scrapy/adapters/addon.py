@@ -1,0 +1,133 @@
+"""The Scrapy add-on: ``ADDONS = {"iri_scrapy.Addon": 0}`` enables the whole plugin.
+
+:meth:`Addon.update_settings` sets, at settings priority ``"addon"``:
+
+* ``REQUEST_FINGERPRINTER_CLASS = "iri_scrapy.IRIRequestFingerprinter"``
+* ``DUPEFILTER_CLASS = "iri_scrapy.IRIDupeFilter"``
+* ``SPIDER_MIDDLEWARES``: ``adapters.middleware.IRISpiderMiddleware``: 950
+* ``DOWNLOADER_MIDDLEWARES``: ``adapters.offsite.IRIOffsiteMiddleware``: 50 (and
+  Scrapy's ``OffsiteMiddleware``: None), ``IRINormalizationMiddleware``: 60,
+  ``adapters.protocol_mw.IRIProtocolMiddleware``: 650
+
+The rule for values the user set explicitly:
+
+* ``REQUEST_FINGERPRINTER_CLASS`` and ``DUPEFILTER_CLASS`` are set with priority
+  ``"addon"`` (15): they replace Scrapy's defaults (0) and ``scrapy crawl``'s
+  command defaults (10), but a value from the project's ``settings.py`` (20), a
+  spider's ``custom_settings`` (30) or the command line (40) wins.  If that
+  value is not one of ours (or a subclass), a warning says that IRI
+  deduplication is then up to it.
+* Middlewares are only *added*: a middleware of ours that the user already
+  lists (with any priority, or ``None`` to disable it) keeps the user's value.
+* Stock offsite filtering is replaced by ours unless the user lists Scrapy's
+  ``OffsiteMiddleware`` or ours in ``DOWNLOADER_MIDDLEWARES`` (then offsite
+  filtering is the user's choice and is left alone).
+
+The ``IRI_*`` settings are validated here, so a bad ``IRI_LEVEL`` stops the
+crawl before it starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
+from scrapy.utils.misc import load_object
+
+from .config import IRIConfig
+from .middleware import IRINormalizationMiddleware, IRISpiderMiddleware
+from .offsite import IRIOffsiteMiddleware
+from .protocol_mw import IRIProtocolMiddleware
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+    from typing_extensions import Self
+
+__all__ = ["Addon", "FINGERPRINTER", "DUPEFILTER", "PRIORITIES"]
+
+logger = logging.getLogger(__name__)
+
+FINGERPRINTER = "iri_scrapy.IRIRequestFingerprinter"
+DUPEFILTER = "iri_scrapy.IRIDupeFilter"
+
+#: Component priorities used by the add-on.
+PRIORITIES: dict[str, int] = {
+    "offsite": 50,  # the stock OffsiteMiddleware's place
+    "normalization": 60,  # right after offsite; process_response runs late (sees final class)
+    "protocol": 650,  # process_response before RedirectMiddleware (600)
+    "spider": 950,  # spider side of every built-in spider middleware
+}
+
+
+def _listed(components: dict[Any, Any], cls: type) -> bool:
+    """True if *cls* is a key of the component priority dict (class or import path)."""
+    for key in components:
+        try:
+            if load_object(key) is cls:
+                return True
+        except (ImportError, AttributeError, NameError, ValueError):
+            continue
+    return False
+
+
+class Addon:
+    """Enable canonical-URI fetching and IRI deduplication (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler | None = None) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        """Build for *crawler* (Scrapy's add-on manager calls this)."""
+        return cls(crawler)
+
+    def update_settings(self, settings: BaseSettings) -> None:
+        """Set the plugin's components into *settings* (user values win, see above)."""
+        IRIConfig.from_settings(settings)  # fail early on bad IRI_* values
+        for name, ours in (
+            ("REQUEST_FINGERPRINTER_CLASS", FINGERPRINTER),
+            ("DUPEFILTER_CLASS", DUPEFILTER),
+        ):
+            settings.set(name, ours, priority="addon")
+            self._check_class(settings, name, ours)
+
+        downloader = settings.getdict("DOWNLOADER_MIDDLEWARES")
+        user_offsite = _listed(downloader, OffsiteMiddleware) or _listed(
+            downloader, IRIOffsiteMiddleware
+        )
+        if not user_offsite:
+            settings.set_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", OffsiteMiddleware, None
+            )
+            settings.set_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", IRIOffsiteMiddleware, PRIORITIES["offsite"]
+            )
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", IRINormalizationMiddleware, PRIORITIES["normalization"]
+        )
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", IRIProtocolMiddleware, PRIORITIES["protocol"]
+        )
+        settings.setdefault_in_component_priority_dict(
+            "SPIDER_MIDDLEWARES", IRISpiderMiddleware, PRIORITIES["spider"]
+        )
+
+    @staticmethod
+    def _check_class(settings: BaseSettings, name: str, ours: str) -> None:
+        """Warn if the user's explicit *name* is not our class or a subclass of it."""
+        value = settings.get(name)
+        if value == ours:
+            return
+        try:
+            theirs, mine = load_object(value), load_object(ours)
+        except (ImportError, AttributeError, NameError, ValueError):
+            return
+        if isinstance(theirs, type) and isinstance(mine, type) and issubclass(theirs, mine):
+            return
+        logger.warning(
+            "iri_scrapy.Addon: %(name)s = %(value)r was set explicitly and is kept; "
+            "IRI deduplication then depends on it (ours: %(ours)s)",
+            {"name": name, "value": value, "ours": ours},
+        )

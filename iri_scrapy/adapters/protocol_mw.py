@@ -1,0 +1,136 @@
+"""Redirects seen before Scrapy follows them: canonical ``Location``, protocol learning.
+
+:class:`IRIProtocolMiddleware` is a downloader middleware at priority 650:
+``process_response`` runs from the downloader side towards the engine, so it
+sees a 3xx response *before* Scrapy's ``RedirectMiddleware`` (600) turns it
+into a new request.  It does two things:
+
+* **Location in fetch form** (every level): the ``Location`` header is resolved
+  against the request URL by the IRI core and rewritten to its canonical URI.
+  ``RedirectMiddleware`` runs it through ``w3lib.url.safe_url_string``, whose
+  IDNA 2003 would map ``straße.example`` to ``strasse.example``, another
+  domain; an A-label host passes through it unchanged.  Skipped when the
+  redirect will not be followed (``dont_redirect``, ``handle_httpstatus_*``)
+  or for ``dont_normalize_iri`` requests.
+* **Protocol learning** (``IRI_LEVEL = "protocol"``, RFC 3987 section 5.3.4):
+  ``rules.observe_redirect(source, target, status)`` for each 3xx, on the
+  canonical URIs without fragment, and ``rules.observe_contrary(uri)`` for each
+  2xx.  The crawler's shared :class:`~iri_scrapy.ProtocolRules` (see
+  :func:`~iri_scrapy.adapters.config.rules_for`) is what the fingerprinter
+  applies to keys computed afterwards.  Rules never change what is fetched,
+  only keys; a rule maps to the redirect *target* spelling, so it can neither
+  loop nor make the target a duplicate of a request that was not fetched.
+
+Stats: ``iri/redirect/location_canonicalized``, ``iri/protocol/redirects``,
+``iri/protocol/learned``, ``iri/protocol/contrary``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..errors import IRIError
+from ..ladder import Level, normalize
+from ..resolve import resolve
+from .config import META_DONT_NORMALIZE, IRIConfig, rules_for
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from typing_extensions import Self
+
+    from ..protocol import ProtocolRules
+
+__all__ = ["IRIProtocolMiddleware", "REDIRECT_STATUSES"]
+
+logger = logging.getLogger(__name__)
+
+#: The statuses Scrapy's RedirectMiddleware follows.
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+def _key_form(url: str) -> str:
+    """Canonical URI without fragment (what ProtocolRules works on)."""
+    return normalize(url, Level.SCHEME, form="uri", keep_fragment=False)
+
+
+def _decode_location(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+class IRIProtocolMiddleware:
+    """Downloader middleware (priority 650): canonical redirect targets, 5.3.4 learning."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.config = IRIConfig.from_settings(crawler.settings)
+        self.rules: ProtocolRules | None = rules_for(crawler, self.config)
+        self.stats = crawler.stats
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        """Build for *crawler* (shares the crawler's ProtocolRules)."""
+        return cls(crawler)
+
+    def _inc(self, key: str) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(key)
+
+    def _will_redirect(self, request: Request, response: Response) -> bool:
+        """Whether RedirectMiddleware will follow this response (its own conditions)."""
+        meta = request.meta
+        if meta.get("dont_redirect") or meta.get("handle_httpstatus_all"):
+            return False
+        status = response.status
+        if status in meta.get("handle_httpstatus_list", ()):
+            return False
+        spider = self.crawler.spider
+        return status not in getattr(spider, "handle_httpstatus_list", ())
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        """Rewrite a redirect's Location to its canonical URI; learn from 3xx and 2xx."""
+        status = response.status
+        if status in REDIRECT_STATUSES and b"Location" in response.headers:
+            self._redirect(request, response)
+        elif 200 <= status < 300 and self.rules is not None:
+            try:
+                self.rules.observe_contrary(_key_form(response.url))
+            except IRIError:
+                return response
+            self._inc("iri/protocol/contrary")
+        return response
+
+    def _redirect(self, request: Request, response: Response) -> None:
+        raw = response.headers.get(b"Location")
+        if not raw:
+            return
+        location = _decode_location(raw).strip()
+        try:
+            target = normalize(resolve(request.url, location), Level.SCHEME, form="uri")
+        except IRIError:
+            return  # RedirectMiddleware handles it as stock Scrapy does
+        if (
+            target != location
+            and not request.meta.get(META_DONT_NORMALIZE)
+            and self._will_redirect(request, response)
+        ):
+            response.headers[b"Location"] = target.encode("ascii")
+            self._inc("iri/redirect/location_canonicalized")
+        if self.rules is None:
+            return
+        try:
+            source = _key_form(request.url)
+        except IRIError:
+            return
+        self._inc("iri/protocol/redirects")
+        if self.rules.observe_redirect(source, target.split("#", 1)[0], response.status):
+            self._inc("iri/protocol/learned")
+            logger.debug(
+                "IRI protocol rule learned: %(source)s -> %(target)s (%(status)d)",
+                {"source": source, "target": target, "status": response.status},
+            )
