@@ -15,10 +15,10 @@ from enum import Enum, IntEnum
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
-from .errors import IRIError
+from .errors import IRIError, IRISyntaxError
 from .hosts import host_to_ascii, lower_ascii
 from .mapping import decode_component, encode_component, uri_to_iri
-from .parsing import IRIReference, check_str, parse, split_authority
+from .parsing import IRIReference, check_str, parse, preprocess, split_authority
 from .resolve import remove_dot_segments
 from .schemes import DEFAULT_PORTS, default_port, uses_dns
 
@@ -144,11 +144,58 @@ def _percent(value: str, component: str) -> str:
     return encode_component(value, component)
 
 
-def _nfc(value: str | None, allow_private: bool = False) -> str | None:
+def _percent_host(host: str) -> str:
+    """The percent rung on a reg-name: letters it decodes are lowercased too, since
+    the host is case-insensitive (5.3.2.1) and decoding comes after that rung."""
+    bad = _REG_NAME_DELIMS_RE.search(host)
+    if bad is not None:
+        raise IRISyntaxError(
+            "delimiter not allowed in a reg-name host (RFC 3986 section 3.2.2)",
+            component="host", char=bad.group(), index=bad.start(), text=host,
+        )
+    host = _percent(host, "host")
+    return _upper_pct(lower_ascii(host)) or "" if "%" in host else lower_ascii(host)
+
+
+_REG_NAME_DELIMS_RE = re.compile(r"[:\[\]]")
+_ESCAPE_RE = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+# Characters whose NFC is a reserved or not-allowed ASCII character (U+037E GREEK
+# QUESTION MARK -> ";", U+1FEF GREEK VARIA -> "`"): NFC would give them a syntactic
+# meaning they never had, so they are kept as they are.  (The only other character
+# whose NFC is ASCII is U+212A KELVIN SIGN -> "K", which is data.)
+_NFC_OPAQUE_RE = re.compile("[\u037e\u1fef]")
+
+
+def _nfc(value: str | None, component: str, allow_private: bool = False) -> str | None:
+    """NFC of a component's characters, escapes kept opaque, result in URI form.
+
+    Percent-encoded UTF-8 is decoded first (so that ``C%CC%A7`` and ``Ç`` meet);
+    escapes that stay (ASCII, or not appropriate in an IRI) are replaced by a
+    noncharacter placeholder during NFC, so that a combining mark after ``%7C``
+    can never compose with the ``C`` of the escape.
+    """
     if value is None or (value.isascii() and "%" not in value):
         return value
     decoded = decode_component(value, allow_private=allow_private, ascii_too=False)
-    return unicodedata.normalize("NFC", decoded)
+    if decoded.isascii():
+        return decoded
+    decoded = _NFC_OPAQUE_RE.sub(lambda m: _pct_char(m.group()), decoded)
+    escapes = _ESCAPE_RE.findall(decoded)
+    if not escapes:
+        return encode_component(unicodedata.normalize("NFC", decoded), component)
+    holder = next(chr(c) for c in range(0xFDD0, 0xFDF0) if chr(c) not in decoded)
+    text = unicodedata.normalize("NFC", _ESCAPE_RE.sub(holder, decoded))
+    parts = text.split(holder)
+    out = [parts[0]]
+    for escape, part in zip(escapes, parts[1:], strict=True):
+        out += (escape, part)
+    return encode_component("".join(out), component)
+
+
+def _pct_char(char: str) -> str:
+    return "%" + char.encode("utf-8").hex("%").upper()
 
 
 def _is_hierarchical(ref: IRIReference) -> bool:
@@ -170,7 +217,7 @@ def case_normalize(ref: IRIReference) -> IRIReference:
     """
     host = ref.host
     if host:
-        host = _upper_pct(lower_ascii(host)) if not host.startswith("[") else host.lower()
+        host = _upper_pct(lower_ascii(host) if not host.startswith("[") else host.lower())
     return IRIReference(
         lower_ascii(ref.scheme) if ref.scheme else ref.scheme,
         _upper_pct(ref.userinfo),
@@ -189,17 +236,21 @@ def character_normalize(ref: IRIReference) -> IRIReference:
     pre-character-normalized rather than apply character normalization", so
     :func:`normalize` applies this rung only with ``nfc=True`` (for IRIs that
     come from a non-digital form or a non-UCS charset, where NFC is required).
-    Percent-encoded UTF-8 is decoded first so that ``C%CC%A7`` and ``Ç`` meet.
+    It runs after the percent rung, on the URI form: percent-encoded UTF-8 is
+    decoded, normalized and encoded again, so that ``C%CC%A7`` and ``Ç`` meet.
     NFKC is never applied.
     """
+    host = ref.host
+    if host and not host.startswith("["):
+        host = _nfc(host, "host")
     return IRIReference(
         ref.scheme,
-        _nfc(ref.userinfo),
-        ref.host if ref.host is None or ref.host.startswith("[") else _nfc(ref.host),
+        _nfc(ref.userinfo, "userinfo"),
+        host,
         ref.port,
-        _nfc(ref.path) or "",
-        _nfc(ref.query, allow_private=True),
-        _nfc(ref.fragment),
+        _nfc(ref.path, "path") or "",
+        _nfc(ref.query, "query", allow_private=True),
+        _nfc(ref.fragment, "fragment"),
     )
 
 
@@ -215,8 +266,8 @@ def percent_normalize(ref: IRIReference) -> IRIReference:
     which is scheme-based, 5.3.3).
     """
     host = ref.host
-    if host and not host.startswith("["):
-        host = _percent(host, "host")
+    if host:
+        host = encode_component(host, "host") if host.startswith("[") else _percent_host(host)
     return IRIReference(
         ref.scheme,
         None if ref.userinfo is None else _percent(ref.userinfo, "userinfo"),
@@ -400,13 +451,13 @@ def _host_chain(host: str, scheme_based: bool) -> str:
     if not host:
         return host
     if host.startswith("["):
-        return host.lower()
+        return _upper_pct(encode_component(host.lower(), "host")) or ""
     host = lower_ascii(host)
     if scheme_based and "%" not in host and not _HOST_UNSAFE_RE.search(host):
         # Shortcut: the percent rung would encode the non-ASCII characters and
         # _dns_host decode them again; the result is the same.
         return host if host.isascii() else host_to_ascii(host)
-    host = _percent(host, "host")
+    host = _percent_host(host)
     return _dns_host(host) if scheme_based else host
 
 
@@ -455,10 +506,10 @@ def _fused(text: str, lvl: Level, keep_fragment: bool) -> str | None:
 
 
 def _pipeline(level: Level, nfc: bool) -> list[Rung]:
-    rungs = [Rung.CASE]
+    rungs = [Rung.CASE, Rung.PERCENT]
     if nfc:
         rungs.append(Rung.CHARACTER)
-    rungs += [Rung.PERCENT, Rung.PATH]
+    rungs.append(Rung.PATH)
     if level >= Level.SCHEME:
         rungs.append(Rung.SCHEME)
     if level >= Level.PROTOCOL:
@@ -566,9 +617,9 @@ def _normalize_slow(
     if not keep_fragment:
         ref = _drop_fragment(ref)
     if lvl is Level.SIMPLE:
-        text = ref.unsplit()
         if form == "iri":
-            return text
+            # Stripped again: dropping a fragment may expose trailing white space.
+            return preprocess(ref.unsplit())
         return _percent_only(ref)
     for rung in _pipeline(lvl, nfc):
         ref = apply_rung(rung, ref, rules)
@@ -584,7 +635,7 @@ def _percent_only(ref: IRIReference) -> str:
         return None if value is None else encode_component(value, component)
 
     host = ref.host
-    if host and not host.startswith("["):
+    if host:
         host = encode_component(host, "host")
     return IRIReference(
         ref.scheme, enc(ref.userinfo, "userinfo"), host, enc(ref.port, "port"),
