@@ -277,7 +277,7 @@ class IRIDupeFilter(BaseDupeFilter):
             first = self._first_seen.get(fp64(self.fingerprint(request)))
             logger.debug(
                 "Filtered duplicate request: %(request)s (referer: %(referer)s; "
-                "normalized by: %(rungs)s; first seen as %(first)s)\n%(explain)s",
+                "normalized by: %(rungs)s; first seen as %(first)s): %(explain)s",
                 {
                     "request": request,
                     "referer": referer_str(request),
@@ -298,19 +298,21 @@ class IRIDupeFilter(BaseDupeFilter):
             self.logdupes = False
 
     def _explain(self, first: str | None, url: str) -> str:
+        """One line: the rung of RFC 3987 section 5.3 that made *url* equal *first*."""
         if not first:
-            return "  (first spelling not kept: seen before this run)"
+            return "first spelling not kept (seen before this run)"
         if first == url:
-            return "  identical URL"
+            return "identical URL (5.3.1 simple string comparison)"
         cfg = self.config
         try:
-            text = str(
-                explain(first, url, cfg.level, keep_fragment=cfg.keep_fragments,
-                        nfc=cfg.nfc, rules=self.rules)
-            )
+            result = explain(first, url, cfg.level, keep_fragment=cfg.keep_fragments,
+                             nfc=cfg.nfc, rules=self.rules)
         except IRIError as exc:
-            return f"  (no explanation: {exc})"
-        return "\n".join("  " + line for line in text.splitlines())
+            return f"no explanation: {exc}"
+        text = str(result).splitlines()[0]
+        if result.fragments_dropped:
+            text += ", fragments excluded (5.1)"
+        return text
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None:

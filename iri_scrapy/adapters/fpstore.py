@@ -147,7 +147,8 @@ class FingerprintSet:
         self._len = 0
 
     def _alloc(self, slots: int) -> None:
-        self._table = array("Q", bytes(8 * slots))
+        # Repetition allocates exactly; array("Q", bytes(n)) over-allocates by 1/16.
+        self._table = array("Q", [0]) * slots
         self._mask = slots - 1
         self._limit = int(slots * MAX_LOAD)
 
