@@ -15,7 +15,14 @@ into a new request.  It does two things:
 * **Protocol learning** (``IRI_LEVEL = "protocol"``, RFC 3987 section 5.3.4):
   ``rules.observe_redirect(source, target, status)`` for each 3xx, on the
   canonical URIs without fragment, and ``rules.observe_contrary(uri)`` for each
-  2xx.  The crawler's shared :class:`~iri_scrapy.ProtocolRules` (see
+  2xx.  A redirect that Scrapy follows is learned only once the request it
+  leads to has met the dupefilter (when it reaches this middleware's
+  ``process_request``, or is dropped: ``request_dropped`` signal): learned any
+  earlier, the rule would give target and source one key, and the dupefilter's
+  redirect-to-the-same-key pass (scrapy#1225) would fetch an already fetched
+  target again.  The pending observation travels in the redirected request's
+  meta (``iri_pending_redirect``, JOBDIR-safe).  The crawler's shared
+  :class:`~iri_scrapy.ProtocolRules` (see
   :func:`~iri_scrapy.adapters.config.rules_for`) is what the fingerprinter
   applies to keys computed afterwards.  Rules never change what is fetched,
   only keys; a rule maps to the redirect *target* spelling, so it can neither
@@ -30,6 +37,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from scrapy import signals
+
 from ..errors import IRIError
 from ..ladder import Level, normalize
 from ..resolve import resolve
@@ -43,9 +52,12 @@ if TYPE_CHECKING:
 
     from ..protocol import ProtocolRules
 
-__all__ = ["IRIProtocolMiddleware", "REDIRECT_STATUSES"]
+__all__ = ["IRIProtocolMiddleware", "REDIRECT_STATUSES", "META_PENDING"]
 
 logger = logging.getLogger(__name__)
+
+#: Request meta key: a redirect observation waiting for its target to meet the dupefilter.
+META_PENDING = "iri_pending_redirect"
 
 #: The statuses Scrapy's RedirectMiddleware follows.
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -75,7 +87,30 @@ class IRIProtocolMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         """Build for *crawler* (shares the crawler's ProtocolRules)."""
-        return cls(crawler)
+        mw = cls(crawler)
+        if mw.rules is not None:
+            crawler.signals.connect(mw.request_dropped, signal=signals.request_dropped)
+        return mw
+
+    def process_request(self, request: Request) -> None:
+        """Learn the redirect that led to *request* (it has passed the dupefilter)."""
+        if self.rules is not None and META_PENDING in request.meta:
+            self._learn(request.meta.pop(META_PENDING))
+
+    def request_dropped(self, request: Request) -> None:
+        """Learn the redirect that led to *request*, dropped by the scheduler."""
+        if self.rules is not None and META_PENDING in request.meta:
+            self._learn(request.meta.pop(META_PENDING))
+
+    def _learn(self, pending: list[object]) -> None:
+        assert self.rules is not None
+        source, target, status = str(pending[0]), str(pending[1]), int(str(pending[2]))
+        if self.rules.observe_redirect(source, target, status):
+            self._inc("iri/protocol/learned")
+            logger.debug(
+                "IRI protocol rule learned: %(source)s -> %(target)s (%(status)d)",
+                {"source": source, "target": target, "status": status},
+            )
 
     def _inc(self, key: str) -> None:
         if self.stats is not None:
@@ -128,9 +163,8 @@ class IRIProtocolMiddleware:
         except IRIError:
             return
         self._inc("iri/protocol/redirects")
-        if self.rules.observe_redirect(source, target.split("#", 1)[0], response.status):
-            self._inc("iri/protocol/learned")
-            logger.debug(
-                "IRI protocol rule learned: %(source)s -> %(target)s (%(status)d)",
-                {"source": source, "target": target, "status": response.status},
-            )
+        pending = [source, target.split("#", 1)[0], response.status]
+        if self._will_redirect(request, response):
+            request.meta[META_PENDING] = pending  # copied into the redirected request
+        else:
+            self._learn(pending)
