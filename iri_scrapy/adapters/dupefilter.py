@@ -236,14 +236,24 @@ class IRIDupeFilter(BaseDupeFilter):
         return True
 
     def _same_key_as(self, request: Request, url: str, fp: bytes) -> bool:
-        """True if *request* at *url* (same method, body, headers, meta) has fingerprint *fp*."""
+        """True if *request* at *url* (same method, body, headers) has fingerprint *fp*.
+
+        Tried with *request*'s meta, then without ``verbatim_url`` (which the
+        normalization middleware may have added to the re-issued request only).
+        """
         if url == request.url:
             return True
         try:
             other = request.replace(url=url)
         except ValueError:  # not a URL Scrapy accepts
             return False
-        return self.fingerprint(other) == fp
+        if self.fingerprint(other) == fp:
+            return True
+        if other.meta.get(META_VERBATIM):
+            meta = dict(other.meta)
+            del meta[META_VERBATIM]
+            return self.fingerprint(other.replace(meta=meta)) == fp
+        return False
 
     # --- duplicates: stats and log -------------------------------------------
 
