@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Throughput of ``iri_scrapy.normalize(url, keep_fragment=False)`` against Scrapy's
+default canonicalization, ``w3lib.url.canonicalize_url``, measured side by side.
+
+Corpora are read from ``../shared/corpus/`` (relative to the repository root).
+Each round clears iri_scrapy's host caches, then times, over the same URL list:
+w3lib; iri_scrapy with cold caches (first pass); iri_scrapy with warm caches
+(second pass: hosts seen before, as in a crawl, where every host has many URLs);
+and, if the ``ada-url`` package is installed, ada's C++ WHATWG parser (``href``)
+as a reference point.  Rounds alternate the contenders so machine load affects
+all alike; the medians and the ratios to w3lib are printed.
+
+    python benchmarks/bench_normalize.py [--rounds 5] [CORPUS ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus"
+DEFAULT_FILES = ("urls_real.txt", "iris_dev.txt")
+
+
+def load(path: Path) -> list[str]:
+    with path.open(encoding="utf-8") as f:
+        return [line.strip().lstrip("\ufeff") for line in f if line.strip()]
+
+
+def clear_caches() -> None:
+    from iri_scrapy import hosts, ladder, mapping
+
+    for fn in (hosts._label_to_ascii, hosts.host_to_unicode, ladder._host_chain,
+               ladder._dns_host, mapping._appropriate):
+        fn.cache_clear()
+
+
+def timed(fn: Callable[[str], object], urls: Sequence[str]) -> tuple[float, int]:
+    errors = 0
+    start = time.perf_counter()
+    for u in urls:
+        try:
+            fn(u)
+        except ValueError:
+            errors += 1
+    return time.perf_counter() - start, errors
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("corpus", nargs="*", help="corpus files (default: urls_real.txt iris_dev.txt)")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args(argv)
+    from w3lib.url import canonicalize_url
+
+    from iri_scrapy import normalize
+
+    def iri(u: str) -> str:
+        return normalize(u, keep_fragment=False)
+
+    contenders: list[tuple[str, Callable[[str], object]]] = [("w3lib", canonicalize_url)]
+    try:
+        import ada_url
+
+        def ada(u: str) -> str:
+            return ada_url.URL(u).href
+
+        contenders.append(("ada_url (C++)", ada))
+    except ImportError:
+        pass
+
+    paths = [Path(p) for p in args.corpus] or [CORPUS / f for f in DEFAULT_FILES]
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        print(f"corpus not found: {', '.join(map(str, missing))}", file=sys.stderr)
+        return 2
+    print(f"{'corpus':<16}{'contender':<26}{'URLs/s':>12}{'vs w3lib':>10}{'errors':>8}")
+    for path in paths:
+        urls = load(path)
+        rates: dict[str, list[float]] = {}
+        errors: dict[str, int] = {}
+        for _ in range(args.rounds):
+            clear_caches()
+            for name, fn in contenders[:1]:
+                dt, err = timed(fn, urls)
+                rates.setdefault(name, []).append(len(urls) / dt)
+                errors[name] = err
+            for label in ("iri_scrapy (cold caches)", "iri_scrapy (warm caches)"):
+                dt, err = timed(iri, urls)
+                rates.setdefault(label, []).append(len(urls) / dt)
+                errors[label] = err
+            for name, fn in contenders[1:]:
+                dt, err = timed(fn, urls)
+                rates.setdefault(name, []).append(len(urls) / dt)
+                errors[name] = err
+        base = statistics.median(rates["w3lib"])
+        for name, values in rates.items():
+            rate = statistics.median(values)
+            print(f"{path.name:<16}{name:<26}{rate:>12,.0f}{rate / base:>9.2f}x{errors[name]:>8}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
