@@ -152,6 +152,19 @@ def components(text: str) -> list[Component]:
     return [c for c in out if c.text]
 
 
+def _locate(text: str, i: int) -> str:
+    """The component of index *i* that is no bidi component (scheme, port, IP literal)."""
+    m = _SPLIT_RE.match(text)
+    assert m is not None
+    if m.group(1) is not None and i < m.end(1):
+        return "scheme"
+    if m.group(2) is not None and m.start(2) <= i < m.end(2):
+        userinfo, host, _port = split_authority(m.group(2))
+        host_start = m.start(2) + (0 if userinfo is None else len(userinfo) + 1)
+        return "host" if i < host_start + len(host) else "port"
+    return "iri"
+
+
 def check_bidi_formatting(text: str) -> list[Finding]:
     """Every bidi formatting character of *text* (RFC 3987 section 4.1)."""
     comps = components(text)
@@ -159,8 +172,8 @@ def check_bidi_formatting(text: str) -> list[Finding]:
     for i, ch in enumerate(text):
         if ch in BIDI_FORMATTING:
             name = next(
-                (c.name for c in comps if c.start <= i < c.start + len(c.text)), "iri"
-            )
+                (c.name for c in comps if c.start <= i < c.start + len(c.text)), None
+            ) or _locate(text, i)
             out.append(
                 Finding(
                     "bidi-formatting",
@@ -183,7 +196,9 @@ def check_bidi_component(comp: Component) -> list[Finding]:
        section 3).
     """
     text = comp.text
-    classes = [unicodedata.bidirectional(c) for c in text]
+    # Formatting characters (RLM is class R, ALM class AL) are reported by
+    # check_bidi_formatting; here they count as neutral.
+    classes = ["BN" if c in BIDI_FORMATTING else unicodedata.bidirectional(c) for c in text]
     rtl = [i for i, b in enumerate(classes) if b in _RTL]
     if not rtl:
         return []

@@ -9,7 +9,8 @@ Two lines are the same resource when their ``normalize(..., form="uri")``
 strings are equal at the chosen level (section 5.3's ladder; by default without
 fragments, the retrieval comparison of section 5.1).  For each duplicate the
 rungs that changed its spelling on the way to the canonical form are counted
-(:func:`iri_scrapy.ladder.rungs_applied`); a duplicate that was already
+(what :func:`iri_scrapy.ladder.rungs_applied` returns, computed in the same
+climb as the key by :func:`canonical_and_rungs`); a duplicate that was already
 canonical counts under ``simple`` (section 5.3.1: string comparison sufficed).
 """
 
@@ -21,13 +22,47 @@ from typing import Any
 
 from .errors import IRIError
 from .fpset import FingerprintSet, fingerprint
-from .ladder import Form, Level, Rung, normalize, rungs_applied
-from .parsing import preprocess
+from .ladder import Form, Level, Rung, _drop_fragment, _fast, _pipeline, apply_rung, normalize
+from .parsing import parse, preprocess
 
-__all__ = ["Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS"]
+__all__ = ["Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS", "canonical_and_rungs"]
 
 #: Keys of :attr:`DedupeStats.by_rung`, in ladder order.
 RUNG_KEYS: tuple[str, ...] = tuple(r.key for r in Rung)
+
+
+def canonical_and_rungs(
+    iri: str, level: Level, *, keep_fragment: bool = False, nfc: bool = False
+) -> tuple[str, tuple[Rung, ...]]:
+    """``normalize(iri, level, form="uri", ...)`` and ``rungs_applied(iri, level, ...)``
+    in one climb of the ladder (RFC 3987 section 5.3), for the per-rung statistics.
+
+    Already-canonical URIs take the fast path (no rung applied).  Raises
+    :class:`IRIError` as :func:`normalize` does, with the index in the whole input.
+    """
+    if level >= Level.SCHEME and not nfc:
+        fast = _fast(iri, keep_fragment)
+        if fast is not None:
+            return fast, ()
+    if level is Level.SIMPLE:
+        return normalize(iri, level, keep_fragment=keep_fragment), ()
+    try:
+        ref = parse(iri)
+        if not keep_fragment:
+            ref = _drop_fragment(ref)
+        applied: list[Rung] = []
+        before = ref.unsplit()
+        for rung in _pipeline(level, nfc):
+            ref = apply_rung(rung, ref)
+            after = ref.unsplit()
+            if after != before:
+                applied.append(rung)
+            before = after
+    except IRIError:
+        # normalize() raises the same error, pointing into the whole input.
+        normalize(iri, level, keep_fragment=keep_fragment, nfc=nfc)
+        raise
+    return before, tuple(applied)
 
 
 class Outcome(enum.Enum):
@@ -114,8 +149,14 @@ class Deduper:
         if not preprocess(line):
             stats.blank += 1
             return Outcome.BLANK, ""
+        rungs: tuple[Rung, ...] = ()
         try:
-            key = normalize(line, self.level, keep_fragment=self.keep_fragment, nfc=self.nfc)
+            if self.rung_stats:
+                key, rungs = canonical_and_rungs(
+                    line, self.level, keep_fragment=self.keep_fragment, nfc=self.nfc
+                )
+            else:
+                key = normalize(line, self.level, keep_fragment=self.keep_fragment, nfc=self.nfc)
             out = line
             if self.canonical and self.form != "uri":
                 out = normalize(
@@ -141,7 +182,6 @@ class Deduper:
             return Outcome.UNIQUE, out
         stats.duplicates += 1
         if self.rung_stats:
-            rungs = rungs_applied(line, self.level, keep_fragment=self.keep_fragment, nfc=self.nfc)
             by_rung = stats.by_rung
             if not rungs:
                 by_rung["simple"] += 1
