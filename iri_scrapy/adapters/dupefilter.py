@@ -7,6 +7,18 @@ fingerprints are kept as 64-bit prefixes in a :class:`FingerprintSet` (see
 :mod:`iri_scrapy.adapters.fpstore` for memory and collision bounds), and with
 ``JOBDIR`` in the resumable ``<JOBDIR>/iri_fingerprints.bin``.
 
+Settings
+--------
+
+``DUPEFILTER_DEBUG`` (Scrapy's): log every duplicate, see below.  ``JOBDIR``
+(Scrapy's): keep seen fingerprints in ``<JOBDIR>/iri_fingerprints.bin`` and
+resume from it.  ``IRI_JOBDIR_ALLOW_RESET`` (default ``False``): when that file
+was written under another canonicalization version, other ``IRI_*`` options or
+another fingerprinter class, set it aside and start afresh instead of refusing
+to start (:class:`~iri_scrapy.adapters.fpstore.FingerprintFileMismatch`).  The
+``IRI_*`` settings of :mod:`iri_scrapy.adapters.config` choose the rung stats'
+level and options (and, through the fingerprinter, the keys).
+
 Requests that pass although their fingerprint was seen
 ------------------------------------------------------
 
