@@ -184,9 +184,9 @@ class Canonicalizer:
             meta[META_UNNORMALIZABLE] = True
             self.unnormalizable(url, exc)
             return None
-        if uri == url or (meta.get(META_VERBATIM) and self.verbatim_form(uri) == url):
-            return None
-        return uri
+        if meta.get(META_VERBATIM):  # ours (a bare "?"): keyed on the URL as given
+            uri = self.verbatim_form(uri)
+        return None if uri == url else uri
 
     def canonical(self, request: Request) -> Request | None:
         """A replacement for *request* in fetch form, or None if it needs none."""
