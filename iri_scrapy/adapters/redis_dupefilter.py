@@ -73,12 +73,12 @@ Start URLs
 
 Scrapy's ``Spider.start()`` and scrapy-redis's ``RedisSpider.make_request_from_data``
 make start requests with ``dont_filter=True``: the scheduler never asks the
-dupefilter about them, so every crawler (and every resumed run) fetches them
-again.  With ``IRI_REDIS_DEDUPE_START_URLS = True``,
-:class:`IRIRedisStartRequestsMiddleware` (a spider middleware, for ``start()``)
-and :class:`IRIRedisSpiderMixin` / :class:`IRIRedisSpider` /
-:class:`IRIRedisCrawlSpider` (for URLs pushed to Redis) clear ``dont_filter`` on
-those requests so they are deduplicated like any other.
+dupefilter about them, so every crawler (and every resumed run) would fetch them
+again.  The add-on's ``IRISpiderMiddleware`` clears ``dont_filter`` on
+``start()`` requests (``IRI_DEDUPE_START_REQUESTS``, default ``True``).  URLs
+pushed to a scrapy-redis ``RedisSpider`` never pass spider middlewares: use
+:class:`IRIRedisSpiderMixin`, :class:`IRIRedisSpider` or
+:class:`IRIRedisCrawlSpider`, which honour the same setting.
 """
 
 from __future__ import annotations
@@ -86,7 +86,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator
 from hashlib import blake2b
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -106,7 +105,6 @@ if TYPE_CHECKING:
 __all__ = [
     "RedisIRIDupeFilter",
     "IRIRedisError",
-    "IRIRedisStartRequestsMiddleware",
     "IRIRedisSpiderMixin",
     "CLOSE_REASON",
     "FORMAT_VERSION",
@@ -143,7 +141,9 @@ STAT_RETRIES = "iri/redis/retries"
 STAT_OUTAGE_SECONDS = "iri/redis/outage_seconds"
 STAT_AMBIGUOUS = "iri/redis/ambiguous_refetch"
 STAT_UNCHECKED = "iri/redis/unchecked"
-STAT_START_CHECKED = "iri/redis/start_requests_checked"
+STAT_START_REDIS = "iri/redis/start_deduplicated"
+#: Shared with IRISpiderMiddleware (``Spider.start()`` requests).
+SETTING_DEDUPE_START = "IRI_DEDUPE_START_REQUESTS"
 
 
 class IRIRedisError(RuntimeError):
@@ -278,17 +278,25 @@ class RedisIRIDupeFilter(IRIDupeFilter):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        """Build and connect (raises :class:`IRIRedisError` if Redis is unusable)."""
+        """Build (Scrapy's scheduler); :meth:`open` connects.
+
+        Not connecting here is deliberate: Scrapy 2.19 builds the scheduler (and
+        so the dupefilter) before the engine has a slot, and an exception raised
+        then is replaced by ``RuntimeError: Engine slot not assigned`` from the
+        engine's clean-up; raised from ``open()`` it reaches the crawl's result.
+        """
         df = super().from_crawler(crawler)
-        df.connect()
-        if crawler.settings.getbool("IRI_REDIS_DEDUPE_START_URLS"):
-            _check_start_helpers(crawler)
         from scrapy import signals
 
         crawler.signals.connect(df._spider_closed, signal=signals.spider_closed)
         return df
 
-    # from_spider (scrapy-redis's Scheduler.open) is inherited: from_crawler(spider.crawler).
+    @classmethod
+    def from_spider(cls, spider: Spider) -> Self:
+        """Build and connect (scrapy-redis's ``Scheduler.open``, which never calls ``open``)."""
+        df = super().from_spider(spider)
+        df.connect()
+        return df
 
     def tag_hash(self) -> str:
         """8 hex digits naming :meth:`options_tag` in the key."""
@@ -322,21 +330,19 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         """
         from redis.exceptions import RedisError
 
-        if self._client is None:
-            try:
-                self._client = self._new_client()
-            except (RedisError, ValueError) as exc:
-                raise IRIRedisError(
-                    f"RedisIRIDupeFilter: bad Redis URL or parameters {self.safe_url}: {exc}"
-                ) from exc
         try:
+            if self._client is None:
+                self._client = self._new_client()  # connects at once (single connection)
             self._client.ping()
             self._ensure_meta()
-        except RedisError as exc:
-            raise IRIRedisError(
+        except (RedisError, ValueError) as exc:
+            self._disconnect()
+            error = IRIRedisError(
                 f"RedisIRIDupeFilter cannot use Redis at {self.safe_url}: {exc} "
                 "(set IRI_REDIS_URL, or scrapy-redis's REDIS_URL, to a running server)"
-            ) from exc
+            )
+            logger.error("%s", error)
+            raise error from exc
         logger.info(
             "RedisIRIDupeFilter: Redis %s, keys %s:* (%d buckets)",
             self.safe_url, self.base_key, self.buckets,
@@ -569,82 +575,38 @@ class RedisIRIDupeFilter(IRIDupeFilter):
 # --------------------------------------------------------------------------- start URLs
 
 
-def _dedupe_start_urls(settings: BaseSettings | None) -> bool:
-    return settings is not None and settings.getbool("IRI_REDIS_DEDUPE_START_URLS")
-
-
-def _check_start_helpers(crawler: Crawler) -> None:
-    """Warn when IRI_REDIS_DEDUPE_START_URLS is on but no helper will act on it."""
-    from scrapy.utils.misc import load_object
-
-    mws = crawler.settings.getwithbase("SPIDER_MIDDLEWARES")
-    listed = False
-    for name, prio in mws.items():
-        if prio is None:
-            continue
-        try:
-            listed = listed or load_object(name) is IRIRedisStartRequestsMiddleware
-        except (ImportError, AttributeError, NameError, ValueError):
-            continue
-    if not listed and not isinstance(crawler.spider, IRIRedisSpiderMixin):
-        logger.warning(
-            "IRI_REDIS_DEDUPE_START_URLS is set, but neither %s is in SPIDER_MIDDLEWARES "
-            "nor is the spider an IRIRedisSpiderMixin: start requests keep dont_filter=True "
-            "and are fetched by every crawler",
-            f"{IRIRedisStartRequestsMiddleware.__module__}.IRIRedisStartRequestsMiddleware",
-        )
-
-
-def _filterable(request: Request) -> Request:
-    return request.replace(dont_filter=False) if request.dont_filter else request
-
-
-class IRIRedisStartRequestsMiddleware:
-    """Spider middleware: start requests (``Spider.start()``) go through the dupefilter.
-
-    Enable with ``IRI_REDIS_DEDUPE_START_URLS = True`` and ``SPIDER_MIDDLEWARES =
-    {"iri_scrapy.adapters.redis_dupefilter.IRIRedisStartRequestsMiddleware": 40}``.
-    Clears ``dont_filter`` on every request yielded by ``start()``, so a URL another
-    crawler (or an earlier run) already fetched is not fetched again.
-    """
-
-    def __init__(self, crawler: Crawler) -> None:
-        from scrapy.exceptions import NotConfigured
-
-        if not _dedupe_start_urls(crawler.settings):
-            raise NotConfigured("IRI_REDIS_DEDUPE_START_URLS is off")
-        self.stats = crawler.stats
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(crawler)
-
-    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        async for item in start:
-            if isinstance(item, Request) and item.dont_filter:
-                if self.stats is not None:
-                    self.stats.inc_value(STAT_START_CHECKED)
-                item = _filterable(item)
-            yield item
+def _dedupe_start_requests(settings: BaseSettings | None) -> bool:
+    # the same setting (and default) as IRISpiderMiddleware uses for Spider.start()
+    return settings is not None and settings.getbool(SETTING_DEDUPE_START, True)
 
 
 class IRIRedisSpiderMixin:
     """Mixin for scrapy-redis spiders: URLs pushed to Redis are deduplicated too.
 
     ``class MySpider(IRIRedisSpiderMixin, RedisSpider)`` (or use
-    :class:`IRIRedisSpider`).  With ``IRI_REDIS_DEDUPE_START_URLS = True``, the
-    requests ``make_request_from_data`` builds (``dont_filter=True`` in scrapy-redis)
-    are made filterable; without it they are left as scrapy-redis makes them.
+    :class:`IRIRedisSpider`).  scrapy-redis's ``make_request_from_data`` gives them
+    ``dont_filter=True`` and hands them to ``engine.crawl()`` from the
+    ``spider_idle`` signal, bypassing spider middlewares (so the add-on's
+    ``IRISpiderMiddleware`` never sees them).  With ``IRI_DEDUPE_START_REQUESTS``
+    (default ``True``, the setting that middleware uses for ``start()``) they get
+    ``dont_filter=False`` and ``meta["allow_offsite"] = True``: deduplicated like
+    any request, still exempt from offsite filtering.  Counted in
+    ``iri/redis/start_deduplicated``.
     """
 
     def make_request_from_data(self, data: bytes | str) -> Any:
         request = super().make_request_from_data(data)  # type: ignore[misc]
         settings = getattr(self, "settings", None)
-        if isinstance(request, Request) and request.dont_filter and _dedupe_start_urls(settings):
+        if (
+            isinstance(request, Request)
+            and request.dont_filter
+            and _dedupe_start_requests(settings)
+        ):
+            request.dont_filter = False
+            request.meta.setdefault("allow_offsite", True)  # as dont_filter allowed before
             crawler = getattr(self, "crawler", None)
             if crawler is not None and crawler.stats is not None:
-                crawler.stats.inc_value(STAT_START_CHECKED)
-            request = _filterable(request)
+                crawler.stats.inc_value(STAT_START_REDIS)
         return request
 
 
@@ -656,7 +618,7 @@ def __getattr__(name: str) -> Any:
         base = RedisSpider if name == "IRIRedisSpider" else RedisCrawlSpider
         doc = (
             f"scrapy-redis ``{base.__name__}`` whose Redis-fed start URLs are deduplicated "
-            "when IRI_REDIS_DEDUPE_START_URLS is true (see IRIRedisSpiderMixin)."
+            "unless IRI_DEDUPE_START_REQUESTS is false (see IRIRedisSpiderMixin)."
         )
         cls = type(name, (IRIRedisSpiderMixin, base), {"__module__": __name__, "__doc__": doc})
         globals()[name] = cls
