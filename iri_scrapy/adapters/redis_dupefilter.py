@@ -474,8 +474,12 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             self.safe_url, type(exc).__name__, exc, waited, self.retry_seconds,
             CLOSE_REASON, STAT_UNCHECKED,
         )
-        crawler = self.crawler
-        engine = getattr(crawler, "engine", None) if crawler is not None else None
+        engine = None
+        if self.crawler is not None:
+            try:
+                engine = self.crawler.engine  # Scrapy 2.19 raises RuntimeError before the crawl
+            except RuntimeError:
+                engine = None
         if engine is None:
             raise IRIRedisError(f"Redis at {self.safe_url} unusable: {exc}") from exc
         from scrapy.utils.defer import deferred_from_coro
