@@ -423,6 +423,22 @@ def _report(stats: DedupeStats, args: argparse.Namespace, elapsed: float) -> str
     return "\n".join(display(line) for line in lines) + "\n"
 
 
+def _peak_rss_kib() -> int | None:
+    """This process's peak resident set size in KiB (``VmHWM``), where Linux tells it.
+
+    Read from /proc rather than getrusage(): after fork and exec, ru_maxrss keeps the
+    parent's peak, VmHWM starts afresh with the new program.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def cmd_dedupe(args: argparse.Namespace) -> int:
     """``iri-scrapy dedupe``."""
     if args.max_listed < 0:
@@ -477,7 +493,7 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
         doc.update(
             input=args.input, level=args.level, keep_fragment=args.keep_fragment,
             nfc=args.nfc, canonical=args.canonical, form=args.form,
-            elapsed_seconds=round(elapsed, 3),
+            elapsed_seconds=round(elapsed, 3), peak_rss_kib=_peak_rss_kib(),
         )
         text = json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
         if args.json_report == "-":
