@@ -669,12 +669,16 @@ def equivalent(
 ) -> bool:
     """True if *a* and *b* are equivalent at *level* of the ladder (RFC 3987 5.3).
 
-    Compares the ``form="uri"`` canonical strings; comparison methods "are
+    Compares the ``form="uri"`` canonical strings (at level SIMPLE the texts
+    themselves, section 5.3.1); comparison methods "are
     designed to minimize false negatives while strictly avoiding false
     positives" (section 5.1).
     """
-    kw = {"keep_fragment": keep_fragment, "nfc": nfc, "rules": rules}
-    return normalize(a, level, **kw) == normalize(b, level, **kw)  # type: ignore[arg-type]
+    lvl = Level.coerce(level)
+    # 5.3.1: simple string comparison "MUST NOT map IRIs to URIs".
+    form: Form = "iri" if lvl is Level.SIMPLE else "uri"
+    kw = {"form": form, "keep_fragment": keep_fragment, "nfc": nfc, "rules": rules}
+    return normalize(a, lvl, **kw) == normalize(b, lvl, **kw)  # type: ignore[arg-type]
 
 
 def rungs_applied(

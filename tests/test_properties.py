@@ -1,0 +1,149 @@
+"""Hypothesis properties of the core: idempotence, no false merge, fixed points."""
+
+from __future__ import annotations
+
+import contextlib
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from w3lib.url import safe_url_string
+
+import iri_scrapy as iri
+from iri_scrapy import Level
+from iri_scrapy.ladder import _fast, _normalize_slow
+
+PIECES = list("aAzZ09-._~!$&'()*+,;=:@/?#[]%") + [
+    "%2F", "%2f", "%7e", "%41", "%c3%a9", "%C3", "%E2%80%AE", "é", "ß", "ü", "Ω", "中",
+    "\u0301", "\u200e", " ", "\t", "\\", "..", ".", "xn--", "%2E", "%25", "|", "^", "`",
+    "{", "<", "\x7f", "\U0001f600", "\ud800", "\ufeff", "\u3002", "\u037e", "\ue000",
+]
+component = st.lists(st.sampled_from(PIECES), max_size=12).map("".join)
+HOSTS = [
+    "example.com", "Example.COM", "résumé.example.org", "xn--rsum-bpad.example.org", "faß.de",
+    "[::1]", "[FE80::A]", "127.0.0.1", "", "r%C3%A9sum%C3%A9.org", "a_b.com", "ex%41mple.com",
+    "ПРИМЕР.испытание", "例子。测试",
+]
+
+
+@st.composite
+def iris(draw: st.DrawFn) -> str:
+    scheme = draw(st.sampled_from(["http", "HTTPS", "ftp", "ws", "example", "mailto", "urn", "file", ""]))
+    host = draw(st.one_of(st.sampled_from(HOSTS), component))
+    port = draw(st.sampled_from([None, "", "80", "443", "8080", "080", "0"]))
+    text = scheme + ":" if scheme else ""
+    if draw(st.booleans()):
+        text += "//" + host + (":" + port if port is not None else "")
+    text += draw(component)
+    query, fragment = draw(st.one_of(st.none(), component)), draw(st.one_of(st.none(), component))
+    if query is not None:
+        text += "?" + query
+    if fragment is not None:
+        text += "#" + fragment
+    return text
+
+
+SETTINGS = settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@SETTINGS
+@given(iris(), st.sampled_from(list(Level)), st.sampled_from(["uri", "iri"]), st.booleans(), st.booleans())
+def test_normalize_is_idempotent(text: str, level: Level, form: str, keep: bool, nfc: bool) -> None:
+    try:
+        once = iri.normalize(text, level, form=form, keep_fragment=keep, nfc=nfc)  # type: ignore[arg-type]
+    except iri.IRIError:
+        return
+    assert iri.normalize(once, level, form=form, keep_fragment=keep, nfc=nfc) == once  # type: ignore[arg-type]
+
+
+@SETTINGS
+@given(iris(), st.sampled_from([Level.SYNTAX, Level.SCHEME]), st.sampled_from(["uri", "iri"]), st.booleans())
+def test_fused_pipeline_equals_the_composed_rungs(text: str, level: Level, form: str, keep: bool) -> None:
+    try:
+        fused = iri.normalize(text, level, form=form, keep_fragment=keep)  # type: ignore[arg-type]
+    except iri.IRIError:
+        fused = "error"
+    try:
+        slow = _normalize_slow(text, level, form, keep, False, None)  # type: ignore[arg-type]
+    except iri.IRIError:
+        slow = "error"
+    assert fused == slow
+    fast = _fast(text, keep)
+    if fast is not None:
+        assert fast == _normalize_slow(text, Level.SCHEME, "uri", keep, False, None)
+
+
+@SETTINGS
+@given(st.text(max_size=40))
+def test_only_iri_errors_escape_on_any_str(text: str) -> None:
+    for fn in (iri.normalize, iri.iri_to_uri, iri.uri_to_iri, iri.parse, iri.validate):
+        with contextlib.suppress(iri.IRIError):
+            fn(text)
+    for level in Level:
+        with contextlib.suppress(iri.IRIError):
+            iri.explain(text, "http://h.com/", level)
+
+
+@SETTINGS
+@given(iris())
+def test_uri_form_is_a_fixed_point_of_safe_url_string(text: str) -> None:
+    """So that Scrapy's Request() keeps our URL byte for byte (valid http IRIs).
+
+    Excluded: an empty query or fragment (``?``/``#`` alone): w3lib drops the
+    delimiter, which RFC 3987 5.3.3 says makes a different IRI; the plugin sends
+    such URLs with ``meta["verbatim_url"]``.
+    """
+    try:
+        ref = iri.validate(text)
+    except iri.IRIError:
+        return
+    if (ref.scheme or "").lower() not in ("http", "https") or not ref.host:
+        return
+    if ref.query == "" or ref.fragment == "":
+        return
+    try:
+        uri = iri.normalize(text)
+    except iri.IRIError:
+        return
+    assert safe_url_string(uri) == uri
+
+
+@SETTINGS
+@given(iris())
+def test_iri_uri_round_trip(text: str) -> None:
+    try:
+        uri = iri.iri_to_uri(text, idna=False)
+    except iri.IRIError:
+        return
+    assert iri.iri_to_uri(uri, idna=False) == uri  # idempotent, identity on URIs
+    back = iri.uri_to_iri(uri)
+    # 3.2: "will always result in an IRI that maps back to the URI"
+    assert iri.iri_to_uri(back, idna=False).upper() == uri.upper() or "%" in uri
+
+
+@SETTINGS
+@given(
+    st.text(alphabet="abcXYZé中/-_", min_size=1, max_size=10),
+    st.sampled_from(["path-case", "slash", "query-empty", "port", "scheme", "eq-escape", "nfd"]),
+)
+def test_no_false_merge(segment: str, kind: str) -> None:
+    a = f"http://h.com/{segment}/x?k=v"
+    if kind == "path-case":
+        b = f"http://h.com/{segment.swapcase()}/x?k=v"
+    elif kind == "slash":
+        b = a.replace("/x?", "%2Fx?")
+    elif kind == "query-empty":
+        a, b = a.split("?")[0], a.split("?")[0] + "?"
+    elif kind == "port":
+        b = a.replace("h.com", "h.com:8080")
+    elif kind == "scheme":
+        b = "https" + a[4:]
+    elif kind == "eq-escape":
+        b = a.replace("k=v", "k%3Dv")
+    else:
+        import unicodedata
+
+        b = unicodedata.normalize("NFD", a)
+    if a == b:
+        return
+    for level in Level:
+        assert not iri.equivalent(a, b, level), (a, b, level)

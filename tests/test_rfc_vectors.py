@@ -1,0 +1,60 @@
+"""Every RFC 3986 / RFC 3987 example is a test vector (ids name the section).
+
+These files are our primary oracle and must pass in full
+(../shared/vectors/README.md: rfc3986_examples, rfc3987_examples).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import iri_scrapy as iri
+from iri_scrapy.resolve import remove_dot_segments
+from tests.vectors import load, params
+
+RFC3986 = load("rfc3986_examples")
+RFC3987 = load("rfc3987_examples")
+
+
+def check(r: dict[str, Any]) -> None:
+    kind, opts = r["kind"], r.get("options") or {}
+    if kind == "resolve":
+        got = iri.resolve(r["base"], r["input"], strict=opts.get("strict", True))
+        assert got == r["expected"]
+    elif kind == "remove_dot_segments":
+        assert remove_dot_segments(r["input"]) == r["expected"]
+    elif kind == "normalize":
+        assert iri.normalize(r["input"]) == r["expected"]
+        assert iri.normalize(r["expected"]) == r["expected"]
+    elif kind == "equivalent":
+        assert iri.equivalent(r["input"], r["expected"]), iri.explain(r["input"], r["expected"])
+        assert iri.explain(r["input"], r["expected"]).equivalent
+    elif kind == "different":
+        assert not iri.equivalent(r["input"], r["expected"])
+        assert not iri.explain(r["input"], r["expected"]).equivalent
+    elif kind == "iri_to_uri":
+        assert iri.iri_to_uri(r["input"], idna=opts.get("idna", True)) == r["expected"]
+    elif kind == "uri_to_iri":
+        got = iri.uri_to_iri(r["input"], unicode_host=bool(opts.get("host_to_unicode")))
+        assert got == r["expected"]
+    else:  # pragma: no cover - a new kind in the files
+        pytest.fail(f"unknown kind {kind}")
+
+
+@pytest.mark.parametrize("record", params(RFC3986, "rfc3986"))
+def test_rfc3986_examples(record: dict[str, Any]) -> None:
+    check(record)
+
+
+@pytest.mark.parametrize("record", params(RFC3987, "rfc3987"))
+def test_rfc3987_examples(record: dict[str, Any]) -> None:
+    check(record)
+
+
+def test_rfc_files_are_complete() -> None:
+    if not RFC3986 or not RFC3987:
+        pytest.skip("vectors not present")
+    assert len(RFC3986) == 61
+    assert len(RFC3987) == 33
