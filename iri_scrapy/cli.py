@@ -158,13 +158,13 @@ def _ladder_options() -> argparse.ArgumentParser:
     return p
 
 
-def _form_option(p: argparse.ArgumentParser, default: str = "uri") -> None:
+def _form_option(p: argparse.ArgumentParser, note: str = "") -> None:
     p.add_argument(
         "--form",
         choices=["uri", "iri"],
-        default=default,
+        default="uri",
         help="write URIs (ASCII, %%-encoded UTF-8, A-label hosts: RFC 3987 section 3.1) "
-        "or IRIs (readable Unicode: section 3.2); default: %(default)s",
+        f"or IRIs (readable Unicode: section 3.2){note}; default: %(default)s",
     )
 
 
@@ -249,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write the canonical form instead of the first spelling as given",
     )
-    _form_option(p)
+    _form_option(p, " with --canonical")
     p.add_argument("--rejects", metavar="FILE", help="write the lines that failed, as given")
     p.add_argument("--json-report", metavar="FILE", help="write the closing report as JSON "
                    "('-' for stdout only when -o is a file)")

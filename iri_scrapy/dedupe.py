@@ -53,7 +53,10 @@ def canonical_and_rungs(
         applied: list[Rung] = []
         before = ref.unsplit()
         for rung in _pipeline(level, nfc):
-            ref = apply_rung(rung, ref)
+            new = apply_rung(rung, ref)
+            if new == ref:  # same components, same string: skip the unsplit
+                continue
+            ref = new
             after = ref.unsplit()
             if after != before:
                 applied.append(rung)

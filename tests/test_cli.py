@@ -471,20 +471,24 @@ A_LABELS = {h: idna.encode(h, uts46=True).decode() for h in HOSTS}
 SPELLINGS = 5
 
 
-def spellings(k: int) -> list[str]:
-    """Five spellings of resource *k*, equivalent at level scheme without fragments."""
+def spelling(k: int, j: int) -> str:
+    """Spelling *j* of the five of resource *k*, equivalent at level scheme without fragments."""
     h = HOSTS[k % len(HOSTS)]
-    a = A_LABELS[h]
     d = k % 97
     seg = f"café-{k}" if k % 3 == 0 else f"item-{k}"
-    pct, low = seg.replace("é", "%C3%A9"), seg.replace("é", "%c3%a9")
-    return [
-        f"http://{a}/d{d}/{pct}~x?q={k}",  # canonical
-        f"HTTP://{a.upper()}:80/d{d}/{low}%7Ex?q={k}",  # case, percent, scheme
-        f"http://{h}/d{d}/./z/../{seg}~x?q={k}",  # IRI, dot segments
-        f"http://{a}/d{d}/{pct}~x?q={k}#frag-{k}",  # fragment
-        f"http://{h.upper() if h.isascii() else h}/d{d}/{seg}%7ex?q={k}",  # case, percent
-    ]
+    if j == 0:  # canonical
+        return f"http://{A_LABELS[h]}/d{d}/{seg.replace('é', '%C3%A9')}~x?q={k}"
+    if j == 1:  # case, percent, scheme
+        return f"HTTP://{A_LABELS[h].upper()}:80/d{d}/{seg.replace('é', '%c3%a9')}%7Ex?q={k}"
+    if j == 2:  # IRI, dot segments
+        return f"http://{h}/d{d}/./z/../{seg}~x?q={k}"
+    if j == 3:  # fragment
+        return f"http://{A_LABELS[h]}/d{d}/{seg.replace('é', '%C3%A9')}~x?q={k}#frag-{k}"
+    return f"http://{h.upper() if h.isascii() else h}/d{d}/{seg}%7ex?q={k}"  # case, percent
+
+
+def spellings(k: int) -> list[str]:
+    return [spelling(k, j) for j in range(SPELLINGS)]
 
 
 def shape(k: int, j: int) -> tuple[int, bool, bool]:
@@ -517,7 +521,7 @@ def generate(path: Path, distinct: int, blanks: int, bad: int, seed: int) -> dic
                 f.write(line + "\n")
             else:
                 k, j = divmod(next(items), SPELLINGS)
-                line = spellings(k)[j]
+                line = spelling(k, j)
                 if seen[k]:
                     s = shape(k, j)
                     dup_shapes[s] = dup_shapes.get(s, 0) + 1
