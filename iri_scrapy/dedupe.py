@@ -2,8 +2,13 @@
 
 The logic behind ``iri-scrapy dedupe``, pure and without Scrapy: feed lines to
 a :class:`Deduper` one at a time; it keeps one 64-bit fingerprint of the
-canonical key of each distinct resource (:mod:`iri_scrapy.fpset`), never the
-lines, so memory grows only with the number of distinct resources.
+canonical key of each distinct resource, never the lines, so memory grows only
+with the number of distinct resources.  The fingerprints live in the compact
+open-addressing table of :mod:`iri_scrapy.adapters.fpstore` (shared with the
+Scrapy dupefilter; that module imports no Scrapy): 8 bytes a slot, 10.7 to 21.3
+bytes per entry, about 32 at most while the table doubles.  Two different keys
+are merged with probability below n**2 / 2**65 for n distinct resources
+(3e-4 for 10**8).
 
 Two lines are the same resource when their ``normalize(..., form="uri")``
 strings are equal at the chosen level (section 5.3's ladder; by default without
@@ -18,17 +23,27 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from hashlib import blake2b
 from typing import Any
 
+from .adapters.fpstore import FingerprintSet
 from .errors import IRIError
-from .fpset import FingerprintSet, fingerprint
 from .ladder import Form, Level, Rung, _drop_fragment, _fast, _pipeline, apply_rung, normalize
 from .parsing import parse, preprocess
 
-__all__ = ["Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS", "canonical_and_rungs"]
+__all__ = [
+    "Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS", "canonical_and_rungs",
+    "fingerprint",
+]
 
 #: Keys of :attr:`DedupeStats.by_rung`, in ladder order.
 RUNG_KEYS: tuple[str, ...] = tuple(r.key for r in Rung)
+
+
+def fingerprint(key: str) -> int:
+    """The 64-bit BLAKE2b fingerprint (RFC 7693) of a canonical key (UTF-8)."""
+    digest = blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
 
 
 def canonical_and_rungs(
@@ -174,10 +189,10 @@ class Deduper:
                 stats.rejects.append(Reject(stats.lines, str(exc)))
             return Outcome.REJECT, str(exc)
         seen = self.seen
-        before = seen.capacity
+        before = seen.slots
         if seen.add(fingerprint(key)):
             stats.unique += 1
-            if seen.capacity != before:
+            if seen.slots != before:
                 # While growing, the old and the new table were both alive.
                 stats.peak_fingerprint_bytes = max(
                     stats.peak_fingerprint_bytes, seen.nbytes + 8 * before

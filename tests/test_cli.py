@@ -28,8 +28,7 @@ import pytest
 
 from iri_scrapy import normalize
 from iri_scrapy.cli import display, main
-from iri_scrapy.dedupe import Deduper, Outcome, canonical_and_rungs
-from iri_scrapy.fpset import FingerprintSet, fingerprint
+from iri_scrapy.dedupe import Deduper, Outcome, canonical_and_rungs, fingerprint
 from iri_scrapy.ladder import Level, rungs_applied
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
@@ -373,36 +372,27 @@ def test_deduper_outcomes() -> None:
     assert [r.line for r in stats.rejects] == [4]  # max_rejects listed, all counted
 
 
-# --- fingerprint set --------------------------------------------------------------------
+# --- fingerprints ---------------------------------------------------------------------
 
 
-def test_fpset_matches_python_set() -> None:
-    rng = random.Random(7)
-    values = [rng.getrandbits(64) for _ in range(50_000)] + list(range(2, 5000))
-    values += values[:10_000]  # repeats
-    fs, ref = FingerprintSet(), set()
-    for v in values:
-        assert fs.add(v) is (v not in ref)
-        ref.add(v)
-    assert len(fs) == len(ref)
-    assert all(v in fs for v in ref)
-    assert sum(rng.getrandbits(64) in fs for _ in range(10_000)) == 0
-    assert "x" not in fs
-    assert fs.nbytes == 8 * fs.capacity
-    assert len(fs) <= 0.75 * fs.capacity
-
-
-def test_fpset_zero_is_stored_as_one() -> None:
-    fs = FingerprintSet()
-    assert fs.add(0) and not fs.add(1) and 0 in fs and len(fs) == 1
-
-
-def test_fpset_bytes_per_entry() -> None:
-    fs = FingerprintSet()
+def test_fingerprints_bytes_per_entry() -> None:
+    d = Deduper()
     for i in range(100_000):
-        fs.add(fingerprint(f"http://example.com/{i}"))
-    assert len(fs) == 100_000
-    assert fs.nbytes / len(fs) <= 24  # 8 bytes / load factor in [0.375, 0.75]
+        assert d.process(f"http://example.com/{i}")[0] is Outcome.UNIQUE
+    stats = d.finish()
+    assert stats.unique == 100_000 == len(d.seen)
+    assert stats.fingerprint_bytes / stats.unique <= 24  # 8 bytes / load in [0.375, 0.75]
+    assert stats.peak_fingerprint_bytes / stats.unique <= 40
+    assert fingerprint("http://a/") != fingerprint("http://b/")
+    assert 0 <= fingerprint("http://a/") < 2**64
+
+
+def test_cli_imports_no_scrapy() -> None:
+    code = ("import sys, iri_scrapy.cli, iri_scrapy.dedupe, iri_scrapy.bidi; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('scrapy', 'twisted')))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
 
 
 # --- subprocess: console script and python -m ---------------------------------------------
