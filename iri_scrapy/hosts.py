@@ -15,6 +15,9 @@ import re
 from functools import lru_cache
 
 import idna
+import idna.core as idna_core
+from idna import idnadata
+from idna.intranges import intranges_contain
 
 from .errors import IRIHostError
 from .punycode import punycode_encode
@@ -23,6 +26,9 @@ __all__ = ["host_to_ascii", "host_to_unicode", "lower_ascii"]
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _CODEPOINT_RE = re.compile(r"U\+([0-9A-Fa-f]{4,6})")
+# reg-name = *( unreserved / pct-encoded / sub-delims ) (RFC 3986 3.2.2), lowercase
+# after ToASCII; a "%" produced by the mapping is not an escape.
+_NOT_REG_NAME_RE = re.compile(r"[^a-z0-9\-._~!$&'()*+,;=]")
 
 
 def lower_ascii(text: str) -> str:
@@ -74,8 +80,8 @@ def _label_to_ascii(label: str) -> str | Exception:
             continue
         try:
             # idna.alabel() is check_label + the punycode codec + a length check;
-            # the same with our faster RFC 3492 encoder.
-            idna.check_label(part)
+            # the same with UTS 46 validity and our faster RFC 3492 encoder.
+            _check_label_uts46(part)
             alabel = "xn--" + punycode_encode(part)
         except (idna.IDNAError, UnicodeError, ValueError) as exc:
             return exc
@@ -83,6 +89,38 @@ def _label_to_ascii(label: str) -> str | Exception:
             return idna.IDNAError(f"Label too long: {alabel!r}")
         out.append(alabel)
     return ".".join(out)
+
+
+def _check_label_uts46(label: str) -> None:
+    """The validity criteria of UTS 46 section 4.1 on a mapped label.
+
+    ``idna.check_label`` (strict IDNA 2008) also refuses code points that are not
+    PVALID, such as the NV8 symbols of ``i❤.ws`` or ``☃.com``; UTS 46 (what
+    browsers and registries use, and what our mapping step already checked
+    against its table) allows them.  Everything else is idna's own checks: NFC,
+    hyphens, initial combining mark, CONTEXTJ/CONTEXTO rules, and the bidi rule.
+    """
+    if not label:
+        raise idna.IDNAError("Empty Label")
+    idna_core.check_nfc(label)
+    idna_core.check_hyphen_ok(label)
+    idna_core.check_initial_combiner(label)
+    classes = idnadata.codepoint_classes
+    for pos, char in enumerate(label):
+        cp = ord(char)
+        if intranges_contain(cp, classes["PVALID"]):
+            continue
+        if intranges_contain(cp, classes["CONTEXTJ"]):
+            try:
+                ok = idna_core.valid_contextj(label, pos)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise idna.InvalidCodepointContext(f"joiner U+{cp:04X} not allowed in {label!r}")
+        elif intranges_contain(cp, classes["CONTEXTO"]):
+            if not idna_core.valid_contexto(label, pos):
+                    raise idna.InvalidCodepointContext(f"U+{cp:04X} not allowed in {label!r}")
+    idna_core.check_bidi(label)
 
 
 def _to_ascii_cached(host: str) -> str | Exception:
@@ -93,7 +131,7 @@ def _to_ascii_cached(host: str) -> str | Exception:
             continue
         result = _label_to_ascii(label)
         if isinstance(result, Exception):
-            return ValueError(f"{label!r}: {result}")
+            return result
         out.append(result)
     return ".".join(out)
 
@@ -112,6 +150,22 @@ def host_to_ascii(host: str, *, start: int = 0) -> str:
     if isinstance(result, Exception):
         label = next((lab for lab in host.split(".") if not lab.isascii()), host)
         raise _host_error(host, label, result, start)
+    bad = _NOT_REG_NAME_RE.search(result)
+    if bad is not None:
+        # UTS 46 maps e.g. U+FF03 FULLWIDTH NUMBER SIGN to "#": a delimiter (or "%",
+        # space) in the host would change the structure of the URI.
+        culprit = next(
+            (c for c in host if not c.isascii() and bad.group() in idna.uts46_remap(c)),
+            bad.group(),
+        )
+        pos = host.find(culprit)
+        raise IRIHostError(
+            f"UTS 46 maps {culprit!r} to {bad.group()!r}, which a host cannot contain",
+            component="host",
+            char=culprit,
+            index=start + pos if pos >= 0 else None,
+            text=host,
+        )
     return result
 
 

@@ -133,9 +133,27 @@ def _upper_pct(value: str | None) -> str | None:
     return _PCT_LOWER_RE.sub(lambda m: m.group().upper(), value)
 
 
+_HEX = frozenset("0123456789ABCDEFabcdef")
+
+
 def _fix_escape(m: re.Match[str]) -> str:
+    """Decode an escape of an unreserved octet, else uppercase it (5.3.2.1, 5.3.2.3).
+
+    A hex digit is not decoded right after a stray ``%`` (or ``%`` and one hex
+    digit): ``%%36%31`` would otherwise become ``%61``, a new escape, and a second
+    normalization would change it again.
+    """
     hexdigits = m.group(1).upper()
-    return _UNRESERVED_OCTETS.get(hexdigits) or "%" + hexdigits
+    char = _UNRESERVED_OCTETS.get(hexdigits)
+    if char is None:
+        return "%" + hexdigits
+    if char in _HEX:
+        text, start = m.string, m.start()
+        if text[start - 1 : start] == "%" or (
+            text[start - 2 : start - 1] == "%" and text[start - 1] in _HEX
+        ):
+            return "%" + hexdigits
+    return char
 
 
 def _percent(value: str, component: str) -> str:

@@ -186,8 +186,23 @@ def _utf8_length(lead: int) -> int:
     return 0
 
 
-def _decode_run(run: str, allow_private: bool, ascii_too: bool) -> str:
-    """Decode one run of ``%HH`` triplets (section 3.2 steps 2 to 5)."""
+_HEX = frozenset("0123456789ABCDEFabcdef")
+
+
+def _makes_escape(before: str, out: list[str], ch: str) -> bool:
+    """Would decoding hex digit *ch* here complete a new ``%HH`` with a stray ``%``?"""
+    if ch not in _HEX:
+        return False
+    tail = (before + "".join(out[-2:]))[-2:]
+    return tail[-1:] == "%" or (tail[:1] == "%" and tail[1:] in _HEX)
+
+
+def _decode_run(run: str, allow_private: bool, ascii_too: bool, before: str = "") -> str:
+    """Decode one run of ``%HH`` triplets (section 3.2 steps 2 to 5).
+
+    *before* is the text just before the run: a hex digit is not decoded after
+    a stray ``%`` (``%%36%31`` must not become the new escape ``%61``).
+    """
     data = bytes.fromhex(run.replace("%", ""))
     out: list[str] = []
     i, n = 0, len(data)
@@ -196,7 +211,8 @@ def _decode_run(run: str, allow_private: bool, ascii_too: bool) -> str:
         if b < 0x80:
             ch = chr(b)
             # Step 2: "%" itself, reserved and not-allowed ASCII stay encoded.
-            out.append(ch if ascii_too and ch in UNRESERVED else run[3 * i : 3 * i + 3])
+            keep = not (ascii_too and ch in UNRESERVED) or _makes_escape(before, out, ch)
+            out.append(run[3 * i : 3 * i + 3] if keep else ch)
             i += 1
             continue
         length = _utf8_length(b)
@@ -224,7 +240,11 @@ def decode_component(value: str, *, allow_private: bool = False, ascii_too: bool
     """
     if "%" not in value:
         return value
-    return _PCT_RUN_RE.sub(lambda m: _decode_run(m.group(), allow_private, ascii_too), value)
+    def run(m: re.Match[str]) -> str:
+        start = m.start()
+        return _decode_run(m.group(), allow_private, ascii_too, value[max(0, start - 2) : start])
+
+    return _PCT_RUN_RE.sub(run, value)
 
 
 def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:

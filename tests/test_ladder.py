@@ -245,7 +245,8 @@ def test_protocol_rules() -> None:
 
 
 ERRORS = [
-    ("host-idna", "http://a\u2615b.com/", "host", "U+2615"),
+    ("host-idna", "http://a\u200db.com/", "host", "U+200D"),
+    ("host-uts46-delimiter", "http://example\uff03.com/", "host", "U+FF03"),
     ("host-delimiter", "http://a:b:c/", "host", "U+003A"),
     ("port", "http://h.com:8x/", "port", "U+0078"),
     ("surrogate", "http://h.com/a\ud800", "path", "U+D800"),

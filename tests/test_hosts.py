@@ -1,0 +1,93 @@
+"""Hosts: UTS 46 ToASCII through the idna package, and our RFC 3492 encoder."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import iri_scrapy as iri
+from iri_scrapy.hosts import host_to_ascii, host_to_unicode
+from iri_scrapy.punycode import punycode_encode
+from tests.vectors import load
+
+IDNA_FILES = ["unicode_idnatestv2", "whatwg_idnatestv2", "whatwg_toascii"]
+
+
+def test_punycode_matches_the_codec_on_every_vector_label() -> None:
+    labels = {"bücher", "例子", "ñ", "\U0001f600"}
+    for name in IDNA_FILES:
+        for r in load(name):
+            labels.update(str(r["input"]).split("."))
+    rnd = random.Random(7)
+    for _ in range(3000):
+        labels.add("".join(chr(rnd.choice([rnd.randint(0x21, 0x7E), rnd.randint(0xA0, 0xD7FF), rnd.randint(0x10000, 0x10FFFF)])) for _ in range(rnd.randint(1, 20))))
+    checked = 0
+    for label in labels:
+        try:
+            expected = label.encode("punycode").decode("ascii")
+        except UnicodeError:
+            continue
+        assert punycode_encode(label) == expected, label
+        checked += 1
+    assert checked > 3000
+
+
+def test_uts46_never_gives_another_a_label() -> None:
+    """Where a UTS 46 test expects success we give that A-label or refuse (we keep
+    idna's hyphen rules, stricter than the URL Standard's); never another name."""
+    same = refused = 0
+    for name in IDNA_FILES:
+        for r in load(name):
+            if r["input"].isascii() or r["expected"] is None or r.get("options"):
+                continue
+            try:
+                got = host_to_ascii(r["input"])
+            except iri.IRIHostError:
+                refused += 1
+                continue
+            assert got == r["expected"], r
+            same += 1
+    if same + refused == 0:
+        pytest.skip("no IDNA vectors")
+    assert same > 600
+
+
+HOSTS = [
+    ("3.1-resume", "résumé.example.org", "xn--rsum-bpad.example.org"),
+    ("5.3.3-case-fold", "BÜCHER.example", "xn--bcher-kva.example"),
+    ("uts46-nontransitional-sharp-s", "faß.de", "xn--fa-hia.de"),
+    ("uts46-final-sigma", "βόλος.com", "xn--nxasmm1c.com"),
+    ("uts46-ideographic-full-stop", "例子。测试", "xn--fsqu00a.xn--0zwm56d"),
+    ("ascii-underscore-kept", "my_host.Example.com", "my_host.example.com"),
+]
+
+
+@pytest.mark.parametrize(("host", "expected"), [pytest.param(h, e, id=i) for i, h, e in HOSTS])
+def test_host_to_ascii(host: str, expected: str) -> None:
+    assert host_to_ascii(host) == expected
+
+
+def test_host_error_names_the_label() -> None:
+    with pytest.raises(iri.IRIHostError) as info:
+        host_to_ascii("ok.a\u200db.com", start=7)
+    assert repr("a\u200db") in str(info.value) and "U+200D" in str(info.value)
+    assert info.value.index == 7 + 4
+
+
+def test_uts46_symbols_are_allowed_like_browsers_do() -> None:
+    # NV8 symbols: not PVALID in IDNA 2008, valid in UTS 46 (i❤.ws is registered)
+    assert host_to_ascii("i❤.ws") == "xn--i-7iq.ws"
+    assert host_to_ascii("☃.com") == "xn--n3h.com"
+
+
+@pytest.mark.parametrize("host", ["example\uff03.com", "\uff05\uff14\uff11.com", "a\u3000b.com"])
+def test_uts46_mapping_to_a_delimiter_is_refused(host: str) -> None:
+    with pytest.raises(iri.IRIHostError, match="which a host cannot contain"):
+        host_to_ascii(host)
+
+
+def test_host_to_unicode_only_converts_valid_a_labels() -> None:
+    assert host_to_unicode("xn--99zt52a.example.org") == "納豆.example.org"
+    assert host_to_unicode("xn--zz-invalid.example") == "xn--zz-invalid.example"
+    assert host_to_unicode("example.org") == "example.org"
