@@ -117,9 +117,10 @@ def _check_label_uts46(label: str) -> None:
                 ok = False
             if not ok:
                 raise idna.InvalidCodepointContext(f"joiner U+{cp:04X} not allowed in {label!r}")
-        elif intranges_contain(cp, classes["CONTEXTO"]):
-            if not idna_core.valid_contexto(label, pos):
-                    raise idna.InvalidCodepointContext(f"U+{cp:04X} not allowed in {label!r}")
+        elif intranges_contain(cp, classes["CONTEXTO"]) and not idna_core.valid_contexto(
+            label, pos
+        ):
+            raise idna.InvalidCodepointContext(f"U+{cp:04X} not allowed in {label!r}")
     idna_core.check_bidi(label)
 
 
