@@ -205,8 +205,7 @@ class DemoReport:
                            f"finish_reason {run.finish_reason!r} (log: {run.log_path})")
         run = self.iri
         for key, count in sorted(run.duplicates.items()):
-            res = self.site.lookup(key)
-            out.append(f"{run.label} fetched {res.iri if res else key} {count} times")
+            out.append(f"{run.label} fetched {self._name(key)} {count} times")
         out.extend(f"{run.label} never fetched {r.iri} ({r.name})" for r in run.missed)
         out.extend(f"{run.label} got a 404 for {h.target}" for h in run.not_found)
         if run.items_scraped != len(self.site.page_keys):
@@ -259,12 +258,21 @@ class DemoReport:
     def details(self) -> str:
         """What each crawl missed, its 404s, and where the items are."""
         lines: list[str] = []
+        if self.iri.rungs is not None:
+            lines += ["Rungs (iri/dupefilter/rung/*): for each duplicate dropped, the "
+                      "normalizations (RFC 3987 5.3)", "its spelling needed to reach a key "
+                      "already seen; 'simple' = the very same string.", ""]
         for run in (self.stock, self.iri):
+            if run.duplicates:
+                lines.append(f"Fetched more than once by {run.label}:")
+                dups = sorted(run.duplicates.items(), key=lambda kv: (-kv[1], kv[0]))
+                lines += _wrap([f"{self._name(k)} x{n}" for k, n in dups])
             if run.missed:
                 lines.append(f"Missed by {run.label}:")
+                width = max(len(r.iri) for r in run.missed)
                 for r in run.missed:
                     why = r.trap.split(": ", 1)[1] if r.trap and ": " in r.trap else (r.trap or "")
-                    lines.append(f"  {r.iri:<30} {why}")
+                    lines.append(f"  {r.iri:<{width}}  {why}".rstrip())
             if run.not_found:
                 targets = ", ".join(dict.fromkeys(h.target for h in run.not_found))
                 lines.append(f"404s of {run.label}: {targets}")
@@ -272,6 +280,11 @@ class DemoReport:
             shown = _display_path(run.items_path)
             lines.append(f"Items ({run.label}): {shown} ({len(run.items)} lines)")
         return "\n".join(lines)
+
+    def _name(self, key: ResourceKey) -> str:
+        res = self.site.lookup(key)
+        return res.iri if res is not None else f"http://{key.host}{key.path}" + (
+            "" if key.query is None else "?" + key.query)
 
     def render(self) -> str:
         """Table, details and verdict, as printed by :func:`main`."""
@@ -281,6 +294,18 @@ class DemoReport:
             parts.append("Problems:\n" + "\n".join(f"  - {p}" for p in problems))
         parts.append(self.verdict())
         return "\n\n".join(parts)
+
+
+def _wrap(entries: list[str], width: int = 100) -> list[str]:
+    """Comma-separated *entries*, indented two spaces, never breaking inside one."""
+    lines: list[str] = []
+    line = ""
+    for entry in entries:
+        if line and len(line) + 2 + len(entry) > width:
+            lines.append(line + ",")
+            line = ""
+        line = f"{line}, {entry}" if line else f"  {entry}"
+    return [*lines, line] if line else lines
 
 
 def _display_path(path: Path) -> str:
