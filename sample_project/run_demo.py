@@ -179,7 +179,7 @@ class DemoReport:
             ("pages fetched (server hits)", lambda r: r.server_hits),
             (f"distinct resources fetched (of {n})", lambda r: r.distinct_fetched),
             ("duplicate fetches", lambda r: r.duplicate_fetches),
-            ("duplicates avoided (dupefilter)", lambda r: r.dupefilter_filtered),
+            ("duplicate requests dropped (dupefilter)", lambda r: r.dupefilter_filtered),
             ("resources missed", lambda r: len(r.missed)),
             ("404 Not Found", lambda r: len(r.not_found)),
             ("items scraped", lambda r: r.items_scraped),

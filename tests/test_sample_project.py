@@ -114,7 +114,7 @@ def test_plugin_fetches_every_resource_exactly_once(rows: Rows) -> None:
     assert iri("resources missed") == 0
     assert iri("404 Not Found") == 0
     assert iri("items scraped") == N_PAGES
-    assert iri("duplicates avoided (dupefilter)") > 0
+    assert iri("duplicate requests dropped (dupefilter)") > 0
 
 
 def test_stock_fetches_duplicates_and_misses_the_traps(out: str, rows: Rows) -> None:
@@ -151,7 +151,7 @@ def test_rung_rows_present_and_summing_as_printed(rows: Rows) -> None:
     assert all(n > 0 for n in per_rung)
     assert sum(per_rung) == int(total[1])
     # each dropped request counts at least one rung
-    assert int(total[1]) >= val(rows, "duplicates avoided (dupefilter)", 1)
+    assert int(total[1]) >= val(rows, "duplicate requests dropped (dupefilter)", 1)
     assert set(rungs) <= {"simple", "case", "character", "percent", "path", "scheme",
                           "protocol", "fragment", "heuristics"}
 
