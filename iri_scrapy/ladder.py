@@ -326,7 +326,7 @@ def _dns_host(host: str) -> str:
         if text is not None and not _HOST_UNSAFE_RE.search(text):
             host = text
     if host.isascii():
-        return lower_ascii(host)
+        return _upper_pct(lower_ascii(host)) or ""
     return host_to_ascii(host)
 
 

@@ -308,7 +308,7 @@ def test_offsite_stock_filters_everything(demo: SiteServer) -> None:
 # --------------------------------------------------------------------------- levels, JOBDIR
 
 
-@pytest.mark.parametrize("level", ["simple", "syntax", "protocol"])
+@pytest.mark.parametrize("level", ["protocol"])
 def test_iri_levels(demo: SiteServer, level: str) -> None:
     result = crawl(demo, {**ADDON, "IRI_LEVEL": level})
     assert result.ok
@@ -319,6 +319,25 @@ def test_iri_levels(demo: SiteServer, level: str) -> None:
         # /docs -> 301 -> /docs/ taught a rule; the target was not fetched twice
         assert result.stats["iri/protocol/learned"] == 1
         assert result.stats["iri/protocol/redirects"] == 1
+
+
+def test_lower_levels_are_honoured(demo: SiteServer) -> None:
+    """IRI_LEVEL below "scheme" keys on the spelling the spider wrote, at that level.
+
+    The URL on the wire is still the SCHEME-canonical URI (ASCII, A-label host),
+    but aliases that only a higher rung would merge are fetched again: "simple"
+    merges exact repeats only, "syntax" also case/percent/dot-segment spellings.
+    Nothing is lost at any level.
+    """
+    totals = {}
+    for level in ("simple", "syntax", "scheme"):
+        result = crawl(demo, {**ADDON, "IRI_LEVEL": level})
+        assert result.ok
+        counts = demo.hits.counts()
+        assert set(counts) == DEMO_SITE.keys, level
+        totals[level] = sum(counts.values())
+    assert totals["scheme"] == len(DEMO_SITE.keys)
+    assert totals["simple"] > totals["syntax"] > totals["scheme"]
 
 
 def test_protocol_level_redirect_target_first(demo: SiteServer) -> None:

@@ -87,7 +87,7 @@ from .. import CANONICALIZATION_VERSION
 from ..errors import IRIError
 from ..explain import explain
 from .config import META_DONT_NORMALIZE, META_ORIGINAL, IRIConfig, rules_for
-from .fingerprinter import META_VERBATIM, IRIRequestFingerprinter, rung_keys
+from .fingerprinter import META_VERBATIM, IRIRequestFingerprinter, rung_keys, spelling
 from .fpstore import FILENAME, FingerprintFile, FingerprintSet, fp64
 
 if TYPE_CHECKING:
@@ -272,10 +272,13 @@ class IRIDupeFilter(BaseDupeFilter):
     def rung_keys(self, request: Request) -> tuple[str, ...]:
         """The normalizations *request*'s URL needed (``("simple",)`` if none)."""
         meta = request.meta
-        if meta.get(META_DONT_NORMALIZE) or meta.get(META_VERBATIM):
+        if meta.get(META_DONT_NORMALIZE) or (
+            meta.get(META_VERBATIM) and META_ORIGINAL not in meta
+        ):
             return ("simple",)
         try:
-            keys = rung_keys(request.url, self.config, self.rules)
+            # the spelling the spider wrote: request.url is already canonical
+            keys = rung_keys(spelling(request), self.config, self.rules)
         except IRIError:
             keys = ()
         return keys or ("simple",)

@@ -44,7 +44,7 @@ from weakref import WeakKeyDictionary
 from ..errors import IRIError
 from ..ladder import Level, rungs_applied
 from ..ladder import normalize as _normalize
-from .config import META_DONT_NORMALIZE, IRIConfig, rules_for
+from .config import META_DONT_NORMALIZE, META_ORIGINAL, IRIConfig, rules_for
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -54,7 +54,9 @@ if TYPE_CHECKING:
 
     from ..protocol import ProtocolRules
 
-__all__ = ["IRIRequestFingerprinter", "rung_keys", "STAT_UNNORMALIZABLE", "META_VERBATIM"]
+__all__ = [
+    "IRIRequestFingerprinter", "rung_keys", "spelling", "STAT_UNNORMALIZABLE", "META_VERBATIM",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -186,12 +188,14 @@ class IRIRequestFingerprinter:
     def rungs(self, request: Request) -> tuple[str, ...]:
         """The normalizations that changed *request*'s URL into its key (see :func:`rung_keys`).
 
+        Computed on the spelling the spider wrote (:func:`spelling`), since the
+        normalization middleware has already made ``request.url`` canonical.
         Empty for ``dont_normalize_iri`` requests and URLs with no canonical form.
         """
         if _verbatim(request):
             return ()
         try:
-            return rung_keys(request.url, self.config, self.rules)
+            return rung_keys(spelling(request), self.config, self.rules)
         except IRIError:
             return ()
 
@@ -214,7 +218,10 @@ class IRIRequestFingerprinter:
             base = None
             key = request.url
         else:
-            base = self._base(request.url)
+            # Below level SCHEME the key must come from the spelling the spider
+            # wrote: request.url was already made SCHEME-canonical for the wire.
+            url = request.url if self.level >= Level.SCHEME else spelling(request)
+            base = self._base(url)
             if base is None:
                 key = request.url
             else:
@@ -250,5 +257,30 @@ class IRIRequestFingerprinter:
 
 
 def _verbatim(request: Request) -> bool:
+    """Keyed as given: ``dont_normalize_iri``, or the user's own ``verbatim_url``
+    (the normalization middleware sets ``verbatim_url`` together with
+    ``iri_original`` on canonical URIs that ``Request()`` would alter)."""
     meta: dict[str, Any] = request.meta
-    return bool(meta.get(META_DONT_NORMALIZE) or meta.get(META_VERBATIM))
+    return bool(
+        meta.get(META_DONT_NORMALIZE) or (meta.get(META_VERBATIM) and META_ORIGINAL not in meta)
+    )
+
+
+def spelling(request: Request) -> str:
+    """The URL as the spider wrote it: ``meta["iri_original"]`` when that is the same
+    resource as ``request.url`` at level SCHEME, else ``request.url``.
+
+    The check matters after a redirect: Scrapy copies meta, so ``iri_original``
+    may still name the redirect's source.
+    """
+    url = request.url
+    original = request.meta.get(META_ORIGINAL)
+    if not original or original == url:
+        return url
+    try:
+        same = _normalize(original, Level.SCHEME, keep_fragment=False) == _normalize(
+            url, Level.SCHEME, keep_fragment=False
+        )
+    except IRIError:
+        return url
+    return original if same else url
