@@ -11,7 +11,7 @@ from typing import Any
 
 from .errors import IRIEncodingError, IRIError, IRIHostError, IRISyntaxError
 from .explain import Explanation, explain
-from .ladder import Level, Rung, equivalent, normalize
+from .ladder import Level, Rung, equivalent, normalize, retrieval_key
 from .mapping import iri_to_uri, uri_to_iri
 from .parsing import IRIReference, parse, validate
 from .protocol import ProtocolRules
@@ -37,6 +37,7 @@ __all__ = [
     "Level",
     "Rung",
     "normalize",
+    "retrieval_key",
     "equivalent",
     "explain",
     "Explanation",

@@ -30,6 +30,7 @@ __all__ = [
     "Level",
     "Rung",
     "normalize",
+    "retrieval_key",
     "equivalent",
     "rungs_applied",
     "case_normalize",
@@ -674,6 +675,16 @@ def _percent_only(ref: IRIReference) -> str:
         encode_component(ref.path, "path"), enc(ref.query, "query"),
         enc(ref.fragment, "fragment"),
     ).unsplit()
+
+
+def retrieval_key(iri: str) -> str:
+    """The key to fetch *iri* once: level SCHEME, URI form, fragment excluded.
+
+    "When IRIs are compared to select (or avoid) a network action, such as
+    retrieval of a representation, fragment components (if any) should be
+    excluded from the comparison" (RFC 3987 section 5.1).
+    """
+    return normalize(iri, Level.SCHEME, keep_fragment=False)
 
 
 def equivalent(

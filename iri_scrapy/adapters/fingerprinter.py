@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable
+from functools import lru_cache
 from json.encoder import encode_basestring_ascii as _json_str  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
@@ -67,6 +68,21 @@ META_VERBATIM = "verbatim_url"
 
 
 def rung_keys(
+    url: str, config: IRIConfig, rules: ProtocolRules | None = None
+) -> tuple[str, ...]:
+    """See :func:`_rung_keys`; cached per spelling when no protocol rules apply
+    (pages repeat the same links, and duplicates are counted per rung)."""
+    if rules is None:
+        return _rung_keys_cached(url, config)
+    return _rung_keys(url, config, rules)
+
+
+@lru_cache(maxsize=16384)
+def _rung_keys_cached(url: str, config: IRIConfig) -> tuple[str, ...]:
+    return _rung_keys(url, config, None)
+
+
+def _rung_keys(
     url: str, config: IRIConfig, rules: ProtocolRules | None = None
 ) -> tuple[str, ...]:
     """The names of the normalizations that changed *url* on its way to its key.
@@ -278,9 +294,12 @@ def spelling(request: Request) -> str:
     if not original or original == url:
         return url
     try:
-        same = _normalize(original, Level.SCHEME, keep_fragment=False) == _normalize(
-            url, Level.SCHEME, keep_fragment=False
-        )
+        same = _scheme_key(original) == _scheme_key(url)
     except IRIError:
         return url
     return original if same else url
+
+
+@lru_cache(maxsize=16384)
+def _scheme_key(url: str) -> str:
+    return _normalize(url, Level.SCHEME, keep_fragment=False)
