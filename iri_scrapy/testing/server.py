@@ -31,9 +31,10 @@ import contextlib
 import json
 import string
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from urllib.parse import unquote
@@ -186,6 +187,8 @@ class Hit:
     host_header: str | None
     key: ResourceKey | None
     status: int
+    at: float = field(default_factory=time.monotonic, compare=False)
+    """When the request arrived (``time.monotonic()``), for rate measurements."""
 
 
 class HitLog:
