@@ -1,8 +1,8 @@
 """iri_scrapy: RFC 3987 IRI canonicalization and deduplication for crawl URLs.
 
 The core (this package's top-level functions) imports no Scrapy.  The Scrapy
-parts (``Addon``, ``IRIRequestFingerprinter``, ``IRIDupeFilter``,
-``IRINormalizationMiddleware``, ``RedisIRIDupeFilter``) are loaded on first use.
+parts (``Addon``, ``IRIRequestFingerprinter``, ``IRIDupeFilter``, the
+middlewares, ``RedisIRIDupeFilter``) are loaded on first use.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ __all__ = [
     "IRIRequestFingerprinter",
     "IRIDupeFilter",
     "IRINormalizationMiddleware",
+    "IRISpiderMiddleware",
+    "IRIOffsiteMiddleware",
+    "IRIProtocolMiddleware",
     "RedisIRIDupeFilter",
 ]
 
@@ -56,6 +59,9 @@ _LAZY = {
     "IRIRequestFingerprinter": "iri_scrapy.adapters.fingerprinter",
     "IRIDupeFilter": "iri_scrapy.adapters.dupefilter",
     "IRINormalizationMiddleware": "iri_scrapy.adapters.middleware",
+    "IRISpiderMiddleware": "iri_scrapy.adapters.middleware",
+    "IRIOffsiteMiddleware": "iri_scrapy.adapters.offsite",
+    "IRIProtocolMiddleware": "iri_scrapy.adapters.protocol_mw",
     "RedisIRIDupeFilter": "iri_scrapy.adapters.redis_dupefilter",
 }
 
