@@ -35,8 +35,9 @@ def load(path: Path) -> list[str]:
 def clear_caches() -> None:
     from iri_scrapy import hosts, ladder, mapping
 
-    for fn in (hosts._label_to_ascii, hosts.host_to_unicode, ladder._host_chain,
-               ladder._dns_host, mapping._appropriate):
+    for fn in (hosts._label_to_ascii, hosts._map_char, hosts._codepoint_class,
+               hosts.host_to_unicode, ladder._host_chain, ladder._dns_host,
+               mapping._appropriate):
         fn.cache_clear()
 
 

@@ -12,6 +12,7 @@ Conversions are cached per host.
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 
 import idna
@@ -66,11 +67,27 @@ def _host_error(host: str, label: str, exc: Exception, start: int) -> IRIHostErr
 _DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
 
 
+@lru_cache(maxsize=8192)
+def _map_char(char: str) -> str:
+    """UTS 46 mapping of one code point (section 4 step 1, non-transitional, no
+    STD3 rules), cached: ``idna.uts46_remap`` is per code point, then NFC."""
+    return idna.uts46_remap(char, std3_rules=False, transitional=False) if char else char
+
+
+def _remap(label: str) -> str:
+    """``idna.uts46_remap(label, std3_rules=False, transitional=False)``, per code
+    point from a cache (the mapping has no context; NFC comes last, as there)."""
+    mapped = "".join([_map_char(c) for c in label])
+    return mapped if unicodedata.is_normalized("NFC", mapped) else unicodedata.normalize(
+        "NFC", mapped
+    )
+
+
 @lru_cache(maxsize=65536)
 def _label_to_ascii(label: str) -> str | Exception:
     """UTS 46 ToASCII of one label (mapping, then A-label), or the exception."""
     try:
-        mapped = idna.uts46_remap(label, std3_rules=False, transitional=False)
+        mapped = _remap(label)
     except (idna.IDNAError, UnicodeError, ValueError) as exc:
         return exc
     out = []
@@ -91,6 +108,16 @@ def _label_to_ascii(label: str) -> str | Exception:
     return ".".join(out)
 
 
+@lru_cache(maxsize=8192)
+def _codepoint_class(cp: int) -> str | None:
+    """IDNA 2008 class of a code point (RFC 5892): PVALID, CONTEXTJ, CONTEXTO or None."""
+    classes = idnadata.codepoint_classes
+    for name in ("PVALID", "CONTEXTJ", "CONTEXTO"):
+        if intranges_contain(cp, classes[name]):
+            return name
+    return None
+
+
 def _check_label_uts46(label: str) -> None:
     """The validity criteria of UTS 46 section 4.1 on a mapped label.
 
@@ -105,19 +132,19 @@ def _check_label_uts46(label: str) -> None:
     idna_core.check_nfc(label)
     idna_core.check_hyphen_ok(label)
     idna_core.check_initial_combiner(label)
-    classes = idnadata.codepoint_classes
     for pos, char in enumerate(label):
         cp = ord(char)
-        if intranges_contain(cp, classes["PVALID"]):
+        kind = _codepoint_class(cp)
+        if kind == "PVALID":
             continue
-        if intranges_contain(cp, classes["CONTEXTJ"]):
+        if kind == "CONTEXTJ":
             try:
                 ok = idna_core.valid_contextj(label, pos)
             except ValueError:
                 ok = False
             if not ok:
                 raise idna.InvalidCodepointContext(f"joiner U+{cp:04X} not allowed in {label!r}")
-        elif intranges_contain(cp, classes["CONTEXTO"]) and not idna_core.valid_contexto(
+        elif kind == "CONTEXTO" and not idna_core.valid_contexto(
             label, pos
         ):
             raise idna.InvalidCodepointContext(f"U+{cp:04X} not allowed in {label!r}")
