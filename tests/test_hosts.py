@@ -91,3 +91,24 @@ def test_host_to_unicode_only_converts_valid_a_labels() -> None:
     assert host_to_unicode("xn--99zt52a.example.org") == "納豆.example.org"
     assert host_to_unicode("xn--zz-invalid.example") == "xn--zz-invalid.example"
     assert host_to_unicode("example.org") == "example.org"
+
+
+def test_cached_uts46_mapping_equals_idna_on_every_vector_label() -> None:
+    import idna
+
+    from iri_scrapy.hosts import _remap
+
+    labels = {"Bücher", "ＡＢＣ", "ß", "ς", "\u200d", "a\u0301"}
+    for name in IDNA_FILES:
+        for r in load(name):
+            labels.update(str(r["input"]).split("."))
+    for label in labels:
+        try:
+            expected: object = idna.uts46_remap(label, std3_rules=False, transitional=False)
+        except idna.IDNAError as exc:
+            expected = type(exc)
+        try:
+            got: object = _remap(label)
+        except idna.IDNAError as exc:
+            got = type(exc)
+        assert got == expected, label
