@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .errors import describe_char
-from .ladder import Level, Rung, _drop_fragment, _pipeline, apply_rung
+from .errors import IRIError, describe_char
+from .ladder import Level, Rung, _drop_fragment, _pipeline, _with_context, apply_rung
 from .parsing import IRIReference, check_str, parse
 
 if TYPE_CHECKING:
@@ -105,6 +105,14 @@ def _difference(x: IRIReference, y: IRIReference) -> Difference | None:
     return None
 
 
+def _apply(rung: Rung, ref: IRIReference, rules: ProtocolRules | None, text: str) -> IRIReference:
+    """One rung; an error points at its index in the whole input *text*."""
+    try:
+        return apply_rung(rung, ref, rules)
+    except IRIError as exc:
+        raise _with_context(exc, text) from None
+
+
 def explain(
     a: str,
     b: str,
@@ -132,7 +140,8 @@ def explain(
     steps = [Step(Rung.SIMPLE, ra.unsplit() if dropped else a, rb.unsplit() if dropped else b)]
     if lvl > Level.SIMPLE:
         for rung in _pipeline(lvl, nfc):
-            ra, rb = apply_rung(rung, ra, rules), apply_rung(rung, rb, rules)
+            ra = _apply(rung, ra, rules, a)
+            rb = _apply(rung, rb, rules, b)
             steps.append(Step(rung, ra.unsplit(), rb.unsplit()))
     first = next((s.rung for s in steps if s.equal), None)
     diff = None if steps[-1].equal else _difference(ra, rb)

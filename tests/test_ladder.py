@@ -291,3 +291,10 @@ def test_linear_time_on_a_1mb_url() -> None:
         iri.explain(url, url + "x")
         assert time.perf_counter() - start < 10
         assert iri.normalize(out, form="iri") == out
+
+
+def test_explain_errors_point_into_the_whole_input() -> None:
+    text = "http://ok.a\u200db.com/x"
+    with pytest.raises(iri.IRIHostError) as info:
+        iri.explain("http://h.com/", text)
+    assert info.value.index == 11 and text[11] == "\u200d"
