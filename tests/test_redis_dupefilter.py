@@ -8,25 +8,34 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import threading
 import time
+import uuid
+from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
 from iri_scrapy import CANONICALIZATION_VERSION, RedisIRIDupeFilter
 from iri_scrapy.adapters.fingerprinter import IRIRequestFingerprinter
 from iri_scrapy.adapters.redis_dupefilter import (
+    DEFAULT_BASE_BUCKETS,
     FIELD_BYTES,
+    MAX_BUCKET_MEAN,
     STAT_AMBIGUOUS,
     STAT_OUTAGES,
     STAT_RETRIES,
     IRIRedisError,
     IRIRedisSpiderMixin,
+    base_buckets_for,
     bucket_count,
+    generation_buckets,
     mask_url,
     redis_url_from_settings,
 )
@@ -53,6 +62,22 @@ def _filter(server: RedisServer, name: str = "unit", **settings: Any) -> RedisIR
     return RedisIRIDupeFilter.from_spider(_spider(base, name))
 
 
+def _direct(server: RedisServer, key: str | None = None, **kwargs: Any) -> RedisIRIDupeFilter:
+    """Built directly (tests' tiny generations: base_buckets, bucket_fill), connected."""
+    df = RedisIRIDupeFilter(redis_url=server.url, key=key or f"t-{uuid.uuid4().hex}", **kwargs)
+    df.connect()
+    return df
+
+
+def _fp(i: int) -> bytes:
+    """A 20-byte fingerprint (like the IRI fingerprinter's SHA-1) for integer *i*."""
+    return blake2b(b"%d" % i, digest_size=20).digest()
+
+
+def _bucket_hash(fp: bytes) -> int:
+    return int.from_bytes(fp[8:12], "big")
+
+
 # --------------------------------------------------------------------------- keys
 
 
@@ -65,11 +90,15 @@ def test_key_names_version_and_options(redis_server_session: RedisServer) -> Non
     client = redis_server_session.client()
     meta = {k.decode(): v.decode() for k, v in client.hgetall(df.meta_key).items()}
     assert meta == {
-        "format": "1",
+        "format": "2",
         "canonicalization_version": str(CANONICALIZATION_VERSION),
         "options_tag": tag,
         "field_bytes": "8",
-        "buckets": str(bucket_count(10_000_000)),
+        "growth": "4",
+        "b0": str(DEFAULT_BASE_BUCKETS),
+        "fill": str(MAX_BUCKET_MEAN),
+        "generations": "1",
+        "n0": "1",
     }
     assert "fingerprinter=iri_scrapy.adapters.fingerprinter.IRIRequestFingerprinter" in tag
     # other options, other keys: a changed ladder never shares keys silently
@@ -84,14 +113,16 @@ def test_key_names_version_and_options(redis_server_session: RedisServer) -> Non
 
 
 def test_digests_are_raw_8_byte_fields(redis_server_session: RedisServer) -> None:
-    df = _filter(redis_server_session, IRI_REDIS_EXPECTED_URLS=1000)
-    assert df.buckets == 8
+    df = _filter(redis_server_session)
     urls = [f"http://example.com/page/{i}" for i in range(50)]
     for url in urls:
         assert df.request_seen(Request(url)) is False
     client = redis_server_session.client()
+    assert df.generations() == 1
+    assert len(df.bucket_keys()) == DEFAULT_BASE_BUCKETS
     fields: set[bytes] = set()
     for key in df.bucket_keys():
+        assert key.startswith(df.base_key.encode() + b":g0:")
         assert client.type(key) in (b"hash", b"none")
         if client.exists(key):
             assert client.object("encoding", key) == b"listpack"
@@ -100,28 +131,215 @@ def test_digests_are_raw_8_byte_fields(redis_server_session: RedisServer) -> Non
     assert len(fps[0]) == 20
     assert fields == {fp[:FIELD_BYTES] for fp in fps}
     assert all(len(f) == FIELD_BYTES for f in fields)
+    for fp in fps:  # the bucket is 4 other bytes of the fingerprint, modulo the bucket count
+        key = df.base_key.encode() + b":g0:%x" % (_bucket_hash(fp) % DEFAULT_BASE_BUCKETS)
+        assert client.hexists(key, fp[:FIELD_BYTES])
     assert len(df) == 50
     assert Request(urls[3]) in df and Request("http://example.com/other") not in df
+    assert len(df) == 50  # __contains__ stores nothing
 
 
-def test_bucket_count_and_adoption(redis_server_session: RedisServer) -> None:
-    assert bucket_count(1) == 1
-    assert bucket_count(200) == 1
-    assert bucket_count(201) == 2
+def test_size_hint_and_adoption(redis_server_session: RedisServer) -> None:
+    assert bucket_count(1) == 1 and bucket_count(201) == 2  # format 1 sizing, kept
     assert bucket_count(10_000_000) == 65536
-    small = _filter(redis_server_session, IRI_REDIS_EXPECTED_URLS=1000)
+    assert base_buckets_for(None) == DEFAULT_BASE_BUCKETS == 16
+    assert base_buckets_for(1000) == 16  # a hint never goes below the default
+    assert base_buckets_for(10_000_000) == 1024
+    assert generation_buckets(16, 3) == 1024
+    # no IRI_REDIS_EXPECTED_URLS: the default; a later crawler with a hint adopts the meta
+    small = _filter(redis_server_session)
     assert small.request_seen(Request("http://example.com/x")) is False
-    # a later crawler with another size keeps the layout already in Redis
     big = _filter(redis_server_session, IRI_REDIS_EXPECTED_URLS=10_000_000)
-    assert big.buckets == small.buckets == 8
+    assert big.base_buckets == small.base_buckets == 16
     assert big.request_seen(Request("http://EXAMPLE.com/x")) is True
+    # a hinted key set (old configs set IRI_REDIS_EXPECTED_URLS: accepted)
+    hinted = _filter(redis_server_session, name="hinted", IRI_REDIS_EXPECTED_URLS=10_000_000)
+    assert hinted.base_buckets == 1024
+    assert hinted.request_seen(Request("http://example.com/x")) is False
+    assert hinted.request_seen(Request("http://example.com/x")) is True
 
 
 def test_incompatible_meta_is_refused(redis_server_session: RedisServer) -> None:
     df = _filter(redis_server_session)
-    redis_server_session.client().hset(df.meta_key, "field_bytes", "16")
+    client = redis_server_session.client()
+    client.hset(df.meta_key, "field_bytes", "16")
     with pytest.raises(IRIRedisError, match="field_bytes"):
         _filter(redis_server_session)
+    client.hset(df.meta_key, mapping={"field_bytes": "8", "format": "3"})
+    with pytest.raises(IRIRedisError, match="format='3'"):
+        _filter(redis_server_session)
+    client.hset(df.meta_key, mapping={"format": "2", "growth": "2"})
+    with pytest.raises(IRIRedisError, match="growth=2"):
+        _filter(redis_server_session)
+
+
+# --------------------------------------------------------------------------- generations
+
+
+def test_generations_open_as_counts_grow(redis_server_session: RedisServer) -> None:
+    df = _direct(redis_server_session, base_buckets=1, bucket_fill=2)
+    client = redis_server_session.client()
+    opened = []
+    for i in range(120):
+        assert df.seen_add(_fp(i)) is False
+        opened.append(df.generations())
+    # generation g holds 4**g * 2 fields: full at 2, 2+8, 2+8+32, 2+8+32+128
+    assert opened[0] == 1 and opened[1] == 2  # the second insert filled generation 0
+    assert opened.index(3) == 9 and opened.index(4) == 41
+    assert df.generation_counts() == [2, 8, 32, 78]
+    assert len(df) == 120
+    prefix = df.base_key.encode()
+    for g, count in enumerate(df.generation_counts()):
+        keys = [prefix + b":g%d:%x" % (g, i) for i in range(4**g)]
+        assert sum(client.hlen(k) for k in keys) == count  # nothing was ever moved
+    assert set(df.bucket_keys()) >= set(client.keys(df.base_key + ":g*"))
+    for i in range(120):  # every generation is looked up
+        assert df.seen_add(_fp(i)) is True
+    assert df.generation_counts() == [2, 8, 32, 78]
+
+
+def test_randomized_table_against_a_python_set(redis_server_session: RedisServer) -> None:
+    df = _direct(redis_server_session, base_buckets=1, bucket_fill=3)
+    rng = random.Random(20240611)
+    pool = [_fp(i) for i in range(1500)]
+    model: set[bytes] = set()
+    for step in range(6000):
+        fp = rng.choice(pool)
+        if rng.random() < 0.2:
+            assert (fp not in model) == df._apply(fp, insert=False), step
+        else:
+            assert df.seen_add(fp) == (fp in model), step
+            model.add(fp)
+    assert len(df) == len(model)
+    assert df.generations() >= 5  # the table crossed several generations
+    assert sum(df.generation_counts()) == len(model)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    ops=st.lists(st.tuples(st.booleans(), st.integers(0, 40)), max_size=120),
+    fill=st.integers(1, 4),
+    b0=st.sampled_from([1, 2, 4]),
+)
+def test_no_false_answers_across_generations(
+    redis_server_session: RedisServer, ops: list[tuple[bool, int]], fill: int, b0: int,
+) -> None:
+    df = _direct(redis_server_session, base_buckets=b0, bucket_fill=fill)
+    # fingerprints that share bucket bytes: many fields meet in the same buckets
+    pool = [_fp(i)[:8] + (i % 3).to_bytes(4, "big") + bytes(8) for i in range(41)]
+    model: set[int] = set()
+    try:
+        for insert, i in ops:
+            if insert:
+                assert df.seen_add(pool[i]) == (i in model)
+                model.add(i)
+            else:
+                assert df._apply(pool[i], insert=False) == (i not in model)
+        assert len(df) == len(model)
+    finally:
+        df.clear()
+        df.close()
+
+
+def test_two_clients_racing_exactly_one_new(redis_server_session: RedisServer) -> None:
+    key = f"race-{uuid.uuid4().hex}"
+    filters = [_direct(redis_server_session, key, base_buckets=1, bucket_fill=2)
+               for _ in range(2)]
+    fps = [_fp(i) for i in range(3000)]
+    results: list[dict[bytes, bool]] = [{}, {}]
+    barrier = threading.Barrier(2)
+
+    def run(n: int) -> None:
+        order = list(fps)
+        random.Random(n).shuffle(order)
+        order.sort(key=lambda fp: fps.index(fp) // 50)  # both race on the same 50 at a time
+        barrier.wait()
+        for fp in order:
+            results[n][fp] = filters[n].seen_add(fp)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for fp in fps:
+        assert [results[0][fp], results[1][fp]].count(False) == 1  # exactly one got "new"
+    news = [sum(not seen for seen in r.values()) for r in results]
+    assert min(news) > 100, news  # they really interleaved
+    assert len(filters[0]) == 3000
+    assert filters[0].generations() >= 5
+
+
+def test_listpack_and_memory_with_default_settings(redis_server_session: RedisServer) -> None:
+    """At the benchmark's size (91,424 URLs), with no sizing at all: <= 0.5 of scrapy-redis."""
+    df = _filter(redis_server_session)
+    assert (df.base_buckets, df.bucket_fill) == (DEFAULT_BASE_BUCKETS, MAX_BUCKET_MEAN)
+    client = redis_server_session.client()
+    ratios = {}
+    done = 0
+    for size in (100, 1000, 10_000, 91_424):
+        pipe = client.pipeline(transaction=False)
+        for i in range(done, size):
+            fp = _fp(i)
+            assert df.seen_add(fp) is False
+            pipe.sadd("hex:dupefilter", fp.hex())  # scrapy-redis's layout
+        pipe.execute()
+        done = size
+        ours = df.memory_usage() / size
+        theirs = client.memory_usage("hex:dupefilter", samples=0) / size
+        ratios[size] = ours / theirs
+    assert all(r <= 0.5 for r in ratios.values()), ratios
+    assert ratios[91_424] <= 0.2, ratios  # about 14 B/URL against about 85
+    assert df.generations() == 4  # 3,200 + 12,800 + 51,200 < 91,424
+    pipe = client.pipeline(transaction=False)
+    existing = client.keys(df.base_key + ":g*")
+    for key in existing:
+        pipe.object("encoding", key)
+        pipe.hlen(key)
+    answers = pipe.execute()
+    assert set(answers[0::2]) == {b"listpack"}
+    assert max(answers[1::2]) < 300  # far below hash-max-listpack-entries (512)
+
+
+def test_format_1_key_set_is_read_and_extended(redis_server_session: RedisServer) -> None:
+    """A key set written by the fixed-bucket version keeps working as it is."""
+    probe = _filter(redis_server_session, name="old")
+    client = redis_server_session.client()
+    client.delete(probe.meta_key)
+    old_urls = [f"http://example.com/old/{i}" for i in range(40)]
+    client.hset(probe.meta_key, mapping={
+        "format": 1, "canonicalization_version": CANONICALIZATION_VERSION,
+        "options_tag": probe.options_tag(), "field_bytes": 8, "buckets": 8,
+    })
+    for url in old_urls:  # the format 1 layout: <base>:<i>, i = bytes 8..12 & (buckets - 1)
+        fp = probe.fingerprint(Request(url))
+        client.hset(f"{probe.base_key}:{_bucket_hash(fp) & 7:x}", fp[:8], "")
+    df = _filter(redis_server_session, name="old")
+    assert df.format == 1 and df.buckets == 8
+    assert len(df) == 40
+    for url in old_urls:
+        assert df.request_seen(Request(url.replace("http", "HTTP"))) is True
+    assert df.request_seen(Request("http://example.com/new")) is False
+    assert Request("http://example.com/new") in df and len(df) == 41
+    assert client.keys(df.base_key + ":g*") == []  # nothing in format 2 keys
+    assert client.hget(df.meta_key, "format") == b"1"
+    df.clear()
+    assert client.keys(df.base_key + ":*") == []
+    assert df.request_seen(Request("http://example.com/new")) is False  # now format 2
+    assert df.format == 2 and client.hget(df.meta_key, "format") == b"2"
+
+
+def test_lost_script_and_lost_meta_are_recovered(redis_server_session: RedisServer) -> None:
+    df = _filter(redis_server_session)
+    client = redis_server_session.client()
+    assert df.request_seen(Request("http://example.com/a")) is False
+    client.script_flush()  # NOSCRIPT: loaded again, same round trip count for the caller
+    assert df.request_seen(Request("http://example.com/a")) is True
+    assert df.request_seen(Request("http://example.com/b")) is False
+    client.flushall()  # data lost (a restart without persistence): the meta is re-created
+    assert df.request_seen(Request("http://example.com/a")) is False
+    assert client.hget(df.meta_key, "format") == b"2" and len(df) == 1
 
 
 # --------------------------------------------------------------------------- behaviour
@@ -204,31 +422,15 @@ class ConstantFingerprinter:
 def test_clear_deletes_only_own_keys(redis_server_session: RedisServer) -> None:
     client = redis_server_session.client()
     client.sadd("unit:dupefilter", "not ours")
-    df = _filter(redis_server_session, IRI_REDIS_EXPECTED_URLS=5000)
+    df = _direct(redis_server_session, "unit", base_buckets=1, bucket_fill=4)
     for i in range(100):
         df.request_seen(Request(f"http://example.com/{i}"))
-    assert len(df) == 100
+    assert len(df) == 100 and df.generations() == 4
     df.clear()
     assert client.keys(df.base_key + ":*") == []
     assert client.exists("unit:dupefilter")
     assert df.request_seen(Request("http://example.com/1")) is False  # meta re-created
     assert client.exists(df.meta_key)
-
-
-def test_memory_at_most_half_of_scrapy_redis_set(redis_server_session: RedisServer) -> None:
-    n = 20_000
-    df = _filter(redis_server_session, IRI_REDIS_EXPECTED_URLS=n)
-    client = redis_server_session.client()
-    pipe = client.pipeline(transaction=False)
-    for i in range(n):
-        req = Request(f"http://example.com/item/{i}?ref={i % 7}")
-        assert df.request_seen(req) is False
-        pipe.sadd("hex:dupefilter", df.fingerprint(req).hex())  # scrapy-redis's layout
-    pipe.execute()
-    ours = df.memory_usage() / n
-    theirs = client.memory_usage("hex:dupefilter", samples=0) / n
-    assert ours <= 0.5 * theirs, (ours, theirs)
-    assert ours < 20
 
 
 # --------------------------------------------------------------------------- faults

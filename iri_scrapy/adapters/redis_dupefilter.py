@@ -13,8 +13,8 @@ logging, ``dont_filter`` and ``meta["dont_normalize_iri"]`` behave exactly as in
 the local filter.  ``JOBDIR`` is not used for fingerprints (Redis holds them; the
 scheduler may still keep its queue there).
 
-Key layout
-==========
+Key layout (format 2: self-sizing generations)
+==============================================
 
 ``<base>`` is ``IRI_REDIS_KEY % {"spider": spider.name}`` (default
 ``"%(spider)s:iri-dupefilter"``) followed by ``:v<CANONICALIZATION_VERSION>:<tag>``,
@@ -24,24 +24,48 @@ fingerprinter class).  A new ladder version or other options therefore use other
 keys: keys of different canonicalizations are never mixed.
 
 ``<base>:meta`` (HASH)
-    ``format`` (1), ``canonicalization_version``, ``options_tag`` (full text),
-    ``buckets``, ``field_bytes`` (8).  Written once (``HSETNX``) by the first
-    crawler; later crawlers adopt its bucket count and refuse a different format.
-``<base>:<i>`` for ``i`` in ``0 .. buckets-1`` in lowercase hex (HASH)
-    One field per seen request: 8 raw bytes of its fingerprint (the same 64 bits
+    ``format`` (2), ``canonicalization_version``, ``options_tag`` (full text),
+    ``field_bytes`` (8), ``growth`` (4), ``b0`` (buckets of generation 0),
+    ``fill`` (mean fields per bucket at which a generation is full),
+    ``generations`` (how many are open) and ``n<g>`` (fields stored in
+    generation ``g``).  Created atomically by the first crawler; later crawlers
+    adopt its ``b0``/``fill`` and refuse an unknown format.
+``<base>:g<g>:<i>`` (HASH), ``i`` in lowercase hex
+    Generation ``g`` has ``b0 * 4**g`` buckets.  One field per seen request: 8 raw
+    bytes of its fingerprint (the same 64 bits
     :func:`~iri_scrapy.adapters.fpstore.fp64` keeps locally), value ``""``.  The
-    bucket ``i`` comes from 4 *other* bytes of the fingerprint, so about
-    ``64 + log2(buckets)`` bits are compared.
+    bucket ``i`` is 4 *other* bytes of the fingerprint modulo the generation's
+    bucket count, so a fingerprint's bucket is known in every generation.
 
-``request_seen`` is one ``HSETNX <bucket> <field> ""``: atomic, one round trip,
-1 when new.  Small HASHes are stored by Redis as a listpack (about 14 bytes per
-entry instead of about 88 for scrapy-redis's SET of 40-character hex), as long as
-a bucket holds at most ``hash-max-listpack-entries`` (default 512) fields, so
-the bucket count is sized from ``IRI_REDIS_EXPECTED_URLS`` (default 10 million):
-the smallest power of two giving at most 200 fields per bucket (65536 buckets for
-10 million).  Up to about twice the expected count the buckets stay compact;
-beyond, buckets convert one by one to hashtables (about 70 bytes per entry).  A
-count far above the real crawl wastes about 100 bytes per empty bucket key.
+``request_seen`` is one ``EVALSHA`` of a Lua script (loaded with ``SCRIPT LOAD``;
+reloaded on ``NOSCRIPT``): one round trip, atomic across any number of crawlers.
+The script reads ``generations``, ``HEXISTS`` the field in its bucket of the
+newest generation, then of every older one (largest first), and if it is in none
+``HSET``-s it into the newest one and ``HINCRBY``-es ``n<g>``.  When ``n<g>``
+reaches ``buckets * fill`` (``fill`` = 200) the next generation, four times
+larger, is opened.  Nothing is ever moved: older generations are full, and every
+bucket stays far below ``hash-max-listpack-entries`` (512; a full bucket holds
+200 +- 14), so Redis keeps it as a *listpack*: about 14 bytes per URL at any
+size, against about 85 for scrapy-redis's SET of 40-character hex.  Nothing
+needs sizing: ``b0`` is 16, so a small crawl uses a few bucket keys, and each
+generation holds three times as many URLs as all older ones together (10^6 URLs:
+5 generations; 10^8: 9).  Each older generation costs one ``HEXISTS`` inside the
+server (about 2 microseconds); a duplicate found in the newest generation costs
+one.  ``IRI_REDIS_EXPECTED_URLS``, optional, is a size hint
+(:func:`base_buckets_for`): ``b0`` is then chosen so that the hinted count fits
+in about 4 generations.  Keys are built inside the script, which standalone
+Redis allows; Redis Cluster is not supported.
+
+The 8-byte field plus the bucket index (``log2`` of the generation's bucket
+count, more bits in larger generations) are compared: the chance of any false
+"seen" among ``n`` URLs is below ``n * fill * generations / 2**64`` (about
+``1e-9`` at 10 million URLs).
+
+Format 1 (a fixed bucket count sized from ``IRI_REDIS_EXPECTED_URLS``, keys
+``<base>:<i>``, ``buckets`` in the meta, one ``HSETNX`` per request), written by
+earlier versions, is still read and extended as it is: a meta with ``format`` 1
+selects that path.  Delete the keys (or change ``IRI_REDIS_KEY``) to move to
+format 2.
 
 Faults
 ======
@@ -108,12 +132,18 @@ __all__ = [
     "IRIRedisSpiderMixin",
     "CLOSE_REASON",
     "FORMAT_VERSION",
+    "FIXED_FORMAT_VERSION",
     "FIELD_BYTES",
+    "GROWTH",
     "DEFAULT_KEY",
+    "DEFAULT_BASE_BUCKETS",
     "DEFAULT_EXPECTED_URLS",
     "DEFAULT_RETRY_SECONDS",
     "MAX_BUCKET_MEAN",
+    "SEEN_SCRIPT",
+    "base_buckets_for",
     "bucket_count",
+    "generation_buckets",
     "redis_url_from_settings",
     "mask_url",
 ]
@@ -122,19 +152,66 @@ logger = logging.getLogger(__name__)
 
 #: ``finish_reason`` when Redis stayed unreachable past ``IRI_REDIS_RETRY_SECONDS``.
 CLOSE_REASON = "iri_redis_unavailable"
-#: Version of the key layout (stored in ``<base>:meta``).
-FORMAT_VERSION = 1
+#: Version of the key layout written by this code (stored in ``<base>:meta``).
+FORMAT_VERSION = 2
+#: The fixed-bucket layout of earlier versions: still read and extended.
+FIXED_FORMAT_VERSION = 1
 #: Bytes of the fingerprint stored per request (the HASH field).
 FIELD_BYTES = 8
+#: Each generation has this many times the buckets of the previous one.
+GROWTH = 4
 DEFAULT_KEY = "%(spider)s:iri-dupefilter"
+#: Buckets of generation 0 (a power of two) when no size hint is given.
+DEFAULT_BASE_BUCKETS = 16
+#: Format 1's default sizing (kept for callers of :func:`bucket_count`).
 DEFAULT_EXPECTED_URLS = 10_000_000
+#: With a size hint, generation 3 (4**3 times generation 0) is sized for it.
+_HINT_DIVISOR = GROWTH**3
 DEFAULT_RETRY_SECONDS = 60.0
 DEFAULT_SOCKET_TIMEOUT = 5.0
-#: Buckets are sized so that the expected URL count gives at most this many fields each.
+#: A generation is full at this mean number of fields per bucket (listpacks hold 512).
 MAX_BUCKET_MEAN = 200
 _MAX_BUCKETS = 1 << 24
+#: No generation beyond this many buckets is opened (4 bytes pick the bucket).
+_MAX_GENERATION_BUCKETS = 1 << 30
 _BACKOFF_FIRST = 0.05
 _BACKOFF_MAX = 1.0
+
+#: ``request_seen`` in Redis.  KEYS[1] meta; ARGV: field, bucket hash (0 .. 2^32-1),
+#: "1" to insert or "0" to only look, key prefix ``<base>:g``.  Returns 0 if the
+#: field was there, 1 if it was not (and, when inserting, now is), -1 if the meta is
+#: missing (Redis lost its data, or a clear()): the client re-creates it and retries.
+SEEN_SCRIPT = f"""
+local m = redis.call('HMGET', KEYS[1], 'generations', 'b0', 'fill')
+local gens, b0, fill = tonumber(m[1]), tonumber(m[2]), tonumber(m[3])
+if not gens or not b0 or not fill then return -1 end
+local field, h, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+local newest = gens - 1
+local buckets = b0 * {GROWTH} ^ newest
+local key = prefix .. newest .. ':' .. string.format('%x', h % buckets)
+if redis.call('HEXISTS', key, field) == 1 then return 0 end
+local b = buckets
+for g = newest - 1, 0, -1 do
+  b = b / {GROWTH}
+  if redis.call('HEXISTS', prefix .. g .. ':' .. string.format('%x', h % b), field) == 1 then
+    return 0
+  end
+end
+if ARGV[3] ~= '1' then return 1 end
+redis.call('HSET', key, field, '')
+local n = redis.call('HINCRBY', KEYS[1], 'n' .. newest, 1)
+if n >= buckets * fill and buckets * {GROWTH} <= {_MAX_GENERATION_BUCKETS} then
+  redis.call('HSET', KEYS[1], 'generations', gens + 1, 'n' .. gens, 0)
+end
+return 1
+"""
+_SEEN_SHA = hashlib.sha1(SEEN_SCRIPT.encode()).hexdigest()  # noqa: S324 - Redis's script id
+
+#: Create the meta (ARGV: field, value, ...) unless it exists; return it (HGETALL).
+_INIT_SCRIPT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
+return redis.call('HGETALL', KEYS[1])
+"""
 
 STAT_OUTAGES = "iri/redis/outages"
 STAT_RETRIES = "iri/redis/retries"
@@ -151,12 +228,29 @@ class IRIRedisError(RuntimeError):
 
 
 def bucket_count(expected_urls: int) -> int:
-    """Buckets for *expected_urls*: the least power of two with at most 200 URLs each."""
+    """Format 1 sizing: the least power of two with at most 200 URLs per bucket."""
     buckets = 1
     need = max(1, int(expected_urls))
     while buckets * MAX_BUCKET_MEAN < need and buckets < _MAX_BUCKETS:
         buckets <<= 1
     return buckets
+
+
+def base_buckets_for(expected_urls: int | None) -> int:
+    """Buckets of generation 0: 16, or, with a size hint, ``bucket_count(hint) / 64``.
+
+    With the hint, the hinted count is reached in about 4 generations (fewer
+    ``HEXISTS`` per request on big crawls) at the price of up to ``b0`` mostly
+    empty bucket keys (about 100 bytes each) on a crawl much smaller than hinted.
+    """
+    if not expected_urls or expected_urls <= 0:
+        return DEFAULT_BASE_BUCKETS
+    return max(DEFAULT_BASE_BUCKETS, bucket_count(expected_urls) // _HINT_DIVISOR)
+
+
+def generation_buckets(base_buckets: int, generation: int) -> int:
+    """Buckets of *generation* (format 2): ``base_buckets * 4**generation``."""
+    return int(base_buckets) * GROWTH**generation
 
 
 def mask_url(url: str) -> str:
@@ -194,14 +288,22 @@ def _retryable() -> tuple[type[BaseException], ...]:
     return (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OSError)
 
 
+def _is_power_of_two(n: int) -> bool:
+    return n >= 1 and not n & (n - 1)
+
+
 class RedisIRIDupeFilter(IRIDupeFilter):
     """:class:`~iri_scrapy.IRIDupeFilter` whose seen set lives in Redis (see module doc).
 
     Built by Scrapy through :meth:`from_crawler` / :meth:`from_spider`.  For direct
     use (tests, benchmarks): ``RedisIRIDupeFilter(redis_url=..., key="name")``, then
     :meth:`connect` (or :meth:`open`); *key* is the base before
-    ``:v<version>:<tag>``.  Other keyword arguments are those of
-    :class:`~iri_scrapy.IRIDupeFilter` (``jobdir`` is not supported).
+    ``:v<version>:<tag>``.  *base_buckets* (default: :func:`base_buckets_for`
+    of the optional size hint *expected_urls*) and *bucket_fill* shape a key set
+    this filter creates (tests use tiny values to cross generations quickly); an
+    existing meta wins over both.  Other
+    keyword arguments are those of :class:`~iri_scrapy.IRIDupeFilter` (``jobdir``
+    is not supported).
     """
 
     def __init__(
@@ -209,7 +311,9 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         *,
         redis_url: str = "redis://localhost:6379/0",
         key: str = "iri-dupefilter",
-        expected_urls: int = DEFAULT_EXPECTED_URLS,
+        expected_urls: int | None = None,
+        base_buckets: int | None = None,
+        bucket_fill: int = MAX_BUCKET_MEAN,
         retry_seconds: float = DEFAULT_RETRY_SECONDS,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
         redis_params: dict[str, Any] | None = None,
@@ -218,17 +322,30 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     ) -> None:
         if kwargs.get("jobdir"):
             raise IRIRedisError("RedisIRIDupeFilter keeps fingerprints in Redis, not in JOBDIR")
+        if base_buckets is None:
+            base_buckets = base_buckets_for(expected_urls)
+        if not _is_power_of_two(int(base_buckets)) or int(base_buckets) > _MAX_BUCKETS:
+            raise IRIRedisError(f"base_buckets must be a power of two <= {_MAX_BUCKETS}")
+        if not 1 <= int(bucket_fill) <= 400:
+            raise IRIRedisError("bucket_fill must be between 1 and 400 (listpacks hold 512)")
         super().__init__(**kwargs)
         self.redis_url = redis_url
         self.retry_seconds = max(0.0, float(retry_seconds))
         self.socket_timeout = float(socket_timeout)
         self.redis_params = dict(redis_params or {})
         self.crawler = crawler
+        self.expected_urls = expected_urls  # an optional hint (base_buckets_for)
         self.base_key = f"{key}:v{CANONICALIZATION_VERSION}:{self.tag_hash()}"
         self.meta_key = f"{self.base_key}:meta"
-        self.buckets = bucket_count(expected_urls)
-        self._mask = self.buckets - 1
+        #: Layout in use (from the meta once connected): 2, or 1 for an old key set.
+        self.format = FORMAT_VERSION
+        self.base_buckets = int(base_buckets)
+        self.bucket_fill = int(bucket_fill)
+        #: Format 1 only: the fixed bucket count.
+        self.buckets = 0
+        self._mask = 0
         self._bucket_prefix = (self.base_key + ":").encode()
+        self._gen_prefix = (self.base_key + ":g").encode()
         self._client: Any = None
         self._meta_ok = False
         self._failed = False
@@ -264,11 +381,12 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             ) from exc
         if spider is None and "%(spider)s" in template:
             raise IRIRedisError("IRI_REDIS_KEY names the spider, but the crawler has none yet")
+        expected = settings.get("IRI_REDIS_EXPECTED_URLS")
         params = settings.getdict("IRI_REDIS_PARAMS")
         kwargs.update(
             redis_url=redis_url_from_settings(settings),
             key=key,
-            expected_urls=settings.getint("IRI_REDIS_EXPECTED_URLS", DEFAULT_EXPECTED_URLS),
+            expected_urls=None if expected is None else settings.getint("IRI_REDIS_EXPECTED_URLS"),
             retry_seconds=settings.getfloat("IRI_REDIS_RETRY_SECONDS", DEFAULT_RETRY_SECONDS),
             socket_timeout=settings.getfloat("IRI_REDIS_SOCKET_TIMEOUT", DEFAULT_SOCKET_TIMEOUT),
             redis_params=dict(params),
@@ -343,77 +461,174 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             )
             logger.error("%s", error)
             raise error from exc
-        logger.info(
-            "RedisIRIDupeFilter: Redis %s, keys %s:* (%d buckets)",
-            self.safe_url, self.base_key, self.buckets,
-        )
+        if self.format == FIXED_FORMAT_VERSION:
+            logger.info(
+                "RedisIRIDupeFilter: Redis %s, keys %s:* (format 1: %d fixed buckets)",
+                self.safe_url, self.base_key, self.buckets,
+            )
+        else:
+            logger.info(
+                "RedisIRIDupeFilter: Redis %s, keys %s:* (self-sizing, %d generation(s) open)",
+                self.safe_url, self.base_key, self.generations(),
+            )
 
     def _ensure_meta(self) -> None:
-        """Write ``<base>:meta`` if absent (atomically) and check/adopt what is there."""
-        wanted = {
+        """Create ``<base>:meta`` if absent (atomically) and check/adopt what is there."""
+        wanted: dict[str, str | int] = {
             "format": FORMAT_VERSION,
             "canonicalization_version": CANONICALIZATION_VERSION,
             "options_tag": self.options_tag(),
             "field_bytes": FIELD_BYTES,
-            "buckets": self.buckets,
+            "growth": GROWTH,
+            "b0": self.base_buckets,
+            "fill": self.bucket_fill,
+            "generations": 1,
+            "n0": 0,
         }
-        pipe = self._client.pipeline(transaction=True)
+        flat: list[str | int] = []
         for name, value in wanted.items():
-            pipe.hsetnx(self.meta_key, name, value)
-        pipe.hgetall(self.meta_key)
-        stored = {k.decode(): v.decode() for k, v in pipe.execute()[-1].items()}
-        for name in ("format", "canonicalization_version", "options_tag", "field_bytes"):
+            flat += [name, value]
+        reply = self._client.execute_command("EVAL", _INIT_SCRIPT, 1, self.meta_key, *flat)
+        stored = {
+            reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply) - 1, 2)
+        }
+        for name in ("canonicalization_version", "options_tag", "field_bytes"):
             if stored.get(name) != str(wanted[name]):
-                raise IRIRedisError(
-                    f"{self.meta_key} at {self.safe_url} has {name}={stored.get(name)!r}, this "
-                    f"crawler needs {wanted[name]!r}: refusing to mix keys (use another "
-                    "IRI_REDIS_KEY or delete the old keys)"
-                )
+                self._refuse(name, stored.get(name), wanted[name])
+        fmt = stored.get("format")
+        if fmt == str(FIXED_FORMAT_VERSION):
+            self._adopt_fixed(stored)
+        elif fmt == str(FORMAT_VERSION):
+            self._adopt_generations(stored)
+            self._client.execute_command("SCRIPT", "LOAD", SEEN_SCRIPT)
+        else:
+            self._refuse("format", fmt, f"{FIXED_FORMAT_VERSION} or {FORMAT_VERSION}")
+        self._meta_ok = True
+
+    def _refuse(self, name: str, found: str | None, needed: object) -> None:
+        raise IRIRedisError(
+            f"{self.meta_key} at {self.safe_url} has {name}={found!r}, this crawler needs "
+            f"{needed!r}: refusing to mix keys (use another IRI_REDIS_KEY or delete the "
+            "old keys)"
+        )
+
+    def _adopt_fixed(self, stored: dict[str, str]) -> None:
         try:
             buckets = int(stored["buckets"])
         except (KeyError, ValueError) as exc:
             raise IRIRedisError(f"{self.meta_key} has no valid bucket count") from exc
-        if buckets < 1 or buckets & (buckets - 1):
+        if not _is_power_of_two(buckets):
             raise IRIRedisError(f"{self.meta_key} has a bad bucket count {buckets}")
-        if buckets != self.buckets:
+        if self.format != FIXED_FORMAT_VERSION:
             logger.info(
-                "RedisIRIDupeFilter: %s already uses %d buckets (IRI_REDIS_EXPECTED_URLS "
-                "would give %d): keeping %d", self.base_key, buckets, self.buckets, buckets,
+                "RedisIRIDupeFilter: %s is a format-1 key set (%d fixed buckets, written "
+                "by an earlier version): using it as it is", self.base_key, buckets,
             )
-            self.buckets = buckets
-            self._mask = buckets - 1
-        self._meta_ok = True
+        self.format = FIXED_FORMAT_VERSION
+        self.buckets = buckets
+        self._mask = buckets - 1
 
-    def _locate(self, fingerprint: bytes) -> tuple[bytes, bytes]:
-        """(bucket key, field) of *fingerprint*."""
+    def _adopt_generations(self, stored: dict[str, str]) -> None:
+        try:
+            b0, fill = int(stored["b0"]), int(stored["fill"])
+            gens, growth = int(stored["generations"]), int(stored["growth"])
+        except (KeyError, ValueError) as exc:
+            raise IRIRedisError(f"{self.meta_key} has a damaged format-2 layout") from exc
+        if growth != GROWTH or not _is_power_of_two(b0) or fill < 1 or gens < 1:
+            raise IRIRedisError(
+                f"{self.meta_key} has a bad layout (growth={growth}, b0={b0}, fill={fill}, "
+                f"generations={gens})"
+            )
+        if (b0, fill) != (self.base_buckets, self.bucket_fill):
+            logger.info(
+                "RedisIRIDupeFilter: %s was created with b0=%d, fill=%d: keeping them",
+                self.base_key, b0, fill,
+            )
+        self.format = FORMAT_VERSION
+        self.base_buckets, self.bucket_fill = b0, fill
+
+    def _locate(self, fingerprint: bytes) -> tuple[bytes, int]:
+        """(field, 32-bit bucket hash) of *fingerprint*."""
         if len(fingerprint) < 16:
             fingerprint = blake2b(fingerprint, digest_size=16).digest()
-        bucket = int.from_bytes(fingerprint[8:12], "big") & self._mask
-        return self._bucket_prefix + b"%x" % bucket, fingerprint[:FIELD_BYTES]
+        return fingerprint[:FIELD_BYTES], int.from_bytes(fingerprint[8:12], "big")
+
+    def _fixed_key(self, bucket_hash: int) -> bytes:
+        return self._bucket_prefix + b"%x" % (bucket_hash & self._mask)
+
+    def generations(self) -> int:
+        """Open generations (format 2), read from the meta; 0 for format 1."""
+        if not self._meta_ok:
+            self.connect()
+        if self.format == FIXED_FORMAT_VERSION:
+            return 0
+        return int(self._client.hget(self.meta_key, "generations") or 0)
+
+    def generation_counts(self) -> list[int]:
+        """Fields stored in each open generation (format 2, from the meta counters)."""
+        if not self._meta_ok:
+            self.connect()
+        if self.format == FIXED_FORMAT_VERSION:
+            return []
+        meta = {k.decode(): v for k, v in self._client.hgetall(self.meta_key).items()}
+        gens = int(meta.get("generations", 0))
+        return [int(meta.get(f"n{g}", 0)) for g in range(gens)]
 
     def bucket_keys(self) -> list[bytes]:
-        """Every bucket key name (whether it exists or not)."""
-        return [self._bucket_prefix + b"%x" % i for i in range(self.buckets)]
+        """Every bucket key name of the open generations (whether it exists or not)."""
+        if not self._meta_ok:
+            self.connect()
+        if self.format == FIXED_FORMAT_VERSION:
+            return [self._bucket_prefix + b"%x" % i for i in range(self.buckets)]
+        keys: list[bytes] = []
+        for g in range(self.generations()):
+            prefix = self._gen_prefix + b"%d:" % g
+            keys += [prefix + b"%x" % i for i in range(generation_buckets(self.base_buckets, g))]
+        return keys
 
     # --- the storage hook --------------------------------------------------------
 
+    def _apply(self, fingerprint: bytes, insert: bool = True) -> bool:
+        """One round trip: True if *fingerprint* was not stored (and, if *insert*, now is)."""
+        from redis.exceptions import NoScriptError
+
+        field, bucket_hash = self._locate(fingerprint)
+        for _ in range(3):
+            if self.format == FIXED_FORMAT_VERSION:
+                key = self._fixed_key(bucket_hash)
+                if insert:
+                    return bool(self._client.execute_command("HSETNX", key, field, b""))
+                return not self._client.execute_command("HEXISTS", key, field)
+            try:
+                answer = self._client.execute_command(
+                    "EVALSHA", _SEEN_SHA, 1, self.meta_key,
+                    field, bucket_hash, b"1" if insert else b"0", self._gen_prefix,
+                )
+            except NoScriptError:  # a restarted (or flushed) server forgot the script
+                self._client.execute_command("SCRIPT", "LOAD", SEEN_SCRIPT)
+                continue
+            if answer == -1:  # the meta is gone (data lost, or cleared): re-create it
+                self._ensure_meta()
+                continue
+            return bool(answer)
+        raise IRIRedisError(f"{self.meta_key}: the dupefilter script cannot run")
+
     def seen_add(self, fingerprint: bytes) -> bool:
-        """``HSETNX``: record *fingerprint* in Redis; True if it was there already."""
+        """Record *fingerprint* in Redis (one round trip); True if it was there already."""
         if self._failed:
             self._inc(STAT_UNCHECKED)
             return False
         if not self._meta_ok:
             self.connect()
-        key, field = self._locate(fingerprint)
         try:
-            return not self._client.execute_command("HSETNX", key, field, b"")
+            return not self._apply(fingerprint)
         except self._retryable as exc:
-            return self._seen_add_retrying(key, field, exc)
+            return self._seen_add_retrying(fingerprint, exc)
         except Exception as exc:  # a RedisError that retrying cannot fix (OOM, auth, ...)
             self._give_up(exc, 0.0)
             return False
 
-    def _seen_add_retrying(self, key: bytes, field: bytes, first: BaseException) -> bool:
+    def _seen_add_retrying(self, fingerprint: bytes, first: BaseException) -> bool:
         """Retry (blocking, bounded by ``retry_seconds``) after a connection failure."""
         start = time.monotonic()
         deadline = start + self.retry_seconds
@@ -434,7 +649,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             delay = min(delay * 2, _BACKOFF_MAX)
             self._inc(STAT_RETRIES)
             try:
-                added = self._client.execute_command("HSETNX", key, field, b"")
+                added = self._apply(fingerprint)
             except self._retryable as exc:
                 last = exc
                 continue
@@ -524,12 +739,13 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         super().clear()
         if self._client is None:
             self.connect()
-        keys = self.bucket_keys()
+        keys = self.bucket_keys() if self._client.exists(self.meta_key) else []
         deleted = 0
         for i in range(0, len(keys), 1000):
             deleted += int(self._client.unlink(*keys[i : i + 1000]))
         deleted += int(self._client.unlink(self.meta_key))
         self._meta_ok = False
+        self.format = FORMAT_VERSION  # the next connect creates a format-2 key set
         logger.warning(
             "RedisIRIDupeFilter: cleared %s:* at %s (%d keys; scrapy-redis flush: "
             "SCHEDULER_PERSIST=False or SCHEDULER_FLUSH_ON_START=True); crawlers sharing "
@@ -538,9 +754,16 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         )
 
     def __len__(self) -> int:
-        """Fingerprints stored in Redis (``HLEN`` of every bucket, pipelined)."""
+        """Fingerprints stored in Redis.
+
+        Format 2: the sum of the per-generation counters in the meta (exact: they
+        change in the same script as the buckets).  Format 1: ``HLEN`` of every
+        bucket, pipelined.
+        """
         if not self._meta_ok:
             self.connect()
+        if self.format == FORMAT_VERSION:
+            return sum(self.generation_counts())
         total = 0
         keys = self.bucket_keys()
         for i in range(0, len(keys), 1000):
@@ -551,13 +774,12 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         return total
 
     def __contains__(self, request: object) -> bool:
-        """True if *request*'s fingerprint is stored (``HEXISTS``, no side effect)."""
+        """True if *request*'s fingerprint is stored (no side effect)."""
         if not isinstance(request, Request):
             return False
         if not self._meta_ok:
             self.connect()
-        key, field = self._locate(self.fingerprint(request))
-        return bool(self._client.hexists(key, field))
+        return not self._apply(self.fingerprint(request), insert=False)
 
     def memory_usage(self) -> int:
         """``MEMORY USAGE`` (exact, ``SAMPLES 0``) of all existing keys, in bytes."""
@@ -573,7 +795,11 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         return total
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.safe_url} {self.base_key} buckets={self.buckets}>"
+        if self.format == FIXED_FORMAT_VERSION:
+            layout = f"format=1 buckets={self.buckets}"
+        else:
+            layout = f"format=2 b0={self.base_buckets} fill={self.bucket_fill}"
+        return f"<{type(self).__name__} {self.safe_url} {self.base_key} {layout}>"
 
 
 # --------------------------------------------------------------------------- start URLs
