@@ -1,6 +1,7 @@
 """RedisIRIDupeFilter vs scrapy-redis's RFPDupeFilter on one local redis-server.
 
     python benchmarks/bench_redis.py [--urls PATH] [--limit N] [--rounds R]
+                                     [--synthetic N]
 
 Starts its own ``redis-server`` (``tests/redis_support.RedisServer``, persistence
 off), reads the corpus (default ``../shared/corpus/urls_real.txt``), builds one
@@ -16,9 +17,18 @@ filter:
   the first pass, divided by the number of distinct stored fingerprints, and the
   ``used_memory`` delta of the server.
 
-Our filter is sized for the corpus (``IRI_REDIS_EXPECTED_URLS`` = URL count); the
-figure with the default sizing (10 million) is printed too.  Ratios are
-ours / theirs for memory and ours / theirs for requests per second.
+Rows for our filter: the default settings (self-sizing generations: the
+headline), the optional size hint ``IRI_REDIS_EXPECTED_URLS`` = the corpus size,
+and the fixed-bucket layout of format 1 (still read; the key set is created as an
+earlier version did) sized for the corpus and with its old default of 10 million.
+
+``--synthetic N`` adds a storage-only run over N random 20-byte fingerprints
+(no Request, no fingerprinting): ``seen_add`` with default settings against
+``SADD`` of the 40-hex digest through scrapy-redis's client (what its
+``request_seen`` sends), memory per URL at several sizes up to N, and the
+speed over the last 20,000 new and 20,000 duplicate fingerprints.
+
+Ratios are ours / theirs, for requests per second and for memory.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +47,12 @@ sys.path.insert(0, str(REPO))
 
 from scrapy import Request  # noqa: E402
 
+from iri_scrapy import CANONICALIZATION_VERSION  # noqa: E402
 from iri_scrapy.adapters.redis_dupefilter import (  # noqa: E402
     DEFAULT_EXPECTED_URLS,
+    FIELD_BYTES,
     RedisIRIDupeFilter,
+    bucket_count,
 )
 from tests.redis_support import RedisServer  # noqa: E402
 
@@ -87,8 +101,17 @@ def memory_usage(client: Any, keys: Sequence[bytes | str]) -> int:
     return sum(int(n) for n in pipe.execute() if n is not None)
 
 
+def _format1_meta(admin: Any, df: RedisIRIDupeFilter, buckets: int) -> None:
+    """The meta an earlier (format 1) version wrote: the filter then uses fixed buckets."""
+    admin.hset(df.meta_key, mapping={
+        "format": 1, "canonicalization_version": CANONICALIZATION_VERSION,
+        "options_tag": df.options_tag(), "field_bytes": FIELD_BYTES, "buckets": buckets,
+    })
+
+
 def bench_ours(server: RedisServer, urls: Sequence[str], rounds: int,
-               expected: int) -> dict[str, float]:
+               expected: int | None = None, fixed_buckets: int | None = None,
+               ) -> dict[str, float]:
     admin = server.client()
     best1 = best2 = float("inf")
     out: dict[str, float] = {}
@@ -96,6 +119,8 @@ def bench_ours(server: RedisServer, urls: Sequence[str], rounds: int,
         admin.flushall()
         base_mem = used_memory(admin)
         df = RedisIRIDupeFilter(redis_url=server.url, key="bench", expected_urls=expected)
+        if fixed_buckets is not None:
+            _format1_meta(admin, df, fixed_buckets)
         df.connect()
         first, second = requests_for(urls), requests_for(urls)
         t1, dups1 = timed(df.request_seen, first)
@@ -103,19 +128,87 @@ def bench_ours(server: RedisServer, urls: Sequence[str], rounds: int,
         t2, dups2 = timed(df.request_seen, second)
         stored = len(df)
         best1, best2 = min(best1, t1), min(best2, t2)
-        keys = [*df.bucket_keys(), df.meta_key.encode()]
         out = {
             "stored": stored,
             "dups_first": dups1,
             "dups_second": dups2,
-            "memory_usage": memory_usage(admin, keys),
+            "memory_usage": df.memory_usage(),
             "used_memory_delta": mem_delta,
-            "buckets": df.buckets,
+            "format": df.format,
+            "buckets": df.buckets if df.format == 1 else len(df.bucket_keys()),
+            "generations": df.generations(),
         }
         df.close()
     out["rps_first"] = len(urls) / best1
     out["rps_second"] = len(urls) / best2
     return out
+
+
+def _fingerprints(n: int, salt: bytes = b"") -> list[bytes]:
+    return [blake2b(salt + b"%d" % i, digest_size=20).digest() for i in range(n)]
+
+
+def bench_synthetic(server: RedisServer, n: int) -> None:
+    """Storage only: seen_add (defaults) vs scrapy-redis's SADD of 40-hex, at sizes up to n."""
+    from scrapy.settings import Settings
+    from scrapy_redis.connection import get_redis_from_settings
+
+    admin = server.client()
+    admin.flushall()
+    fps = _fingerprints(n)
+    sizes = [s for s in (100, 1_000, 10_000, 100_000, 1_000_000, 2_000_000, 10_000_000)
+             if s < n] + [n]
+    df = RedisIRIDupeFilter(redis_url=server.url, key="synthetic")
+    df.connect()
+    theirs = get_redis_from_settings(Settings({"REDIS_URL": server.url}))
+    key = "synthetic:dupefilter"
+    print(f"\nsynthetic: {n:,} random fingerprints, default settings, MEMORY USAGE B/URL")
+    print(f"{'URLs':>10} {'ours':>7} {'theirs':>7} {'ratio':>6} {'generations':>11}")
+    done = 0
+    t0 = time.perf_counter()
+    for size in sizes:
+        pipe = theirs.pipeline(transaction=False)
+        for fp in fps[done:size]:
+            df.seen_add(fp)
+            pipe.sadd(key, fp.hex())
+        pipe.execute()
+        done = size
+        ours_b = df.memory_usage() / size
+        theirs_b = int(admin.memory_usage(key, samples=0)) / size
+        print(f"{size:>10,} {ours_b:>7.1f} {theirs_b:>7.1f} {ours_b / theirs_b:>6.3f} "
+              f"{df.generations():>11}")
+    load = time.perf_counter() - t0
+    print(f"(loaded in {load:.0f} s; {len(df):,} stored, every bucket "
+          f"{sorted(set(_encodings(admin, df)))})")
+    probe_new, probe_dup = _fingerprints(20_000, b"new"), fps[-20_000:]
+    rates = {}
+    for name, call in (("ours", df.seen_add),
+                       ("theirs", lambda fp: theirs.sadd(key, fp.hex()) == 0)):
+        t_dup, d = timed(call, probe_dup)  # type: ignore[arg-type]
+        assert d == len(probe_dup), (name, d)
+        t_new, d = timed(call, probe_new)  # type: ignore[arg-type]
+        assert d == 0, (name, d)
+        rates[name] = (len(probe_new) / t_new, len(probe_dup) / t_dup)
+    print(f"storage req/s at {n:,}: ours new {rates['ours'][0]:,.0f} dup "
+          f"{rates['ours'][1]:,.0f}; theirs (SADD) new {rates['theirs'][0]:,.0f} dup "
+          f"{rates['theirs'][1]:,.0f}")
+    stats = admin.info("commandstats")
+    usec = stats.get("cmdstat_evalsha", {}).get("usec_per_call")
+    print(f"server time per request: ours (EVALSHA) {usec} us, theirs (SADD) "
+          f"{stats.get('cmdstat_sadd', {}).get('usec_per_call')} us")
+    df.close()
+    theirs.close()
+
+
+def _encodings(admin: Any, df: RedisIRIDupeFilter) -> list[str]:
+    keys = df.bucket_keys()
+    found: list[str] = []
+    for i in range(0, len(keys), 2000):
+        pipe = admin.pipeline(transaction=False)
+        for k in keys[i : i + 2000]:
+            pipe.object("encoding", k)
+        found += [e.decode() for e in pipe.execute() if e is not None]
+    return found
 
 
 def bench_theirs(server: RedisServer, urls: Sequence[str], rounds: int) -> dict[str, float]:
@@ -151,10 +244,12 @@ def bench_theirs(server: RedisServer, urls: Sequence[str], rounds: int) -> dict[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--urls", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--synthetic", type=int, default=0,
+                        help="also a storage-only run over this many random fingerprints")
     args = parser.parse_args(argv)
 
     urls = load_urls(args.urls, args.limit)
@@ -165,33 +260,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         version = server.client().info("server")["redis_version"]
         print(f"redis-server {version} on {server.url}, rounds={args.rounds} (best of)")
         theirs = bench_theirs(server, urls, args.rounds)
-        ours = bench_ours(server, urls, args.rounds, expected=n)
-        default = bench_ours(server, urls, 1, expected=DEFAULT_EXPECTED_URLS)
+        ours = bench_ours(server, urls, args.rounds)
+        hinted = bench_ours(server, urls, 1, expected=n)
+        fixed = bench_ours(server, urls, 1, fixed_buckets=bucket_count(n))
+        fixed_default = bench_ours(server, urls, 1,
+                                   fixed_buckets=bucket_count(DEFAULT_EXPECTED_URLS))
 
-    def row(name: str, r: dict[str, float]) -> str:
-        per = r["memory_usage"] / r["stored"]
-        per_used = r["used_memory_delta"] / r["stored"]
-        return (f"{name:<38} {r['rps_first']:>10,.0f} {r['rps_second']:>10,.0f} "
-                f"{int(r['stored']):>8} {per:>9.1f} {per_used:>9.1f}")
+        def row(name: str, r: dict[str, float]) -> str:
+            per = r["memory_usage"] / r["stored"]
+            per_used = r["used_memory_delta"] / r["stored"]
+            return (f"{name:<44} {r['rps_first']:>10,.0f} {r['rps_second']:>10,.0f} "
+                    f"{int(r['stored']):>8} {per:>9.1f} {per_used:>9.1f}")
 
-    print()
-    print(f"{'filter':<38} {'req/s new':>10} {'req/s dup':>10} {'stored':>8} "
-          f"{'B/URL mem':>9} {'B/URL used':>9}")
-    print(row("scrapy-redis RFPDupeFilter (SET hex)", theirs))
-    print(row(f"RedisIRIDupeFilter ({int(ours['buckets'])} buckets)", ours))
-    print(row(f"RedisIRIDupeFilter default ({int(default['buckets'])} b.)", default))
-    print()
-    speed1 = ours["rps_first"] / theirs["rps_first"]
-    speed2 = ours["rps_second"] / theirs["rps_second"]
-    mem = (ours["memory_usage"] / ours["stored"]) / (theirs["memory_usage"] / theirs["stored"])
-    mem_default = (default["memory_usage"] / default["stored"]) / (
-        theirs["memory_usage"] / theirs["stored"])
-    print(f"speed ratio ours/theirs: new URLs {speed1:.2f}x, duplicates {speed2:.2f}x "
-          "(target >= 1)")
-    print(f"memory ratio ours/theirs (MEMORY USAGE per stored URL): {mem:.3f} sized, "
-          f"{mem_default:.3f} with the default IRI_REDIS_EXPECTED_URLS (target <= 0.5)")
-    print(f"stored distinct keys: ours {int(ours['stored'])} (canonical IRIs), "
-          f"theirs {int(theirs['stored'])} (w3lib canonicalize_url)")
+        def mem(r: dict[str, float]) -> float:
+            return (r["memory_usage"] / r["stored"]) / (
+                theirs["memory_usage"] / theirs["stored"])
+
+        print()
+        print(f"{'filter':<44} {'req/s new':>10} {'req/s dup':>10} {'stored':>8} "
+              f"{'B/URL mem':>9} {'B/URL used':>9}")
+        print(row("scrapy-redis RFPDupeFilter (SET hex)", theirs))
+        print(row(f"RedisIRIDupeFilter default ({int(ours['generations'])} gen.)", ours))
+        print(row(f"  hint EXPECTED_URLS={n} ({int(hinted['generations'])} gen.)", hinted))
+        print(row(f"  format 1, {int(fixed['buckets'])} fixed buckets", fixed))
+        print(row(f"  format 1, {int(fixed_default['buckets'])} fixed buckets (10M)",
+                  fixed_default))
+        print()
+        speed1 = ours["rps_first"] / theirs["rps_first"]
+        speed2 = ours["rps_second"] / theirs["rps_second"]
+        print(f"default settings, ours/theirs: speed new URLs {speed1:.2f}x, duplicates "
+              f"{speed2:.2f}x (target >= 1); memory {mem(ours):.3f} (target <= 0.5)")
+        print(f"memory ratio: hint {mem(hinted):.3f}, format 1 sized {mem(fixed):.3f}, "
+              f"format 1 10M {mem(fixed_default):.3f}")
+        print(f"stored distinct keys: ours {int(ours['stored'])} (canonical IRIs), "
+              f"theirs {int(theirs['stored'])} (w3lib canonicalize_url)")
+        if args.synthetic:
+            bench_synthetic(server, args.synthetic)
     return 0
 
 

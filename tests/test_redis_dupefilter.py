@@ -251,9 +251,10 @@ def test_two_clients_racing_exactly_one_new(redis_server_session: RedisServer) -
     barrier = threading.Barrier(2)
 
     def run(n: int) -> None:
+        index = {fp: i for i, fp in enumerate(fps)}
         order = list(fps)
         random.Random(n).shuffle(order)
-        order.sort(key=lambda fp: fps.index(fp) // 50)  # both race on the same 50 at a time
+        order.sort(key=lambda fp: index[fp] // 50)  # both race on the same 50 at a time
         barrier.wait()
         for fp in order:
             results[n][fp] = filters[n].seen_add(fp)
@@ -500,6 +501,30 @@ def test_outage_without_persistence_forgets_but_never_drops(redis_server: RedisS
     thread.join(10)
     # the restarted server lost its data: a seen URL is fetched again, never dropped
     assert df.request_seen(Request("http://example.com/a")) is False
+
+
+def test_reply_lost_after_the_script_ran_is_fetched_once_more(
+    redis_server_session: RedisServer,
+) -> None:
+    """The script call times out but Redis runs it: the retry says "seen" -> refetched."""
+    df = _filter(redis_server_session, IRI_REDIS_SOCKET_TIMEOUT=0.2, IRI_REDIS_RETRY_SECONDS=20)
+    busy = redis_server_session.client(socket_timeout=10)
+    spin = """
+    local t = redis.call('TIME'); local stop = t[1] * 1e6 + t[2] + ARGV[1]
+    repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] >= stop
+    return 1"""
+    thread = threading.Thread(target=busy.eval, args=(spin, 0, 800_000), daemon=True)
+    thread.start()
+    time.sleep(0.15)  # the server is inside the busy script: our call waits, then times out
+    request = Request("http://example.com/slow")
+    assert df.request_seen(request) is False
+    thread.join(10)
+    stats = df.stats
+    assert stats is not None
+    assert stats.get_value(STAT_OUTAGES) == 1
+    assert stats.get_value(STAT_AMBIGUOUS) == 1  # it was stored by the lost call
+    assert df.request_seen(Request("http://example.com/slow")) is True
+    assert len(df) == 1
 
 
 def test_outage_past_the_deadline_fails_loudly(redis_server: RedisServer,
