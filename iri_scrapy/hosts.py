@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_left
 from functools import lru_cache
 
 import idna
 import idna.core as idna_core
 from idna import idnadata
 from idna.intranges import intranges_contain
+from idna.uts46data import uts46data as _UTS46_DATA
 
 from .errors import IRIHostError
 from .punycode import punycode_encode
@@ -70,8 +72,18 @@ _DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
 @lru_cache(maxsize=8192)
 def _map_char(char: str) -> str:
     """UTS 46 mapping of one code point (section 4 step 1, non-transitional, no
-    STD3 rules), cached: ``idna.uts46_remap`` is per code point, then NFC."""
-    return idna.uts46_remap(char, std3_rules=False, transitional=False) if char else char
+    STD3 rules), cached; the same table lookup as ``idna.uts46_remap``."""
+    cp = ord(char)
+    row = _UTS46_DATA[cp if cp < 256 else bisect_left(_UTS46_DATA, (cp, "Z")) - 1]
+    status = row[1]
+    replacement = row[2] if len(row) == 3 else None
+    if status == "V" or status == "D" or (status == "3" and replacement is None):
+        return char  # valid; deviation kept (non-transitional); STD3 rules off
+    if replacement is not None and status in ("M", "3"):
+        return replacement
+    if status == "I":
+        return ""
+    raise idna.InvalidCodepoint(f"Codepoint U+{cp:04X} not allowed")
 
 
 def _remap(label: str) -> str:
