@@ -306,7 +306,7 @@ def path_segment_normalize(ref: IRIReference) -> IRIReference:
     authority or an absolute path); a rootless path (``mailto:``, ``urn:``) or
     a relative path is left alone, since its dots are data or not yet resolved.
     """
-    if not _is_hierarchical(ref) or "." not in ref.path:
+    if not _is_hierarchical(ref) or "/." not in ref.path:
         return ref
     return IRIReference(
         ref.scheme, ref.userinfo, ref.host, ref.port, remove_dot_segments(ref.path),
@@ -521,7 +521,7 @@ def _fused(text: str, lvl: Level, keep_fragment: bool) -> str | None:
             if port is not None:
                 out += (":", port)
     path = _percent(path, "path")
-    if "." in path and (authority is not None or path.startswith("/")):
+    if "/." in path and (authority is not None or path.startswith("/")):
         path = remove_dot_segments(path)
     if dns and authority is not None and path == "":
         path = "/"

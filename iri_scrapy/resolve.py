@@ -15,8 +15,8 @@ def remove_dot_segments(path: str) -> str:
     the segments moved by rule E, each with its leading "/", so that "remove the
     last segment and its preceding '/'" is a ``pop``.
     """
-    if "." not in path:
-        return path
+    if "/." not in path and not path.startswith("."):
+        return path  # no segment starts with "."
     out: list[str] = []
     i, n = 0, len(path)
     while i < n:
