@@ -24,12 +24,20 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
-__all__ = ["IRIConfig", "rules_for", "META_DONT_NORMALIZE", "META_ORIGINAL"]
+__all__ = [
+    "IRIConfig", "rules_for", "META_DONT_NORMALIZE", "META_ORIGINAL", "META_RENORMALIZED",
+    "META_VERBATIM",
+]
 
 #: Request meta key: skip canonicalization for this request.
 META_DONT_NORMALIZE = "dont_normalize_iri"
 #: Request meta key set by the middleware: the URL as the spider wrote it.
 META_ORIGINAL = "iri_original"
+#: Request meta key set on a request the normalization middleware re-issued, so
+#: that the dupefilter does not drop it as a duplicate of itself.
+META_RENORMALIZED = "iri_renormalized"
+#: Scrapy's own meta key (2.17+): ``Request()`` keeps the URL as given.
+META_VERBATIM = "verbatim_url"
 
 
 @dataclass(frozen=True, slots=True)

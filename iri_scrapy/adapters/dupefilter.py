@@ -86,8 +86,15 @@ from scrapy.utils.request import RequestFingerprinterProtocol, referer_str
 from .. import CANONICALIZATION_VERSION
 from ..errors import IRIError
 from ..explain import explain
-from .config import META_DONT_NORMALIZE, META_ORIGINAL, IRIConfig, rules_for
-from .fingerprinter import META_VERBATIM, IRIRequestFingerprinter, rung_keys, spelling
+from .config import (
+    META_DONT_NORMALIZE,
+    META_ORIGINAL,
+    META_RENORMALIZED,
+    META_VERBATIM,
+    IRIConfig,
+    rules_for,
+)
+from .fingerprinter import IRIRequestFingerprinter, rung_keys, spelling
 from .fpstore import FILENAME, FingerprintFile, FingerprintSet, fp64
 
 if TYPE_CHECKING:
@@ -113,9 +120,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-#: Request meta key set by the normalization middleware on a request it re-issues.
-META_RENORMALIZED = "iri_renormalized"
 
 STAT_FILTERED = "dupefilter/filtered"
 STAT_IRI_FILTERED = "iri/dupefilter/filtered"

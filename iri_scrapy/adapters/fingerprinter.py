@@ -45,7 +45,7 @@ from weakref import WeakKeyDictionary
 from ..errors import IRIError
 from ..ladder import Level, rungs_applied
 from ..ladder import normalize as _normalize
-from .config import META_DONT_NORMALIZE, META_ORIGINAL, IRIConfig, rules_for
+from .config import META_DONT_NORMALIZE, META_ORIGINAL, META_VERBATIM, IRIConfig, rules_for
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -63,8 +63,6 @@ logger = logging.getLogger(__name__)
 
 #: Stats key: requests whose URL has no canonical form (fingerprinted as given).
 STAT_UNNORMALIZABLE = "iri/unnormalizable"
-#: Scrapy's own request meta key for "do not canonicalize this URL" (honoured too).
-META_VERBATIM = "verbatim_url"
 
 
 def rung_keys(

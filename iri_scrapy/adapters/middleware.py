@@ -52,7 +52,13 @@ from w3lib.url import safe_url_string
 from ..errors import IRIError
 from ..ladder import Level, normalize
 from ..resolve import resolve
-from .config import META_DONT_NORMALIZE, META_ORIGINAL, IRIConfig
+from .config import (
+    META_DONT_NORMALIZE,
+    META_ORIGINAL,
+    META_RENORMALIZED,
+    META_VERBATIM,
+    IRIConfig,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -72,10 +78,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Request meta key set on requests re-issued by :class:`IRINormalizationMiddleware`.
-META_RENORMALIZED = "iri_renormalized"
-#: Scrapy's own meta key (2.17+): ``Request()`` keeps the URL as given.
-META_VERBATIM = "verbatim_url"
 #: Request meta key: this URL has no canonical form (already counted and logged).
 META_UNNORMALIZABLE = "iri_unnormalizable"
 
