@@ -51,6 +51,8 @@ __all__ = [
     "IRISpiderMiddleware",
     "IRIOffsiteMiddleware",
     "IRIProtocolMiddleware",
+    "IRILinkExtractor",
+    "IRICrawlSpider",
     "RedisIRIDupeFilter",
 ]
 
@@ -62,6 +64,8 @@ _LAZY = {
     "IRISpiderMiddleware": "iri_scrapy.adapters.middleware",
     "IRIOffsiteMiddleware": "iri_scrapy.adapters.offsite",
     "IRIProtocolMiddleware": "iri_scrapy.adapters.protocol_mw",
+    "IRILinkExtractor": "iri_scrapy.adapters.linkextractor",
+    "IRICrawlSpider": "iri_scrapy.adapters.linkextractor",
     "RedisIRIDupeFilter": "iri_scrapy.adapters.redis_dupefilter",
 }
 

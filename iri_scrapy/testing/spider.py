@@ -26,12 +26,24 @@ class AliasSpider(scrapy.Spider):
         start_urls: Iterable[str] = (),
         allowed_domains: Iterable[str] | None = None,
         *args: Any,
+        link_extractor: str | None = None,
+        request_factory: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.start_urls = list(start_urls)
         if allowed_domains is not None:
             self.allowed_domains = list(allowed_domains)
+        # Import paths (strings, so that this module imports no iri_scrapy core):
+        # a LinkExtractor class whose links are followed, as in a CrawlSpider
+        # rule, instead of response.follow; and the function that builds their
+        # requests (default scrapy.Request).
+        from scrapy.utils.misc import load_object
+
+        self.link_extractor: Any = load_object(link_extractor)() if link_extractor else None
+        self.request_factory: Any = (
+            load_object(request_factory) if request_factory else scrapy.Request
+        )
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         """Yield the page item, then a request for every link."""
@@ -44,5 +56,9 @@ class AliasSpider(scrapy.Spider):
             item["iri_original"] = original
         yield item
         if isinstance(response, TextResponse):
+            if self.link_extractor is not None:
+                for link in self.link_extractor.extract_links(response):
+                    yield self.request_factory(link.url, callback=self.parse)
+                return
             for href in response.css("a::attr(href)").getall():
                 yield response.follow(href, callback=self.parse)
