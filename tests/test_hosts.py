@@ -50,7 +50,7 @@ def test_uts46_never_gives_another_a_label() -> None:
             same += 1
     if same + refused == 0:
         pytest.skip("no IDNA vectors")
-    assert same > 600
+    assert same >= 960 and refused <= 60
 
 
 HOSTS = [
