@@ -325,20 +325,21 @@ class _Handler(BaseHTTPRequestHandler):
         key = resolve_target(self.path, host_header)
         res = site.lookup(key) if key is not None else None
         html = "text/html; charset=utf-8"
+        location = None
         if res is None:
             status = 404
             body = b"<!DOCTYPE html><title>404 Not Found</title><h1>Not Found</h1>\n"
-            self._send(404, body, send_body, html)
         elif res.redirect_to is not None:
             status = 301
-            loc = site.get(res.redirect_to).url
-            body = f'<!DOCTYPE html><title>Moved</title><a href="{loc}">moved</a>\n'.encode()
-            self._send(301, body, send_body, html, location=loc)
+            location = site.get(res.redirect_to).url
+            body = f'<!DOCTYPE html><title>Moved</title><a href="{location}">moved</a>\n'.encode()
         else:
             status = 200
-            self._send(200, site.render(res), send_body, html)
+            body = site.render(res)
+        # Recorded before the answer is sent: a client that has its response (a
+        # crawl that has finished) always finds the hit in the log.
         self.server.hits.record(Hit(self.command, self.path, host_header, key, status))
-
+        self._send(status, body, send_body, html, location=location)
 
 class SiteServer:
     """The alias web on ``127.0.0.1``, in a daemon thread; a context manager."""
