@@ -36,7 +36,7 @@ def load(path: Path) -> list[str]:
 def clear_caches() -> None:
     from iri_scrapy import hosts, ladder, mapping
 
-    for fn in (hosts._label_to_ascii, hosts._map_char, hosts._codepoint_class,
+    for fn in (hosts._label_to_ascii, hosts._map_char,
                hosts.host_to_unicode, ladder._host_chain, ladder._dns_host,
                mapping._appropriate):
         fn.cache_clear()

@@ -13,14 +13,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from bisect import bisect_left
 from functools import lru_cache
 
 import idna
-import idna.core as idna_core
-from idna import idnadata
-from idna.intranges import intranges_contain
-from idna.uts46data import uts46data as _UTS46_DATA
 
 from .errors import IRIHostError
 from .punycode import punycode_encode
@@ -69,21 +64,34 @@ def _host_error(host: str, label: str, exc: Exception, start: int) -> IRIHostErr
 _DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
 
 
+_IDNA_UNICODE = getattr(idna, "unicode_version", "?")
+
+
 @lru_cache(maxsize=8192)
 def _map_char(char: str) -> str:
     """UTS 46 mapping of one code point (section 4 step 1, non-transitional, no
-    STD3 rules), cached; the same table lookup as ``idna.uts46_remap``."""
-    cp = ord(char)
-    row = _UTS46_DATA[cp if cp < 256 else bisect_left(_UTS46_DATA, (cp, "Z")) - 1]
-    status = row[1]
-    replacement = row[2] if len(row) == 3 else None
-    if status == "V" or status == "D" or (status == "3" and replacement is None):
-        return char  # valid; deviation kept (non-transitional); STD3 rules off
-    if replacement is not None and status in ("M", "3"):
-        return replacement
-    if status == "I":
+    STD3 rules), cached: ``idna.uts46_remap`` (public API) on the code point
+    alone.  The mapping has no context, and NFC of the joined, per-code-point NFC
+    results equals NFC of the joined raw results, so :func:`_remap` gives what
+    ``uts46_remap`` gives on the whole label.  Raises ``idna.InvalidCodepoint``
+    for a disallowed code point."""
+    if char >= "\x80" and unicodedata.category(char) == "Cn":
+        # idna's tables may be of a newer Unicode than this Python's: NFC and the
+        # bidi rule cannot be applied to a code point Python does not know, and a
+        # result must not depend on which Python runs it.
+        raise idna.InvalidCodepoint(
+            f"Codepoint U+{ord(char):04X} is not assigned in this Python's Unicode "
+            f"{unicodedata.unidata_version} (idna's tables: {_IDNA_UNICODE})"
+        )
+    return idna.uts46_remap(char, std3_rules=False)
+
+
+def _mapped_or_empty(char: str) -> str:
+    """The UTS 46 mapping of *char*, or ``""`` if it is disallowed."""
+    try:
+        return _map_char(char)
+    except (idna.IDNAError, UnicodeError, ValueError):
         return ""
-    raise idna.InvalidCodepoint(f"Codepoint U+{cp:04X} not allowed")
 
 
 def _remap(label: str) -> str:
@@ -120,14 +128,13 @@ def _label_to_ascii(label: str) -> str | Exception:
     return ".".join(out)
 
 
-@lru_cache(maxsize=8192)
-def _codepoint_class(cp: int) -> str | None:
-    """IDNA 2008 class of a code point (RFC 5892): PVALID, CONTEXTJ, CONTEXTO or None."""
-    classes = idnadata.codepoint_classes
-    for name in ("PVALID", "CONTEXTJ", "CONTEXTO"):
-        if intranges_contain(cp, classes[name]):
-            return name
-    return None
+# RFC 5892 Appendix A: the code points whose IDNA 2008 class is CONTEXTJ
+# (A.1, A.2) and CONTEXTO (A.3 to A.9).  The lists are closed by the RFC; idna's
+# public ``valid_contextj`` / ``valid_contexto`` apply the rules.
+_CONTEXTJ = frozenset((0x200C, 0x200D))
+_CONTEXTO = frozenset(
+    (0x00B7, 0x0375, 0x05F3, 0x05F4, 0x30FB, *range(0x0660, 0x066A), *range(0x06F0, 0x06FA))
+)
 
 
 def _check_label_uts46(label: str) -> None:
@@ -135,32 +142,37 @@ def _check_label_uts46(label: str) -> None:
 
     ``idna.check_label`` (strict IDNA 2008) also refuses code points that are not
     PVALID, such as the NV8 symbols of ``i❤.ws`` or ``☃.com``; UTS 46 (what
-    browsers and registries use, and what our mapping step already checked
-    against its table) allows them.  Everything else is idna's own checks: NFC,
-    hyphens, initial combining mark, CONTEXTJ/CONTEXTO rules, and the bidi rule.
+    browsers and registries use) allows them.  So the criteria are applied one by
+    one with idna's public functions: NFC (criterion 1), hyphens (2, 3), no
+    initial combining mark (5), each code point valid or deviation in the UTS 46
+    table (6: its mapping is itself), CheckJoiners (7: the CONTEXTJ rules of RFC
+    5892), the CONTEXTO rules of RFC 5892 (as IDNA 2008 registries apply them),
+    and CheckBidi (8: RFC 5893).
     """
     if not label:
         raise idna.IDNAError("Empty Label")
-    idna_core.check_nfc(label)
-    idna_core.check_hyphen_ok(label)
-    idna_core.check_initial_combiner(label)
+    idna.check_nfc(label)
+    idna.check_hyphen_ok(label)
+    idna.check_initial_combiner(label)
     for pos, char in enumerate(label):
         cp = ord(char)
-        kind = _codepoint_class(cp)
-        if kind == "PVALID":
-            continue
-        if kind == "CONTEXTJ":
+        if cp in _CONTEXTJ:
             try:
-                ok = idna_core.valid_contextj(label, pos)
+                ok = idna.valid_contextj(label, pos)
             except ValueError:
                 ok = False
             if not ok:
                 raise idna.InvalidCodepointContext(f"joiner U+{cp:04X} not allowed in {label!r}")
-        elif kind == "CONTEXTO" and not idna_core.valid_contexto(
-            label, pos
-        ):
-            raise idna.InvalidCodepointContext(f"U+{cp:04X} not allowed in {label!r}")
-    idna_core.check_bidi(label)
+        elif cp in _CONTEXTO:
+            try:
+                ok = idna.valid_contexto(label, pos)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise idna.InvalidCodepointContext(f"U+{cp:04X} not allowed in {label!r}")
+        elif cp >= 0x80 and _map_char(char) != char:
+            raise idna.InvalidCodepoint(f"Codepoint U+{cp:04X} not valid in a mapped label")
+    idna.check_bidi(label)
 
 
 def _to_ascii_cached(host: str) -> str | Exception:
@@ -195,7 +207,7 @@ def host_to_ascii(host: str, *, start: int = 0) -> str:
         # UTS 46 maps e.g. U+FF03 FULLWIDTH NUMBER SIGN to "#": a delimiter (or "%",
         # space) in the host would change the structure of the URI.
         culprit = next(
-            (c for c in host if not c.isascii() and bad.group() in idna.uts46_remap(c)),
+            (c for c in host if not c.isascii() and bad.group() in _mapped_or_empty(c)),
             bad.group(),
         )
         pos = host.find(culprit)

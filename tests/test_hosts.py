@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import unicodedata
 
 import pytest
 
@@ -104,11 +105,26 @@ def test_cached_uts46_mapping_equals_idna_on_every_vector_label() -> None:
             labels.update(str(r["input"]).split("."))
     for label in labels:
         try:
-            expected: object = idna.uts46_remap(label, std3_rules=False, transitional=False)
+            expected: object = idna.uts46_remap(label, std3_rules=False)
         except idna.IDNAError as exc:
             expected = type(exc)
+        if any(c >= "\x80" and unicodedata.category(c) == "Cn" for c in label):
+            # a code point this Python's Unicode does not know is refused, whatever
+            # idna's (possibly newer) tables say: results must not depend on the Python
+            expected = idna.InvalidCodepoint
         try:
             got: object = _remap(label)
         except idna.IDNAError as exc:
             got = type(exc)
         assert got == expected, label
+
+
+def test_code_point_unknown_to_this_python_is_a_clear_error() -> None:
+    """idna may ship tables of a newer Unicode than Python's ``unicodedata``; such a
+    code point is refused with a message naming it, whichever idna is installed."""
+    unknown = next(chr(cp) for cp in range(0x0860, 0x3FFFF) if unicodedata.category(chr(cp)) == "Cn")
+    with pytest.raises(iri.IRIHostError) as info:
+        host_to_ascii(f"a{unknown}b.com", start=7)
+    message = str(info.value)
+    assert f"U+{ord(unknown):04X}" in message and "not assigned in this Python" in message
+    assert info.value.index == 8
