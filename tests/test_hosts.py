@@ -49,8 +49,6 @@ def test_uts46_never_gives_another_a_label() -> None:
                 continue
             assert got == r["expected"], r
             same += 1
-    if same + refused == 0:
-        pytest.skip("no IDNA vectors")
     assert same >= 960 and refused <= 60
 
 
