@@ -5,9 +5,15 @@ exit codes.  The logic lives in :mod:`iri_scrapy.ladder` (normalize),
 :mod:`iri_scrapy.explain`, :mod:`iri_scrapy.dedupe` and :mod:`iri_scrapy.bidi`.
 
 Exit codes: 0 success; 1 "not equivalent" (explain), "problems found" (check),
-or some lines could not be normalized (normalize, dedupe); 2 usage errors,
-unreadable files and, for explain, an input that cannot be normalized; 130 on
-Ctrl-C; 141 when the reader of the output went away (broken pipe), quietly.
+some input could not be normalized (normalize: a URL argument or a line of
+stdin, whatever ``--on-error`` writes for it, each reported on stderr) or some
+lines were refused (dedupe); 2 usage errors, unreadable files and, for explain,
+an input that cannot be normalized; 130 on Ctrl-C; 141 when the reader of the
+output went away (broken pipe), quietly.
+
+Refusals name the line (or argument) and what is wrong: a byte that is not
+UTF-8 reads "invalid UTF-8 byte 0xC9 at column 3", the column being the
+1-based byte position in the line.
 
 Fragments: every command compares and writes the *retrieval* key by default,
 without the fragment ("when IRIs are compared to select (or avoid) a network
@@ -28,7 +34,7 @@ from typing import IO, Any, BinaryIO
 
 from .bidi import check as check_iri
 from .charclasses import BIDI_FORMATTING
-from .dedupe import Deduper, DedupeStats, Outcome
+from .dedupe import Deduper, DedupeStats, Outcome, undecodable_byte
 from .errors import IRIError
 from .explain import explain as explain_iris
 from .ladder import Level, Rung, _pipeline, normalize
@@ -192,9 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the canonical form of each URL (RFC 3987 section 5.3), one a "
         "line, in input order.  Without URL arguments (or with '-') the lines of standard "
         "input are read; blank lines stay blank.  A line that cannot be normalized is "
-        "reported on standard error with its line number and, by default, written "
-        "unchanged so the output stays aligned with the input (--on-error).",
-        epilog=_EXIT_CODES.format(one="some input could not be normalized", two=""),
+        "reported on standard error with its line number (a byte that is not UTF-8: "
+        "'invalid UTF-8 byte 0xC9 at column M', M the 1-based byte position in the "
+        "line) and, by default, written unchanged so the output stays aligned with the "
+        "input (--on-error).",
+        epilog=_EXIT_CODES.format(
+            one="some input could not be normalized (each reported on stderr, with any "
+            "--on-error)", two=""),
     )
     p.add_argument("urls", nargs="*", metavar="URL", help="URLs or IRIs; '-' reads stdin")
     _form_option(p)
@@ -233,13 +243,19 @@ def build_parser() -> argparse.ArgumentParser:
         "spelling of each distinct resource, in input order, streaming.  Memory grows "
         "with the number of distinct resources only: one 8-byte fingerprint (BLAKE2b of "
         "the canonical key) each, in a flat open-addressing table (about 11-22 bytes per "
-        "distinct URL), never the lines.  Blank lines are dropped and counted; lines that "
-        "cannot be normalized are never dropped silently: they are counted, listed with "
-        "their line numbers in the closing report on stderr, and written to --rejects.",
-        epilog=_EXIT_CODES.format(one="some lines could not be normalized", two="")
+        "distinct URL), never the lines.  Blank lines are dropped and counted.  Lines "
+        "that are not URLs are refused: a byte that is not UTF-8 ('invalid UTF-8 byte "
+        "0xC9 at column M'), a control character inside the line (C0 including tab, DEL, "
+        "C1; the white space around a line is ignored), no scheme (a relative "
+        "reference); so are lines that cannot be normalized.  Refused lines are never "
+        "dropped silently: they are counted, listed with their line numbers in the "
+        "closing report on stderr, and written to --rejects.  Columns are 1-based byte "
+        "positions in the line.",
+        epilog=_EXIT_CODES.format(one="some lines were refused (not URLs, or could not be "
+                                  "normalized)", two="")
         + "\nThe closing report (stderr) gives lines read, unique, duplicates per rung of "
         "the ladder\n(a duplicate counts under each rung that changed its spelling; "
-        "'simple' if it was\nalready canonical), blank and unparseable lines.",
+        "'simple' if it was\nalready canonical), blank and unparseable (refused) lines.",
     )
     p.add_argument("input", nargs="?", default="-", metavar="FILE",
                    help="input file, '-' (default) for stdin")
@@ -250,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the canonical form instead of the first spelling as given",
     )
     _form_option(p, " with --canonical")
-    p.add_argument("--rejects", metavar="FILE", help="write the lines that failed, as given")
+    p.add_argument("--rejects", metavar="FILE", help="write the refused lines, as given")
     p.add_argument("--json-report", metavar="FILE", help="write the closing report as JSON "
                    "('-' for stdout only when -o is a file)")
     p.add_argument("--max-listed", type=int, default=20, metavar="N",
@@ -309,14 +325,18 @@ def cmd_normalize(args: argparse.Namespace) -> int:
             if not text.strip(" \t\r\n"):
                 out.write(b"\n")
                 continue
-            try:
-                result = normalize(
-                    text, args.level, form=args.form, keep_fragment=args.keep_fragment,
-                    nfc=args.nfc,
-                )
-            except IRIError as exc:
+            error = undecodable_byte(text)
+            if error is None:
+                try:
+                    result = normalize(
+                        text, args.level, form=args.form, keep_fragment=args.keep_fragment,
+                        nfc=args.nfc,
+                    )
+                except IRIError as exc:
+                    error = str(exc)
+            if error is not None:
                 failed += 1
-                _err(f"normalize: {where}: {exc}")
+                _err(f"normalize: {where}: {error}")
                 if args.on_error == "keep":
                     result = text
                 elif args.on_error == "empty":
@@ -335,6 +355,10 @@ def cmd_normalize(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """``iri-scrapy explain``."""
+    for name, text in (("A", args.a), ("B", args.b)):
+        error = undecodable_byte(text)
+        if error is not None:
+            raise _Error(f"explain: {name}: {error}")
     try:
         result = explain_iris(args.a, args.b, args.level, keep_fragment=args.keep_fragment,
                               nfc=args.nfc)
