@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -284,7 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-rung-stats", dest="rung_stats", action="store_false",
                    help="skip the per-rung count of duplicates (faster)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress line on stderr (default: when stderr is a terminal)")
+                   help="progress line on stderr (default: when stderr is a terminal); "
+                   "with a FILE (or stdin redirected from one) it shows the percentage "
+                   "read and the time left")
     p.add_argument("-q", "--quiet", action="store_true", help="no closing report on stderr")
     p.set_defaults(func=cmd_dedupe)
 
@@ -400,22 +403,85 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_PROBLEM if problems else EXIT_OK
 
 
-class _Progress:
-    """A one-line progress display on stderr, redrawn at most 5 times a second."""
+def _input_size(stream: BinaryIO) -> tuple[int, int] | None:
+    """``(start offset, size)`` of *stream* when it is a regular file (a FILE argument or
+    stdin redirected from one), else None (a pipe or terminal: the size is unknown)."""
+    try:
+        st = os.fstat(stream.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return stream.tell(), st.st_size
+    except (OSError, ValueError, AttributeError):
+        return None
 
-    def __init__(self, enabled: bool) -> None:
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds + 0.5)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class _Progress:
+    """A one-line progress display on stderr, redrawn at most 5 times a second.
+
+    When the input is a regular file of known size, the line starts with the
+    percentage of its bytes read, a bar and the time left (from the rate so far);
+    otherwise it shows lines, rate and unique URLs only.  On a terminal the line
+    is cut to its width, so that redrawing it never scrolls.
+    """
+
+    WIDTH = 20
+
+    def __init__(self, enabled: bool, stream: BinaryIO | None = None) -> None:
         self.enabled = enabled
         self.start = time.monotonic()
         self.last = 0.0
         self.drawn = False
+        self.stream = stream
+        self.size = _input_size(stream) if enabled and stream is not None else None
+        self.columns = 0  # no limit
+        if enabled:
+            try:
+                if sys.stderr.isatty():
+                    self.columns = os.get_terminal_size(sys.stderr.fileno()).columns - 1
+            except (OSError, ValueError, AttributeError):
+                pass
+
+    def _position(self) -> int | None:
+        if self.size is None or self.stream is None:
+            return None
+        try:
+            return self.stream.tell() - self.size[0]
+        except (OSError, ValueError):
+            self.size = None
+            return None
+
+    def line(self, lines: int, unique: int, now: float) -> str:
+        """The progress line (without the carriage return)."""
+        elapsed = max(now - self.start, 1e-9)
+        text = f"{lines:,} lines  {lines / elapsed:,.0f} lines/s  {unique:,} unique"
+        done = self._position()
+        if done is None or self.size is None:
+            return text
+        total = self.size[1] - self.size[0]
+        if total <= 0:
+            return text
+        frac = min(max(done / total, 0.0), 1.0)
+        filled = int(frac * self.WIDTH)
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        left = _duration(elapsed * (1 - frac) / frac) if frac > 0 else "?"
+        return f"{frac * 100:5.1f}% [{bar}] {left} left  {text}"
 
     def update(self, lines: int, unique: int) -> None:
         now = time.monotonic()
         if now - self.last < 0.2:
             return
         self.last = now
-        rate = lines / max(now - self.start, 1e-9)
-        sys.stderr.write(f"\r{lines:,} lines  {rate:,.0f} lines/s  {unique:,} unique ")
+        line = self.line(lines, unique, now)
+        if self.columns > 0:
+            line = line[: self.columns]
+        sys.stderr.write(f"\r{line}\x1b[K")
         sys.stderr.flush()
         self.drawn = True
 
@@ -489,9 +555,9 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
         rung_stats=args.rung_stats,
     )
     show = sys.stderr.isatty() if args.progress is None else args.progress
-    progress = _Progress(show)
     start = time.monotonic()
     src = _open_in(args.input)
+    progress = _Progress(show, src)
     out: BinaryIO | None = None
     rejects: BinaryIO | None = None
     try:

@@ -154,3 +154,41 @@ def test_memory_figure_is_measured_and_said_once() -> None:
     p = run("dedupe", "--help")
     assert figure in " ".join(p.stdout.decode().split())
     assert figure in " ".join(README.read_text(encoding="utf-8").split())
+
+
+# --- dedupe: progress with percentage and time left, on stderr only -------------------------
+
+PROGRESS = re.compile(r"\r *(\d+\.\d)% \[[#-]{20}\] (\d+:\d\d(:\d\d)?|\?) left  [\d,]+ lines  "
+                      r"[\d,]+ lines/s  [\d,]+ unique\x1b\[K")
+
+
+@pytest.fixture
+def dump(tmp_path: Path) -> tuple[Path, bytes]:
+    urls = b"".join(b"http://example.com/%d\n" % i for i in range(40_000))
+    src = tmp_path / "dump.txt"
+    src.write_bytes(urls)
+    return src, urls
+
+
+def test_dedupe_progress_percentage_and_time_left(dump: tuple[Path, bytes]) -> None:
+    src, urls = dump
+    p = run("dedupe", str(src), "--progress", "-q")
+    assert p.returncode == 0
+    assert p.stdout == urls  # stdout carries the results only
+    err = p.stderr.decode()
+    found = PROGRESS.findall(err)
+    assert found, repr(err[:300])
+    assert all(0 < float(pct) < 100 for pct, _, _ in found)
+    assert err.endswith("\r\x1b[K")  # the line is cleared at the end
+    with src.open("rb") as f:  # stdin redirected from a file: its size is known too
+        p = run("dedupe", "--progress", "-q", stdin=f)
+    assert p.stdout == urls and PROGRESS.search(p.stderr.decode())
+
+
+def test_dedupe_progress_without_size_or_terminal(dump: tuple[Path, bytes]) -> None:
+    _, urls = dump
+    p = run("dedupe", "--progress", "-q", stdin=urls)  # a pipe: no size, no percentage
+    err = p.stderr.decode()
+    assert p.stdout == urls and "lines/s" in err and "%" not in err and "left" not in err
+    p = run("dedupe", "-q", stdin=urls)  # stderr is not a terminal: no progress
+    assert p.stdout == urls and p.stderr == b""
