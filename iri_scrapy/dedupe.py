@@ -98,6 +98,9 @@ def refusal(line: str) -> str | None:
         return (f"control character {what} at column {byte_column(line, m.start())}: "
                 "not allowed in a URL")
     if _SCHEME.match(stripped) is None:
+        if stripped.startswith("\ufeff"):  # a UTF-8 BOM at the start of a file
+            return (f"byte order mark U+FEFF at column {byte_column(line, start)}: "
+                    "not part of a URL")
         return "no scheme: not an absolute URL"
     return None
 

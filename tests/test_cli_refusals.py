@@ -32,6 +32,7 @@ def run(*args: str | bytes, stdin: Any = b"") -> subprocess.CompletedProcess[byt
 # --- dedupe: garbage is refused, with a reason, never accepted or dropped ---------------
 
 GARBAGE = [  # (line as given, refusal in the report, or None if it is a URL)
+    (b"\xef\xbb\xbfhttp://a/", "byte order mark U+FEFF at column 1: not part of a URL"),
     (b"http://a/", None),
     (b"\xc9\xff\x00abc", "invalid UTF-8 byte 0xC9 at column 1"),
     (b"http://caf\xc3\xa9.example/\xff", "invalid UTF-8 byte 0xFF at column 22"),  # bytes
