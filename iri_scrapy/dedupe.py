@@ -22,6 +22,7 @@ canonical counts under ``simple`` (section 5.3.1: string comparison sufficed).
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from hashlib import blake2b
 from typing import Any
@@ -29,11 +30,11 @@ from typing import Any
 from .adapters.fpstore import FingerprintSet
 from .errors import IRIError
 from .ladder import Form, Level, Rung, _drop_fragment, _fast, _pipeline, apply_rung, normalize
-from .parsing import parse, preprocess
+from .parsing import WHITESPACE, parse, preprocess
 
 __all__ = [
     "Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS", "canonical_and_rungs",
-    "fingerprint",
+    "fingerprint", "refusal", "undecodable_byte", "byte_column",
 ]
 
 #: Keys of :attr:`DedupeStats.by_rung`, in ladder order.
@@ -44,6 +45,64 @@ def fingerprint(key: str) -> int:
     """The 64-bit BLAKE2b fingerprint (RFC 7693) of a canonical key (UTF-8)."""
     digest = blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "big")
+
+
+#: A byte that was not UTF-8 (``surrogateescape``), a control character (C0, DEL, C1).
+_REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\udc80-\udcff]")
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+#: RFC 3986 section 3.1 (RFC 3987 keeps it): ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":"
+_SCHEME = re.compile("[A-Za-z][A-Za-z0-9+.-]*:")
+#: The common case in one match: a scheme, then no refused character, no white space around.
+_PLAIN = re.compile("[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x1f\x7f-\x9f\udc80-\udcff]*\\Z")
+_CONTROL_NAMES = {0x00: "NUL", 0x09: "tab", 0x0A: "line feed", 0x0D: "carriage return",
+                  0x1B: "escape", 0x7F: "DEL"}
+
+
+def byte_column(line: str, index: int) -> int:
+    """The 1-based byte position in the line as read of the character at *index* of
+    *line* (UTF-8; an undecodable byte kept as a surrogate escape is one byte)."""
+    try:
+        return len(line[:index].encode("utf-8", "surrogateescape")) + 1
+    except UnicodeEncodeError:  # another lone surrogate, not from the reader
+        return len(line[:index].encode("utf-8", "surrogatepass")) + 1
+
+
+def undecodable_byte(line: str) -> str | None:
+    """``"invalid UTF-8 byte 0xC9 at column 3"`` for the first byte of *line* that was
+    not UTF-8 (decoded with ``errors="surrogateescape"``), or None."""
+    m = _UNDECODABLE.search(line)
+    if m is None:
+        return None
+    byte = ord(m.group()) - 0xDC00
+    return f"invalid UTF-8 byte 0x{byte:02X} at column {byte_column(line, m.start())}"
+
+
+def refusal(line: str) -> str | None:
+    """Why *line* (one line of a URL list, without its end of line) is not a URL at
+    all, or None: an undecodable byte, a control character inside it, or no scheme.
+
+    Columns are 1-based byte positions in the line as read.  White space around
+    the line (space, tab, CR, LF) is not data and is ignored, as by the core.
+    """
+    if _PLAIN.match(line) is not None:
+        return None
+    stripped = line.strip(WHITESPACE)
+    start = len(line) - len(line.lstrip(WHITESPACE))
+    m = _REFUSED.search(line, start, start + len(stripped))
+    if m is not None:
+        cp = ord(m.group())
+        if cp >= 0xDC80:
+            return undecodable_byte(line)
+        name = _CONTROL_NAMES.get(cp)
+        what = f"U+{cp:04X} ({name})" if name else f"U+{cp:04X}"
+        return (f"control character {what} at column {byte_column(line, m.start())}: "
+                "not allowed in a URL")
+    if _SCHEME.match(stripped) is None:
+        if stripped.startswith("\ufeff"):  # a UTF-8 BOM at the start of a file
+            return (f"byte order mark U+FEFF at column {byte_column(line, start)}: "
+                    "not part of a URL")
+        return "no scheme: not an absolute URL"
+    return None
 
 
 def canonical_and_rungs(
@@ -89,12 +148,12 @@ class Outcome(enum.Enum):
     UNIQUE = "unique"  #: first spelling of a resource: written out
     DUPLICATE = "duplicate"  #: a resource seen before: dropped
     BLANK = "blank"  #: empty or white space only: dropped, counted
-    REJECT = "reject"  #: no canonical form (IRIError): reported, never silently dropped
+    REJECT = "reject"  #: not a URL, or no canonical form: reported, never silently dropped
 
 
 @dataclass(frozen=True, slots=True)
 class Reject:
-    """A line that could not be normalized: its 1-based number and the error text."""
+    """A line refused or that could not be normalized: its 1-based number and why."""
 
     line: int
     error: str
@@ -137,6 +196,7 @@ class Deduper:
     unique line (the line as given, or its canonical form in *form* when
     *canonical* is true); for a reject, the error text.  *max_rejects* bounds
     how many rejects are remembered with their line numbers (all are counted).
+    A line that is not a URL at all (:func:`refusal`) is a reject too.
     """
 
     def __init__(
@@ -167,6 +227,9 @@ class Deduper:
         if not preprocess(line):
             stats.blank += 1
             return Outcome.BLANK, ""
+        refused = refusal(line)
+        if refused is not None:
+            return self._reject(refused)
         rungs: tuple[Rung, ...] = ()
         try:
             if self.rung_stats:
@@ -184,10 +247,7 @@ class Deduper:
             elif self.canonical:
                 out = key
         except IRIError as exc:
-            stats.unparseable += 1
-            if len(stats.rejects) < self.max_rejects:
-                stats.rejects.append(Reject(stats.lines, str(exc)))
-            return Outcome.REJECT, str(exc)
+            return self._reject(str(exc))
         seen = self.seen
         before = seen.slots
         if seen.add(fingerprint(key)):
@@ -206,6 +266,13 @@ class Deduper:
             for rung in rungs:
                 by_rung[rung.key] += 1
         return Outcome.DUPLICATE, ""
+
+    def _reject(self, error: str) -> tuple[Outcome, str]:
+        stats = self.stats
+        stats.unparseable += 1
+        if len(stats.rejects) < self.max_rejects:
+            stats.rejects.append(Reject(stats.lines, error))
+        return Outcome.REJECT, error
 
     def finish(self) -> DedupeStats:
         """Fill in the memory figures and return the statistics."""
