@@ -19,9 +19,17 @@ Seams:
     altered), so :class:`LinkRequestCrawlSpider` overrides this method and
     hands both to its public hook :meth:`~LinkRequestCrawlSpider.rule_request`.
 
-It also holds one switch between public APIs that changed across the
-supported range: :func:`close_spider` (``ExecutionEngine.close_spider_async``
-from Scrapy 2.14, ``close_spider`` before).
+It also checks the public features the plugin cannot work without, which
+set the floor of the supported range:
+
+``meta["verbatim_url"]`` (Scrapy 2.17+)
+    ``Request()`` keeps such a URL as given.  Without it a canonical URI that
+    ``safe_url_string`` would alter (a bare ``?``) cannot be requested as is.
+    (Scrapy 2.14+ also calls downloader middlewares without a ``spider``
+    argument, as the plugin's are written, and has
+    ``ExecutionEngine.close_spider_async``, which the Redis filter uses.)
+
+Importing ``iri_scrapy.adapters`` (any of the Scrapy side) runs these checks.
 """
 
 from __future__ import annotations
@@ -30,19 +38,16 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 import scrapy
-from scrapy.core.engine import ExecutionEngine
+from scrapy import Request
 from scrapy.spiders import CrawlSpider
 
 if TYPE_CHECKING:
-    from scrapy import Request
-    from scrapy.crawler import Crawler
     from scrapy.link import Link
-    from twisted.internet.defer import Deferred
 
-__all__ = ["SUPPORTED_SCRAPY", "LinkRequestCrawlSpider", "close_spider"]
+__all__ = ["SUPPORTED_SCRAPY", "LinkRequestCrawlSpider", "unsupported"]
 
 #: The Scrapy releases this module's seams were checked against (tests run on both ends).
-SUPPORTED_SCRAPY = "Scrapy 2.13 to 2.19"
+SUPPORTED_SCRAPY = "Scrapy 2.17 to 2.19"
 
 
 def unsupported(what: str) -> ImportError:
@@ -58,6 +63,13 @@ def _parameters(func: Any) -> list[str] | None:
         return list(inspect.signature(func).parameters)
     except (TypeError, ValueError):
         return None
+
+
+# --------------------------------------------------------- meta["verbatim_url"]
+
+VERBATIM_URL = 'the request meta key "verbatim_url" (Request() keeping the URL as given)'
+if Request("http://example.test/?", meta={"verbatim_url": True}).url != "http://example.test/?":
+    raise unsupported(VERBATIM_URL)
 
 
 # --------------------------------------------------- CrawlSpider._build_request
@@ -79,26 +91,3 @@ class LinkRequestCrawlSpider(CrawlSpider):
 
     def _build_request(self, rule_index: int, link: Link) -> Request:
         return self.rule_request(super()._build_request(rule_index, link), link)
-
-
-# ----------------------------------------------------- closing the spider
-
-_CLOSE_ASYNC = hasattr(ExecutionEngine, "close_spider_async")
-if not _CLOSE_ASYNC and not hasattr(ExecutionEngine, "close_spider"):
-    raise unsupported("scrapy.core.engine.ExecutionEngine.close_spider_async(reason=...)")
-
-
-def close_spider(crawler: Crawler, reason: str) -> Deferred[None]:
-    """Close *crawler*'s spider with *reason*; a Deferred that fires when it is closed.
-
-    Public API either way: ``engine.close_spider_async(reason=...)`` (Scrapy 2.14+;
-    ``close_spider`` is deprecated there), else ``engine.close_spider(spider, reason)``.
-    """
-    engine = crawler.engine
-    if engine is None:
-        raise RuntimeError("the crawler has no engine")
-    if _CLOSE_ASYNC:
-        from scrapy.utils.defer import deferred_from_coro
-
-        return deferred_from_coro(engine.close_spider_async(reason=reason))  # type: ignore[no-any-return]
-    return engine.close_spider(crawler.spider, reason)  # type: ignore[arg-type]

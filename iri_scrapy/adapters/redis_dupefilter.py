@@ -690,17 +690,17 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             self.safe_url, type(exc).__name__, exc, waited, self.retry_seconds,
             CLOSE_REASON, STAT_UNCHECKED,
         )
-        crawler, engine = self.crawler, None
-        if crawler is not None:
+        engine = None
+        if self.crawler is not None:
             try:
-                engine = crawler.engine  # Scrapy 2.19 raises RuntimeError before the crawl
+                engine = self.crawler.engine  # Scrapy 2.19 raises RuntimeError before the crawl
             except RuntimeError:
                 engine = None
-        if crawler is None or engine is None:
+        if engine is None:
             raise IRIRedisError(f"Redis at {self.safe_url} unusable: {exc}") from exc
-        from .compat import close_spider
+        from scrapy.utils.defer import deferred_from_coro
 
-        d = close_spider(crawler, CLOSE_REASON)
+        d = deferred_from_coro(engine.close_spider_async(reason=CLOSE_REASON))
         d.addErrback(
             lambda f: logger.error("RedisIRIDupeFilter: closing the spider failed: %s", f.value)
         )
