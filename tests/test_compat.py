@@ -410,3 +410,23 @@ def test_public_classes_import_through_compat(name: str) -> None:
     import iri_scrapy
 
     assert getattr(iri_scrapy, name).__module__ == "iri_scrapy.adapters.linkextractor"
+
+
+def test_every_scrapy_facing_adapter_runs_the_checks() -> None:
+    """Each adapter module that imports Scrapy at run time imports compat first."""
+    for path in sorted((ROOT / "iri_scrapy" / "adapters").glob("*.py")):
+        if path.name in ("compat.py", "__init__.py"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        runtime = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        meets_scrapy = any(
+            (isinstance(n, ast.ImportFrom) and (n.module or "").startswith("scrapy"))
+            or (isinstance(n, ast.ImportFrom) and n.level and n.module in ("middleware", "dupefilter"))
+            for n in runtime
+        )
+        checks = any(
+            isinstance(n, ast.ImportFrom) and n.level == 1
+            and (n.module == "compat" or (n.module is None and any(a.name == "compat" for a in n.names)))
+            for n in runtime
+        )
+        assert checks or not meets_scrapy, path.name

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 
+from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import IRIConfig, load_object
 from .middleware import IRINormalizationMiddleware, IRISpiderMiddleware
 from .offsite import IRIOffsiteMiddleware

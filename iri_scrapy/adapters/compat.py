@@ -29,7 +29,8 @@ set the floor of the supported range:
     argument, as the plugin's are written, and has
     ``ExecutionEngine.close_spider_async``, which the Redis filter uses.)
 
-Importing ``iri_scrapy.adapters`` (any of the Scrapy side) runs these checks.
+Every adapter module that meets Scrapy imports this one first, so these checks run
+as soon as any part of the plugin is loaded (the core and the CLI import no Scrapy).
 """
 
 from __future__ import annotations

@@ -85,6 +85,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from .. import CANONICALIZATION_VERSION
 from ..errors import IRIError
 from ..explain import explain
+from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import (
     META_DONT_NORMALIZE,
     META_ORIGINAL,

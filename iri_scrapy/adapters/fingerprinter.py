@@ -45,6 +45,7 @@ from weakref import WeakKeyDictionary
 from ..errors import IRIError
 from ..ladder import Level, rungs_applied
 from ..ladder import normalize as _normalize
+from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import META_DONT_NORMALIZE, META_ORIGINAL, META_VERBATIM, IRIConfig, rules_for
 
 if TYPE_CHECKING:

@@ -53,6 +53,7 @@ from w3lib.url import safe_url_string
 from ..errors import IRIError
 from ..ladder import Level, normalize
 from ..resolve import resolve
+from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import (
     META_DONT_NORMALIZE,
     META_ORIGINAL,

@@ -26,6 +26,7 @@ from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 
 from ..errors import IRIError
 from ..hosts import host_to_ascii
+from . import compat  # noqa: F401 - checks the installed Scrapy first
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider

@@ -118,6 +118,7 @@ from urllib.parse import urlsplit, urlunsplit
 from scrapy import Request
 
 from .. import CANONICALIZATION_VERSION
+from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .dupefilter import IRIDupeFilter
 from .fingerprinter import IRIRequestFingerprinter
 
