@@ -47,7 +47,6 @@ PUBLIC: dict[str, set[str]] = {
     # docs: request-response.rst, spiders.rst, signals.rst, api.rst
     "scrapy": {"Request", "Spider", "signals", "Item", "Field"},
     "scrapy.crawler": {"Crawler", "CrawlerProcess"},  # docs: api.rst
-    "scrapy.core.engine": {"ExecutionEngine"},  # docs: api.rst "Engine API"
     "scrapy.downloadermiddlewares.offsite": {"OffsiteMiddleware"},  # downloader-middleware.rst
     "scrapy.dupefilters": {"BaseDupeFilter"},  # docs: settings.rst (autoclass)
     # docs: exceptions.rst; ScrapyDeprecationWarning is that documented module's
@@ -66,7 +65,6 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.utils.defer": {"deferred_from_coro"},  # docs: asyncio.rst (autofunction)
     "scrapy.utils.request": {"RequestFingerprinter"},  # request-response.rst (autoclass)
     "scrapy_redis.spiders": {"RedisSpider", "RedisCrawlSpider"},  # scrapy-redis README
-    "twisted.internet.defer": {"Deferred"},
     "twisted.internet.task": {"LoopingCall"},
     "w3lib.html": {"get_base_url"},  # w3lib docs: w3lib.html
     "w3lib.url": {"safe_url_string"},  # w3lib docs: w3lib.url
