@@ -33,9 +33,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
-from scrapy.utils.misc import load_object
 
-from .config import IRIConfig
+from . import compat  # noqa: F401 - checks the installed Scrapy first
+from .config import IRIConfig, load_object
 from .middleware import IRINormalizationMiddleware, IRISpiderMiddleware
 from .offsite import IRIOffsiteMiddleware
 from .protocol_mw import IRIProtocolMiddleware

@@ -15,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from ..ladder import Level
@@ -112,3 +113,23 @@ def rules_for(crawler: Crawler, config: IRIConfig) -> ProtocolRules | None:
         rules = ProtocolRules(min_evidence=config.protocol_min_evidence)
         setattr(crawler, _RULES_ATTR, rules)
     return rules
+
+
+def load_object(path: Any) -> Any:
+    """The object at import path *path* (``"pkg.module.Name"``); a non-string callable as is.
+
+    As Scrapy resolves component settings: ``TypeError`` for another non-string,
+    ``ValueError`` for a path without a dot, ``ImportError`` if the module cannot
+    be imported, ``NameError`` if it has no such name.
+    """
+    if not isinstance(path, str):
+        if callable(path):
+            return path
+        raise TypeError(f"expected an import path or an object, got {type(path)}")
+    module, dot, name = path.rpartition(".")
+    if not dot:
+        raise ValueError(f"{path!r} is not a full import path")
+    try:
+        return getattr(import_module(module), name)
+    except AttributeError:
+        raise NameError(f"module {module!r} has no object named {name!r}") from None

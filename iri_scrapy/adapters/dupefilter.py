@@ -68,7 +68,7 @@ Subclassing (a Redis-backed filter)
 
 Override :meth:`IRIDupeFilter.seen_add` (record a fingerprint, say whether it
 was there), :meth:`clear`, and :meth:`open`/:meth:`close` as needed, and extend
-:meth:`_kwargs_from_crawler` to pass your own constructor arguments;
+:meth:`kwargs_from_crawler` to pass your own constructor arguments;
 :meth:`from_crawler` and :meth:`from_spider` (what ``scrapy_redis``'s scheduler
 calls) both build through it.
 """
@@ -77,15 +77,15 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from scrapy.dupefilters import BaseDupeFilter
-from scrapy.utils.job import job_dir
-from scrapy.utils.request import RequestFingerprinterProtocol, referer_str
 
 from .. import CANONICALIZATION_VERSION
 from ..errors import IRIError
 from ..explain import explain
+from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import (
     META_DONT_NORMALIZE,
     META_ORIGINAL,
@@ -98,10 +98,9 @@ from .fingerprinter import IRIRequestFingerprinter, rung_keys, spelling
 from .fpstore import FILENAME, FingerprintFile, FingerprintSet, fp64
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
     from twisted.internet.task import LoopingCall
     from typing_extensions import Self
@@ -128,6 +127,27 @@ STAT_REDIRECT_SAME_KEY = "iri/dupefilter/redirect_same_key"
 STAT_RENORMALIZED = "iri/dupefilter/renormalized"
 #: Fingerprints read back from ``JOBDIR`` at start.
 STAT_LOADED = "iri/dupefilter/loaded"
+
+
+class RequestFingerprinterProtocol(Protocol):
+    """What Scrapy documents a ``REQUEST_FINGERPRINTER_CLASS`` must provide."""
+
+    def fingerprint(self, request: Request) -> bytes: ...
+
+
+def _job_dir(settings: BaseSettings) -> str | None:
+    """``JOBDIR`` if set (created if missing), else None (as Scrapy's own filter reads it)."""
+    path = settings.get("JOBDIR")
+    if not path:
+        return None
+    Path(path).mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
+def _referer(request: Request) -> str | None:
+    """The ``Referer`` header as text, for logs (undecodable bytes replaced)."""
+    referer = request.headers.get("Referer")
+    return None if referer is None else referer.decode("utf-8", errors="replace")
 
 
 def _fingerprinter_path(fingerprinter: object) -> str:
@@ -186,7 +206,7 @@ class IRIDupeFilter(BaseDupeFilter):
     # --- construction --------------------------------------------------------
 
     @classmethod
-    def _kwargs_from_crawler(cls, crawler: Crawler) -> dict[str, Any]:
+    def kwargs_from_crawler(cls, crawler: Crawler) -> dict[str, Any]:
         """Constructor arguments from a crawler (extend this in subclasses)."""
         settings = crawler.settings
         config = IRIConfig.from_settings(settings)
@@ -195,14 +215,14 @@ class IRIDupeFilter(BaseDupeFilter):
             "config": config,
             "rules": rules_for(crawler, config),
             "stats": crawler.stats,
-            "jobdir": job_dir(settings),
+            "jobdir": _job_dir(settings),
             "debug": settings.getbool("DUPEFILTER_DEBUG"),
             "allow_reset": settings.getbool("IRI_JOBDIR_ALLOW_RESET", False),
         }
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(**cls._kwargs_from_crawler(crawler))
+        return cls(**cls.kwargs_from_crawler(crawler))
 
     @classmethod
     def from_spider(cls, spider: Spider) -> Self:
@@ -309,7 +329,7 @@ class IRIDupeFilter(BaseDupeFilter):
                 "normalized by: %(rungs)s; first seen as %(first)s): %(explain)s",
                 {
                     "request": request,
-                    "referer": referer_str(request),
+                    "referer": _referer(request),
                     "rungs": ", ".join(keys),
                     "first": first or "an earlier run",
                     "explain": self._explain(first, request.url),

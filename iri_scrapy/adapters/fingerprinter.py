@@ -35,16 +35,17 @@ changes the key.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Iterable
 from functools import lru_cache
-from json.encoder import encode_basestring_ascii as _json_str  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from ..errors import IRIError
 from ..ladder import Level, rungs_applied
 from ..ladder import normalize as _normalize
+from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import META_DONT_NORMALIZE, META_ORIGINAL, META_VERBATIM, IRIConfig, rules_for
 
 if TYPE_CHECKING:
@@ -60,6 +61,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: ``json.dumps``' string encoding (``ensure_ascii``, as Scrapy's fingerprint() uses):
+#: ``JSONEncoder.encode(str)`` takes the same C fast path as ``json.dumps`` does.
+_json_str = json.JSONEncoder().encode
 
 #: Stats key: requests whose URL has no canonical form (fingerprinted as given).
 STAT_UNNORMALIZABLE = "iri/unnormalizable"

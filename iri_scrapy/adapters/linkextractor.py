@@ -28,30 +28,40 @@ the stock way, so nothing Scrapy would extract is dropped.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
+import re
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlparse
 
+from lxml import etree
+from parsel import css2xpath
 from scrapy import Request
 from scrapy.link import Link
-from scrapy.linkextractors.lxmlhtml import LxmlLinkExtractor, LxmlParserLinkExtractor
-from scrapy.spiders import CrawlSpider
-from scrapy.utils.misc import arg_to_iter
+from scrapy.linkextractors import IGNORED_EXTENSIONS
+from scrapy.linkextractors.lxmlhtml import LxmlLinkExtractor
+from w3lib.url import safe_url_string
 
 from ..errors import IRIError
 from ..ladder import Level, normalize
 from ..resolve import resolve
+from .compat import LinkRequestCrawlSpider
 from .config import META_ORIGINAL, META_VERBATIM
-from .middleware import fetch_form
+from .middleware import base_url, fetch_form
 from .offsite import canonical_domain
 
 if TYPE_CHECKING:
-    from scrapy.selector import Selector
+    from scrapy.http import TextResponse
 
 __all__ = ["IRILinkExtractor", "IRICrawlSpider", "link_request"]
 
 logger = logging.getLogger(__name__)
 
 _HTML5_WHITESPACE = " \t\n\r\x0c"
+_XHTML_NAMESPACE = "http://www.w3.org/1999/xhtml"
+_SCHEMES = {"http", "https", "file", "ftp"}  # the schemes Scrapy's extractor keeps
+_string_value = etree.XPath("string()")  # an element's text content (XPath string())
 
 
 def _link_key(link: Link) -> str:
@@ -62,94 +72,210 @@ def _link_key(link: Link) -> str:
         return link.url
 
 
-class _IRIParserLinkExtractor(LxmlParserLinkExtractor):
-    """The parser part: ``href`` to absolute fetch-form URI with the IRI core."""
+def _as_iter(value: Any) -> Iterable[Any]:
+    """An option as Scrapy reads it: None is nothing, a string (or dict) one value."""
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        return [value]
+    return value  # type: ignore[no-any-return]
 
-    def _extract_links(
-        self,
-        selector: Selector,
-        response_url: str,
-        response_encoding: str,
-        base_url: str,
+
+def _regexes(value: Any) -> list[re.Pattern[str]]:
+    return [x if isinstance(x, re.Pattern) else re.compile(x) for x in _as_iter(value)]
+
+
+def _name_matcher(allowed: Any, denied: Any) -> Callable[[Any], bool]:
+    """A tag or attribute name filter: listed (or ``"*"``) and not denied."""
+    allow, deny = set(_as_iter(allowed)), set(_as_iter(denied))
+
+    def matches(name: Any) -> bool:
+        return name not in deny and ("*" in allow or name in allow)
+
+    return matches
+
+
+def _local_tag(tag: Any) -> Any:
+    """An XHTML element's tag without its namespace (as lxml.html names HTML ones)."""
+    if isinstance(tag, str) and tag[:1] == "{" and tag[1 : len(_XHTML_NAMESPACE) + 1] == (
+        _XHTML_NAMESPACE
+    ):
+        return tag.split("}")[-1]
+    return tag
+
+
+def _unique(links: list[Link]) -> list[Link]:
+    seen: set[str] = set()
+    out = []
+    for link in links:
+        key = _link_key(link)
+        if key not in seen:
+            seen.add(key)
+            out.append(link)
+    return out
+
+
+def _text(el: Any) -> str:
+    return str(_string_value(el)) or ""
+
+
+def _nofollow(el: Any) -> bool:
+    rel = el.get("rel")
+    return rel is not None and "nofollow" in rel.lower().replace(",", " ").split()
+
+
+def _from_domains(netloc: str, domains: set[str]) -> bool:
+    return bool(netloc) and any(netloc == d or netloc.endswith(f".{d}") for d in domains)
+
+
+class IRILinkExtractor(LxmlLinkExtractor):
+    """``scrapy.linkextractors.LinkExtractor`` resolving links with the IRI core.
+
+    Same constructor and options (those of the installed Scrapy, which checks
+    them); see the module docstring for what differs.  Use it in the rules of
+    an :class:`IRICrawlSpider` (or a ``CrawlSpider``):
+    ``Rule(IRILinkExtractor(), callback=...)``.
+
+    It implements the public ``extract_links(response)`` itself, from the
+    documented constructor options, over lxml and w3lib; ``tags``/``attrs``
+    accept ``"*"`` and ``deny_tags``/``deny_attrs`` apply (Scrapy 2.17+ options).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # Scrapy validates the options
+        bound = inspect.signature(LxmlLinkExtractor.__init__).bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        opt = bound.arguments
+        self._iri_tag = _name_matcher(opt["tags"], opt.get("deny_tags", ()))
+        self._iri_attr = _name_matcher(opt["attrs"], opt.get("deny_attrs", ()))
+        process = opt["process_value"]
+        self._iri_process: Callable[[Any], Any] = process if callable(process) else _identity
+        self._iri_unique = bool(opt["unique"])
+        self._iri_strip = bool(opt["strip"])
+        self._iri_canonicalize = bool(opt["canonicalize"])
+        self._iri_allow = _regexes(opt["allow"])
+        self._iri_deny = _regexes(opt["deny"])
+        self._iri_restrict_text = _regexes(opt["restrict_text"])
+        self._iri_restrict = tuple(_as_iter(opt["restrict_xpaths"])) + tuple(
+            css2xpath(css) for css in _as_iter(opt["restrict_css"])
+        )
+        extensions = opt["deny_extensions"]
+        if extensions is None:
+            extensions = IGNORED_EXTENSIONS
+        self._iri_deny_extensions = {"." + e for e in _as_iter(extensions)}
+        # canonical hosts (also what the inherited matches() compares with)
+        self.allow_domains = {_domain(d) for d in _as_iter(opt["allow_domains"])}
+        self.deny_domains = {_domain(d) for d in _as_iter(opt["deny_domains"])}
+
+    def extract_links(self, response: TextResponse) -> list[Link]:
+        """The :class:`~scrapy.link.Link` objects of *response* that the options keep.
+
+        Duplicates (spellings of one IRI, fragment kept) are dropped if ``unique``.
+        """
+        base = base_url(response)
+        if self._iri_restrict:
+            docs = [sub for xpath in self._iri_restrict for sub in response.xpath(xpath)]
+        else:
+            docs = [response.selector]
+        links: list[Link] = []
+        for doc in docs:
+            found = self._links(doc.root, response.url, response.encoding, base)
+            links.extend(self._process(found))
+        return _unique(links) if self._iri_unique else links
+
+    # --- the parser part: href to absolute fetch-form URI with the IRI core -----
+
+    def _candidates(self, document: Any) -> Iterable[tuple[Any, str]]:
+        for el in document.iter(etree.Element):
+            if not self._iri_tag(_local_tag(el.tag)):
+                continue
+            attribs = el.attrib
+            for name in attribs:
+                if self._iri_attr(name):
+                    yield el, attribs[name]
+
+    def _links(
+        self, document: Any, response_url: str, response_encoding: str, base: str
     ) -> list[Link]:
         links: list[Link] = []
-        stock: list[Any] = []
-        for el, attr, attr_val in self._iter_links(selector.root):
-            value = attr_val.strip(_HTML5_WHITESPACE) if self.strip else attr_val
+        stock: list[tuple[Any, str]] = []
+        for el, value in self._candidates(document):
+            href = value.strip(_HTML5_WHITESPACE) if self._iri_strip else value
             try:
-                joined = resolve(base_url, value)
+                joined = resolve(base, href)
             except IRIError:
-                stock.append((el, attr, attr_val))
+                stock.append((el, value))
                 continue
-            url = self.process_attr(joined)
+            url = self._iri_process(joined)
             if url is None:
                 continue
             try:
                 # resolve again: process_value may return a relative reference
                 uri = fetch_form(resolve(response_url, url))
             except (IRIError, TypeError):
-                stock.append((el, attr, attr_val))
+                stock.append((el, value))
                 continue
             links.append(Link(uri, _text(el), nofollow=_nofollow(el)))
-        if stock:
-            links += self._stock_links(stock, selector, response_url, response_encoding, base_url)
-        return self._deduplicate_if_needed(links)
+        for el, value in stock:
+            link = self._stock_link(el, value, response_url, response_encoding, base)
+            if link is not None:
+                links.append(link)
+        return _unique(links) if self._iri_unique else links
 
-    def _stock_links(
-        self, items: list[Any], selector: Selector, response_url: str,
-        response_encoding: str, base_url: str,
-    ) -> list[Link]:
-        """Scrapy's own handling for the links the IRI core has no canonical form for."""
-        only = {id(el) for el, _, _ in items}
-        original = self._iter_links
-
-        def iter_links(document: Any) -> Any:
-            return ((el, a, v) for el, a, v in original(document) if id(el) in only)
-
-        self._iter_links = iter_links  # type: ignore[method-assign]
+    def _stock_link(
+        self, el: Any, value: str, response_url: str, response_encoding: str, base: str
+    ) -> Link | None:
+        """An href the IRI core has no canonical form for, joined as Scrapy joins it."""
         try:
-            return super()._extract_links(selector, response_url, response_encoding, base_url)
-        finally:
-            del self._iter_links
+            if self._iri_strip:
+                value = value.strip(_HTML5_WHITESPACE)
+            value = urljoin(base, value)
+        except ValueError:
+            return None  # a bogus link
+        url = self._iri_process(value)
+        if url is None:
+            return None
+        try:
+            url = safe_url_string(url, encoding=response_encoding)
+        except ValueError:
+            logger.debug("Skipping extraction of link with bad URL %r", url)
+            return None
+        return Link(urljoin(response_url, url), _text(el), nofollow=_nofollow(el))
 
+    # --- filters ---------------------------------------------------------------
 
-def _text(el: Any) -> str:
-    from scrapy.linkextractors.lxmlhtml import _collect_string_content
-
-    return _collect_string_content(el) or ""
-
-
-def _nofollow(el: Any) -> bool:
-    from scrapy.utils.misc import rel_has_nofollow
-
-    return rel_has_nofollow(el.get("rel"))
-
-
-class IRILinkExtractor(LxmlLinkExtractor):
-    """``scrapy.linkextractors.LinkExtractor`` resolving links with the IRI core.
-
-    Same constructor and options; see the module docstring for what differs.
-    Use it in the rules of an :class:`IRICrawlSpider` (or a ``CrawlSpider``):
-``Rule(IRILinkExtractor(), callback=...)``.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        parser = self.link_extractor
-        iri_parser = _IRIParserLinkExtractor.__new__(_IRIParserLinkExtractor)
-        iri_parser.__dict__.update(parser.__dict__)
-        iri_parser.link_key = _link_key
-        self.link_extractor = iri_parser
-        self.allow_domains = {_domain(d) for d in arg_to_iter(self.allow_domains)}
-        self.deny_domains = {_domain(d) for d in arg_to_iter(self.deny_domains)}
-
-    def _process_links(self, links: list[Link]) -> list[Link]:
-        links = [x for x in links if self._link_allowed(x)]
-        if self.canonicalize:
+    def _process(self, links: list[Link]) -> list[Link]:
+        links = [x for x in links if self._allowed(x)]
+        if self._iri_canonicalize:
             for link in links:
                 with contextlib.suppress(IRIError):  # no canonical form: as extracted
                     link.url = normalize(link.url, Level.SCHEME, keep_fragment=False)
-        return self.link_extractor._process_links(links)
+        return _unique(links) if self._iri_unique else links
+
+    def _allowed(self, link: Link) -> bool:
+        url = link.url
+        if url.split("://", 1)[0] not in _SCHEMES:
+            return False
+        if self._iri_allow and not any(r.search(url) for r in self._iri_allow):
+            return False
+        if self._iri_deny and any(r.search(url) for r in self._iri_deny):
+            return False
+        parsed = urlparse(url)
+        netloc = parsed.netloc.lower()
+        if self.allow_domains and not _from_domains(netloc, self.allow_domains):
+            return False
+        if self.deny_domains and _from_domains(netloc, self.deny_domains):
+            return False
+        path = parsed.path.lower()
+        if self._iri_deny_extensions and any(path.endswith(e) for e in self._iri_deny_extensions):
+            return False
+        return not self._iri_restrict_text or any(
+            r.search(link.text) for r in self._iri_restrict_text
+        )
+
+
+def _identity(value: Any) -> Any:
+    return value
 
 
 def _domain(domain: str) -> str:
@@ -178,14 +304,14 @@ def link_request(link: Link | str, **kwargs: Any) -> Request:
     return request
 
 
-class IRICrawlSpider(CrawlSpider):
+class IRICrawlSpider(LinkRequestCrawlSpider):
     """``CrawlSpider`` whose rule requests keep the extracted URI as it is.
 
     Use with :class:`IRILinkExtractor` in ``rules``; see :func:`link_request`.
     """
 
-    def _build_request(self, rule_index: int, link: Link) -> Request:
-        request = super()._build_request(rule_index, link)
+    def rule_request(self, request: Request, link: Link) -> Request:
+        """*request*, built by ``CrawlSpider`` for *link*, with *link*'s URI kept."""
         if request.url == link.url:
             return request
         return link_request(

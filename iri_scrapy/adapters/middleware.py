@@ -42,22 +42,25 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from scrapy import Request
 from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
-from scrapy.utils.response import get_base_url
+from w3lib.html import get_base_url
 from w3lib.url import safe_url_string
 
 from ..errors import IRIError
 from ..ladder import Level, normalize
 from ..resolve import resolve
+from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import (
     META_DONT_NORMALIZE,
     META_ORIGINAL,
     META_RENORMALIZED,
     META_VERBATIM,
     IRIConfig,
+    load_object,
 )
 
 if TYPE_CHECKING:
@@ -287,8 +290,6 @@ class IRINormalizationMiddleware:
 
 def _setting_is_subclass(crawler: Crawler, name: str, ours: str) -> bool:
     """True if the class in setting *name* is the class at path *ours* or a subclass."""
-    from scrapy.utils.misc import load_object
-
     try:
         theirs, mine = load_object(crawler.settings.get(name)), load_object(ours)
     except (ImportError, AttributeError, NameError, ValueError, TypeError):
@@ -297,6 +298,22 @@ def _setting_is_subclass(crawler: Crawler, name: str, ours: str) -> bool:
 
 
 # ------------------------------------------------------------------------- responses
+
+_BASE_URLS: WeakKeyDictionary[TextResponse, str] = WeakKeyDictionary()
+
+
+def base_url(response: TextResponse) -> str:
+    """The base URL of *response* (its ``<base href>`` joined with its URL, else its URL).
+
+    What Scrapy's ``response.urljoin`` and link extractor use: w3lib's
+    ``get_base_url`` over the first 4096 characters of the text, once per response.
+    """
+    url = _BASE_URLS.get(response)
+    if url is None:
+        url = _BASE_URLS[response] = get_base_url(
+            response.text[0:4096], response.url, response.encoding
+        )
+    return url
 
 
 class _IRIFollowMixin:
@@ -321,7 +338,7 @@ class _IRIFollowMixin:
         self._iri_last = None
         if self._iri_stock:
             return super().urljoin(url)  # type: ignore[misc,no-any-return]
-        base = get_base_url(self) if isinstance(self, TextResponse) else self.url  # type: ignore[attr-defined]
+        base = base_url(self) if isinstance(self, TextResponse) else self.url  # type: ignore[attr-defined]
         try:
             joined = resolve(base, url.strip(" \t\n\r\f"))
             uri = fetch_form(joined)

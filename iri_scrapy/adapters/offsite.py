@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 import re
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
-from scrapy.utils.httpobj import urlparse_cached
 
 from ..errors import IRIError
 from ..hosts import host_to_ascii
+from . import compat  # noqa: F401 - checks the installed Scrapy first
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -45,7 +46,7 @@ def canonical_domain(domain: str) -> str:
 
 def _request_host(request: Request) -> str:
     """The canonical host of *request* ('' when it has none or no canonical form)."""
-    host = urlparse_cached(request).hostname or ""
+    host = urlsplit(request.url).hostname or ""
     if not host:
         return ""
     try:
@@ -57,31 +58,42 @@ def _request_host(request: Request) -> str:
 class IRIOffsiteMiddleware(OffsiteMiddleware):
     """Scrapy's downloader ``OffsiteMiddleware``, with IDN- and case-aware domains."""
 
+    # the regex of the allowed_domains last seen (rebuilt if the spider changes them)
+    _iri_domains: list[str] | None = None
+    _iri_regex: re.Pattern[str] | None = None
+
     def should_follow(self, request: Request, spider: Spider) -> bool:
         """True if the request's canonical host is an allowed domain or a subdomain of one."""
-        self._update_host_regex(spider)
-        return bool(self.host_regex.search(_request_host(request)))
+        return bool(self.get_host_regex(spider).search(_request_host(request)))
 
     def get_host_regex(self, spider: Spider) -> re.Pattern[str]:
         """The allowed-domains regex, built from canonical (A-label, lowercase) domains.
 
         A domain that fails UTS 46 ToASCII is logged and left out (it can match
-        no canonical host); if none is left, nothing is allowed.
+        no canonical host); if none is left, nothing is allowed.  Built once per
+        value of ``allowed_domains`` (so each bad entry is logged once).
         """
-        allowed_domains = getattr(spider, "allowed_domains", None)
-        if not allowed_domains:
-            return re.compile("")  # allow all, as Scrapy does
-        domains = []
-        for domain in allowed_domains:
-            if domain is None:
-                continue
-            try:
-                domains.append(re.escape(canonical_domain(str(domain))))
-            except IRIError as exc:
-                logger.warning(
-                    "allowed_domains entry %(domain)r is not a valid host (%(error)s); ignored",
-                    {"domain": domain, "error": exc},
-                )
-        if not domains:
-            return re.compile(r"(?!)")
-        return re.compile(rf"^(.*\.)?({'|'.join(domains)})$")
+        domains = list(getattr(spider, "allowed_domains", None) or [])
+        if self._iri_regex is None or domains != self._iri_domains:
+            self._iri_domains = domains
+            self._iri_regex = _host_regex(domains)
+        return self._iri_regex
+
+
+def _host_regex(allowed_domains: list[str]) -> re.Pattern[str]:
+    if not allowed_domains:
+        return re.compile("")  # allow all, as Scrapy does
+    domains = []
+    for domain in allowed_domains:
+        if domain is None:
+            continue
+        try:
+            domains.append(re.escape(canonical_domain(str(domain))))
+        except IRIError as exc:
+            logger.warning(
+                "allowed_domains entry %(domain)r is not a valid host (%(error)s); ignored",
+                {"domain": domain, "error": exc},
+            )
+    if not domains:
+        return re.compile(r"(?!)")
+    return re.compile(rf"^(.*\.)?({'|'.join(domains)})$")

@@ -42,6 +42,7 @@ from scrapy import signals
 from ..errors import IRIError
 from ..ladder import Level, normalize
 from ..resolve import resolve
+from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import META_DONT_NORMALIZE, IRIConfig, rules_for
 
 if TYPE_CHECKING:

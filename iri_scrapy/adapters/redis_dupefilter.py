@@ -118,6 +118,7 @@ from urllib.parse import urlsplit, urlunsplit
 from scrapy import Request
 
 from .. import CANONICALIZATION_VERSION
+from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .dupefilter import IRIDupeFilter
 from .fingerprinter import IRIRequestFingerprinter
 
@@ -356,10 +357,10 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     # --- construction --------------------------------------------------------
 
     @classmethod
-    def _kwargs_from_crawler(cls, crawler: Crawler) -> dict[str, Any]:
+    def kwargs_from_crawler(cls, crawler: Crawler) -> dict[str, Any]:
         from scrapy.utils.request import RequestFingerprinter
 
-        kwargs = super()._kwargs_from_crawler(crawler)
+        kwargs = super().kwargs_from_crawler(crawler)
         settings = crawler.settings
         kwargs["jobdir"] = None  # Redis holds the fingerprints
         kwargs["allow_reset"] = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from importlib import import_module
 from typing import Any
 
 import scrapy
@@ -38,8 +39,6 @@ class AliasSpider(scrapy.Spider):
         # a LinkExtractor class whose links are followed, as in a CrawlSpider
         # rule, instead of response.follow; and the function that builds their
         # requests (default scrapy.Request).
-        from scrapy.utils.misc import load_object
-
         self.link_extractor: Any = load_object(link_extractor)() if link_extractor else None
         self.request_factory: Any = (
             load_object(request_factory) if request_factory else scrapy.Request
@@ -62,3 +61,9 @@ class AliasSpider(scrapy.Spider):
                 return
             for href in response.css("a::attr(href)").getall():
                 yield response.follow(href, callback=self.parse)
+
+
+def load_object(path: str) -> Any:
+    """The object at import path *path* (``"pkg.module.Name"``)."""
+    module, _, name = path.rpartition(".")
+    return getattr(import_module(module), name)
