@@ -111,7 +111,16 @@ def _label_to_ascii(label: str) -> str | Exception:
     except (idna.IDNAError, UnicodeError, ValueError) as exc:
         return exc
     out = []
-    for part in mapped.split("."):  # a mapping may (rarely) produce a full stop
+    parts = mapped.split(".")  # a mapping may (rarely) produce a full stop
+    if len(parts) > 1 and "" in parts:
+        # e.g. U+2488 DIGIT ONE FULL STOP maps to "1." under older UTS 46 tables:
+        # the host would get an empty label (UTS 46 section 4.2 VerifyDnsLength),
+        # whichever idna release is installed.
+        culprit = next((c for c in label if "." in _mapped_or_empty(c)), label[:1])
+        return idna.IDNAError(
+            f"UTS 46 maps U+{ord(culprit):04X} to a full stop, leaving an empty label"
+        )
+    for part in parts:
         if part.isascii():
             out.append(part)
             continue

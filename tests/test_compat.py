@@ -32,13 +32,23 @@ from scrapy.http import HtmlResponse
 from scrapy.link import Link
 from scrapy.spiders import CrawlSpider, Rule
 
+import iri_scrapy
 from iri_scrapy.adapters import compat
 
 ROOT = Path(__file__).resolve().parents[1]
-COMPAT = ROOT / "iri_scrapy" / "adapters" / "compat.py"
-SOURCES = sorted((ROOT / "iri_scrapy").rglob("*.py")) + sorted(
-    (ROOT / "sample_project").rglob("*.py")
-)
+#: The package under test, wherever it is imported from (source tree or site-packages).
+PACKAGE = Path(iri_scrapy.__file__).resolve().parent
+COMPAT = PACKAGE / "adapters" / "compat.py"
+SOURCES = sorted(PACKAGE.rglob("*.py")) + sorted((ROOT / "sample_project").rglob("*.py"))
+
+
+def _rel(path: Path) -> Path:
+    """*path* relative to where its top-level package lives (the package's parent for
+    iri_scrapy, the checkout for sample_project, its folder for a scratch file)."""
+    for base in (PACKAGE.parent, ROOT):
+        if base in path.parents:
+            return path.relative_to(base)
+    return Path(path.name)
 OURS = {"iri_scrapy", "sample_project", "tests"}
 
 #: Third-party names the package may import, each public and documented:
@@ -95,7 +105,7 @@ def _third_party(module: str) -> bool:
 
 
 def _module_name(path: Path) -> str:
-    rel = path.relative_to(ROOT).with_suffix("")
+    rel = _rel(path).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -177,7 +187,7 @@ class _Checker(ast.NodeVisitor):
         self.problems: list[str] = []
 
     def report(self, node: ast.AST, text: str) -> None:
-        self.problems.append(f"{self.path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}: {text}")
+        self.problems.append(f"{_rel(self.path)}:{getattr(node, 'lineno', 0)}: {text}")
 
     def third_party_private(self) -> set[str]:
         if self.cls:
@@ -281,9 +291,15 @@ def test_no_private_third_party_names_outside_compat() -> None:
     assert private_uses() == []
 
 
-def test_the_checker_catches_private_uses(monkeypatch: Any) -> None:
+def test_the_checker_sees_the_whole_package() -> None:
+    names = {p.relative_to(PACKAGE).as_posix() for p in SOURCES if PACKAGE in p.parents}
+    assert {"adapters/compat.py", "adapters/linkextractor.py", "hosts.py", "cli.py"} <= names
+    assert COMPAT.exists()
+
+
+def test_the_checker_catches_private_uses(monkeypatch: Any, tmp_path: Path) -> None:
     """Each kind of private use, planted in a scratch module, is reported."""
-    planted = ROOT / "iri_scrapy" / "adapters" / "_planted_private_uses.py"
+    planted = tmp_path / "_planted_private_uses.py"
     planted.write_text(
         "from json.encoder import encode_basestring_ascii\n"
         "from scrapy.linkextractors.lxmlhtml import _collect_string_content\n"
@@ -302,11 +318,11 @@ def test_the_checker_catches_private_uses(monkeypatch: Any) -> None:
         encoding="utf-8",
     )
     try:
+        monkeypatch.syspath_prepend(str(tmp_path))  # the checker imports it to see its bases
         monkeypatch.setattr(sys.modules[__name__], "SOURCES", [*SOURCES, planted])
         problems = "\n".join(private_uses())
     finally:
-        planted.unlink()
-        sys.modules.pop("iri_scrapy.adapters._planted_private_uses", None)
+        sys.modules.pop("_planted_private_uses", None)
     for needle in (
         ":1: from json.encoder import encode_basestring_ascii: not a public name",
         ":2: from scrapy.linkextractors.lxmlhtml import _collect_string_content",
@@ -325,9 +341,11 @@ def test_the_checker_catches_private_uses(monkeypatch: Any) -> None:
 
 
 def test_supported_range_names_the_installed_scrapy() -> None:
+    # No upper bound here: a newer Scrapy is supported as long as the seams hold
+    # (the import-time checks of compat.py and the tests below say when one breaks).
     major_minor = tuple(int(x) for x in scrapy.__version__.split(".")[:2])
-    assert (2, 17) <= major_minor <= (2, 19), scrapy.__version__
-    assert compat.SUPPORTED_SCRAPY == "Scrapy 2.17 to 2.19"
+    assert (2, 17) <= major_minor, scrapy.__version__
+    assert compat.SUPPORTED_SCRAPY == "Scrapy 2.17 or later (tested on 2.17.0 and the newest)"
 
 
 def test_verbatim_url_keeps_the_url_as_given() -> None:
@@ -399,7 +417,7 @@ def test_a_missing_seam_fails_at_import_with_a_clear_message() -> None:
     last = proc.stderr.strip().splitlines()[-1]
     assert last == (
         "ImportError: iri_scrapy needs scrapy.spiders.CrawlSpider._build_request(rule_index, "
-        f"link), which Scrapy {scrapy.__version__} does not have; supported: Scrapy 2.17 to 2.19"
+        f"link), which Scrapy {scrapy.__version__} does not have; supported: Scrapy 2.17 or later (tested on 2.17.0 and the newest)"
     )
 
 
@@ -412,7 +430,7 @@ def test_public_classes_import_through_compat(name: str) -> None:
 
 def test_every_scrapy_facing_adapter_runs_the_checks() -> None:
     """Each adapter module that imports Scrapy at run time imports compat first."""
-    for path in sorted((ROOT / "iri_scrapy" / "adapters").glob("*.py")):
+    for path in sorted((PACKAGE / "adapters").glob("*.py")):
         if path.name in ("compat.py", "__init__.py"):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -47,8 +47,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SUPPORTED_SCRAPY", "LinkRequestCrawlSpider", "unsupported"]
 
-#: The Scrapy releases this module's seams were checked against (tests run on both ends).
-SUPPORTED_SCRAPY = "Scrapy 2.17 to 2.19"
+#: The Scrapy releases supported: CI runs the tests on 2.17.0 and on the newest release.
+SUPPORTED_SCRAPY = "Scrapy 2.17 or later (tested on 2.17.0 and the newest)"
 
 
 def unsupported(what: str) -> ImportError:
