@@ -344,7 +344,7 @@ def test_supported_range_names_the_installed_scrapy() -> None:
     # No upper bound here: a newer Scrapy is supported as long as the seams hold
     # (the import-time checks of compat.py and the tests below say when one breaks).
     major_minor = tuple(int(x) for x in scrapy.__version__.split(".")[:2])
-    assert (2, 17) <= major_minor, scrapy.__version__
+    assert major_minor >= (2, 17), scrapy.__version__
     assert compat.SUPPORTED_SCRAPY == "Scrapy 2.17 or later (tested on 2.17.0 and the newest)"
 
 
