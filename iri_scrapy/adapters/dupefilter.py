@@ -98,6 +98,7 @@ from .fingerprinter import IRIRequestFingerprinter, rung_keys, spelling
 from .fpstore import FILENAME, FingerprintFile, FingerprintSet, fp64
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from pathlib import Path
 
     from scrapy import Request, Spider
@@ -231,6 +232,21 @@ class IRIDupeFilter(BaseDupeFilter):
         else:
             new = self._set.add(int.from_bytes(record, "big"))
         return not new
+
+    def preload(self, records: Iterable[int]) -> int:
+        """Add fingerprint *records* (the integer form of 8-byte records) to the seen-set.
+
+        For a store that owns persistence (the crash-safe frontier scheduler
+        builds this filter without ``jobdir`` and preloads it from its own store).
+        Returns how many were new; counts them in ``iri/dupefilter/loaded``.
+        """
+        if self.file is not None:
+            raise RuntimeError("preload() is for a filter without its own JOBDIR file")
+        added = self._set.update(records)
+        if added:
+            logger.info("Resumed %d request fingerprints from the frontier store", added)
+            self._inc(STAT_LOADED, added)
+        return added
 
     def request_seen(self, request: Request) -> bool:
         """True if *request* is a duplicate to drop (see the module docstring)."""
