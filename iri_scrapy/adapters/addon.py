@@ -96,6 +96,7 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         """Set the plugin's components into *settings* (user values win, see above)."""
         IRIConfig.from_settings(settings)  # fail early on bad IRI_* values
+        fsync_setting(settings.get("IRI_FRONTIER_FSYNC"))
         for name, ours in (
             ("REQUEST_FINGERPRINTER_CLASS", FINGERPRINTER),
             ("DUPEFILTER_CLASS", DUPEFILTER),
@@ -123,7 +124,6 @@ class Addon:
         settings.setdefault_in_component_priority_dict(
             "SPIDER_MIDDLEWARES", IRISpiderMiddleware, PRIORITIES["spider"]
         )
-        fsync_setting(settings.get("IRI_FRONTIER_FSYNC"))  # fail early on a bad value
         if settings.get("JOBDIR") and settings.getbool("IRI_FRONTIER", True):
             settings.set("SCHEDULER", FRONTIER_SCHEDULER, priority="addon")
             settings.setdefault_in_component_priority_dict(

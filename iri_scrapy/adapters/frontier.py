@@ -141,12 +141,14 @@ Stats
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import pickle
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from weakref import WeakKeyDictionary
@@ -184,6 +186,7 @@ __all__ = [
     "FrontierSpiderMiddleware",
     "FrontierDownloaderMiddleware",
     "fsync_setting",
+    "max_inflight_setting",
 ]
 
 logger = logging.getLogger(__name__)
@@ -226,6 +229,31 @@ def fsync_setting(value: Any) -> int | None:
             f"IRI_FRONTIER_FSYNC must be a number of milliseconds or 'always', got {value!r}"
         )
     return None if value == 0 else value
+
+
+def max_inflight_setting(settings: BaseSettings) -> int:
+    """``IRI_FRONTIER_MAX_INFLIGHT``: default ``CONCURRENT_REQUESTS``; ``0``: no cap."""
+    value = settings.get("IRI_FRONTIER_MAX_INFLIGHT")
+    if value is None:
+        return max(0, settings.getint("CONCURRENT_REQUESTS", 16))
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = -1
+    if isinstance(value, bool) or number < 0 or str(number) != str(value).strip():
+        raise ValueError(
+            f"IRI_FRONTIER_MAX_INFLIGHT must be a number of requests >= 0, got {value!r}"
+        )
+    return number
+
+
+def _on_release(released: list[int], rowid: int) -> Callable[[Any], None]:
+    """A weak reference callback that only records *rowid* (no store access in GC)."""
+
+    def callback(_: Any) -> None:
+        released.append(rowid)
+
+    return callback
 
 
 def _signed(value: int) -> int:
@@ -520,6 +548,7 @@ class IRIFrontierScheduler(Scheduler):
             crawler=crawler,
             frontier=use,
             fsync_ms=fsync_setting(settings.get("IRI_FRONTIER_FSYNC", DEFAULT_FSYNC_MS)),
+            max_inflight=max_inflight_setting(settings),
             allow_reset=settings.getbool("IRI_JOBDIR_ALLOW_RESET", False),
         )
 
@@ -558,6 +587,7 @@ class IRIFrontierScheduler(Scheduler):
         frontier: bool = False,
         fsync_ms: int | None = DEFAULT_FSYNC_MS,
         allow_reset: bool = False,
+        max_inflight: int = 0,
     ) -> None:
         self.frontier_dir: str | None = jobdir if frontier else None
         super().__init__(
@@ -569,6 +599,14 @@ class IRIFrontierScheduler(Scheduler):
         self.store: FrontierStore | None = None
         #: row id -> state, for requests handed out and not answered.
         self._inflight: dict[int, int] = {}
+        #: row id -> weak reference to the request handed out (see _reap).
+        self._refs: dict[int, weakref.ref[Request]] = {}
+        #: row ids whose request object was released (appended by weakref callbacks).
+        self._released: list[int] = []
+        self._failed = 0
+        self.max_inflight = max_inflight
+        self._last_progress = time.monotonic()
+        self._last_gc = 0.0
         #: memory-only (unserializable) request id -> its fingerprint record or None.
         self._unser: dict[int, int | None] = {}
         self._next_memory_id = -1
@@ -707,6 +745,12 @@ class IRIFrontierScheduler(Scheduler):
     def next_request(self) -> Request | None:
         if self.store is None:
             return super().next_request()
+        if self._released:
+            self._reap()
+        if self.max_inflight and len(self._inflight) - self._failed >= self.max_inflight:
+            self._collect_leaks()
+            if len(self._inflight) - self._failed >= self.max_inflight:
+                return None  # has_pending_requests() stays True: asked again later
         request: Request | None = self.mqs.pop()
         if request is None:
             return None
@@ -715,6 +759,8 @@ class IRIFrontierScheduler(Scheduler):
         rowid = request.meta.get(META_FRONTIER_ID)
         if rowid is not None:
             self._inflight[rowid] = _DOWNLOADING
+            released = self._released
+            self._refs[rowid] = weakref.ref(request, _on_release(released, rowid))
             if len(self._inflight) > self._inflight_max:
                 self._inflight_max = len(self._inflight)
         stats.inc_value(
@@ -738,12 +784,20 @@ class IRIFrontierScheduler(Scheduler):
             return
         if request.errback is None:
             self._answered_id(rowid)
-        else:  # the errback's output is not observable: answered at the next idle
+        elif self._inflight[rowid] != _FAILED:
+            # the errback's output is not observable: answered once Scrapy has
+            # released the request (see _reap), or at the next idle
             self._inflight[rowid] = _FAILED
+            self._failed += 1
 
     def _answered_id(self, rowid: int) -> None:
-        if self._inflight.pop(rowid, None) is None:
+        state = self._inflight.pop(rowid, None)
+        if state is None:
             return
+        if state == _FAILED:
+            self._failed -= 1
+        self._refs.pop(rowid, None)
+        self._last_progress = time.monotonic()
         store = self.store
         if store is None:
             return
@@ -763,9 +817,39 @@ class IRIFrontierScheduler(Scheduler):
 
     def _on_idle(self, **_: Any) -> None:
         """Nothing is in the downloader or the scraper: every request out was answered."""
+        self._released.clear()
         for rowid in list(self._inflight):
             self._answered_id(rowid)
         self._commit()
+
+    def _reap(self) -> None:
+        """Answer the requests Scrapy has released without our seeing an answer.
+
+        The engine holds every request it got from :meth:`next_request` until it
+        has finished with it (the callback's or errback's output processed, or
+        the replacement scheduled), so a request object that is garbage is
+        certainly answered, never early: this catches the paths no middleware
+        or signal shows (an errback's output, an exception raised in a
+        downloader middleware's ``process_response``, a replacement dropped by
+        a ``request_scheduled`` handler).  The weak reference callback only
+        appends the row id; the store is written here, never from inside the
+        garbage collector.
+        """
+        released = self._released
+        while released:
+            rowid = released.pop()
+            if rowid in self._inflight:
+                self._answered_id(rowid)
+                self._inc("iri/frontier/answered_on_release")
+
+    def _collect_leaks(self) -> None:
+        """At the in-flight cap with no answer for a while: collect reference cycles
+        (a failure's traceback keeps its request alive until then), then reap."""
+        now = time.monotonic()
+        if now - self._last_progress > 1.0 and now - self._last_gc > 1.0:
+            self._last_gc = now
+            gc.collect()
+        self._reap()
 
     # --- persistence -------------------------------------------------------------
 
@@ -797,6 +881,8 @@ class IRIFrontierScheduler(Scheduler):
 
     def _commit(self) -> None:
         self._commit_call = None
+        if self._released:
+            self._reap()
         if self.store is not None:
             self.store.commit()
 
