@@ -20,12 +20,15 @@ crawling process dies for any reason, running the same command again:
 
 * every request that was scheduled and not yet *answered* (below) is fetched:
   none is lost;
-* at most the requests that were in flight (popped from the scheduler and not
-  answered: bounded by ``CONCURRENT_REQUESTS`` plus the responses waiting for
-  their callback) are fetched again, and the start requests (which the spider
+* at most the requests that were in flight (handed to the engine and not
+  answered) are fetched again, and the start requests (which the spider
   yields again; with ``IRI_DEDUPE_START_REQUESTS`` they are dropped as seen);
   nothing else is fetched twice and the dedup state survives (no alias is
-  fetched again);
+  fetched again).  The scheduler hands out at most ``IRI_FRONTIER_MAX_INFLIGHT``
+  (default ``CONCURRENT_REQUESTS``) unanswered requests at a time, so that is
+  the bound (Scrapy alone would keep fetching while responses wait for their
+  callbacks); a request whose download failed while its errback runs is not
+  counted against it;
 * a process kill loses nothing committed; a power loss or OS crash loses at
   most the last ``IRI_FRONTIER_FSYNC`` milliseconds, and then the seen-set and
   the pending requests are lost *together* (the requests answered in that
@@ -60,10 +63,13 @@ the scheduler then falls back to Scrapy's own ``JOBDIR`` queue and says so.
 **Commits: every reactor turn; fsync: every ``IRI_FRONTIER_FSYNC`` ms.**  As with
 Redis's ``appendfsync everysec``, writing and syncing are separate.  Changes
 are collected in one open transaction, committed at the end of the current
-reactor turn (``callLater(0)``): a commit in WAL mode with
-``synchronous=NORMAL`` is a ``write()`` to the log without ``fsync``, cheap, and
-survives the process being killed, so a ``kill -9`` loses at most the
-changes of the current turn -- which only ever concern requests in flight.
+reactor turn (``callLater(0)``) and before the scheduler hands out a request:
+a commit in WAL mode with ``synchronous=NORMAL`` is a ``write()`` to the log
+without ``fsync``, cheap, and survives the process being killed, so a
+``kill -9`` loses at most the changes of the current turn -- which only ever
+concern requests in flight, and since every answer is committed before the
+next request goes out, the rows a kill leaves pending among the requests
+handed out are never more than the in-flight cap.
 Every ``IRI_FRONTIER_FSYNC`` milliseconds (default 250) a WAL checkpoint makes
 everything committed durable (SQLite syncs the log, then the database).
 ``IRI_FRONTIER_FSYNC = "always"`` syncs every commit (``synchronous=FULL``).
@@ -87,12 +93,19 @@ everything committed durable (SQLite syncs the log, then the database).
 * the download failed for good (the outermost downloader middleware,
   :class:`FrontierDownloaderMiddleware`, sees the exception no other
   middleware handled): at once if the request has no errback; with an
-  errback, whose output no middleware sees, when the engine is next idle
-  (``spider_idle``) -- after a kill before that moment such a request is
-  fetched again (at most once per kill);
+  errback, whose output no middleware sees, once Scrapy releases the request
+  (next item);
+* Scrapy released the request object: the engine holds every request it took
+  from the scheduler until it has finished with it (callback or errback output
+  processed, replacement scheduled), so a request that became garbage was
+  answered, never early.  A weak reference catches this path, which covers
+  what no middleware or signal shows: an errback's output, an exception raised
+  in a downloader middleware's ``process_response``, a replacement dropped by a
+  ``request_scheduled`` handler (``iri/frontier/answered_on_release``; at the
+  in-flight cap with no progress for a second, reference cycles are collected
+  so that a failure's traceback does not hold its request);
 * when the spider goes idle (``spider_idle``: nothing in the downloader or
-  the scraper), every request still marked in flight is answered (a request
-  dropped by a ``request_scheduled`` handler, say).
+  the scraper), every request still marked in flight is answered.
 
 A clean close with any other reason (``closespider_*``, Ctrl-C) leaves the
 unanswered requests pending for the next run, as it should.
@@ -120,6 +133,11 @@ Settings
 ``SCHEDULER`` of your own wins) and adds the two middlewares; ``False`` keeps
 Scrapy's ``JOBDIR`` queue.  ``IRI_FRONTIER_FSYNC`` (default ``250``):
 milliseconds between syncs to stable storage, or ``"always"``.
+``IRI_FRONTIER_MAX_INFLIGHT`` (default ``CONCURRENT_REQUESTS``): unanswered
+requests handed out at most (the refetch bound after a kill); ``0``: no cap
+(the scheduler then returns ``None`` only when it is empty; with a cap, it
+also returns ``None`` while the cap is reached, and Scrapy asks again as soon
+as a request finishes).
 ``IRI_JOBDIR_ALLOW_RESET`` applies to the store as to the fingerprint file.
 
 A ``JOBDIR`` that was started without the frontier (it has Scrapy's queue or
@@ -132,7 +150,8 @@ Stats
 ``iri/frontier/recovered`` requests rescheduled from the store at start;
 ``iri/frontier/unclean_shutdown`` 1 if the previous run did not close;
 ``iri/frontier/stored``, ``iri/frontier/answered``, ``iri/frontier/replaced``
-(answered by a replacement request), ``iri/frontier/unserializable``,
+(answered by a replacement request), ``iri/frontier/answered_on_release``,
+``iri/frontier/unserializable``,
 ``iri/frontier/inflight_max``, ``iri/frontier/commits``, ``iri/frontier/syncs``,
 ``iri/frontier/pending_at_close`` (left for the next run), and Scrapy's
 ``scheduler/enqueued/disk`` (stored) and ``scheduler/enqueued/memory``
@@ -549,6 +568,7 @@ class IRIFrontierScheduler(Scheduler):
             frontier=use,
             fsync_ms=fsync_setting(settings.get("IRI_FRONTIER_FSYNC", DEFAULT_FSYNC_MS)),
             max_inflight=max_inflight_setting(settings),
+            stall_seconds=max(60.0, 2 * settings.getfloat("DOWNLOAD_TIMEOUT", 180)),
             allow_reset=settings.getbool("IRI_JOBDIR_ALLOW_RESET", False),
         )
 
@@ -588,6 +608,7 @@ class IRIFrontierScheduler(Scheduler):
         fsync_ms: int | None = DEFAULT_FSYNC_MS,
         allow_reset: bool = False,
         max_inflight: int = 0,
+        stall_seconds: float = 360.0,
     ) -> None:
         self.frontier_dir: str | None = jobdir if frontier else None
         super().__init__(
@@ -605,6 +626,7 @@ class IRIFrontierScheduler(Scheduler):
         self._released: list[int] = []
         self._failed = 0
         self.max_inflight = max_inflight
+        self.stall_seconds = stall_seconds
         self._last_progress = time.monotonic()
         self._last_gc = 0.0
         #: memory-only (unserializable) request id -> its fingerprint record or None.
@@ -750,10 +772,26 @@ class IRIFrontierScheduler(Scheduler):
         if self.max_inflight and len(self._inflight) - self._failed >= self.max_inflight:
             self._collect_leaks()
             if len(self._inflight) - self._failed >= self.max_inflight:
-                return None  # has_pending_requests() stays True: asked again later
+                if time.monotonic() - self._last_progress <= self.stall_seconds:
+                    return None  # has_pending_requests() stays True: asked again later
+                logger.warning(
+                    "%(n)d requests handed out have not been answered for %(s).0f s (does "
+                    "the spider keep references to its requests?): lifting the in-flight "
+                    "cap for the rest of this run; after a kill, up to every request "
+                    "handed out since may be fetched again",
+                    {"n": len(self._inflight), "s": self.stall_seconds},
+                    extra={"spider": self.spider},
+                )
+                self._inc("iri/frontier/cap_lifted")
+                self.max_inflight = 0
         request: Request | None = self.mqs.pop()
         if request is None:
             return None
+        store = self.store
+        if store.in_transaction:
+            # every answer so far is on disk before another request goes out, so
+            # the rows a kill leaves pending are at most the ones handed out
+            store.commit()
         stats = self.stats
         assert stats is not None
         rowid = request.meta.get(META_FRONTIER_ID)
