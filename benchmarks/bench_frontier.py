@@ -19,7 +19,13 @@ the idle wait before closing excluded, as in ``bench_crawl.py``), Scrapy's
 from ``getrusage(RUSAGE_CHILDREN)``) per request; then the ratios to
 ``plain`` and to ``nojobdir``.
 
-Run: ``python benchmarks/bench_frontier.py [--runs N] [--pages N] [--latency S] [--always]``.
+Then the scheduler alone, in this process (``--requests``, default 20,000):
+enqueue (fingerprint and dedup included), hand out and answer each request, in
+turns of 20 as a crawl does, with the frontier (one commit per turn), Scrapy's
+``JOBDIR`` disk queue, and no ``JOBDIR``: microseconds of CPU per request.
+
+Run: ``python benchmarks/bench_frontier.py [--runs N] [--pages N] [--latency S] [--always]
+[--requests N]``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import resource
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +65,52 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def scheduler_cost(requests: int) -> dict[str, float]:
+    """CPU microseconds per request through the scheduler alone, per setting."""
+    from scrapy import Request, Spider
+    from scrapy.utils.misc import load_object
+    from scrapy.utils.test import get_crawler
+
+    class _Spider(Spider):
+        name = "bench"
+
+        def parse(self, response: Any) -> None:
+            return None
+
+    out = {}
+    for name, (extra, jobdir) in SETTINGS.items():
+        with tempfile.TemporaryDirectory(prefix="bench-frontier-") as tmp:
+            settings = {**extra, "IRI_FRONTIER_MAX_INFLIGHT": 0,
+                        "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue"}
+            if jobdir:
+                settings["JOBDIR"] = tmp
+            crawler = get_crawler(_Spider, settings)
+            crawler._apply_settings()
+            spider = _Spider.from_crawler(crawler)
+            crawler.spider = spider
+            scheduler = load_object(crawler.settings["SCHEDULER"]).from_crawler(crawler)
+            scheduler.open(spider)
+            reqs = [Request(f"http://h{i % 50}.example/p/{i}?q={i}", callback=spider.parse)
+                    for i in range(requests)]
+            commit = getattr(scheduler, "_commit", None)
+            answered = getattr(scheduler, "answered", None)
+            cpu0 = time.process_time()
+            for i in range(0, requests, 20):
+                for request in reqs[i:i + 20]:
+                    scheduler.enqueue_request(request)
+                if commit is not None:
+                    commit()  # the end of the reactor turn
+                for _ in range(20):
+                    request = scheduler.next_request()
+                    if answered is not None and request is not None:
+                        answered(request)
+            if commit is not None:
+                commit()
+            out[name] = (time.process_time() - cpu0) / requests * 1e6
+            scheduler.close("finished")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -67,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--always", action="store_true",
                         help='also measure IRI_FRONTIER_FSYNC = "always"')
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--requests", type=int, default=20000,
+                        help="requests through the scheduler alone (0: skip)")
     args = parser.parse_args(argv)
     runs = max(1, min(args.runs, 15))
     settings = dict(SETTINGS)
@@ -117,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:>9} {med[name]:9.1f} {wall[name]:8.2f} {cpu[name]:11.2f} "
               f"{med[name] / med['plain']:17.3f} {med[name] / med['nojobdir']:12.3f} "
               f"{cpu[name] / cpu['plain']:13.3f}")
+    if args.requests > 0:
+        cost = scheduler_cost(args.requests)
+        print(f"\nscheduler alone, {args.requests} requests (enqueue with fingerprint and "
+              "dedup, hand out, answer): CPU microseconds per request")
+        for name, us in cost.items():
+            print(f"{name:>9} {us:8.1f}   vs plain {us / cost['plain']:.3f}")
     return 0
 
 
