@@ -259,6 +259,15 @@ class _Spider(Spider):
         return None
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _reactor() -> None:
+    """Scrapy 2.13's ``get_crawler`` needs an installed reactor (2.19's does not)."""
+    from scrapy.utils.reactor import install_reactor, is_reactor_installed
+
+    if not is_reactor_installed():
+        install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+
+
 BASE = {
     "ADDONS": {"iri_scrapy.Addon": 0},
     "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",

@@ -971,7 +971,12 @@ class FrontierSpiderMiddleware(_FrontierMiddleware):
         if frontier is not None and request is not None:
             frontier.answered(request)
 
-    def process_spider_output(self, response: Response, result: Iterable[Any]) -> Iterator[Any]:
+    # ``spider`` is optional: Scrapy 2.13 passes it, later versions do not (and warn
+    # only when it is required).
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Spider | None = None
+    ) -> Iterator[Any]:
         try:
             yield from result
         except Exception:
@@ -980,7 +985,7 @@ class FrontierSpiderMiddleware(_FrontierMiddleware):
         self._done(response)
 
     async def process_spider_output_async(
-        self, response: Response, result: AsyncIterator[Any]
+        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
         try:
             async for item in result:
@@ -990,14 +995,18 @@ class FrontierSpiderMiddleware(_FrontierMiddleware):
             raise
         self._done(response)
 
-    def process_spider_exception(self, response: Response, exception: Exception) -> None:
+    def process_spider_exception(
+        self, response: Response, exception: Exception, spider: Spider | None = None
+    ) -> None:
         self._done(response)
 
 
 class FrontierDownloaderMiddleware(_FrontierMiddleware):
     """Outermost downloader middleware: sees the download failures no one handled."""
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
+    def process_exception(
+        self, request: Request, exception: Exception, spider: Spider | None = None
+    ) -> None:
         frontier = self.frontier
         if frontier is not None:
             frontier.failed(request)
