@@ -12,7 +12,11 @@ Settings
 
 ``DUPEFILTER_DEBUG`` (Scrapy's): log every duplicate, see below.  ``JOBDIR``
 (Scrapy's): keep seen fingerprints in ``<JOBDIR>/iri_fingerprints.bin`` and
-resume from it.  ``IRI_JOBDIR_ALLOW_RESET`` (default ``False``): when that file
+resume from it -- unless the crash-safe frontier scheduler is on (the add-on's
+default with ``JOBDIR``): it builds this filter without the file, keeps the
+seen-set in its own store, with the pending requests, and fills the filter with
+:meth:`IRIDupeFilter.preload` (:mod:`iri_scrapy.adapters.frontier`).
+``IRI_JOBDIR_ALLOW_RESET`` (default ``False``): when that file
 was written under another canonicalization version, other ``IRI_*`` options or
 another fingerprinter class, set it aside and start afresh instead of refusing
 to start (:class:`~iri_scrapy.adapters.fpstore.FingerprintFileMismatch`).  The
