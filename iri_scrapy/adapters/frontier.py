@@ -137,7 +137,9 @@ milliseconds between syncs to stable storage, or ``"always"``.
 requests handed out at most (the refetch bound after a kill); ``0``: no cap
 (the scheduler then returns ``None`` only when it is empty; with a cap, it
 also returns ``None`` while the cap is reached, and Scrapy asks again as soon
-as a request finishes).
+as a request finishes).  With slow callbacks, a higher cap lets downloads go
+on while responses wait for their callback, at the price of more refetches
+after a kill.
 ``IRI_JOBDIR_ALLOW_RESET`` applies to the store as to the fingerprint file.
 
 A ``JOBDIR`` that was started without the frontier (it has Scrapy's queue or
