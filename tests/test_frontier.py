@@ -41,8 +41,9 @@ from iri_scrapy.adapters.frontier import (
     IRIFrontierScheduler,
     fsync_setting,
 )
-from iri_scrapy.testing.bigsite import SlowSiteServer, large_site
+from iri_scrapy.testing.bigsite import LARGE_HOST, SlowSiteServer, large_site
 from iri_scrapy.testing.server import HitLog
+from iri_scrapy.testing.site import Resource, Site
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -543,14 +544,14 @@ DOWNLOADER_MIDDLEWARES = {{"iri_scrapy.testing.crawl.ForceProxyMiddleware": 50}}
 '''
 
 
-def make_project(where: Path, proxy: str, extra: str = "") -> Path:
+def make_project(where: Path, proxy: str, extra: str = "", spider: str = SPIDER) -> Path:
     """A Scrapy project crawling the large site through *proxy* with the add-on."""
     pkg = where / "fproj"
     (pkg / "spiders").mkdir(parents=True)
     (where / "scrapy.cfg").write_text("[settings]\ndefault = fproj.settings\n")
     (pkg / "__init__.py").write_text("")
     (pkg / "spiders" / "__init__.py").write_text("")
-    (pkg / "spiders" / "frontier.py").write_text(SPIDER)
+    (pkg / "spiders" / "frontier.py").write_text(spider)
     (pkg / "settings.py").write_text(
         SETTINGS.format(concurrency=CONCURRENCY, proxy=proxy, extra=extra))
     return where
@@ -675,3 +676,74 @@ def test_plain_jobdir_loses_the_queue_after_kill_9(big_site_server: SlowSiteServ
     second, _ = run_until(project, srv, 2, None)
     fetched = set(srv.hits.counts())
     assert len(fetched) < len(srv.site.keys) - 500, (first, second, len(fetched))
+
+
+# --------------------------------------------------------------------------- every answer path
+
+PATHS_SPIDER = '''
+import scrapy
+
+
+class PathsSpider(scrapy.Spider):
+    """Requests that end every way a request can end, in a real engine."""
+
+    name = "frontier"
+    start_urls = ["http://frontier.example/"]
+
+    def parse(self, response):
+        yield {"url": response.url}
+        if response.url != "http://frontier.example/":
+            return
+        # 301 -> /new: answered by its replacement
+        yield response.follow("/old", callback=self.parse)
+        # 404 with an errback (HttpError, through the spider middlewares)
+        yield response.follow("/missing", callback=self.parse, errback=self.failed)
+        # download error with an errback whose output schedules a page
+        yield response.follow("/refused", errback=self.failed,
+                              meta={"proxy": "http://127.0.0.1:9"})
+        # download error without errback
+        yield response.follow("/refused-plain", meta={"proxy": "http://127.0.0.1:9"})
+        # a callback that raises
+        yield response.follow("/p/0", callback=self.broken)
+
+    def failed(self, failure):
+        yield scrapy.Request("http://frontier.example/p/1", callback=self.parse)
+
+    def broken(self, response):
+        raise ValueError("a callback that fails")
+'''
+
+
+def test_every_answer_path_in_a_real_crawl(tmp_path: Path) -> None:
+    """Redirect, 404 with errback, download errors with and without errback (whose
+    output schedules a page), a callback that raises: all answered exactly once, the
+    store left empty, and the same command run again fetches nothing."""
+    site = Site(
+        hosts=(LARGE_HOST,),
+        resources=(
+            Resource("home", LARGE_HOST, "/", None, "Home", "", ()),
+            Resource("old", LARGE_HOST, "/old", redirect_to="new"),
+            Resource("new", LARGE_HOST, "/new", None, "New", "", ()),
+            Resource("p0", LARGE_HOST, "/p/0", None, "P0", "", ()),
+            Resource("p1", LARGE_HOST, "/p/1", None, "P1", "", ()),
+        ),
+        start_urls=("http://frontier.example/",),
+    )
+    with SlowSiteServer(site, latency=0) as srv:
+        project = make_project(tmp_path, srv.proxy_url, extra="RETRY_ENABLED = False",
+                               spider=PATHS_SPIDER)
+        run_until(project, srv, 1, None)
+        fetched = srv.hits.counts()
+        assert {k.path for k in fetched} == {"/", "/old", "/new", "/missing", "/p/0", "/p/1"}
+        assert set(fetched.values()) == {1}
+        stats = {k: stat_of(project, 1, k) for k in (
+            "scheduler/dequeued", "iri/frontier/answered", "iri/frontier/replaced",
+            "iri/frontier/answered_on_release", "iri/frontier/pending_at_close",
+            "spider_exceptions/ValueError")}
+        assert stats["iri/frontier/pending_at_close"] == 0, stats
+        assert stats["iri/frontier/answered"] == stats["scheduler/dequeued"] == 8, stats
+        assert stats["iri/frontier/replaced"] == 1, stats
+        assert stats["spider_exceptions/ValueError"] == 1, stats
+        srv.reset()
+        run_until(project, srv, 2, None)
+        assert srv.hits.hits == []  # nothing pending, everything seen

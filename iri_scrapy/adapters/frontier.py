@@ -94,7 +94,10 @@ everything committed durable (SQLite syncs the log, then the database).
   :class:`FrontierDownloaderMiddleware`, sees the exception no other
   middleware handled): at once if the request has no errback; with an
   errback, whose output no middleware sees, once Scrapy releases the request
-  (next item);
+  (next item) -- in practice often only at the next idle moment, since a
+  failure's traceback keeps its request alive until the garbage collector
+  runs, so after a kill such requests may be fetched again (they do not count
+  against the in-flight cap);
 * Scrapy released the request object: the engine holds every request it took
   from the scheduler until it has finished with it (callback or errback output
   processed, replacement scheduled), so a request that became garbage was
