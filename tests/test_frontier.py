@@ -729,7 +729,9 @@ def test_every_answer_path_in_a_real_crawl(tmp_path: Path) -> None:
         ),
         start_urls=("http://frontier.example/",),
     )
-    with SlowSiteServer(site, latency=0) as srv:
+    # with latency, the crawl goes on after the errbacks: long enough for the
+    # periodic collection to release the failed request (answered_on_release)
+    with SlowSiteServer(site, latency=0.4) as srv:
         project = make_project(tmp_path, srv.proxy_url, extra="RETRY_ENABLED = False",
                                spider=PATHS_SPIDER)
         run_until(project, srv, 1, None)
@@ -743,6 +745,7 @@ def test_every_answer_path_in_a_real_crawl(tmp_path: Path) -> None:
         assert stats["iri/frontier/pending_at_close"] == 0, stats
         assert stats["iri/frontier/answered"] == stats["scheduler/dequeued"] == 8, stats
         assert stats["iri/frontier/replaced"] == 1, stats
+        assert stats["iri/frontier/answered_on_release"] == 1, stats  # /refused
         assert stats["spider_exceptions/ValueError"] == 1, stats
         srv.reset()
         run_until(project, srv, 2, None)

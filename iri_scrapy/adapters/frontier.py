@@ -94,10 +94,11 @@ everything committed durable (SQLite syncs the log, then the database).
   :class:`FrontierDownloaderMiddleware`, sees the exception no other
   middleware handled): at once if the request has no errback; with an
   errback, whose output no middleware sees, once Scrapy releases the request
-  (next item) -- in practice often only at the next idle moment, since a
-  failure's traceback keeps its request alive until the garbage collector
-  runs, so after a kill such requests may be fetched again (they do not count
-  against the in-flight cap);
+  (next item; a failure's traceback is a reference cycle that keeps its
+  request alive, so while such requests are out the young generations of the
+  garbage collector are collected every ``IRI_FRONTIER_FSYNC`` interval).  They
+  do not count against the in-flight cap, so after a kill the ones whose
+  errback was running are fetched again on top of it;
 * Scrapy released the request object: the engine holds every request it took
   from the scheduler until it has finished with it (callback or errback output
   processed, replacement scheduled), so a request that became garbage was
@@ -932,6 +933,13 @@ class IRIFrontierScheduler(Scheduler):
     def _sync(self) -> None:
         if self.store is None:
             return
+        if self._failed:
+            # a failure's traceback is a reference cycle that keeps its request
+            # alive: collect the young generations so that failed requests whose
+            # errback has run are released (and answered) within this interval
+            gc.collect(1)
+        if self._released:
+            self._reap()
         try:
             self.store.sync()
         except sqlite3.Error as exc:  # keep syncing later; commits still go on
