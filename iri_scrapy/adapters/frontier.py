@@ -696,11 +696,12 @@ class IRIFrontierScheduler(Scheduler):
         _FRONTIERS[crawler] = self
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
-        if self.fsync_ms is not None:
-            from twisted.internet.task import LoopingCall
+        from twisted.internet.task import LoopingCall
 
-            self._syncer = LoopingCall(self._sync)
-            self._syncer.start(self.fsync_ms / 1000.0, now=False)
+        # with "always" every commit is synced already: the loop then only
+        # releases failed requests (see _sync)
+        self._syncer = LoopingCall(self._sync)
+        self._syncer.start((self.fsync_ms or DEFAULT_FSYNC_MS) / 1000.0, now=False)
         return result
 
     def close(self, reason: str) -> Any:
