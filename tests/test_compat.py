@@ -56,6 +56,7 @@ OURS = {"iri_scrapy", "sample_project", "tests"}
 PUBLIC: dict[str, set[str]] = {
     # docs: request-response.rst, spiders.rst, signals.rst, api.rst
     "scrapy": {"Request", "Spider", "signals", "Item", "Field"},
+    "scrapy.core.scheduler": {"Scheduler"},  # docs: scheduler.rst (autoclass, __init__)
     "scrapy.crawler": {"Crawler", "CrawlerProcess"},  # docs: api.rst
     "scrapy.downloadermiddlewares.offsite": {"OffsiteMiddleware"},  # downloader-middleware.rst
     "scrapy.dupefilters": {"BaseDupeFilter"},  # docs: settings.rst (autoclass)
@@ -73,8 +74,11 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.spiders": {"CrawlSpider", "Rule"},  # docs: spiders.rst
     "scrapy.statscollectors": {"StatsCollector"},  # docs: api.rst
     "scrapy.utils.defer": {"deferred_from_coro"},  # docs: asyncio.rst (autofunction)
-    "scrapy.utils.request": {"RequestFingerprinter"},  # request-response.rst (autoclass)
+    # request-response.rst: autoclass RequestFingerprinter; request_from_dict, the
+    # documented inverse of Request.to_dict (cross-referenced from Request.attributes)
+    "scrapy.utils.request": {"RequestFingerprinter", "request_from_dict"},
     "scrapy_redis.spiders": {"RedisSpider", "RedisCrawlSpider"},  # scrapy-redis README
+    "twisted.internet": {"reactor"},  # Twisted API docs: twisted.internet.reactor
     "twisted.internet.task": {"LoopingCall"},
     "w3lib.html": {"get_base_url"},  # w3lib docs: w3lib.html
     "w3lib.url": {"safe_url_string"},  # w3lib docs: w3lib.url

@@ -23,6 +23,13 @@ The rule for values the user set explicitly:
   ``OffsiteMiddleware`` or ours in ``DOWNLOADER_MIDDLEWARES`` (then offsite
   filtering is the user's choice and is left alone).
 
+With ``JOBDIR`` set and ``IRI_FRONTIER`` true (the default), the add-on also
+sets ``SCHEDULER = "iri_scrapy.adapters.frontier.IRIFrontierScheduler"`` (priority
+``"addon"``: a ``SCHEDULER`` of your own wins) and adds its two middlewares,
+``FrontierSpiderMiddleware`` and ``FrontierDownloaderMiddleware``, outermost
+(:data:`PRIORITIES` ``"frontier"``): a crawl killed at any moment loses no
+scheduled request (:mod:`iri_scrapy.adapters.frontier`).
+
 The ``IRI_*`` settings are validated here, so a bad ``IRI_LEVEL`` stops the
 crawl before it starts.
 """
@@ -36,6 +43,7 @@ from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 
 from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import IRIConfig, load_object
+from .frontier import FrontierDownloaderMiddleware, FrontierSpiderMiddleware, fsync_setting
 from .middleware import IRINormalizationMiddleware, IRISpiderMiddleware
 from .offsite import IRIOffsiteMiddleware
 from .protocol_mw import IRIProtocolMiddleware
@@ -45,12 +53,13 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
     from typing_extensions import Self
 
-__all__ = ["Addon", "FINGERPRINTER", "DUPEFILTER", "PRIORITIES"]
+__all__ = ["Addon", "FINGERPRINTER", "DUPEFILTER", "FRONTIER_SCHEDULER", "PRIORITIES"]
 
 logger = logging.getLogger(__name__)
 
 FINGERPRINTER = "iri_scrapy.IRIRequestFingerprinter"
 DUPEFILTER = "iri_scrapy.IRIDupeFilter"
+FRONTIER_SCHEDULER = "iri_scrapy.adapters.frontier.IRIFrontierScheduler"
 
 #: Component priorities used by the add-on.
 PRIORITIES: dict[str, int] = {
@@ -58,6 +67,7 @@ PRIORITIES: dict[str, int] = {
     "normalization": 60,  # right after offsite; process_response runs late (sees final class)
     "protocol": 650,  # process_response before RedirectMiddleware (600)
     "spider": 950,  # spider side of every built-in spider middleware
+    "frontier": -1000,  # outermost, spider and downloader side (crash-safe JOBDIR)
 }
 
 
@@ -86,6 +96,7 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         """Set the plugin's components into *settings* (user values win, see above)."""
         IRIConfig.from_settings(settings)  # fail early on bad IRI_* values
+        fsync_setting(settings.get("IRI_FRONTIER_FSYNC"))
         for name, ours in (
             ("REQUEST_FINGERPRINTER_CLASS", FINGERPRINTER),
             ("DUPEFILTER_CLASS", DUPEFILTER),
@@ -113,6 +124,14 @@ class Addon:
         settings.setdefault_in_component_priority_dict(
             "SPIDER_MIDDLEWARES", IRISpiderMiddleware, PRIORITIES["spider"]
         )
+        if settings.get("JOBDIR") and settings.getbool("IRI_FRONTIER", True):
+            settings.set("SCHEDULER", FRONTIER_SCHEDULER, priority="addon")
+            settings.setdefault_in_component_priority_dict(
+                "SPIDER_MIDDLEWARES", FrontierSpiderMiddleware, PRIORITIES["frontier"]
+            )
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", FrontierDownloaderMiddleware, PRIORITIES["frontier"]
+            )
 
     @staticmethod
     def _check_class(settings: BaseSettings, name: str, ours: str) -> None:

@@ -12,7 +12,11 @@ Settings
 
 ``DUPEFILTER_DEBUG`` (Scrapy's): log every duplicate, see below.  ``JOBDIR``
 (Scrapy's): keep seen fingerprints in ``<JOBDIR>/iri_fingerprints.bin`` and
-resume from it.  ``IRI_JOBDIR_ALLOW_RESET`` (default ``False``): when that file
+resume from it -- unless the crash-safe frontier scheduler is on (the add-on's
+default with ``JOBDIR``): it builds this filter without the file, keeps the
+seen-set in its own store, with the pending requests, and fills the filter with
+:meth:`IRIDupeFilter.preload` (:mod:`iri_scrapy.adapters.frontier`).
+``IRI_JOBDIR_ALLOW_RESET`` (default ``False``): when that file
 was written under another canonicalization version, other ``IRI_*`` options or
 another fingerprinter class, set it aside and start afresh instead of refusing
 to start (:class:`~iri_scrapy.adapters.fpstore.FingerprintFileMismatch`).  The
@@ -98,6 +102,8 @@ from .fingerprinter import IRIRequestFingerprinter, rung_keys, spelling
 from .fpstore import FILENAME, FingerprintFile, FingerprintSet, fp64
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
@@ -251,6 +257,21 @@ class IRIDupeFilter(BaseDupeFilter):
         else:
             new = self._set.add(int.from_bytes(record, "big"))
         return not new
+
+    def preload(self, records: Iterable[int]) -> int:
+        """Add fingerprint *records* (the integer form of 8-byte records) to the seen-set.
+
+        For a store that owns persistence (the crash-safe frontier scheduler
+        builds this filter without ``jobdir`` and preloads it from its own store).
+        Returns how many were new; counts them in ``iri/dupefilter/loaded``.
+        """
+        if self.file is not None:
+            raise RuntimeError("preload() is for a filter without its own JOBDIR file")
+        added = self._set.update(records)
+        if added:
+            logger.info("Resumed %d request fingerprints from the frontier store", added)
+            self._inc(STAT_LOADED, added)
+        return added
 
     def request_seen(self, request: Request) -> bool:
         """True if *request* is a duplicate to drop (see the module docstring)."""
