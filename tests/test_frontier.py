@@ -243,8 +243,10 @@ def test_torn_log_end_is_ignored(tmp_path: Path, damage: str) -> None:
             f.seek(size - 50)
             f.write(b"\xff" * 50)
     seen, pending = _store_state(path)
-    # the damaged last commit (one turn of 20) is ignored, and nothing before it
-    assert _consistent(seen, pending) == last - 20
+    # the damaged last commit (one turn of 20) is ignored, and nothing before it; when
+    # the kill itself left a torn frame at the end of the log, the cut may land in that
+    # frame only (already ignored), and nothing more is lost
+    assert _consistent(seen, pending) in (last - 20, last)
 
 
 # --------------------------------------------------------------------------- the scheduler
