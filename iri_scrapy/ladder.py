@@ -150,8 +150,10 @@ def _fix_escape(m: re.Match[str]) -> str:
         return "%" + hexdigits
     if char in _HEX:
         text, start = m.string, m.start()
-        if text[start - 1 : start] == "%" or (
-            text[start - 2 : start - 1] == "%" and text[start - 1] in _HEX
+        # Bounds checked: at the start of a component there is nothing before the
+        # escape (a negative index would wrap to the end of the component).
+        if (start >= 1 and text[start - 1] == "%") or (
+            start >= 2 and text[start - 2] == "%" and text[start - 1] in _HEX
         ):
             return "%" + hexdigits
     return char
