@@ -166,6 +166,25 @@ def _percent(value: str, component: str) -> str:
     return encode_component(value, component)
 
 
+def _percent_path(path: str, relative: bool) -> str:
+    """The percent rung on a path; *relative*: the reference has no scheme and no
+    authority.
+
+    RFC 3986 section 4.2: "A path segment that contains a colon character (e.g.,
+    "this:that") cannot be used as the first segment of a relative-path
+    reference, as it would be mistaken for a scheme name."  Such a text was read
+    as a relative reference because what precedes the colon is not a scheme
+    (``%68ttp:``); decoding must not make it one (``http:``), which would change
+    the parse of the result.  Its escapes then stay, uppercased (5.3.2.1).
+    """
+    if relative and ":" in path:
+        colon = path.index(":")
+        head = path[:colon]
+        if "%" in head and "/" not in head and _SCHEME_OK_RE.fullmatch(_percent(head, "path")):
+            return (_upper_pct(head) or "") + _percent(path[colon:], "path")
+    return _percent(path, "path")
+
+
 def _percent_host(host: str) -> str:
     """The percent rung on a reg-name: letters it decodes are lowercased too, since
     the host is case-insensitive (5.3.2.1) and decoding comes after that rung."""
@@ -295,7 +314,7 @@ def percent_normalize(ref: IRIReference) -> IRIReference:
         None if ref.userinfo is None else _percent(ref.userinfo, "userinfo"),
         host,
         None if ref.port is None else encode_component(ref.port, "port"),
-        _percent(ref.path, "path"),
+        _percent_path(ref.path, ref.scheme is None and ref.host is None),
         None if ref.query is None else _percent(ref.query, "query"),
         None if ref.fragment is None else _percent(ref.fragment, "fragment"),
     )
@@ -522,7 +541,7 @@ def _fused(text: str, lvl: Level, keep_fragment: bool) -> str | None:
                 port = _canonical_port(scheme, port)
             if port is not None:
                 out += (":", port)
-    path = _percent(path, "path")
+    path = _percent_path(path, scheme is None and authority is None)
     if "/." in path and (authority is not None or path.startswith("/")):
         path = remove_dot_segments(path)
     if dns and authority is not None and path == "":

@@ -247,6 +247,23 @@ def decode_component(value: str, *, allow_private: bool = False, ascii_too: bool
     return _PCT_RUN_RE.sub(run, value)
 
 
+# scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )   (RFC 3986 3.1)
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+
+
+def _decode_path(path: str, relative: bool) -> str:
+    """Decode a path; in a reference with no scheme and no authority, escapes
+    before the first colon of the first segment stay if decoding them would make
+    a scheme (``%68ttp:x`` is a relative reference, ``http:x`` is not: RFC 3986
+    section 4.2), since the IRI must map back to the URI (section 3.2)."""
+    if relative and ":" in path:
+        colon = path.index(":")
+        head = path[:colon]
+        if "%" in head and "/" not in head and _SCHEME_RE.fullmatch(decode_component(head)):
+            return head + decode_component(path[colon:])
+    return decode_component(path)
+
+
 def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:
     """Convert a URI (reference) to an IRI (reference) (RFC 3987 section 3.2).
 
@@ -276,7 +293,7 @@ def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:
         None if ref.userinfo is None else decode_component(ref.userinfo),
         host,
         ref.port,
-        decode_component(ref.path),
+        _decode_path(ref.path, ref.scheme is None and ref.host is None),
         None if ref.query is None else decode_component(ref.query, allow_private=True),
         None if ref.fragment is None else decode_component(ref.fragment),
     ).unsplit()
