@@ -280,10 +280,16 @@ def character_normalize(ref: IRIReference) -> IRIReference:
     It runs after the percent rung, on the URI form: percent-encoded UTF-8 is
     decoded, normalized and encoded again, so that ``C%CC%A7`` and ``Ç`` meet.
     NFKC is never applied.
+
+    NFC can give an uppercase ASCII letter (U+212A KELVIN SIGN is canonically
+    "K"), so the host is lowercased again after it: the case rung (5.3.2.1),
+    which runs before, says the host is case-insensitive.
     """
     host = ref.host
     if host and not host.startswith("["):
-        host = _nfc(host, "host")
+        nfc_host = _nfc(host, "host")
+        if nfc_host is not host and nfc_host:
+            host = _upper_pct(lower_ascii(nfc_host))
     return IRIReference(
         ref.scheme,
         _nfc(ref.userinfo, "userinfo"),

@@ -40,8 +40,6 @@ PENDING: set[str] = {
     '3987-5.3.2.2-delimiter-not-composed',
     '3987-5.3.2.2-eq-host-not-composed',
     '3987-5.3.2.2-eq-not-composed',
-    '3987-5.3.2.2-kelvin-host',
-    '3987-5.3.2.2-kelvin-host-syntax',
     '5234-2.3-ipvfuture-upper-v',
     '6068-2-mailto-authority',
     '6068-2-mailto-authority-nfc',
