@@ -209,13 +209,22 @@ _ESCAPE_RE = re.compile(r"%[0-9A-Fa-f]{2}")
 _NFC_OPAQUE_RE = re.compile("[\u037e\u1fef]")
 
 
+# NFC runs on the text between these: escapes (kept opaque, so that a combining
+# mark after "%7C" never composes with its "C") and every ASCII character that is
+# not a letter or digit.  Those are delimiters or data with a syntactic role, and
+# NFC must never compose one away: "=", "<" and ">" followed by U+0338 COMBINING
+# LONG SOLIDUS OVERLAY compose to U+2260, U+226E and U+226F.  (Splitting changes
+# nothing else: an ASCII character is a starter, so canonical reordering never
+# crosses it, and no composition has an ASCII second character.)
+_NFC_SPLIT_RE = re.compile(r"(%[0-9A-Fa-f]{2}|[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f])")
+
+
 def _nfc(value: str | None, component: str, allow_private: bool = False) -> str | None:
-    """NFC of a component's characters, escapes kept opaque, result in URI form.
+    """NFC of a component's characters, escapes and delimiters kept, result in URI form.
 
     Percent-encoded UTF-8 is decoded first (so that ``C%CC%A7`` and ``Ç`` meet);
-    escapes that stay (ASCII, or not appropriate in an IRI) are replaced by a
-    noncharacter placeholder during NFC, so that a combining mark after ``%7C``
-    can never compose with the ``C`` of the escape.
+    escapes that stay (ASCII, or not appropriate in an IRI) and ASCII delimiters
+    split the text, and each piece is normalized alone (see ``_NFC_SPLIT_RE``).
     """
     if value is None or (value.isascii() and "%" not in value):
         return value
@@ -223,16 +232,12 @@ def _nfc(value: str | None, component: str, allow_private: bool = False) -> str 
     if decoded.isascii():
         return decoded
     decoded = _NFC_OPAQUE_RE.sub(lambda m: _pct_char(m.group()), decoded)
-    escapes = _ESCAPE_RE.findall(decoded)
-    if not escapes:
-        return encode_component(unicodedata.normalize("NFC", decoded), component)
-    holder = next(chr(c) for c in range(0xFDD0, 0xFDF0) if chr(c) not in decoded)
-    text = unicodedata.normalize("NFC", _ESCAPE_RE.sub(holder, decoded))
-    parts = text.split(holder)
-    out = [parts[0]]
-    for escape, part in zip(escapes, parts[1:], strict=True):
-        out += (escape, part)
-    return encode_component("".join(out), component)
+    if unicodedata.is_normalized("NFC", decoded):
+        return encode_component(decoded, component)
+    pieces = _NFC_SPLIT_RE.split(decoded)
+    # Even indexes are the text between delimiters, odd ones the delimiters.
+    pieces[::2] = [unicodedata.normalize("NFC", p) for p in pieces[::2]]
+    return encode_component("".join(pieces), component)
 
 
 def _pct_char(char: str) -> str:
