@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from .errors import IRIError, IRISyntaxError
 from .hosts import host_to_ascii, lower_ascii
 from .mapping import decode_component, encode_component, uri_to_iri
-from .parsing import IRIReference, check_str, parse, preprocess, split_authority
+from .parsing import WHITESPACE, IRIReference, check_str, parse, split_authority
 from .resolve import remove_dot_segments
 from .schemes import DEFAULT_PORTS, default_port, uses_dns
 
@@ -683,8 +683,7 @@ def _normalize_slow(
         ref = _drop_fragment(ref)
     if lvl is Level.SIMPLE:
         if form == "iri":
-            # Stripped again: dropping a fragment may expose trailing white space.
-            return preprocess(ref.unsplit())
+            return _simple_text(ref)
         return _percent_only(ref)
     for rung in _pipeline(lvl, nfc):
         ref = apply_rung(rung, ref, rules)
@@ -692,6 +691,23 @@ def _normalize_slow(
     if form == "uri":
         return uri
     return uri_to_iri(uri, unicode_host=lvl >= Level.SCHEME and uses_dns(ref.scheme))
+
+
+def _simple_text(ref: IRIReference) -> str:
+    """The text of *ref* for simple string comparison (RFC 3987 section 5.3.1).
+
+    It is the text itself (after Weber's preprocessing, which :func:`parse` does),
+    less the fragment when asked (section 5.1).  Dropping a fragment can leave
+    white space at the end (``http://h/a #f``): that space is data of the path,
+    not padding, and a second pass would strip it (and the syntax level would
+    keep it, ``a%20``), so it is written percent-encoded, its only spelling in
+    an IRI (section 3.1 step 2).
+    """
+    text = ref.unsplit()
+    stripped = text.rstrip(WHITESPACE)
+    if len(stripped) == len(text):
+        return text
+    return stripped + encode_component(text[len(stripped) :], "iri")
 
 
 def _percent_only(ref: IRIReference) -> str:

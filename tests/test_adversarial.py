@@ -32,11 +32,6 @@ PENDING: set[str] = {
     '3.2-relative-authority',
     '3987-3.2-iri-form-host',
     '3987-3.2-iri-host-with-escape',
-    '3987-5.3.1-exposed-space-kept',
-    '3987-5.3.1-exposed-tab-kept',
-    '3987-5.3.1-fragment-space',
-    '3987-5.3.1-fragment-space-iri',
-    '3987-5.3.1-leading-space',
     '5234-2.3-ipvfuture-upper-v',
     '6068-2-mailto-authority',
     '6068-2-mailto-authority-nfc',
@@ -49,7 +44,6 @@ PENDING: set[str] = {
     '6874-2-zone-id-empty',
     '6874-2-zone-id-escaped',
     '6874-2-zone-on-ipv4',
-    'test_explain_agrees_with_equivalent_at_simple',
     'test_iri_form_never_merges_different_uris',
 }
 
