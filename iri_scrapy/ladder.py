@@ -404,12 +404,13 @@ def _canonical_port(scheme: str | None, port: str | None) -> str | None:
 
 
 def _mailto_path(path: str) -> str:
-    """Lowercase the ASCII domain of each address of a mailto path (RFC 6068 section 2:
-    ``domain`` is case-insensitive; the local part is not)."""
+    """Lowercase the ASCII letters of the domain of each address of a mailto path
+    (RFC 6068 section 2: ``domain`` is case-insensitive; the local part is not).
+    The hex digits of its escapes stay uppercase (RFC 3987 section 5.3.2.1)."""
     out = []
     for address in path.split(","):
         local, at, domain = address.rpartition("@")
-        out.append(local + at + lower_ascii(domain) if at else address)
+        out.append(local + at + (_upper_pct(lower_ascii(domain)) or "") if at else address)
     return ",".join(out)
 
 
@@ -424,7 +425,9 @@ def scheme_normalize(ref: IRIReference) -> IRIReference:
     "IDN components and their conversions to punycode" compare equal: the
     reg-name of a DNS scheme becomes UTS 46 A-labels.  "Other scheme-specific
     normalizations are possible": the domain of a ``mailto`` address is
-    lowercased (RFC 6068 section 2; RFC 3986 6.2.3's example).  Delimiters of empty
+    lowercased (RFC 6068 section 2; RFC 3986 6.2.3's example), in the RFC 6068
+    form only (no authority: ``mailto://h/a@B.com`` is not an address), with
+    uppercase hex kept (5.3.2.1).  Delimiters of empty
     components (``?``, ``#``) are never removed.
     """
     scheme = ref.scheme
@@ -435,7 +438,8 @@ def scheme_normalize(ref: IRIReference) -> IRIReference:
         host = _dns_host(host)
     if dns and host is not None and path == "":
         path = "/"
-    elif scheme == "mailto" and "@" in path:
+    elif scheme == "mailto" and host is None and "@" in path:
+        # Only the RFC 6068 form "mailto:" addresses; "mailto://" is not it.
         path = _mailto_path(path)
     return IRIReference(
         scheme, ref.userinfo, host, _canonical_port(scheme, ref.port), path, ref.query,
