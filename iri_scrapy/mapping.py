@@ -8,7 +8,7 @@ import unicodedata
 from functools import lru_cache
 
 from .charclasses import BIDI_FORMATTING, UNRESERVED, is_iprivate, is_ucschar
-from .errors import IRIEncodingError
+from .errors import IRIEncodingError, IRIError
 from .hosts import host_to_ascii, host_to_unicode, lower_ascii
 from .parsing import IRIReference, check_str, parse, preprocess
 from .schemes import uses_dns
@@ -254,6 +254,31 @@ def decode_component(value: str, *, allow_private: bool = False, ascii_too: bool
     return _PCT_RUN_RE.sub(run, value)
 
 
+@lru_cache(maxsize=8192)
+def _unicode_label(label: str) -> str:
+    """ToUnicode of one label if ToASCII gives the label back, else the label."""
+    uni = host_to_unicode(label)
+    if uni == label:
+        return label
+    try:
+        back = host_to_ascii(uni)
+    except IRIError:
+        return label
+    return uni if back == lower_ascii(label) else label
+
+
+def _unicode_host(host: str) -> str:
+    """ToUnicode of the ``xn--`` labels of a host (RFC 3987 section 3.2.1), only
+    those that ToASCII maps back to the same A-label (section 3.2: the IRI maps
+    back to the URI).  The caller leaves a host that keeps escapes alone: they
+    block ToASCII, so ``%40x.xn--zca`` and ``%40x.%C3%9F`` are different URIs
+    and must stay different IRIs."""
+    if "xn--" not in host.lower():
+        return host
+    return ".".join(_unicode_label(label) if "xn--" in label.lower() else label
+                    for label in host.split("."))
+
+
 # scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )   (RFC 3986 3.1)
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
 
@@ -293,8 +318,8 @@ def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:
     host = ref.host
     if host is not None and not host.startswith("["):
         host = decode_component(host)
-        if unicode_host:
-            host = host_to_unicode(host)
+        if unicode_host and "%" not in host:
+            host = _unicode_host(host)
     return IRIReference(
         ref.scheme,
         None if ref.userinfo is None else decode_component(ref.userinfo),

@@ -23,15 +23,12 @@ FORMS = ("uri", "iri")
 
 # Vectors of defects not fixed yet: strict xfail, removed by the commit that fixes them.
 PENDING: set[str] = {
-    '3987-3.2-iri-form-host',
-    '3987-3.2-iri-host-with-escape',
     '5234-2.3-ipvfuture-upper-v',
     '6874-2-zone-id-bad-char',
     '6874-2-zone-id-bare-percent',
     '6874-2-zone-id-empty',
     '6874-2-zone-id-escaped',
     '6874-2-zone-on-ipv4',
-    'test_iri_form_never_merges_different_uris',
 }
 
 
