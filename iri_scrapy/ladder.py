@@ -240,6 +240,21 @@ def _nfc(value: str | None, component: str, allow_private: bool = False) -> str 
     return encode_component("".join(pieces), component)
 
 
+def _nfc_path(path: str, relative: bool) -> str:
+    """NFC of a path; in a reference with no scheme and no authority, the text
+    before a colon in the first segment is left alone if NFC would make it a
+    scheme (``%E2%84%AA:``, U+212A KELVIN SIGN, would become the scheme ``K:``;
+    RFC 3986 section 4.2, as for the percent rung)."""
+    out = _nfc(path, "path") or ""
+    if relative and out != path and ":" in out:
+        colon = out.index(":")
+        if "/" not in out[:colon] and _SCHEME_OK_RE.fullmatch(out[:colon]):
+            # NFC adds or removes no delimiter: the colon is the first one of *path*.
+            colon = path.index(":")
+            return path[:colon] + (_nfc(path[colon:], "path") or "")
+    return out
+
+
 def _pct_char(char: str) -> str:
     return "%" + char.encode("utf-8").hex("%").upper()
 
@@ -300,7 +315,7 @@ def character_normalize(ref: IRIReference) -> IRIReference:
         _nfc(ref.userinfo, "userinfo"),
         host,
         ref.port,
-        _nfc(ref.path, "path") or "",
+        _nfc_path(ref.path, ref.scheme is None and ref.host is None),
         _nfc(ref.query, "query", allow_private=True),
         _nfc(ref.fragment, "fragment"),
     )

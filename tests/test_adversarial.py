@@ -91,6 +91,9 @@ NORMALIZE = [
     ("3986-4.2-not-a-scheme-decoded", "1%41:x", {}, "1A:x"),
     ("3986-4.2-after-colon-decoded", "%68ttp:%41", {}, "%68ttp:A"),
     ("3986-4.2-slash-before-colon-decoded", "%68ttp/a:b", {}, "http/a:b"),
+    ("3986-4.2-nfc-kelvin-would-be-scheme", "%E2%84%AA:", {"nfc": True}, "%E2%84%AA:"),
+    ("3986-4.2-nfc-kelvin-would-be-scheme-raw", "\u212a:x\u212a", {"nfc": True}, "%E2%84%AA:xK"),
+    ("3986-4.2-nfc-kelvin-not-a-scheme", "1\u212a:", {"nfc": True}, "1K:"),
     # RFC 3987 5.3.2.1 + 5.3.2.2: NFC can produce an uppercase ASCII letter (U+212A
     # KELVIN SIGN is canonically "K"); the host is case-insensitive after it too.
     ("3987-5.3.2.2-kelvin-host", "foo://\u212aa/", {"nfc": True}, "foo://ka/"),
