@@ -418,14 +418,23 @@ def _canonical_port(scheme: str | None, port: str | None) -> str | None:
     return port
 
 
+_NON_ASCII_ESCAPE_RE = re.compile(r"%[89A-Fa-f][0-9A-Fa-f]")
+
+
 def _mailto_path(path: str) -> str:
-    """Lowercase the ASCII letters of the domain of each address of a mailto path
-    (RFC 6068 section 2: ``domain`` is case-insensitive; the local part is not).
-    The hex digits of its escapes stay uppercase (RFC 3987 section 5.3.2.1)."""
+    """Lowercase the domain of each address of a mailto path (RFC 6068 section 2:
+    ``domain`` is case-insensitive; the local part is not), if it is US-ASCII
+    only, as for a host (RFC 3987 section 5.3.2.1: "US-ASCII only host").  The
+    hex digits of its escapes stay uppercase (5.3.2.1).  A non-ASCII domain keeps
+    its case: lowercasing its ASCII letters alone would not commute with NFC
+    (``A%CC%81`` would give ``á``, ``Á`` stays), so ``nfc=True`` would split what
+    ``nfc=False`` merged."""
     out = []
     for address in path.split(","):
         local, at, domain = address.rpartition("@")
-        out.append(local + at + (_upper_pct(lower_ascii(domain)) or "") if at else address)
+        if at and domain.isascii() and not _NON_ASCII_ESCAPE_RE.search(domain):
+            address = local + at + (_upper_pct(lower_ascii(domain)) or "")
+        out.append(address)
     return ",".join(out)
 
 
@@ -440,9 +449,9 @@ def scheme_normalize(ref: IRIReference) -> IRIReference:
     "IDN components and their conversions to punycode" compare equal: the
     reg-name of a DNS scheme becomes UTS 46 A-labels.  "Other scheme-specific
     normalizations are possible": the domain of a ``mailto`` address is
-    lowercased (RFC 6068 section 2; RFC 3986 6.2.3's example), in the RFC 6068
-    form only (no authority: ``mailto://h/a@B.com`` is not an address), with
-    uppercase hex kept (5.3.2.1).  Delimiters of empty
+    lowercased if it is US-ASCII only (RFC 6068 section 2; RFC 3986 6.2.3's
+    example), in the RFC 6068 form only (no authority: ``mailto://h/a@B.com`` is
+    not an address), with uppercase hex kept (5.3.2.1).  Delimiters of empty
     components (``?``, ``#``) are never removed.
     """
     scheme = ref.scheme
