@@ -308,7 +308,9 @@ def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:
     categories Zs, Zl, Zp, Cf; section 6.1).  Re-encoded octets use uppercase hex.
 
     ``unicode_host=True`` converts ``xn--`` labels with ToUnicode (section 3.2.1
-    allows it with scheme-specific knowledge; off by default).
+    allows it with scheme-specific knowledge; off by default), for the schemes
+    known to use DNS only, where :func:`iri_to_uri` applies ToASCII: for the
+    others the IRI would not map back to the URI.
     """
     check_str(uri, "uri_to_iri")
     text = preprocess(uri)
@@ -318,7 +320,9 @@ def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:
     host = ref.host
     if host is not None and not host.startswith("["):
         host = decode_component(host)
-        if unicode_host and "%" not in host:
+        if unicode_host and "%" not in host and uses_dns(
+            None if ref.scheme is None else lower_ascii(ref.scheme)
+        ):
             host = _unicode_host(host)
     return IRIReference(
         ref.scheme,

@@ -216,6 +216,22 @@ ROUND_TRIP = [
     ("3.2-relative-authority", "//%C3%A9/"),
 ]
 
+# uri_to_iri(unicode_host=True): ToUnicode only where iri_to_uri applies ToASCII.
+UNICODE_HOST = [
+    ("3.2.1-dns-scheme", "http://xn--zca.de/", "http://ß.de/"),
+    ("3.2.1-relative", "//xn--zca.de/", "//xn--zca.de/"),
+    ("3.2.1-other-scheme", "foo://xn--zca.de/", "foo://xn--zca.de/"),
+    ("3.2.1-escape-left", "http://%40x.xn--zca/", "http://%40x.xn--zca/"),
+    ("3.2.1-not-a-round-trip", "http://xn--ZCA.de/", "http://ß.de/"),
+]
+
+
+@pytest.mark.parametrize(("uri", "expected"), cases(UNICODE_HOST))
+def test_unicode_host_maps_back(uri: str, expected: str) -> None:
+    out = iri.uri_to_iri(uri, unicode_host=True)
+    assert out == expected
+    assert iri.iri_to_uri(out).lower() == uri.lower()
+
 
 @pytest.mark.parametrize("uri", cases(ROUND_TRIP))
 def test_uri_to_iri_maps_back(uri: str) -> None:
