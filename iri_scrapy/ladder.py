@@ -388,7 +388,9 @@ def _decode_host_escapes(host: str) -> str | None:
             out.append(int(host[i + 1 : i + 3], 16))
             i += 3
         else:
-            out += c.encode("utf-8")
+            # surrogatepass: a lone surrogate (possible when the public rung gets
+            # a raw reference) makes the result illegal UTF-8, hence None.
+            out += c.encode("utf-8", "surrogatepass")
             i += 1
     try:
         return out.decode("utf-8")

@@ -295,3 +295,15 @@ NFC_AFTER_PLAIN = [
 def test_nfc_never_splits_what_plain_merged(text: str, level: Level) -> None:
     plain = iri.normalize(text, level)
     assert iri.normalize(plain, level, nfc=True) == iri.normalize(text, level, nfc=True)
+
+
+def test_public_rungs_raise_only_iri_errors() -> None:
+    # A public rung may get a raw reference (no percent rung before it): a lone
+    # surrogate in a DNS host is an IRIError naming it, not a UnicodeEncodeError.
+    for rung in (iri.ladder.scheme_normalize, iri.ladder.character_normalize,
+                 iri.ladder.case_normalize, iri.ladder.percent_normalize):
+        for text in ("http://\ud800%80/", "http://%40x.\ud800/", "http://a%CC%81\ud800/"):
+            try:
+                rung(iri.parse(text))
+            except iri.IRIError as exc:
+                assert exc.char == "\ud800" and exc.component in ("host", "path")
