@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Literal
 from .errors import IRIError, IRISyntaxError
 from .hosts import host_to_ascii, lower_ascii
 from .mapping import decode_component, encode_component, uri_to_iri
-from .parsing import WHITESPACE, IRIReference, check_str, parse, split_authority
+from .parsing import (
+    WHITESPACE,
+    IRIReference,
+    check_str,
+    component_starts,
+    parse,
+    split_authority,
+)
 from .resolve import remove_dot_segments
 from .schemes import DEFAULT_PORTS, default_port, uses_dns
 
@@ -640,11 +647,17 @@ def _drop_fragment(ref: IRIReference) -> IRIReference:
     return IRIReference(ref.scheme, ref.userinfo, ref.host, ref.port, ref.path, ref.query, None)
 
 
+_COMPONENTS = frozenset(("scheme", "userinfo", "host", "port", "path", "query", "fragment"))
+
+
 def _with_context(exc: IRIError, text: str) -> IRIError:
     """Point an error raised on a component at the index in the whole input."""
     if exc.index is not None and exc.text and exc.text != text and exc.char is not None:
-        pos = text.find(exc.text)
-        if pos >= 0:
+        # Found where the component starts (the same text may occur before it:
+        # a host also written in the userinfo), or not at all.
+        start = component_starts(text).get(exc.component, 0)
+        pos = text.find(exc.text, start)
+        if pos >= 0 and (exc.component not in _COMPONENTS or pos == start):
             exc.index += pos
             exc.text = text
             exc.args = (f"{exc.component}: {str(exc).split(': ', 1)[1].rsplit(' at index', 1)[0]}"

@@ -10,7 +10,7 @@ from functools import lru_cache
 from .charclasses import BIDI_FORMATTING, UNRESERVED, is_iprivate, is_ucschar
 from .errors import IRIEncodingError, IRIError
 from .hosts import host_to_ascii, host_to_unicode, lower_ascii
-from .parsing import IRIReference, check_str, parse, preprocess
+from .parsing import IRIReference, check_str, component_starts, parse, preprocess
 from .schemes import uses_dns
 
 __all__ = ["iri_to_uri", "uri_to_iri", "encode_component", "decode_component"]
@@ -117,13 +117,15 @@ def iri_to_uri(iri: str, *, idna: bool = True, query_encoding: str = "utf-8") ->
     if charset not in _UTF8_CHARSETS:
         ref = parse(stripped)
         if ref.scheme is not None and ref.scheme.lower() in ("http", "https"):
-            return _map_ref(ref, stripped, idna=idna, charset=charset)
+            return _map_ref(ref, iri, idna=idna, charset=charset)
     if _TO_ENCODE_RE.search(stripped) is None:
         return stripped  # already a URI: the identity
-    return _map_ref(parse(stripped), stripped, idna=idna, charset="utf-8")
+    return _map_ref(parse(stripped), iri, idna=idna, charset="utf-8")
 
 
 def _map_ref(ref: IRIReference, text: str, *, idna: bool, charset: str) -> str:
+    """Map the components of *ref*; *text* is the input, for error indexes."""
+    starts = component_starts(text)
     host = ref.host
     if (
         host is not None
@@ -133,35 +135,30 @@ def _map_ref(ref: IRIReference, text: str, *, idna: bool, charset: str) -> str:
         and "%" not in host
         and uses_dns(None if ref.scheme is None else lower_ascii(ref.scheme))
     ):
-        host = host_to_ascii(host, start=text.find(host))
+        host = host_to_ascii(host, start=starts["host"])
     elif host is not None:
-        host = encode_component(host, "host", start=text.find(host), text=text)
-    path = encode_component(ref.path, "path", start=_find(text, ref.path), text=text)
+        host = encode_component(host, "host", start=starts["host"], text=text)
+    path = encode_component(ref.path, "path", start=starts.get("path", 0), text=text)
     query = ref.query
     if query is not None:
-        qstart = text.find("?") + 1
+        qstart = starts["query"]
         if charset == "utf-8":
             query = encode_component(query, "query", start=qstart, text=text)
         else:
             query = _encode_query(query, charset, start=qstart, text=text)
     fragment = ref.fragment
     if fragment is not None:
-        fragment = encode_component(fragment, "fragment", start=text.find("#") + 1, text=text)
+        fragment = encode_component(fragment, "fragment", start=starts["fragment"], text=text)
     userinfo = ref.userinfo
     if userinfo is not None:
-        userinfo = encode_component(userinfo, "userinfo", start=_find(text, userinfo), text=text)
+        userinfo = encode_component(userinfo, "userinfo", start=starts["userinfo"], text=text)
     port = ref.port
     if port is not None:
-        port = encode_component(port, "port", start=_find(text, port), text=text)
+        port = encode_component(port, "port", start=starts["port"], text=text)
     scheme = ref.scheme
     if scheme is not None:
         scheme = encode_component(scheme, "scheme", text=text)
     return IRIReference(scheme, userinfo, host, port, path, query, fragment).unsplit()
-
-
-def _find(text: str, part: str) -> int:
-    i = text.find(part) if part else 0
-    return max(i, 0)
 
 
 # --- URI to IRI (section 3.2) ----------------------------------------------------

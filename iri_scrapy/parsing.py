@@ -20,7 +20,9 @@ from .charclasses import (
 )
 from .errors import IRISyntaxError
 
-__all__ = ["IRIReference", "parse", "validate", "preprocess", "split_authority"]
+__all__ = [
+    "IRIReference", "parse", "validate", "preprocess", "split_authority", "component_starts",
+]
 
 #: Weber section 4 step 1: only these ASCII whitespace characters are stripped.
 WHITESPACE = " \t\r\n"
@@ -142,6 +144,31 @@ def parse(text: str) -> IRIReference:
         return IRIReference(scheme, None, None, None, path, query, fragment)
     userinfo, host, port = split_authority(authority)
     return IRIReference(scheme, userinfo, host, port, path, query, fragment)
+
+
+def component_starts(text: str) -> dict[str, int]:
+    """The index in *text* (as given, before preprocessing) at which each component
+    that :func:`parse` finds starts, for errors that name an index in the input."""
+    lead = len(text) - len(text.lstrip(WHITESPACE))
+    body = preprocess(text)
+    m = _SPLIT_RE.match(body)
+    assert m is not None
+    names: tuple[str, ...] = ("scheme", "authority", "path", "query", "fragment")
+    if m.group(1) is not None and not _SCHEME_RE.fullmatch(m.group(1)):
+        m = _SPLIT_RELATIVE_RE.match(body)
+        assert m is not None
+        names = names[1:]
+    out = {name: lead + m.start(i) for i, name in enumerate(names, 1) if m.group(i) is not None}
+    authority = out.pop("authority", None)
+    if authority is not None:
+        userinfo, host, port = split_authority(m.group(names.index("authority") + 1))
+        out["host"] = authority
+        if userinfo is not None:
+            out["userinfo"] = authority
+            out["host"] += len(userinfo) + 1
+        if port is not None:
+            out["port"] = out["host"] + len(host) + 1
+    return out
 
 
 # --- strict validation (RFC 3987 section 2.2) ------------------------------------

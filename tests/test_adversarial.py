@@ -307,3 +307,27 @@ def test_public_rungs_raise_only_iri_errors() -> None:
                 rung(iri.parse(text))
             except iri.IRIError as exc:
                 assert exc.char == "\ud800" and exc.component in ("host", "path")
+
+
+# Errors name the component, the character and its index in the input as given,
+# even when the same text occurs before the component (a host also in the userinfo).
+ERROR_INDEXES = [
+    ("host-after-userinfo-same-text", "http://x.a\u200db.com@a\u200db.com/", "host", 18),
+    ("host-after-userinfo-surrogate", "foo://u@a\ud800/", "host", 9),
+    ("path-after-leading-space", " http://h.com/a\ud800?a\ud800", "path", 15),
+    ("port-after-leading-tab", "\thttp://u@h.com:80\ud800/", "port", 18),
+    ("fragment", "http://h/?x#\ud800", "fragment", 12),
+    ("relative-authority", " //a\ud800/", "host", 4),
+]
+
+
+@pytest.mark.parametrize(("text", "component", "index"), cases(ERROR_INDEXES))
+@pytest.mark.parametrize("fn", ["normalize", "iri_to_uri", "explain"])
+def test_error_indexes(text: str, component: str, index: int, fn: str) -> None:
+    call = {"normalize": iri.normalize, "iri_to_uri": iri.iri_to_uri,
+            "explain": lambda t: iri.explain(t, "http://h/")}[fn]
+    with pytest.raises(iri.IRIError) as info:
+        call(text)
+    err = info.value
+    assert (err.component, err.index) == (component, index)
+    assert err.char == text[index] and f"U+{ord(text[index]):04X} at index {index}" in str(err)
