@@ -687,7 +687,8 @@ def normalize(
     *rules* (a :class:`~iri_scrapy.protocol.ProtocolRules`) supply what was
     learned from the protocol.  Level SIMPLE returns the text itself (section
     5.3.1: the comparison "MUST NOT map IRIs to URIs"), mapped to a URI only
-    when ``form="uri"`` asks for it.
+    when ``form="uri"`` asks for it; white space that dropping the fragment
+    leaves at the end is data and stays, percent-encoded (see ``_simple_text``).
 
     Idempotent for every level and form.  Raises :class:`IRIError` for text
     that has no canonical form (a host that fails IDNA, a non-numeric port, a
