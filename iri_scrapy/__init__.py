@@ -21,7 +21,10 @@ __version__ = "0.1.0"
 
 #: Version of the canonical form.  Stored keys (JOBDIR files, Redis keys) record
 #: it, so that a change of the ladder never mixes keys silently.
-CANONICALIZATION_VERSION = 1
+#: 2: an escape at index 0 of a component is decoded like any other; escapes that
+#: would make a scheme of a relative reference's first segment stay; a non-ASCII
+#: mailto domain keeps its case (and uppercase hex).
+CANONICALIZATION_VERSION = 2
 
 __all__ = [
     "parse",

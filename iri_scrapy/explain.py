@@ -6,7 +6,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import IRIError, describe_char
-from .ladder import Level, Rung, _drop_fragment, _pipeline, _with_context, apply_rung
+from .ladder import (
+    Level,
+    Rung,
+    _drop_fragment,
+    _pipeline,
+    _simple_text,
+    _with_context,
+    apply_rung,
+)
 from .parsing import IRIReference, check_str, parse
 
 if TYPE_CHECKING:
@@ -137,12 +145,20 @@ def explain(
     if not keep_fragment:
         dropped = ra.fragment is not None or rb.fragment is not None
         ra, rb = _drop_fragment(ra), _drop_fragment(rb)
-    steps = [Step(Rung.SIMPLE, ra.unsplit() if dropped else a, rb.unsplit() if dropped else b)]
+    # 5.3.1 compares what equivalent(level="simple") compares: the texts after
+    # preprocessing (and less their fragments if asked).
+    steps = [Step(Rung.SIMPLE, _simple_text(ra), _simple_text(rb))]
     if lvl > Level.SIMPLE:
         for rung in _pipeline(lvl, nfc):
             ra = _apply(rung, ra, rules, a)
             rb = _apply(rung, rb, rules, b)
             steps.append(Step(rung, ra.unsplit(), rb.unsplit()))
-    first = next((s.rung for s in steps if s.equal), None)
+    # The verdict is the last step's (that of equivalent()); the rung named is the
+    # first after which the two stay equal.
+    first = None
+    for step in reversed(steps):
+        if not step.equal:
+            break
+        first = step.rung
     diff = None if steps[-1].equal else _difference(ra, rb)
     return Explanation(a, b, lvl, tuple(steps), first, diff, dropped)

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Literal
 from .errors import IRIError, IRISyntaxError
 from .hosts import host_to_ascii, lower_ascii
 from .mapping import decode_component, encode_component, uri_to_iri
-from .parsing import IRIReference, check_str, parse, preprocess, split_authority
+from .parsing import (
+    WHITESPACE,
+    IRIReference,
+    check_str,
+    component_starts,
+    parse,
+    split_authority,
+)
 from .resolve import remove_dot_segments
 from .schemes import DEFAULT_PORTS, default_port, uses_dns
 
@@ -150,8 +157,10 @@ def _fix_escape(m: re.Match[str]) -> str:
         return "%" + hexdigits
     if char in _HEX:
         text, start = m.string, m.start()
-        if text[start - 1 : start] == "%" or (
-            text[start - 2 : start - 1] == "%" and text[start - 1] in _HEX
+        # Bounds checked: at the start of a component there is nothing before the
+        # escape (a negative index would wrap to the end of the component).
+        if (start >= 1 and text[start - 1] == "%") or (
+            start >= 2 and text[start - 2] == "%" and text[start - 1] in _HEX
         ):
             return "%" + hexdigits
     return char
@@ -162,6 +171,25 @@ def _percent(value: str, component: str) -> str:
     if "%" in value:
         value = _PCT_RE.sub(_fix_escape, value)
     return encode_component(value, component)
+
+
+def _percent_path(path: str, relative: bool) -> str:
+    """The percent rung on a path; *relative*: the reference has no scheme and no
+    authority.
+
+    RFC 3986 section 4.2: "A path segment that contains a colon character (e.g.,
+    "this:that") cannot be used as the first segment of a relative-path
+    reference, as it would be mistaken for a scheme name."  Such a text was read
+    as a relative reference because what precedes the colon is not a scheme
+    (``%68ttp:``); decoding must not make it one (``http:``), which would change
+    the parse of the result.  Its escapes then stay, uppercased (5.3.2.1).
+    """
+    if relative and ":" in path:
+        colon = path.index(":")
+        head = path[:colon]
+        if "%" in head and "/" not in head and _SCHEME_OK_RE.fullmatch(_percent(head, "path")):
+            return (_upper_pct(head) or "") + _percent(path[colon:], "path")
+    return _percent(path, "path")
 
 
 def _percent_host(host: str) -> str:
@@ -188,13 +216,22 @@ _ESCAPE_RE = re.compile(r"%[0-9A-Fa-f]{2}")
 _NFC_OPAQUE_RE = re.compile("[\u037e\u1fef]")
 
 
+# NFC runs on the text between these: escapes (kept opaque, so that a combining
+# mark after "%7C" never composes with its "C") and every ASCII character that is
+# not a letter or digit.  Those are delimiters or data with a syntactic role, and
+# NFC must never compose one away: "=", "<" and ">" followed by U+0338 COMBINING
+# LONG SOLIDUS OVERLAY compose to U+2260, U+226E and U+226F.  (Splitting changes
+# nothing else: an ASCII character is a starter, so canonical reordering never
+# crosses it, and no composition has an ASCII second character.)
+_NFC_SPLIT_RE = re.compile(r"(%[0-9A-Fa-f]{2}|[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f])")
+
+
 def _nfc(value: str | None, component: str, allow_private: bool = False) -> str | None:
-    """NFC of a component's characters, escapes kept opaque, result in URI form.
+    """NFC of a component's characters, escapes and delimiters kept, result in URI form.
 
     Percent-encoded UTF-8 is decoded first (so that ``C%CC%A7`` and ``Ç`` meet);
-    escapes that stay (ASCII, or not appropriate in an IRI) are replaced by a
-    noncharacter placeholder during NFC, so that a combining mark after ``%7C``
-    can never compose with the ``C`` of the escape.
+    escapes that stay (ASCII, or not appropriate in an IRI) and ASCII delimiters
+    split the text, and each piece is normalized alone (see ``_NFC_SPLIT_RE``).
     """
     if value is None or (value.isascii() and "%" not in value):
         return value
@@ -202,16 +239,27 @@ def _nfc(value: str | None, component: str, allow_private: bool = False) -> str 
     if decoded.isascii():
         return decoded
     decoded = _NFC_OPAQUE_RE.sub(lambda m: _pct_char(m.group()), decoded)
-    escapes = _ESCAPE_RE.findall(decoded)
-    if not escapes:
-        return encode_component(unicodedata.normalize("NFC", decoded), component)
-    holder = next(chr(c) for c in range(0xFDD0, 0xFDF0) if chr(c) not in decoded)
-    text = unicodedata.normalize("NFC", _ESCAPE_RE.sub(holder, decoded))
-    parts = text.split(holder)
-    out = [parts[0]]
-    for escape, part in zip(escapes, parts[1:], strict=True):
-        out += (escape, part)
-    return encode_component("".join(out), component)
+    if unicodedata.is_normalized("NFC", decoded):
+        return encode_component(decoded, component)
+    pieces = _NFC_SPLIT_RE.split(decoded)
+    # Even indexes are the text between delimiters, odd ones the delimiters.
+    pieces[::2] = [unicodedata.normalize("NFC", p) for p in pieces[::2]]
+    return encode_component("".join(pieces), component)
+
+
+def _nfc_path(path: str, relative: bool) -> str:
+    """NFC of a path; in a reference with no scheme and no authority, the text
+    before a colon in the first segment is left alone if NFC would make it a
+    scheme (``%E2%84%AA:``, U+212A KELVIN SIGN, would become the scheme ``K:``;
+    RFC 3986 section 4.2, as for the percent rung)."""
+    out = _nfc(path, "path") or ""
+    if relative and out != path and ":" in out:
+        colon = out.index(":")
+        if "/" not in out[:colon] and _SCHEME_OK_RE.fullmatch(out[:colon]):
+            # NFC adds or removes no delimiter: the colon is the first one of *path*.
+            colon = path.index(":")
+            return path[:colon] + (_nfc(path[colon:], "path") or "")
+    return out
 
 
 def _pct_char(char: str) -> str:
@@ -259,16 +307,22 @@ def character_normalize(ref: IRIReference) -> IRIReference:
     It runs after the percent rung, on the URI form: percent-encoded UTF-8 is
     decoded, normalized and encoded again, so that ``C%CC%A7`` and ``Ç`` meet.
     NFKC is never applied.
+
+    NFC can give an uppercase ASCII letter (U+212A KELVIN SIGN is canonically
+    "K"), so the host is lowercased again after it: the case rung (5.3.2.1),
+    which runs before, says the host is case-insensitive.
     """
     host = ref.host
     if host and not host.startswith("["):
-        host = _nfc(host, "host")
+        nfc_host = _nfc(host, "host")
+        if nfc_host is not host and nfc_host:
+            host = _upper_pct(lower_ascii(nfc_host))
     return IRIReference(
         ref.scheme,
         _nfc(ref.userinfo, "userinfo"),
         host,
         ref.port,
-        _nfc(ref.path, "path") or "",
+        _nfc_path(ref.path, ref.scheme is None and ref.host is None),
         _nfc(ref.query, "query", allow_private=True),
         _nfc(ref.fragment, "fragment"),
     )
@@ -293,7 +347,7 @@ def percent_normalize(ref: IRIReference) -> IRIReference:
         None if ref.userinfo is None else _percent(ref.userinfo, "userinfo"),
         host,
         None if ref.port is None else encode_component(ref.port, "port"),
-        _percent(ref.path, "path"),
+        _percent_path(ref.path, ref.scheme is None and ref.host is None),
         None if ref.query is None else _percent(ref.query, "query"),
         None if ref.fragment is None else _percent(ref.fragment, "fragment"),
     )
@@ -341,7 +395,9 @@ def _decode_host_escapes(host: str) -> str | None:
             out.append(int(host[i + 1 : i + 3], 16))
             i += 3
         else:
-            out += c.encode("utf-8")
+            # surrogatepass: a lone surrogate (possible when the public rung gets
+            # a raw reference) makes the result illegal UTF-8, hence None.
+            out += c.encode("utf-8", "surrogatepass")
             i += 1
     try:
         return out.decode("utf-8")
@@ -371,13 +427,23 @@ def _canonical_port(scheme: str | None, port: str | None) -> str | None:
     return port
 
 
+_NON_ASCII_ESCAPE_RE = re.compile(r"%[89A-Fa-f][0-9A-Fa-f]")
+
+
 def _mailto_path(path: str) -> str:
-    """Lowercase the ASCII domain of each address of a mailto path (RFC 6068 section 2:
-    ``domain`` is case-insensitive; the local part is not)."""
+    """Lowercase the domain of each address of a mailto path (RFC 6068 section 2:
+    ``domain`` is case-insensitive; the local part is not), if it is US-ASCII
+    only, as for a host (RFC 3987 section 5.3.2.1: "US-ASCII only host").  The
+    hex digits of its escapes stay uppercase (5.3.2.1).  A non-ASCII domain keeps
+    its case: lowercasing its ASCII letters alone would not commute with NFC
+    (``A%CC%81`` would give ``á``, ``Á`` stays), so ``nfc=True`` would split what
+    ``nfc=False`` merged."""
     out = []
     for address in path.split(","):
         local, at, domain = address.rpartition("@")
-        out.append(local + at + lower_ascii(domain) if at else address)
+        if at and domain.isascii() and not _NON_ASCII_ESCAPE_RE.search(domain):
+            address = local + at + (_upper_pct(lower_ascii(domain)) or "")
+        out.append(address)
     return ",".join(out)
 
 
@@ -392,7 +458,9 @@ def scheme_normalize(ref: IRIReference) -> IRIReference:
     "IDN components and their conversions to punycode" compare equal: the
     reg-name of a DNS scheme becomes UTS 46 A-labels.  "Other scheme-specific
     normalizations are possible": the domain of a ``mailto`` address is
-    lowercased (RFC 6068 section 2; RFC 3986 6.2.3's example).  Delimiters of empty
+    lowercased if it is US-ASCII only (RFC 6068 section 2; RFC 3986 6.2.3's
+    example), in the RFC 6068 form only (no authority: ``mailto://h/a@B.com`` is
+    not an address), with uppercase hex kept (5.3.2.1).  Delimiters of empty
     components (``?``, ``#``) are never removed.
     """
     scheme = ref.scheme
@@ -403,7 +471,8 @@ def scheme_normalize(ref: IRIReference) -> IRIReference:
         host = _dns_host(host)
     if dns and host is not None and path == "":
         path = "/"
-    elif scheme == "mailto" and "@" in path:
+    elif scheme == "mailto" and host is None and "@" in path:
+        # Only the RFC 6068 form "mailto:" addresses; "mailto://" is not it.
         path = _mailto_path(path)
     return IRIReference(
         scheme, ref.userinfo, host, _canonical_port(scheme, ref.port), path, ref.query,
@@ -520,7 +589,7 @@ def _fused(text: str, lvl: Level, keep_fragment: bool) -> str | None:
                 port = _canonical_port(scheme, port)
             if port is not None:
                 out += (":", port)
-    path = _percent(path, "path")
+    path = _percent_path(path, scheme is None and authority is None)
     if "/." in path and (authority is not None or path.startswith("/")):
         path = remove_dot_segments(path)
     if dns and authority is not None and path == "":
@@ -578,11 +647,17 @@ def _drop_fragment(ref: IRIReference) -> IRIReference:
     return IRIReference(ref.scheme, ref.userinfo, ref.host, ref.port, ref.path, ref.query, None)
 
 
+_COMPONENTS = frozenset(("scheme", "userinfo", "host", "port", "path", "query", "fragment"))
+
+
 def _with_context(exc: IRIError, text: str) -> IRIError:
     """Point an error raised on a component at the index in the whole input."""
     if exc.index is not None and exc.text and exc.text != text and exc.char is not None:
-        pos = text.find(exc.text)
-        if pos >= 0:
+        # Found where the component starts (the same text may occur before it:
+        # a host also written in the userinfo), or not at all.
+        start = component_starts(text).get(exc.component, 0)
+        pos = text.find(exc.text, start)
+        if pos >= 0 and (exc.component not in _COMPONENTS or pos == start):
             exc.index += pos
             exc.text = text
             exc.args = (f"{exc.component}: {str(exc).split(': ', 1)[1].rsplit(' at index', 1)[0]}"
@@ -612,7 +687,8 @@ def normalize(
     *rules* (a :class:`~iri_scrapy.protocol.ProtocolRules`) supply what was
     learned from the protocol.  Level SIMPLE returns the text itself (section
     5.3.1: the comparison "MUST NOT map IRIs to URIs"), mapped to a URI only
-    when ``form="uri"`` asks for it.
+    when ``form="uri"`` asks for it; white space that dropping the fragment
+    leaves at the end is data and stays, percent-encoded (see ``_simple_text``).
 
     Idempotent for every level and form.  Raises :class:`IRIError` for text
     that has no canonical form (a host that fails IDNA, a non-numeric port, a
@@ -651,8 +727,7 @@ def _normalize_slow(
         ref = _drop_fragment(ref)
     if lvl is Level.SIMPLE:
         if form == "iri":
-            # Stripped again: dropping a fragment may expose trailing white space.
-            return preprocess(ref.unsplit())
+            return _simple_text(ref)
         return _percent_only(ref)
     for rung in _pipeline(lvl, nfc):
         ref = apply_rung(rung, ref, rules)
@@ -660,6 +735,23 @@ def _normalize_slow(
     if form == "uri":
         return uri
     return uri_to_iri(uri, unicode_host=lvl >= Level.SCHEME and uses_dns(ref.scheme))
+
+
+def _simple_text(ref: IRIReference) -> str:
+    """The text of *ref* for simple string comparison (RFC 3987 section 5.3.1).
+
+    It is the text itself (after Weber's preprocessing, which :func:`parse` does),
+    less the fragment when asked (section 5.1).  Dropping a fragment can leave
+    white space at the end (``http://h/a #f``): that space is data of the path,
+    not padding, and a second pass would strip it (and the syntax level would
+    keep it, ``a%20``), so it is written percent-encoded, its only spelling in
+    an IRI (section 3.1 step 2).
+    """
+    text = ref.unsplit()
+    stripped = text.rstrip(WHITESPACE)
+    if len(stripped) == len(text):
+        return text
+    return stripped + encode_component(text[len(stripped) :], "iri")
 
 
 def _percent_only(ref: IRIReference) -> str:

@@ -8,9 +8,10 @@ import unicodedata
 from functools import lru_cache
 
 from .charclasses import BIDI_FORMATTING, UNRESERVED, is_iprivate, is_ucschar
-from .errors import IRIEncodingError
-from .hosts import host_to_ascii, host_to_unicode
-from .parsing import IRIReference, check_str, parse, preprocess
+from .errors import IRIEncodingError, IRIError
+from .hosts import host_to_ascii, host_to_unicode, lower_ascii
+from .parsing import IRIReference, check_str, component_starts, parse, preprocess
+from .schemes import uses_dns
 
 __all__ = ["iri_to_uri", "uri_to_iri", "encode_component", "decode_component"]
 
@@ -95,11 +96,15 @@ def iri_to_uri(iri: str, *, idna: bool = True, query_encoding: str = "utf-8") ->
     converted and existing escapes are not re-encoded, so the mapping is the
     identity on URIs and idempotent.
 
-    With ``idna=True`` a non-ASCII reg-name host is converted with ToASCII
-    (UTS 46, non-transitional), label by label, cached per host; a host that
-    fails is an :class:`~iri_scrapy.IRIHostError` naming the label.  With
-    ``idna=False`` the host is percent-encoded like the rest (the "instead of"
-    form of section 3.1).
+    With ``idna=True`` a non-ASCII reg-name host of a scheme "known to use
+    domain names in ireg-name" (section 3.1; :data:`iri_scrapy.schemes.DNS_SCHEMES`)
+    is converted with ToASCII (UTS 46, non-transitional), label by label, cached
+    per host; a host that fails is an :class:`~iri_scrapy.IRIHostError` naming
+    the label ("this would mean that the IRI cannot be resolved").  Other hosts
+    (other schemes, relative references, and hosts holding escapes, which
+    ToASCII cannot take) are percent-encoded like the rest, as with
+    ``idna=False`` (the "instead of" form of section 3.1), so that the IRI a
+    URI converts to (section 3.2) maps back to it.
 
     ``query_encoding``: for http and https, the query of an IRI from a page in a
     non-UCS charset is encoded in that charset (the special case of section 3.1);
@@ -112,49 +117,48 @@ def iri_to_uri(iri: str, *, idna: bool = True, query_encoding: str = "utf-8") ->
     if charset not in _UTF8_CHARSETS:
         ref = parse(stripped)
         if ref.scheme is not None and ref.scheme.lower() in ("http", "https"):
-            return _map_ref(ref, stripped, idna=idna, charset=charset)
+            return _map_ref(ref, iri, idna=idna, charset=charset)
     if _TO_ENCODE_RE.search(stripped) is None:
         return stripped  # already a URI: the identity
-    return _map_ref(parse(stripped), stripped, idna=idna, charset="utf-8")
+    return _map_ref(parse(stripped), iri, idna=idna, charset="utf-8")
 
 
 def _map_ref(ref: IRIReference, text: str, *, idna: bool, charset: str) -> str:
+    """Map the components of *ref*; *text* is the input, for error indexes."""
+    starts = component_starts(text)
     host = ref.host
-    if host is not None and not host.isascii() and not host.startswith("["):
-        start = text.find(host)
-        host = (
-            host_to_ascii(host, start=start)
-            if idna
-            else encode_component(host, "host", start=start, text=text)
-        )
+    if (
+        host is not None
+        and idna
+        and not host.isascii()
+        and not host.startswith("[")
+        and "%" not in host
+        and uses_dns(None if ref.scheme is None else lower_ascii(ref.scheme))
+    ):
+        host = host_to_ascii(host, start=starts["host"])
     elif host is not None:
-        host = encode_component(host, "host", start=text.find(host), text=text)
-    path = encode_component(ref.path, "path", start=_find(text, ref.path), text=text)
+        host = encode_component(host, "host", start=starts["host"], text=text)
+    path = encode_component(ref.path, "path", start=starts.get("path", 0), text=text)
     query = ref.query
     if query is not None:
-        qstart = text.find("?") + 1
+        qstart = starts["query"]
         if charset == "utf-8":
             query = encode_component(query, "query", start=qstart, text=text)
         else:
             query = _encode_query(query, charset, start=qstart, text=text)
     fragment = ref.fragment
     if fragment is not None:
-        fragment = encode_component(fragment, "fragment", start=text.find("#") + 1, text=text)
+        fragment = encode_component(fragment, "fragment", start=starts["fragment"], text=text)
     userinfo = ref.userinfo
     if userinfo is not None:
-        userinfo = encode_component(userinfo, "userinfo", start=_find(text, userinfo), text=text)
+        userinfo = encode_component(userinfo, "userinfo", start=starts["userinfo"], text=text)
     port = ref.port
     if port is not None:
-        port = encode_component(port, "port", start=_find(text, port), text=text)
+        port = encode_component(port, "port", start=starts["port"], text=text)
     scheme = ref.scheme
     if scheme is not None:
         scheme = encode_component(scheme, "scheme", text=text)
     return IRIReference(scheme, userinfo, host, port, path, query, fragment).unsplit()
-
-
-def _find(text: str, part: str) -> int:
-    i = text.find(part) if part else 0
-    return max(i, 0)
 
 
 # --- URI to IRI (section 3.2) ----------------------------------------------------
@@ -247,6 +251,48 @@ def decode_component(value: str, *, allow_private: bool = False, ascii_too: bool
     return _PCT_RUN_RE.sub(run, value)
 
 
+@lru_cache(maxsize=8192)
+def _unicode_label(label: str) -> str:
+    """ToUnicode of one label if ToASCII gives the label back, else the label."""
+    uni = host_to_unicode(label)
+    if uni == label:
+        return label
+    try:
+        back = host_to_ascii(uni)
+    except IRIError:
+        return label
+    return uni if back == lower_ascii(label) else label
+
+
+def _unicode_host(host: str) -> str:
+    """ToUnicode of the ``xn--`` labels of a host (RFC 3987 section 3.2.1), only
+    those that ToASCII maps back to the same A-label (section 3.2: the IRI maps
+    back to the URI).  The caller leaves a host that keeps escapes alone: they
+    block ToASCII, so ``%40x.xn--zca`` and ``%40x.%C3%9F`` are different URIs
+    and must stay different IRIs."""
+    if "xn--" not in host.lower():
+        return host
+    return ".".join(_unicode_label(label) if "xn--" in label.lower() else label
+                    for label in host.split("."))
+
+
+# scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )   (RFC 3986 3.1)
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+
+
+def _decode_path(path: str, relative: bool) -> str:
+    """Decode a path; in a reference with no scheme and no authority, escapes
+    before the first colon of the first segment stay if decoding them would make
+    a scheme (``%68ttp:x`` is a relative reference, ``http:x`` is not: RFC 3986
+    section 4.2), since the IRI must map back to the URI (section 3.2)."""
+    if relative and ":" in path:
+        colon = path.index(":")
+        head = path[:colon]
+        if "%" in head and "/" not in head and _SCHEME_RE.fullmatch(decode_component(head)):
+            return head + decode_component(path[colon:])
+    return decode_component(path)
+
+
 def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:
     """Convert a URI (reference) to an IRI (reference) (RFC 3987 section 3.2).
 
@@ -259,7 +305,9 @@ def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:
     categories Zs, Zl, Zp, Cf; section 6.1).  Re-encoded octets use uppercase hex.
 
     ``unicode_host=True`` converts ``xn--`` labels with ToUnicode (section 3.2.1
-    allows it with scheme-specific knowledge; off by default).
+    allows it with scheme-specific knowledge; off by default), for the schemes
+    known to use DNS only, where :func:`iri_to_uri` applies ToASCII: for the
+    others the IRI would not map back to the URI.
     """
     check_str(uri, "uri_to_iri")
     text = preprocess(uri)
@@ -269,14 +317,16 @@ def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:
     host = ref.host
     if host is not None and not host.startswith("["):
         host = decode_component(host)
-        if unicode_host:
-            host = host_to_unicode(host)
+        if unicode_host and "%" not in host and uses_dns(
+            None if ref.scheme is None else lower_ascii(ref.scheme)
+        ):
+            host = _unicode_host(host)
     return IRIReference(
         ref.scheme,
         None if ref.userinfo is None else decode_component(ref.userinfo),
         host,
         ref.port,
-        decode_component(ref.path),
+        _decode_path(ref.path, ref.scheme is None and ref.host is None),
         None if ref.query is None else decode_component(ref.query, allow_private=True),
         None if ref.fragment is None else decode_component(ref.fragment),
     ).unsplit()

@@ -20,7 +20,9 @@ from .charclasses import (
 )
 from .errors import IRISyntaxError
 
-__all__ = ["IRIReference", "parse", "validate", "preprocess", "split_authority"]
+__all__ = [
+    "IRIReference", "parse", "validate", "preprocess", "split_authority", "component_starts",
+]
 
 #: Weber section 4 step 1: only these ASCII whitespace characters are stripped.
 WHITESPACE = " \t\r\n"
@@ -144,6 +146,31 @@ def parse(text: str) -> IRIReference:
     return IRIReference(scheme, userinfo, host, port, path, query, fragment)
 
 
+def component_starts(text: str) -> dict[str, int]:
+    """The index in *text* (as given, before preprocessing) at which each component
+    that :func:`parse` finds starts, for errors that name an index in the input."""
+    lead = len(text) - len(text.lstrip(WHITESPACE))
+    body = preprocess(text)
+    m = _SPLIT_RE.match(body)
+    assert m is not None
+    names: tuple[str, ...] = ("scheme", "authority", "path", "query", "fragment")
+    if m.group(1) is not None and not _SCHEME_RE.fullmatch(m.group(1)):
+        m = _SPLIT_RELATIVE_RE.match(body)
+        assert m is not None
+        names = names[1:]
+    out = {name: lead + m.start(i) for i, name in enumerate(names, 1) if m.group(i) is not None}
+    authority = out.pop("authority", None)
+    if authority is not None:
+        userinfo, host, port = split_authority(m.group(names.index("authority") + 1))
+        out["host"] = authority
+        if userinfo is not None:
+            out["userinfo"] = authority
+            out["host"] += len(userinfo) + 1
+        if port is not None:
+            out["port"] = out["host"] + len(host) + 1
+    return out
+
+
 # --- strict validation (RFC 3987 section 2.2) ------------------------------------
 
 _PCT = "%(?![0-9A-Fa-f]{2})"
@@ -163,7 +190,11 @@ _BAD_QUERY = _bad(_IPCHAR + IPRIVATE_RE + "/?")
 _BAD_FRAGMENT = _bad(_IPCHAR + "/?")
 _BAD_SCHEME = re.compile(r"^[^A-Za-z]|[^A-Za-z0-9+.\-]")
 _BIDI_RE = re.compile("[" + "".join(sorted(BIDI_FORMATTING)) + "]")
-_IPVFUTURE_RE = re.compile(r"v[0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+")
+# IPvFuture = "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ) (RFC 3986 3.2.2);
+# "v" is an ABNF literal, case-insensitive (RFC 5234 section 2.3).
+_IPVFUTURE_RE = re.compile(r"[vV][0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+")
+# ZoneID = 1*( unreserved / pct-encoded ), after "%25" (RFC 6874 section 2).
+_ZONE_ID_BAD_RE = re.compile(r"[^A-Za-z0-9\-._~%]|%(?![0-9A-Fa-f]{2})")
 
 
 def _check(
@@ -238,11 +269,17 @@ def _validate_host(host: str, start: int, text: str) -> None:
         if host.endswith("]"):
             if _IPVFUTURE_RE.fullmatch(inner):
                 return
+            # IP-literal = "[" ( IPv6address / IPv6addrz / IPvFuture ) "]" and
+            # IPv6addrz = IPv6address "%25" ZoneID (RFC 6874 section 2).  Python's
+            # ipaddress takes "%" alone (RFC 4007 text form), which a URI may not.
+            addr, pct, zone = inner.partition("%")
+            if pct:
+                _validate_zone_id(zone, start + 1 + len(addr), text)
             try:
-                ipaddress.IPv6Address(inner)
+                ipaddress.IPv6Address(addr)
                 return
             except ValueError:
-                pass
+                inner = addr
         bad = next((i for i, c in enumerate(inner) if c not in "0123456789abcdefABCDEF:."), None)
         i = 1 + (bad if bad is not None else len(inner))
         char = host[i] if i < len(host) else "["
@@ -254,6 +291,21 @@ def _validate_host(host: str, start: int, text: str) -> None:
             text=text,
         )
     _check(_BAD_REG_NAME, host, start, "host", text)
+
+
+def _validate_zone_id(zone: str, start: int, text: str) -> None:
+    """*zone* follows the "%" at *start*: "25" then ZoneID (RFC 6874 section 2)."""
+    if not zone.startswith("25") or len(zone) == 2:
+        raise IRISyntaxError(
+            "a zone identifier is '%25' and at least one character (RFC 6874 section 2)",
+            component="host", char="%", index=start, text=text,
+        )
+    bad = _ZONE_ID_BAD_RE.search(zone, 2)
+    if bad is not None:
+        raise IRISyntaxError(
+            "character not allowed in a zone identifier (RFC 6874 section 2)",
+            component="host", char=zone[bad.start()], index=start + 1 + bad.start(), text=text,
+        )
 
 
 def check_str(text: object, function: str) -> str:

@@ -159,3 +159,52 @@ def test_no_false_merge(segment: str, kind: str) -> None:
         return
     for level in Level:
         assert not iri.equivalent(a, b, level), (a, b, level)
+
+
+# --- the ladder's invariants on generated strings (tests/props.py) ---------------
+
+from tests import props  # noqa: E402
+
+ADVERSARIAL_TOKENS = props.TOKENS + (
+    "%%", "%4", "%c3%a9", "%2F", "%3D", "%25", "%40", "%E2%80%AE", "%EF%B7%90", "%C3%9F",
+    "é", "ß", "\u212a", "\u0338", "\u0301", " ", "\t", "..", "@", ",", "[", "]", "xn--zca",
+    "\u037e", "\ufdd0", "<", ">", "%80",
+)
+ADVERSARIAL_PREFIXES = (
+    "", "http://h/", "HTTP://H:80", "http://", "foo://", "foo:", "mailto:", "mailto:a@", "//",
+    "h%74tp:", "http://[::1]", "https://xn--zca.de", "http://%40x.",
+)
+adversarial = st.tuples(
+    st.sampled_from(ADVERSARIAL_PREFIXES), st.lists(st.sampled_from(ADVERSARIAL_TOKENS), max_size=6)
+).map(lambda t: t[0] + "".join(t[1]))
+PROP_SETTINGS = settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@PROP_SETTINGS
+@given(st.one_of(adversarial, iris()))
+def test_prop_normalize_idempotent_paths_agree_iri_form_maps_back(text: str) -> None:
+    assert list(props.check_normalize(text)) == []
+
+
+@PROP_SETTINGS
+@given(st.one_of(adversarial, iris()))
+def test_prop_higher_level_never_splits(text: str) -> None:
+    assert list(props.check_levels(text)) == []
+
+
+@PROP_SETTINGS
+@given(st.one_of(adversarial, iris()))
+def test_prop_explain_agrees_with_equivalent(text: str) -> None:
+    assert list(props.check_explain(text)) == []
+
+
+@PROP_SETTINGS
+@given(st.one_of(adversarial, iris()))
+def test_prop_uri_to_iri_maps_back(text: str) -> None:
+    assert list(props.check_round_trip(text)) == []
+
+
+def test_exhaustive_short_strings() -> None:
+    """Every string of up to two tokens of props.TOKENS, bare and after http://h/."""
+    failures = [f for text in props.short_strings(2) for f in props.check(text)]
+    assert failures == []
