@@ -48,7 +48,7 @@ __all__ = [
     "protocol_normalize",
 ]
 
-Form = Literal["uri", "iri"]
+Form = Literal["uri", "iri", "surt"]  # "surt": see iri_scrapy.surt
 
 
 class Level(IntEnum):
@@ -637,8 +637,8 @@ def apply_rung(rung: Rung, ref: IRIReference, rules: ProtocolRules | None = None
 
 
 def _check_form(form: str) -> None:
-    if form not in ("uri", "iri"):
-        raise ValueError(f"form must be 'uri' or 'iri', not {form!r}")
+    if form not in ("uri", "iri", "surt"):
+        raise ValueError(f"form must be 'uri', 'iri' or 'surt', not {form!r}")
 
 
 def _drop_fragment(ref: IRIReference) -> IRIReference:
@@ -695,6 +695,12 @@ def normalize(
     lone surrogate).
     """
     lvl = level if level.__class__ is Level else Level.coerce(level)
+    # --- form="surt": the canonical URI reordered (iri_scrapy.surt, its defaults) ---
+    if form == "surt":
+        from .surt import surt
+
+        return surt(iri, lvl, keep_fragment=keep_fragment, nfc=nfc, rules=rules)
+    # --- end of form="surt" ---
     if form == "uri" and lvl >= Level.SCHEME and not nfc and iri.__class__ is str:
         fast = _fast(iri, keep_fragment)
         if fast is not None:
