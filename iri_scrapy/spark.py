@@ -1,12 +1,13 @@
 """iri_scrapy on Apache Spark: canonical keys as vectorized column functions, and dedupe.
 
-``pip install "iri-scrapy[spark]"`` (pyspark, pyarrow, pandas; Spark needs Java 17+).
+``pip install "iri-scrapy[spark]"`` (pyspark 4.1+, pyarrow; Spark 4 needs Java 17+).
 Nothing else in the package imports this module, so the core stays importable
 without pyspark.
 
-The column functions are pandas UDFs: Spark hands the Python worker Arrow record
-batches (``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, 10,000 by
-default) and gets one Arrow batch back, so the JVM-Python traffic is columnar;
+The column functions are Arrow UDFs (``arrow_udf``, Spark 4.1+): Spark hands the
+Python worker Arrow record batches (``spark.sql.execution.arrow.maxRecordsPerBatch``
+rows, 10,000 by default) and gets one Arrow array back, so the JVM-Python traffic
+is columnar, with no pandas in between;
 each value is then canonicalized by the same core functions the local
 ``iri-scrapy dedupe`` uses (:func:`iri_scrapy.dedupe.canonical_and_rungs`,
 :func:`iri_scrapy.dedupe.refusal`, :func:`iri_scrapy.normalize`), so the keys
@@ -28,11 +29,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.functions import pandas_udf
+from pyspark.sql.functions import arrow_udf
 
 from .dedupe import RUNG_KEYS, DedupeStats, Reject, canonical_and_rungs, refusal
 from .errors import IRIError
@@ -40,20 +41,32 @@ from .ladder import Form, Level, normalize
 from .parsing import preprocess
 
 __all__ = [
-    "CLASSIFY_SCHEMA", "classify", "retrieval_key", "rungs", "dedupe", "SparkDedupe",
+    "CLASSIFY_SCHEMA", "classify", "retrieval_key", "rungs", "rung_names", "dedupe",
+    "SparkDedupe",
 ]
 
 #: The struct :func:`classify` returns: ``key`` (the canonical URI that decides
-#: equality; null for a blank or rejected value), ``rungs`` (rung keys, in ladder
-#: order), ``out`` (the value in *form* when asked, else null), ``error`` (why the
-#: value was refused; null otherwise), ``blank`` (empty or white space only).
+#: equality; null for a blank or rejected value), ``rungs`` (a bit mask: bit *i* set
+#: when rung ``RUNG_KEYS[i]`` changed the value; 0 when it was already canonical;
+#: :func:`rungs` gives the names), ``out`` (the value in *form* when asked, else
+#: null), ``error`` (why the value was refused; null otherwise), ``blank`` (empty or
+#: white space only).
 CLASSIFY_SCHEMA = T.StructType([
     T.StructField("key", T.StringType()),
-    T.StructField("rungs", T.ArrayType(T.StringType())),
+    T.StructField("rungs", T.IntegerType()),
     T.StructField("out", T.StringType()),
     T.StructField("error", T.StringType()),
     T.StructField("blank", T.BooleanType()),
 ])
+
+
+#: Bit of each rung in the ``rungs`` mask.
+_BIT = {key: 1 << i for i, key in enumerate(RUNG_KEYS)}
+
+
+def _udf(fn: Any, return_type: T.DataType) -> Any:
+    # Scalar: the type hints of fn say pa.Array -> pa.Array.
+    return arrow_udf(fn, return_type)  # type: ignore[call-overload]
 
 
 def _text(value: Any) -> str:
@@ -72,15 +85,15 @@ def _classifier(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
                 with_rungs: bool) -> Any:
     """The per-batch function: what ``Deduper.process`` decides for each value."""
 
-    def run(values: pd.Series) -> pd.DataFrame:
+    def run(values: pa.Array) -> pa.Array:
         keys: list[str | None] = []
-        rung_lists: list[list[str] | None] = []
+        masks: list[int | None] = []
         outs: list[str | None] = []
         errors: list[str | None] = []
         blanks: list[bool] = []
-        for value in values:
+        for value in values.to_pylist():
             key = out = error = None
-            applied: list[str] | None = None
+            mask: int | None = None
             blank = False
             if value is None:
                 error = "null value: not a URL"
@@ -95,7 +108,9 @@ def _classifier(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
                             if with_rungs:
                                 key, found = canonical_and_rungs(
                                     line, level, keep_fragment=keep_fragment, nfc=nfc)
-                                applied = [r.key for r in found]
+                                mask = 0
+                                for rung in found:
+                                    mask |= _BIT[rung.key]
                             else:
                                 key = normalize(line, level, keep_fragment=keep_fragment,
                                                 nfc=nfc)
@@ -105,15 +120,18 @@ def _classifier(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
                                     nfc=nfc)
                         except IRIError as exc:
                             key = out = None
-                            applied = None
+                            mask = None
                             error = str(exc)
             keys.append(key)
-            rung_lists.append(applied)
+            masks.append(mask)
             outs.append(out)
             errors.append(error)
             blanks.append(blank)
-        return pd.DataFrame({"key": keys, "rungs": rung_lists, "out": outs,
-                             "error": errors, "blank": blanks})
+        return pa.StructArray.from_arrays(
+            [pa.array(keys, pa.string()), pa.array(masks, pa.int32()),
+             pa.array(outs, pa.string()), pa.array(errors, pa.string()),
+             pa.array(blanks, pa.bool_())],
+            names=["key", "rungs", "out", "error", "blank"])
 
     return run
 
@@ -138,7 +156,7 @@ def classify(
     retrieval key (RFC 3987 section 5.1), as in ``iri-scrapy dedupe``.
     """
     fn = _classifier(Level.coerce(level), keep_fragment, nfc, form, with_rungs)
-    return pandas_udf(fn, CLASSIFY_SCHEMA)(_col(col))  # type: ignore[call-overload]
+    return _udf(fn, CLASSIFY_SCHEMA)(_col(col))
 
 
 def retrieval_key(
@@ -154,9 +172,9 @@ def retrieval_key(
     :func:`classify` for the reason)."""
     lvl = Level.coerce(level)
 
-    def run(values: pd.Series) -> pd.Series:
+    def run(values: pa.Array) -> pa.Array:
         out: list[str | None] = []
-        for value in values:
+        for value in values.to_pylist():
             if value is None:
                 out.append(None)
                 continue
@@ -165,9 +183,9 @@ def retrieval_key(
                                      keep_fragment=keep_fragment, nfc=nfc))
             except IRIError:
                 out.append(None)
-        return pd.Series(out, dtype=object)
+        return pa.array(out, pa.string())
 
-    return pandas_udf(run, T.StringType())(_col(col))  # type: ignore[call-overload]
+    return _udf(run, T.StringType())(_col(col))
 
 
 def rungs(
@@ -180,7 +198,14 @@ def rungs(
     """The rungs (their keys: ``case``, ``percent``, ``path``, ``scheme``...) that changed
     each value on its way to the canonical form, in ladder order; an empty array
     when it was already canonical (``simple``), null when it has none."""
-    return classify(col, level, keep_fragment=keep_fragment, nfc=nfc)["rungs"]
+    return rung_names(classify(col, level, keep_fragment=keep_fragment, nfc=nfc)["rungs"])
+
+
+def rung_names(mask: Column) -> Column:
+    """The rung keys of a ``rungs`` bit mask of :func:`classify`, in ladder order."""
+    picked = F.array_compact(F.array(*[
+        F.when(mask.bitwiseAND(bit) != 0, F.lit(key)) for key, bit in _BIT.items()]))
+    return F.when(mask.isNull(), F.lit(None)).otherwise(picked)
 
 
 @dataclass
@@ -194,6 +219,7 @@ class SparkDedupe:
     ``iri`` and ``iri_first`` (true for the kept spelling).
     """
 
+    classified: DataFrame
     ranked: DataFrame
     unique: DataFrame
     rejects: DataFrame
@@ -208,25 +234,35 @@ class SparkDedupe:
         column; their ``line`` is the order column's value (the CLI orders by
         line number).
         """
+        # One aggregation by key (combined map-side before the shuffle), then a global one:
+        # a key's first row is its smallest order value; its duplicates are the others.
         iri = F.col("iri")
-        ok = iri["key"].isNotNull()
-        dup = ok & ~F.col("iri_first")
-
-        def count(cond: Column) -> Column:
-            return F.sum(F.when(cond, 1).otherwise(0))
-
-        aggs = [
-            F.count(F.lit(1)).alias("lines"),
-            count(ok & F.col("iri_first")).alias("unique"),
-            count(dup).alias("duplicates"),
-            count(iri["blank"]).alias("blank"),
-            count(iri["error"].isNotNull()).alias("unparseable"),
-        ]
+        mask = iri["rungs"]
+        per_key = [F.count(F.lit(1)).alias("n"),
+                   F.min(F.struct(F.col(self.order_by), mask.alias("m")))["m"].alias("first"),
+                   F.sum(F.when(iri["blank"], 1).otherwise(0)).alias("blank"),
+                   F.sum(F.when(iri["error"].isNotNull(), 1).otherwise(0)).alias("bad")]
+        bits = [(k, _BIT[k]) for k in RUNG_KEYS if k != "simple"]
         if self.rung_stats:
-            aggs.append(count(dup & (F.size(iri["rungs"]) == 0)).alias("r_simple"))
-            aggs.extend(count(dup & F.array_contains(iri["rungs"], k)).alias(f"r_{k}")
-                        for k in RUNG_KEYS if k != "simple")
-        row = self.ranked.agg(*aggs).collect()[0].asDict()
+            per_key.append(F.sum(F.when(mask == 0, 1).otherwise(0)).alias("r_simple"))
+            per_key.extend(F.sum(F.when(mask.bitwiseAND(b) != 0, 1).otherwise(0)).alias(f"r_{k}")
+                           for k, b in bits)
+        groups = self.classified.groupBy(iri["key"].alias("k")).agg(*per_key)
+        ok = F.col("k").isNotNull()
+
+        def total(value: Column) -> Column:
+            return F.sum(F.when(ok, value).otherwise(0))
+
+        totals = [F.sum("n").alias("lines"), F.count(F.when(ok, 1)).alias("unique"),
+                  total(F.col("n") - 1).alias("duplicates"), F.sum("blank").alias("blank"),
+                  F.sum("bad").alias("unparseable")]
+        if self.rung_stats:
+            totals.append(total(F.col("r_simple") - F.when(F.col("first") == 0, 1).otherwise(0)
+                                ).alias("r_simple"))
+            totals.extend(total(F.col(f"r_{k}") - F.when(
+                F.col("first").bitwiseAND(b) != 0, 1).otherwise(0)).alias(f"r_{k}")
+                for k, b in bits)
+        row = groups.agg(*totals).collect()[0].asDict()
         stats = DedupeStats(
             lines=int(row["lines"] or 0), unique=int(row["unique"] or 0),
             duplicates=int(row["duplicates"] or 0), blank=int(row["blank"] or 0),
@@ -282,10 +318,10 @@ def dedupe(
     unique = ranked.where(F.col("iri_first")).select(
         *df.columns, *([order_by] if order_by not in df.columns else []),
         key.alias("iri_key"), F.col("iri")["out"].alias("iri_out"))
-    rejects = ranked.where(F.col("iri")["error"].isNotNull()).select(
+    rejects = x.where(F.col("iri")["error"].isNotNull()).select(
         *df.columns, *([order_by] if order_by not in df.columns else []),
         F.col("iri")["error"].alias("iri_error"))
-    return SparkDedupe(ranked, unique, rejects, order_by, lvl, rung_stats)
+    return SparkDedupe(x, ranked, unique, rejects, order_by, lvl, rung_stats)
 
 
 def _first_string_column(df: DataFrame, names: Iterable[str] = ("url", "uri", "iri")) -> str:
@@ -336,8 +372,9 @@ def read_lines(spark: Any, path: str, column: str | None = None) -> tuple[DataFr
     file or directory (path ending in ``.parquet``, or a directory of them) with
     *column* (default ``url``, ``uri``, ``iri`` or its first string column).
 
-    Returns the DataFrame with ``line`` (1-based, exact, in file order) and the
-    name of the value column.
+    Returns the DataFrame with ``value`` and ``line_id`` (increasing in file order:
+    ``monotonically_increasing_id``, the partition index in the upper bits; see
+    :func:`line_numbers`) and the name of the value column.
     """
     if path.endswith(".parquet") or column is not None:
         df = spark.read.parquet(path)
@@ -350,22 +387,30 @@ def read_lines(spark: Any, path: str, column: str | None = None) -> tuple[DataFr
         # the value is cast to binary, so bytes that are not UTF-8 reach the core.
         df = spark.read.option("lineSep", "\n").text(path)
         df = df.select(F.col("value").cast("binary").alias("value"))
-    df = df.withColumn("_iri_id", F.monotonically_increasing_id())
-    # Exact line numbers: monotonically_increasing_id is (partition << 33) + index.
-    counts = (df.select(F.shiftright(F.col("_iri_id"), 33).alias("p")).groupBy("p").count()
+    return df.withColumn("line_id", F.monotonically_increasing_id()), "value"
+
+
+def line_numbers(df: DataFrame, id_col: str = "line_id") -> dict[int, int]:
+    """``{partition: lines before it}`` for the ids of :func:`read_lines` (a small
+    job: a count per partition); line = offset + (id & (2**33 - 1)) + 1."""
+    counts = (df.select(F.shiftright(F.col(id_col), 33).alias("p")).groupBy("p").count()
               .orderBy("p").collect())
-    offsets, total = [], 0
+    offsets, total = {}, 0
     for row in counts:
-        offsets.append((int(row["p"]), total))
+        offsets[int(row["p"])] = total
         total += int(row["count"])
-    if offsets:
-        start = F.lit(0).cast("long")
-        for p, off in offsets:
-            start = F.when(F.shiftright(F.col("_iri_id"), 33) == p, F.lit(off)).otherwise(start)
-        line = start + (F.col("_iri_id").bitwiseAND(F.lit((1 << 33) - 1))) + 1
-    else:
-        line = F.lit(1).cast("long")
-    return df.select("value", line.cast("long").alias("line")), "value"
+    return offsets
+
+
+def _line(offsets: dict[int, int], line_id: int) -> int:
+    return offsets[line_id >> 33] + (line_id & ((1 << 33) - 1)) + 1
+
+
+def _line_column(offsets: dict[int, int], id_col: str = "line_id") -> Column:
+    start = F.lit(0).cast("long")
+    for p, off in offsets.items():
+        start = F.when(F.shiftright(F.col(id_col), 33) == p, F.lit(off)).otherwise(start)
+    return start + F.col(id_col).bitwiseAND(F.lit((1 << 33) - 1)) + 1
 
 
 def cli_dedupe(args: Any) -> DedupeStats:
@@ -380,22 +425,26 @@ def cli_dedupe(args: Any) -> DedupeStats:
 
     spark = session(args.spark)
     df, col = read_lines(spark, args.input, getattr(args, "column", None))
-    job = dedupe(df, col, args.level, order_by="line", keep_fragment=args.keep_fragment,
+    job = dedupe(df, col, args.level, order_by="line_id", keep_fragment=args.keep_fragment,
                  nfc=args.nfc, canonical=args.canonical, form=args.form,
                  rung_stats=args.rung_stats)
-    job.ranked.persist()
+    job.classified.persist()
     try:
         stats = job.stats(args.max_listed)
+        offsets = line_numbers(job.classified) if stats.rejects or (
+            args.output or "").endswith(".parquet") else {}
+        stats.rejects = [Reject(_line(offsets, r.line), r.error) for r in stats.rejects]
         if args.canonical:
             text = F.col("iri_out")
         elif isinstance(df.schema[col].dataType, T.BinaryType):
             text = F.col(col)
         else:
             text = F.col(col).cast("binary")
-        unique = job.unique.select("line", text.alias("text")).orderBy("line")
+        unique = job.unique.select("line_id", text.alias("text")).orderBy("line_id")
         out = args.output
         if out is not None and out.endswith(".parquet"):
-            unique.select(F.col("text").cast("string").alias("url"), "line").write.mode(
+            unique.select(F.col("text").cast("string").alias("url"),
+                          _line_column(offsets).alias("line")).write.mode(
                 "overwrite").parquet(out)
         else:
             stream = (sys.stdout.buffer if out in (None, "-")
@@ -414,7 +463,7 @@ def cli_dedupe(args: Any) -> DedupeStats:
                 else:
                     stream.close()
         if args.rejects:
-            rej = job.rejects.select("line", F.col(col).alias("text")).orderBy("line")
+            rej = job.rejects.select("line_id", F.col(col).alias("text")).orderBy("line_id")
             with open(args.rejects, "wb") as f:
                 for row in rej.toLocalIterator():
                     value = row["text"]
@@ -422,5 +471,5 @@ def cli_dedupe(args: Any) -> DedupeStats:
                         value, str) else bytes(value)
                     f.write(data + b"\n")
     finally:
-        job.ranked.unpersist()
+        job.classified.unpersist()
     return stats
