@@ -81,6 +81,22 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _values(values: pa.Array) -> list[Any]:
+    """The Python values of an Arrow batch; a binary batch (lines of a text file) that
+    is all UTF-8 is decoded and stripped of a final CR by Arrow, in C (the common
+    case); otherwise each value goes through :func:`_text`."""
+    if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
+        try:
+            strings = values.cast(pa.string())
+        except pa.ArrowInvalid:  # a byte that is not UTF-8: value by value, with _text
+            return values.to_pylist()
+        import pyarrow.compute as pc
+
+        return pc.replace_substring_regex(strings, pattern="\r$", replacement="",
+                                          max_replacements=1).to_pylist()
+    return values.to_pylist()
+
+
 def _classifier(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
                 with_rungs: bool) -> Any:
     """The per-batch function: what ``Deduper.process`` decides for each value."""
@@ -91,7 +107,7 @@ def _classifier(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
         outs: list[str | None] = []
         errors: list[str | None] = []
         blanks: list[bool] = []
-        for value in values.to_pylist():
+        for value in _values(values):
             key = out = error = None
             mask: int | None = None
             blank = False
@@ -174,7 +190,7 @@ def retrieval_key(
 
     def run(values: pa.Array) -> pa.Array:
         out: list[str | None] = []
-        for value in values.to_pylist():
+        for value in _values(values):
             if value is None:
                 out.append(None)
                 continue
