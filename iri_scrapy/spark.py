@@ -240,6 +240,7 @@ class SparkDedupe:
     unique: DataFrame
     rejects: DataFrame
     order_by: str
+    col: str
     level: Level
     rung_stats: bool
 
@@ -255,7 +256,9 @@ class SparkDedupe:
         iri = F.col("iri")
         mask = iri["rungs"]
         per_key = [F.count(F.lit(1)).alias("n"),
-                   F.min(F.struct(F.col(self.order_by), mask.alias("m")))["m"].alias("first"),
+                   # the same first as ``unique``'s: ties in the order broken by the value
+                   F.min(F.struct(F.col(self.order_by), F.col(self.col), mask.alias("m"))
+                         )["m"].alias("first"),
                    F.sum(F.when(iri["blank"], 1).otherwise(0)).alias("blank"),
                    F.sum(F.when(iri["error"].isNotNull(), 1).otherwise(0)).alias("bad")]
         bits = [(k, _BIT[k]) for k in RUNG_KEYS if k != "simple"]
@@ -337,7 +340,7 @@ def dedupe(
     rejects = x.where(F.col("iri")["error"].isNotNull()).select(
         *df.columns, *([order_by] if order_by not in df.columns else []),
         F.col("iri")["error"].alias("iri_error"))
-    return SparkDedupe(x, ranked, unique, rejects, order_by, lvl, rung_stats)
+    return SparkDedupe(x, ranked, unique, rejects, order_by, col, lvl, rung_stats)
 
 
 def _first_string_column(df: DataFrame, names: Iterable[str] = ("url", "uri", "iri")) -> str:
