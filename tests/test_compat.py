@@ -61,8 +61,9 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.dupefilters": {"BaseDupeFilter"},  # docs: settings.rst (autoclass)
     # docs: exceptions.rst; ScrapyDeprecationWarning is that documented module's
     # public warning category (used by the test harness only)
-    "scrapy.exceptions": {"NotConfigured", "ScrapyDeprecationWarning"},
+    "scrapy.exceptions": {"NotConfigured", "ScrapyDeprecationWarning", "IgnoreRequest"},
     "scrapy.http": {"Response", "TextResponse", "HtmlResponse", "XmlResponse"},
+    "scrapy.http.request": {"NO_CALLBACK"},  # docs: request-response.rst (autofunction)
     "scrapy.link": {"Link"},  # docs: link-extractors.rst
     # IGNORED_EXTENSIONS: in __all__, the documented default of deny_extensions
     "scrapy.linkextractors": {"IGNORED_EXTENSIONS", "LinkExtractor"},
@@ -76,7 +77,7 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.utils.request": {"RequestFingerprinter"},  # request-response.rst (autoclass)
     "scrapy_redis.spiders": {"RedisSpider", "RedisCrawlSpider"},  # scrapy-redis README
     "twisted.internet.task": {"LoopingCall"},
-    "w3lib.html": {"get_base_url"},  # w3lib docs: w3lib.html
+    "w3lib.html": {"get_base_url", "get_meta_refresh"},  # w3lib docs: w3lib.html
     "w3lib.url": {"safe_url_string"},  # w3lib docs: w3lib.url
     "lxml": {"etree"},
     "parsel": {"css2xpath"},  # parsel.__all__, parsel docs
