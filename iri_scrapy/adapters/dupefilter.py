@@ -59,9 +59,11 @@ it drops as a duplicate:
     ``simple``.  So ``/a#x`` after ``/a`` counts ``fragment`` only, and
     ``/%7Ea`` after ``/~a`` counts ``percent``.
 
-With ``DUPEFILTER_DEBUG`` every dropped request is logged (DEBUG) with an
-``explain()`` account against the first-seen spelling of its key, which is kept
-(in debug mode only) per fingerprint; otherwise only the first one is logged.
+With ``DUPEFILTER_DEBUG`` every dropped request is logged (DEBUG) with the
+spelling the spider wrote (``meta["iri_original"]``: ``request.url`` is already
+canonical) and an ``explain()`` account of it against the first spelling seen
+of its key, which is kept (in debug mode only) per fingerprint, naming the rung
+that made them equal; otherwise only the first one is logged.
 
 Subclassing (a Redis-backed filter)
 -----------------------------------
@@ -256,8 +258,8 @@ class IRIDupeFilter(BaseDupeFilter):
         """True if *request* is a duplicate to drop (see the module docstring)."""
         fp = self.fingerprint(request)
         if not self.seen_add(fp):
-            if self.debug:
-                self._first_seen[fp64(fp)] = request.url
+            if self.debug:  # the spelling the spider wrote (request.url is canonical)
+                self._first_seen[fp64(fp)] = spelling(request)
             return False
         meta = request.meta
         redirect_urls = meta.get("redirect_urls")
@@ -324,15 +326,17 @@ class IRIDupeFilter(BaseDupeFilter):
         extra = {"spider": spider} if spider is not None else None
         if self.debug:
             first = self._first_seen.get(fp64(self.fingerprint(request)))
+            written = spelling(request)
             logger.debug(
-                "Filtered duplicate request: %(request)s (referer: %(referer)s; "
-                "normalized by: %(rungs)s; first seen as %(first)s): %(explain)s",
+                "Filtered duplicate request: %(request)s written as %(written)s (referer: "
+                "%(referer)s; normalized by: %(rungs)s; first seen as %(first)s): %(explain)s",
                 {
                     "request": request,
+                    "written": written,
                     "referer": _referer(request),
                     "rungs": ", ".join(keys),
                     "first": first or "an earlier run",
-                    "explain": self._explain(first, request.url),
+                    "explain": self._explain(first, written),
                 },
                 extra=extra,
             )
