@@ -61,7 +61,9 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.dupefilters": {"BaseDupeFilter"},  # docs: settings.rst (autoclass)
     # docs: exceptions.rst; ScrapyDeprecationWarning is that documented module's
     # public warning category (used by the test harness only)
-    "scrapy.exceptions": {"NotConfigured", "ScrapyDeprecationWarning", "IgnoreRequest"},
+    "scrapy.exceptions": {
+        "NotConfigured", "ScrapyDeprecationWarning", "IgnoreRequest", "CloseSpider",
+    },
     "scrapy.http": {"Response", "TextResponse", "HtmlResponse", "XmlResponse"},
     "scrapy.http.request": {"NO_CALLBACK"},  # docs: request-response.rst (autofunction)
     "scrapy.link": {"Link"},  # docs: link-extractors.rst

@@ -97,7 +97,8 @@ from .config import (
     rules_for,
 )
 from .fingerprinter import IRIRequestFingerprinter, rung_keys, spelling
-from .fpstore import FILENAME, FingerprintFile, FingerprintSet, fp64
+from .fpstore import FILENAME, FingerprintFile, FingerprintFileMismatch, FingerprintSet, fp64
+from .refusal import REASON_JOBDIR_MISMATCH, refuse_start
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -188,6 +189,7 @@ class IRIDupeFilter(BaseDupeFilter):
         self.logdupes = True
         self.file: FingerprintFile | None = None
         self._first_seen: dict[bytes, str] = {}
+        self._refusal: tuple[Crawler, FingerprintFileMismatch] | None = None
         self._flusher: LoopingCall | None = None
         if jobdir:
             self.file = FingerprintFile(
@@ -224,7 +226,18 @@ class IRIDupeFilter(BaseDupeFilter):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(**cls.kwargs_from_crawler(crawler))
+        """Build for *crawler*; a ``JOBDIR`` file it must not use is refused at :meth:`open`.
+
+        (Raised here, the error would be buried under Scrapy's clean-up of an
+        engine with no slot yet; see :mod:`iri_scrapy.adapters.refusal`.)
+        """
+        kwargs = cls.kwargs_from_crawler(crawler)
+        try:
+            return cls(**kwargs)
+        except FingerprintFileMismatch as exc:
+            df = cls(**{**kwargs, "jobdir": None})  # the file is left untouched
+            df._refusal = (crawler, exc)
+            return df
 
     @classmethod
     def from_spider(cls, spider: Spider) -> Self:
@@ -374,7 +387,16 @@ class IRIDupeFilter(BaseDupeFilter):
     # --- life cycle ------------------------------------------------------------
 
     def open(self) -> None:
-        """Start flushing the ``JOBDIR`` buffer once a second while the crawl runs."""
+        """Start flushing the ``JOBDIR`` buffer once a second while the crawl runs.
+
+        Refuses to start (the spider is closed with ``finish_reason``
+        ``iri_jobdir_mismatch``, one ERROR line) if the ``JOBDIR`` file was
+        written under other options and ``IRI_JOBDIR_ALLOW_RESET`` is off.
+        """
+        if self._refusal is not None:
+            crawler, exc = self._refusal
+            refuse_start(crawler, REASON_JOBDIR_MISMATCH, str(exc), exc)
+            return
         if self.file is None or "twisted.internet.reactor" not in sys.modules:
             return
         from twisted.internet.task import LoopingCall

@@ -275,7 +275,8 @@ def _child(config_path: str, result_path: str) -> int:
     }
     Path(result_path).write_text(json.dumps(result, default=str, ensure_ascii=False),
                                  encoding="utf-8")
-    return 1 if errors else 0
+    # bootstrap_failed: what makes ``scrapy crawl`` exit with 1 (e.g. a start-up refusal)
+    return 1 if errors or process.bootstrap_failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
