@@ -70,6 +70,10 @@ PUBLIC: dict[str, set[str]] = {
     # IGNORED_EXTENSIONS: in __all__, the documented default of deny_extensions
     "scrapy.linkextractors": {"IGNORED_EXTENSIONS", "LinkExtractor"},
     "scrapy.linkextractors.lxmlhtml": {"LxmlLinkExtractor"},  # docs: link-extractors.rst
+    # docs: media-pipeline.rst (FilesPipeline.file_path / ImagesPipeline.thumb_path
+    # are the documented override points)
+    "scrapy.pipelines.files": {"FilesPipeline"},
+    "scrapy.pipelines.images": {"ImagesPipeline"},
     "scrapy.selector": {"Selector"},  # docs: selectors.rst
     "scrapy.settings": {"BaseSettings"},  # docs: api.rst
     "scrapy.spidermiddlewares.base": {"BaseSpiderMiddleware"},  # spider-middleware.rst
