@@ -215,3 +215,20 @@ def test_extract_links_keeps_every_good_link_offline() -> None:
     for path in [*GOOD[:12], GOOD[13], "/redirect-bad", "/refresh-bad"]:  # /g/12: refresh page
         assert f"http://bad.test{path}" in urls
     assert "http://example.test:99999/" not in urls
+
+
+def test_follow_raises_the_callers_own_errors() -> None:
+    """Only a URL no request can be made for is skipped; a bad argument still raises."""
+    from iri_scrapy.adapters.middleware import iri_response_class
+
+    cls = iri_response_class(HtmlResponse)
+    response = cls("http://bad.test/", body=b"<p>x</p>", encoding="utf-8")
+    with pytest.raises(ValueError, match="<p>"):
+        response.follow(response.css("p")[0])  # Scrapy: only <a> and <link> selectors
+    with pytest.raises(ValueError):
+        response.follow(None)  # type: ignore[arg-type]
+    skipped = response.follow("http://[::1")
+    assert skipped.meta["iri_skipped_link"]["reason"] == "host"
+    assert list(response.follow_all(["/g/1", "http://h.test:99999/", "/g/2"])) != []
+    assert [r.url for r in response.follow_all(["/g/1", "http://h.test:99999/", "/g/2"])] == [
+        "http://bad.test/g/1", "http://bad.test/g/2"]

@@ -179,7 +179,7 @@ class SkippingFollowMixin:
             return super().follow(url, *args, **kwargs)  # type: ignore[misc,no-any-return]
         except ValueError as exc:
             href = self._iri_tried
-            if href is None:  # raised before any URL was resolved: the caller's error
+            if not self._url_refused():  # not about the URL: the caller's error
                 raise
             error = exc
         if not self._iri_stock:
@@ -187,6 +187,8 @@ class SkippingFollowMixin:
             try:
                 return super().follow(url, *args, **kwargs)  # type: ignore[misc,no-any-return]
             except ValueError as exc:
+                if not self._url_refused():
+                    raise
                 error = exc
             finally:
                 self._iri_stock = False
@@ -201,6 +203,13 @@ class SkippingFollowMixin:
             meta={META_SKIPPED: {"href": str(href), "page": page, "reason": reason,
                                  "error": str(error)}},
         )
+
+    def _url_refused(self) -> bool:
+        """After ``follow()`` raised: True if it was the link's URL that failed."""
+        if self._iri_tried is None:
+            return False  # raised before any URL was resolved (a bad argument)
+        joined = self._iri_joined
+        return joined is None or request_refusal(joined) is not None
 
     def follow_all(self, *args: Any, **kwargs: Any) -> Iterable[Request]:
         """``Response.follow_all`` without the links it cannot use (see :meth:`follow`)."""
