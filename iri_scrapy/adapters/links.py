@@ -84,11 +84,16 @@ def error_reason(exc: IRIError) -> str:
 
 
 def request_refusal(url: str) -> tuple[str, str] | None:
-    """None if ``Request(url)`` accepts *url*; else ``(reason, Scrapy's message)``."""
+    """None if a request can be made for *url*; else ``(reason, Scrapy's message)``.
+
+    As the plugin makes it: ``Request(url)``, and with ``meta["verbatim_url"]``
+    when ``Request()`` would alter *url* (a bare ``?``, ``http:``).
+    """
     if _PLAIN.match(url):
         return None
     try:
-        Request(url)
+        if Request(url).url != url:
+            Request(url, meta={"verbatim_url": True})
     except ValueError as exc:
         return _refusal_reason(url), str(exc)
     except TypeError as exc:  # not a str Scrapy takes
