@@ -62,12 +62,19 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.dupefilters": {"BaseDupeFilter"},  # docs: settings.rst (autoclass)
     # docs: exceptions.rst; ScrapyDeprecationWarning is that documented module's
     # public warning category (used by the test harness only)
-    "scrapy.exceptions": {"NotConfigured", "ScrapyDeprecationWarning"},
+    "scrapy.exceptions": {
+        "NotConfigured", "ScrapyDeprecationWarning", "IgnoreRequest", "CloseSpider",
+    },
     "scrapy.http": {"Response", "TextResponse", "HtmlResponse", "XmlResponse"},
+    "scrapy.http.request": {"NO_CALLBACK"},  # docs: request-response.rst (autofunction)
     "scrapy.link": {"Link"},  # docs: link-extractors.rst
     # IGNORED_EXTENSIONS: in __all__, the documented default of deny_extensions
     "scrapy.linkextractors": {"IGNORED_EXTENSIONS", "LinkExtractor"},
     "scrapy.linkextractors.lxmlhtml": {"LxmlLinkExtractor"},  # docs: link-extractors.rst
+    # docs: media-pipeline.rst (FilesPipeline.file_path / ImagesPipeline.thumb_path
+    # are the documented override points)
+    "scrapy.pipelines.files": {"FilesPipeline"},
+    "scrapy.pipelines.images": {"ImagesPipeline"},
     "scrapy.selector": {"Selector"},  # docs: selectors.rst
     "scrapy.settings": {"BaseSettings"},  # docs: api.rst
     "scrapy.spidermiddlewares.base": {"BaseSpiderMiddleware"},  # spider-middleware.rst
@@ -80,7 +87,7 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy_redis.spiders": {"RedisSpider", "RedisCrawlSpider"},  # scrapy-redis README
     "twisted.internet": {"reactor"},  # Twisted API docs: twisted.internet.reactor
     "twisted.internet.task": {"LoopingCall"},
-    "w3lib.html": {"get_base_url"},  # w3lib docs: w3lib.html
+    "w3lib.html": {"get_base_url", "get_meta_refresh"},  # w3lib docs: w3lib.html
     "w3lib.url": {"safe_url_string"},  # w3lib docs: w3lib.url
     "lxml": {"etree"},
     "parsel": {"css2xpath"},  # parsel.__all__, parsel docs

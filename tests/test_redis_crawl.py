@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from iri_scrapy.adapters.redis_dupefilter import CLOSE_REASON
+from iri_scrapy.adapters.refusal import CLOSESPIDER_AT_OPEN
 from iri_scrapy.testing import DEMO_SITE
 from iri_scrapy.testing.crawl import DEPRECATIONS_ENV, CrawlResult, run_crawl
 from iri_scrapy.testing.server import SiteServer, serve_site
@@ -191,7 +192,10 @@ def test_unreachable_redis_at_start_is_a_clear_error(
         settings["IRI_REDIS_URL"] = bad
     result = run_crawl(settings, [EN_HOME], srv.proxy_url, timeout=60, env=env)
     assert not result.ok and result.returncode != 0
-    assert result.finish_reason is None  # the crawl never started
+    if scheduler == "scrapy" and CLOSESPIDER_AT_OPEN:  # closed before any request
+        assert result.finish_reason == "iri_redis_unavailable"
+    else:
+        assert result.finish_reason is None  # the crawl never started
     text = "\n".join(result.errors) + result.stderr
     assert f"cannot use Redis at redis://:***@127.0.0.1:{port}/0" in text
     assert "s3cret" not in text

@@ -7,6 +7,7 @@ tests/test_redis_crawl.py.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import random
 import threading
@@ -40,6 +41,7 @@ from iri_scrapy.adapters.redis_dupefilter import (
     mask_url,
     redis_url_from_settings,
 )
+from iri_scrapy.adapters.refusal import CLOSESPIDER_AT_OPEN
 from tests.redis_support import RedisServer, find_free_port
 
 pytestmark = pytest.mark.redis
@@ -452,7 +454,7 @@ def test_clear_deletes_only_own_keys(redis_server_session: RedisServer) -> None:
 # --------------------------------------------------------------------------- faults
 
 
-def test_unreachable_at_start_names_the_url() -> None:
+def test_unreachable_at_start_names_the_url(caplog: pytest.LogCaptureFixture) -> None:
     port = find_free_port()
     url = f"redis://user:hunter2@127.0.0.1:{port}/3"
     spider = _spider({"IRI_REDIS_URL": url})
@@ -460,10 +462,17 @@ def test_unreachable_at_start_names_the_url() -> None:
         RedisIRIDupeFilter.from_spider(spider)
     text = str(info.value)
     assert f"redis://user:***@127.0.0.1:{port}/3" in text and "hunter2" not in text
-    # Scrapy's scheduler path: from_crawler builds, open() raises
+    # Scrapy's scheduler path: from_crawler builds, open() refuses to start (logs
+    # the error and closes the spider once open: test_start_refusals.py), or
+    # raises on Scrapy 2.17
     df = RedisIRIDupeFilter.from_crawler(spider.crawler)
-    with pytest.raises(IRIRedisError, match=f"127.0.0.1:{port}"):
-        df.open()
+    if CLOSESPIDER_AT_OPEN:
+        with caplog.at_level(logging.ERROR):
+            df.open()
+        assert f"cannot use Redis at redis://user:***@127.0.0.1:{port}/3" in caplog.text
+    else:
+        with pytest.raises(IRIRedisError, match=f"127.0.0.1:{port}"):
+            df.open()
 
 
 def test_settings_url_fallbacks() -> None:

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from scrapy import Request
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 from w3lib.html import get_base_url
@@ -62,6 +63,7 @@ from .config import (
     IRIConfig,
     load_object,
 )
+from .links import META_SKIPPED, SkippingFollowMixin, count_unnormalizable, error_reason
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -144,7 +146,7 @@ class Canonicalizer:
         """Count and log a URL that has no canonical form (unless the fingerprinter does)."""
         if not self.count_unnormalizable:
             return
-        self.inc("iri/unnormalizable")
+        count_unnormalizable(self.stats, error_reason(exc))
         level = logging.DEBUG if self._warned else logging.WARNING
         self._warned = True
         logger.log(
@@ -221,8 +223,12 @@ class IRISpiderMiddleware(BaseSpiderMiddleware):
         self.canon = Canonicalizer.for_crawler(crawler)
         self.dedupe_start = crawler.settings.getbool("IRI_DEDUPE_START_REQUESTS", True)
 
-    def get_processed_request(self, request: Request, response: Response | None) -> Request:
+    def get_processed_request(
+        self, request: Request, response: Response | None
+    ) -> Request | None:
         """Return *request* in fetch form (the same object if it already is)."""
+        if META_SKIPPED in request.meta:
+            return None  # response.follow()'s placeholder for a link it could not use
         if response is None and self.dedupe_start and request.dont_filter:
             request.dont_filter = False
             request.meta.setdefault("allow_offsite", True)
@@ -267,6 +273,8 @@ class IRINormalizationMiddleware:
 
     def process_request(self, request: Request) -> Request | None:
         """Re-issue *request* in fetch form if it is not, else let it through."""
+        if META_SKIPPED in request.meta:
+            raise IgnoreRequest(f"IRI: skipped link {request.meta[META_SKIPPED]['href']!r}")
         uri = self.canon.fetch_uri(request)
         if uri is None or request.meta.get(_META_REISSUED_FROM) == request.url:
             return None
@@ -369,19 +377,19 @@ class _IRIFollowMixin:
         return request
 
 
-class IRIResponse(_IRIFollowMixin, Response):
+class IRIResponse(SkippingFollowMixin, _IRIFollowMixin, Response):
     """:class:`~scrapy.http.Response` with IRI-core ``urljoin``/``follow``."""
 
 
-class IRITextResponse(_IRIFollowMixin, TextResponse):
+class IRITextResponse(SkippingFollowMixin, _IRIFollowMixin, TextResponse):
     """:class:`~scrapy.http.TextResponse` with IRI-core ``urljoin``/``follow``."""
 
 
-class IRIHtmlResponse(_IRIFollowMixin, HtmlResponse):
+class IRIHtmlResponse(SkippingFollowMixin, _IRIFollowMixin, HtmlResponse):
     """:class:`~scrapy.http.HtmlResponse` with IRI-core ``urljoin``/``follow``."""
 
 
-class IRIXmlResponse(_IRIFollowMixin, XmlResponse):
+class IRIXmlResponse(SkippingFollowMixin, _IRIFollowMixin, XmlResponse):
     """:class:`~scrapy.http.XmlResponse` with IRI-core ``urljoin``/``follow``."""
 
 
@@ -399,7 +407,7 @@ def iri_response_class(cls: type[Response]) -> type[Response]:
     if sub is None:
         if issubclass(cls, _IRIFollowMixin):
             return cls
-        sub = type(f"IRI{cls.__name__}", (_IRIFollowMixin, cls), {
+        sub = type(f"IRI{cls.__name__}", (SkippingFollowMixin, _IRIFollowMixin, cls), {
             "__module__": __name__,
             "__doc__": f"{cls.__name__} with IRI-core ``urljoin``/``follow``.",
         })

@@ -28,6 +28,10 @@ into a new request.  It does two things:
   only keys; a rule maps to the redirect *target* spelling, so it can neither
   loop nor make the target a duplicate of a request that was not fetched.
 
+A redirect or meta refresh to a URL no request can be made for (``Request()``
+refuses it, so Scrapy's redirect middlewares would raise and lose the
+response) is not followed: see :func:`~iri_scrapy.adapters.links.skip_unusable_redirect`.
+
 Stats: ``iri/redirect/location_canonicalized``, ``iri/protocol/redirects``,
 ``iri/protocol/learned``, ``iri/protocol/contrary``.
 """
@@ -44,6 +48,7 @@ from ..ladder import Level, normalize
 from ..resolve import resolve
 from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import META_DONT_NORMALIZE, IRIConfig, rules_for
+from .links import request_refusal, skip_unusable_redirect
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -137,8 +142,10 @@ class IRIProtocolMiddleware:
             try:
                 self.rules.observe_contrary(_key_form(response.url))
             except IRIError:
-                return response
-            self._inc("iri/protocol/contrary")
+                pass
+            else:
+                self._inc("iri/protocol/contrary")
+        skip_unusable_redirect(request, response, self.stats)  # a target Request() refuses
         return response
 
     def _redirect(self, request: Request, response: Response) -> None:
@@ -152,6 +159,7 @@ class IRIProtocolMiddleware:
             return  # RedirectMiddleware handles it as stock Scrapy does
         if (
             target != location
+            and request_refusal(target) is None
             and not request.meta.get(META_DONT_NORMALIZE)
             and self._will_redirect(request, response)
         ):

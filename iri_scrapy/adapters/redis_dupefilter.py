@@ -71,9 +71,12 @@ format 2.
 Faults
 ======
 
-* Redis unreachable when the crawl starts: :class:`IRIRedisError` naming the URL
-  (password masked), raised from :meth:`from_crawler`/:meth:`from_spider`, so
-  the crawl does not start.
+* Redis unreachable when the crawl starts (or the ``redis`` package missing):
+  one ERROR line naming the URL (password masked) and what to do; the spider is
+  closed before any request with ``finish_reason`` ``iri_redis_unavailable``
+  (``iri_redis_not_installed``) and ``scrapy crawl`` exits with 1 (Scrapy
+  2.18+; on 2.17 :class:`IRIRedisError` is raised from ``open()``).  Through
+  scrapy-redis's scheduler (:meth:`from_spider`) :class:`IRIRedisError` is raised.
 * Redis lost mid-crawl: ``request_seen`` retries with exponential backoff (50 ms
   doubling to 1 s) for up to ``IRI_REDIS_RETRY_SECONDS`` (default 60).  It runs
   in the Twisted reactor thread, so **the whole crawl is stalled meanwhile**
@@ -121,6 +124,7 @@ from .. import CANONICALIZATION_VERSION
 from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .dupefilter import IRIDupeFilter
 from .fingerprinter import IRIRequestFingerprinter
+from .refusal import REASON_REDIS_NOT_INSTALLED, REASON_REDIS_UNAVAILABLE, refuse_start
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -351,7 +355,10 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         self._client: Any = None
         self._meta_ok = False
         self._failed = False
-        self._retryable = _retryable()
+        try:
+            self._retryable = _retryable()
+        except ImportError:  # no redis package: open() refuses to start, saying so
+            self._retryable = (OSError,)
         self._close_deferred: Any = None
 
     # --- construction --------------------------------------------------------
@@ -710,9 +717,24 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     # --- life cycle and inspection ---------------------------------------------
 
     def open(self) -> None:
-        """Scrapy's scheduler calls this at start (scrapy-redis's never does)."""
-        if not self._meta_ok:
+        """Scrapy's scheduler calls this at start (scrapy-redis's never does).
+
+        If Redis cannot be used, or the ``redis`` package is missing, the crawl
+        does not start: one ERROR line, ``finish_reason`` ``iri_redis_unavailable``
+        or ``iri_redis_not_installed``, exit code 1 (:mod:`~iri_scrapy.adapters.refusal`).
+        """
+        if self._meta_ok:
+            return
+        try:
             self.connect()
+        except IRIRedisError as exc:  # connect() has logged it
+            refuse_start(self.crawler, REASON_REDIS_UNAVAILABLE, str(exc), exc, log=False)
+        except ImportError as exc:
+            message = (
+                f"RedisIRIDupeFilter needs the redis package, which cannot be imported "
+                f'({exc}): pip install "iri-scrapy[redis]"'
+            )
+            refuse_start(self.crawler, REASON_REDIS_NOT_INSTALLED, message, exc)
 
     def close(self, reason: str = "") -> None:
         """Scrapy's scheduler calls this at the end; the Redis keys are kept."""
