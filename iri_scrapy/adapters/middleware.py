@@ -52,6 +52,7 @@ from w3lib.url import safe_url_string
 
 from ..errors import IRIError
 from ..ladder import Level, normalize
+from ..mapping import iri_to_uri
 from ..resolve import resolve
 from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import (
@@ -88,11 +89,34 @@ _CANON_ATTR = "_iri_scrapy_canonicalizer"
 _META_REISSUED_FROM = "_iri_reissued_from"
 
 
-def fetch_form(url: str) -> str:
+_UCS_ENCODINGS = frozenset({
+    "utf-8", "utf8", "utf_8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32",
+    "utf-32-le", "utf-32-be",
+})
+
+
+def retrieval_form(url: str) -> str:
+    """The fetch form of *url* without its fragment (what one resource is fetched as)."""
+    return normalize(url, Level.SCHEME, form="uri", keep_fragment=False)
+
+
+def fetch_form(url: str, query_encoding: str | None = None) -> str:
     """The URI a request for *url* is sent as (level SCHEME, URI form, fragment kept).
+
+    *query_encoding* is the charset of the document the link was found in: for
+    http(s), the characters of the query are sent in that charset (RFC 3987
+    section 3.1 note, what browsers and stock Scrapy send; a character it
+    cannot hold as ``%26%23NNNN%3B``); the path is always UTF-8.
 
     Raises :class:`~iri_scrapy.IRIError` when *url* has no canonical form.
     """
+    if (
+        query_encoding is not None
+        and not url.isascii()
+        and query_encoding.lower() not in _UCS_ENCODINGS
+        and "?" in url
+    ):
+        url = iri_to_uri(url, query_encoding=query_encoding)
     return normalize(url, Level.SCHEME, form="uri", keep_fragment=True)
 
 
@@ -321,9 +345,12 @@ class _IRIFollowMixin:
 
     ``urljoin(href)`` resolves *href* (RFC 3986 5.2 on the IRI itself, RFC 3987
     section 6.5) against the response's base URL and returns the fetch form of
-    the result; ``follow()`` and ``follow_all()`` (which call ``urljoin``) make
-    sure ``Request()`` keeps that URI (``verbatim_url`` where it would alter it)
-    and record the resolved IRI in ``meta["iri_original"]``.  With
+    the result, its http(s) query in the response's charset (RFC 3987 section
+    3.1 note: ``?q=привет`` on a windows-1251 page is ``?q=%EF%F0%E8%E2%E5%F2``,
+    as browsers and stock Scrapy send it); ``follow()`` and ``follow_all()``
+    (which call ``urljoin``) make sure ``Request()`` keeps that URI
+    (``verbatim_url`` where it would alter it) and record the resolved IRI in
+    ``meta["iri_original"]``.  With
     ``meta={"dont_normalize_iri": True}`` (or *meta* given positionally) they
     behave as stock Scrapy's.  An href with no canonical form is joined the
     stock way and made ASCII by ``safe_url_string``, as Scrapy does.
@@ -341,7 +368,7 @@ class _IRIFollowMixin:
         base = base_url(self) if isinstance(self, TextResponse) else self.url  # type: ignore[attr-defined]
         try:
             joined = resolve(base, url.strip(" \t\n\r\f"))
-            uri = fetch_form(joined)
+            uri = fetch_form(joined, getattr(self, "encoding", None))
         except (IRIError, ValueError, TypeError):
             return safe_url_string(super().urljoin(url))  # type: ignore[misc]
         self._iri_last = (joined, uri)

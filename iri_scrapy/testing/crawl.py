@@ -165,14 +165,17 @@ def run_crawl(
     jobdir: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     spider_kwargs: Mapping[str, Any] | None = None,
+    spider: str | None = None,
 ) -> CrawlResult:
     """Crawl *start_urls* with :class:`AliasSpider` in a subprocess, through *proxy_url*.
 
     *settings* override :data:`DEFAULT_SETTINGS`; classes may be given as objects or
     import paths (e.g. ``{"DUPEFILTER_CLASS": "pkg.mod.Cls"}``).  *jobdir* sets
     ``JOBDIR`` (run twice with the same *jobdir* to resume).  *env* adds environment
-    variables for the child.  Raises :class:`CrawlTimeout` after *timeout* seconds
-    (the child is killed) and :class:`CrawlError` if no result was written.
+    variables for the child.  *spider* is the import path of another spider
+    class (default :class:`AliasSpider`), given ``start_urls`` the same way.
+    Raises :class:`CrawlTimeout` after *timeout* seconds (the child is killed)
+    and :class:`CrawlError` if no result was written.
     """
     merged: dict[str, Any] = dict(DEFAULT_SETTINGS)
     merged.update(_jsonable(dict(settings)))
@@ -186,6 +189,7 @@ def run_crawl(
         "settings": merged,
         "start_urls": list(start_urls),
         "spider_kwargs": _jsonable(dict(spider_kwargs or {})),
+        "spider": spider,
     }
     with tempfile.TemporaryDirectory(prefix="iri-crawl-") as tmp:
         cfg_path = Path(tmp, "config.json")
@@ -251,7 +255,12 @@ def _child(config_path: str, result_path: str) -> int:
         previous_show(message, category, filename, lineno, file, line)
 
     warnings.showwarning = show
-    crawler = process.create_crawler(AliasSpider)
+    spidercls: Any = AliasSpider
+    if config.get("spider"):
+        from iri_scrapy.testing.spider import load_object
+
+        spidercls = load_object(config["spider"])
+    crawler = process.create_crawler(spidercls)
 
     def on_item(item: Any, **_: Any) -> None:
         items.append(dict(item))

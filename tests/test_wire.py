@@ -1,0 +1,238 @@
+"""What goes on the wire is what the page meant: real crawls of a local legacy web.
+
+Three parts, each crawled with the add-on alone (``ADDONS``) side by side with
+stock Scrapy against :mod:`iri_scrapy.testing.wire` servers:
+
+1. the query of a link in the page's charset (RFC 3987 section 3.1 note);
+2. IDNA 2008 hosts on every path a URL takes into Scrapy;
+3. servers that insist on a spelling (RFC 3987 section 5.3.4 evidence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from iri_scrapy.testing.crawl import CrawlResult, run_crawl
+from iri_scrapy.testing.server import HitLog
+from iri_scrapy.testing.wire import WireHost, WirePage, WireServer, WireSite
+
+ADDON = {"ADDONS": {"iri_scrapy.Addon": 0}}
+STRICT = {"IRI_SCRAPY_DEPRECATIONS_AS_ERRORS": "1"}
+HERE = Path(__file__).resolve().parent
+SPIDERS = "wire_spiders"
+
+Crawl = tuple[CrawlResult, HitLog]
+
+
+def crawl(srv: WireServer, settings: dict[str, Any], start: list[str], **kwargs: Any) -> Crawl:
+    """Reset the hit log, crawl (strict about deprecations), check it ran; result and hits."""
+    srv.reset()
+    env = {**STRICT, "PYTHONPATH": str(HERE)}
+    result = run_crawl(settings, start, srv.proxy_url, timeout=90, env=env, **kwargs)
+    assert result.errors == [], result.errors
+    assert result.warnings == []
+    assert result.ok, result.stderr[-3000:]
+    log = HitLog()
+    for hit in srv.hits.hits:
+        log.record(hit)
+    return result, log
+
+
+# ------------------------------------------------------------ part 1: query charsets
+
+WORDS = {
+    "windows-1251": "привет",
+    "shift_jis": "日本語",
+    "euc-kr": "한국어",
+    "gbk": "中文",
+    "iso-8859-1": "café",
+    "utf-8": "grüße",
+}
+CHARSET_HOSTS = (
+    WireHost("ru.test", "windows-1251"),
+    WireHost("jp.test", "shift_jis", header_charset=False),  # <meta charset> only
+    WireHost("kr.test", "euc-kr"),
+    WireHost("cn.test", "gbk", header_charset=False),
+    WireHost("fr.test", "iso-8859-1"),
+    WireHost("de.test", "utf-8"),
+)
+
+
+def _charset_pages(host: WireHost, nxt: WireHost) -> list[WirePage]:
+    w = WORDS[host.charset]
+    escaped = quote(w.encode(host.charset), safe="")  # the page-charset escapes
+    links = [
+        f"/search?q={w}",  # raw: means the page charset's bytes
+        f"/search?q={escaped}",  # the same resource, already escaped: one fetch
+        f"/{w}",  # the path is always UTF-8
+        f"/{w}?q={w}",
+        "/dir/",
+        "/refresh",
+        f"http://{nxt.name}/",
+    ]
+    out = [
+        WirePage(host, "/", None, tuple(links), title="home"),
+        WirePage(host, "/search", "q=" + w),
+        WirePage(host, "/" + w),
+        WirePage(host, "/" + w, "q=" + w),
+        WirePage(host, "/dir/", None, (f"page?q={w}",),
+                 head=f'<base href="http://{host.name}/base/">'),
+        WirePage(host, "/base/page", "q=" + w),
+        WirePage(host, "/refresh", None, (),
+                 head=f'<meta http-equiv="refresh" content="0; url=/target?q={w}">'),
+        WirePage(host, "/target", "q=" + w),
+    ]
+    if host.charset != "utf-8":
+        # the UTF-8 escapes of the word are other bytes: another resource (here the
+        # text those bytes spell in the host's charset), never merged with the first
+        utf8 = quote(w.encode("utf-8"), safe="")
+        try:
+            mojibake = w.encode("utf-8").decode(host.charset)
+        except UnicodeDecodeError:
+            mojibake = None
+        if mojibake is not None:
+            out[0] = WirePage(host, "/", None, (*links, f"/raw?q={utf8}", f"/raw?q={w}"))
+            out += [WirePage(host, "/raw", "q=" + mojibake), WirePage(host, "/raw", "q=" + w)]
+    return out
+
+
+CHARSET_SITE = WireSite(
+    hosts=CHARSET_HOSTS,
+    pages=tuple(
+        p for i, h in enumerate(CHARSET_HOSTS)
+        for p in _charset_pages(h, CHARSET_HOSTS[(i + 1) % len(CHARSET_HOSTS)])
+    ),
+)
+CHARSET_START = [f"http://{CHARSET_HOSTS[0].name}/"]
+# meta refresh pages are fetched but not handed to the spider (they redirect)
+CHARSET_ITEMS = len(CHARSET_SITE.page_keys) - len(CHARSET_HOSTS)
+
+
+@pytest.fixture(scope="module")
+def charset_web() -> Iterator[WireServer]:
+    with WireServer(CHARSET_SITE) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def charset_crawls(charset_web: WireServer) -> dict[str, Crawl]:
+    """The charset web crawled four ways: follow() and CrawlSpider, stock and add-on."""
+    crawl_spider = {"spider": f"{SPIDERS}.IRIWireCrawlSpider"}
+    stock_crawl_spider = {"spider": f"{SPIDERS}.StockWireCrawlSpider"}
+    return {
+        "follow/stock": crawl(charset_web, {}, CHARSET_START),
+        "follow/addon": crawl(charset_web, ADDON, CHARSET_START),
+        "crawlspider/stock": crawl(charset_web, {}, CHARSET_START, **stock_crawl_spider),
+        "crawlspider/addon": crawl(charset_web, ADDON, CHARSET_START, **crawl_spider),
+    }
+
+
+@pytest.mark.parametrize("how", ["follow", "crawlspider"])
+def test_charset_web_every_resource_once_none_missed_no_404(
+    charset_crawls: dict[str, Crawl], how: str
+) -> None:
+    result, hits = charset_crawls[f"{how}/addon"]
+    counts = hits.counts()
+    assert hits.not_found() == [], [h.target for h in hits.not_found()]
+    assert set(counts) == CHARSET_SITE.page_keys
+    assert {k: n for k, n in counts.items() if n != 1} == {}
+    assert result.stats["downloader/request_count"] == len(CHARSET_SITE.page_keys)
+    assert len(result.items) == CHARSET_ITEMS
+
+
+@pytest.mark.parametrize("how", ["follow", "crawlspider"])
+def test_charset_web_never_more_than_stock(charset_crawls: dict[str, Crawl], how: str) -> None:
+    stock, stock_hits = charset_crawls[f"{how}/stock"]
+    addon, addon_hits = charset_crawls[f"{how}/addon"]
+    assert stock_hits.fetched() <= addon_hits.fetched()  # nothing stock fetches is missed
+    assert addon.stats["downloader/request_count"] <= stock.stats["downloader/request_count"]
+
+
+def test_charset_web_query_bytes_are_the_page_charset(
+    charset_crawls: dict[str, Crawl],
+) -> None:
+    _, hits = charset_crawls["follow/addon"]
+    targets = hits.targets
+    assert "http://ru.test/search?q=%EF%F0%E8%E2%E5%F2" in targets  # as browsers send it
+    assert "http://ru.test/search?q=%D0%BF%D1%80%D0%B8%D0%B2%D0%B5%D1%82" not in targets
+    assert "http://ru.test/%D0%BF%D1%80%D0%B8%D0%B2%D0%B5%D1%82" in targets  # path: UTF-8
+    # the UTF-8 escapes written in the page are another resource: fetched too, once
+    assert "http://ru.test/raw?q=%D0%BF%D1%80%D0%B8%D0%B2%D0%B5%D1%82" in targets
+    assert "http://jp.test/search?q=%93%FA%96%7B%8C%EA" in targets  # Shift_JIS
+    assert "http://fr.test/search?q=caf%E9" in targets  # ISO-8859-1
+    assert "http://de.test/search?q=gr%C3%BC%C3%9Fe" in targets  # UTF-8 page: UTF-8
+
+
+def test_charset_web_raw_keys_differ_by_charset() -> None:
+    """Escapes of different charsets are different keys; raw and page-charset merge."""
+    from scrapy.http import HtmlResponse
+
+    from iri_scrapy.adapters.middleware import iri_response_class
+
+    body = ('<a href="/s?q=привет">a</a><a href="/s?q=%EF%F0%E8%E2%E5%F2">b</a>'
+            '<a href="/s?q=%D0%BF%D1%80%D0%B8%D0%B2%D0%B5%D1%82">c</a>').encode("cp1251")
+    r = iri_response_class(HtmlResponse)("http://ru.test/", body=body, encoding="cp1251")
+    urls = [x.url for x in r.follow_all(css="a")]
+    assert urls[0] == urls[1] == "http://ru.test/s?q=%EF%F0%E8%E2%E5%F2"
+    assert urls[2] == "http://ru.test/s?q=%D0%BF%D1%80%D0%B8%D0%B2%D0%B5%D1%82"
+
+
+LEGACY = ('<meta charset="windows-1251"><base href="/b/">'
+          '<a href="/search?q=привет">x</a><a href="p?q=привет&amp;x=日">y</a>'
+          '<form action="/f" method="get"><input name="q" value="привет"></form>')
+
+
+def _legacy_response(iri: bool = True) -> Any:
+    from scrapy.http import HtmlResponse
+
+    from iri_scrapy.adapters.middleware import iri_response_class
+
+    cls = iri_response_class(HtmlResponse) if iri else HtmlResponse
+    return cls("http://example.ru/", body=LEGACY.encode("cp1251", "xmlcharrefreplace"),
+               encoding="cp1251")
+
+
+def test_follow_and_urljoin_send_the_page_charset_like_stock() -> None:
+    iri, stock = _legacy_response(), _legacy_response(iri=False)
+    assert iri.urljoin("/search?q=привет") == "http://example.ru/search?q=%EF%F0%E8%E2%E5%F2"
+    assert iri.follow("/search?q=привет").url == stock.follow("/search?q=привет").url
+    # <base href> and a character cp1251 cannot hold (sent as &#26085; like browsers)
+    assert [r.url for r in iri.follow_all(css="a")] == [
+        "http://example.ru/search?q=%EF%F0%E8%E2%E5%F2",
+        "http://example.ru/b/p?q=%EF%F0%E8%E2%E5%F2&x=%26%2326085%3B",
+    ]
+    # the path stays UTF-8 whatever the page charset
+    assert iri.urljoin("/привет?q=привет") == (
+        "http://example.ru/%D0%BF%D1%80%D0%B8%D0%B2%D0%B5%D1%82?q=%EF%F0%E8%E2%E5%F2")
+    # a UTF-8 page: UTF-8 everywhere; a non-http(s) scheme: UTF-8 as well
+    from scrapy.http import HtmlResponse
+
+    from iri_scrapy.adapters.middleware import fetch_form, iri_response_class
+
+    utf8 = iri_response_class(HtmlResponse)("http://x.test/", body=b"", encoding="utf-8")
+    assert utf8.urljoin("?q=é") == "http://x.test/?q=%C3%A9"
+    assert fetch_form("ftp://x.test/?q=é", "cp1251") == "ftp://x.test/?q=%C3%A9"
+
+
+def test_link_extractor_sends_the_page_charset() -> None:
+    from iri_scrapy import IRILinkExtractor
+
+    links = [link.url for link in IRILinkExtractor().extract_links(_legacy_response())]
+    assert links == [
+        "http://example.ru/search?q=%EF%F0%E8%E2%E5%F2",
+        "http://example.ru/b/p?q=%EF%F0%E8%E2%E5%F2&x=%26%2326085%3B",
+    ]
+
+
+@pytest.mark.filterwarnings("ignore::scrapy.exceptions.ScrapyDeprecationWarning")
+def test_get_form_sends_the_page_charset() -> None:
+    from scrapy.http import FormRequest
+
+    request = FormRequest.from_response(_legacy_response())
+    assert request.url == "http://example.ru/f?q=%EF%F0%E8%E2%E5%F2"
+    assert request.url == FormRequest.from_response(_legacy_response(iri=False)).url
