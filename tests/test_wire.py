@@ -10,6 +10,10 @@ stock Scrapy against :mod:`iri_scrapy.testing.wire` servers:
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -236,3 +240,146 @@ def test_get_form_sends_the_page_charset() -> None:
     request = FormRequest.from_response(_legacy_response())
     assert request.url == "http://example.ru/f?q=%EF%F0%E8%E2%E5%F2"
     assert request.url == FormRequest.from_response(_legacy_response(iri=False)).url
+
+
+# -------------------------------------------------- part 2: IDNA 2008 on every path
+
+STR = WireHost("straße.test")  # IDNA 2003: strasse.test, another domain
+SIG = WireHost("σοφός.test")  # IDNA 2003 maps the final sigma to σ
+ZWJ = WireHost("क्\u200dष.test")  # IDNA 2003 drops the ZWJ
+PLAIN = WireHost("plain.test")
+IDN_HOSTS = (STR, SIG, ZWJ)
+A_LABELS = {"xn--strae-oqa.test", "xn--0xagbn4a.test", "xn--11b2ezcw70k.test"}
+IDNA2003 = {"strasse.test", "xn--0xahbl4a.test", "xn--11b2ezc.test"}
+SITEMAP = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+    "<url><loc>http://σοφός.test/seite</loc></url>"
+    "<url><loc>http://straße.test/search?</loc></url>"
+    "<url><loc>http://क्\u200dष.test/</loc></url>"
+    "</urlset>"
+).encode()
+IDN_SITE = WireSite(
+    hosts=(*IDN_HOSTS, PLAIN),
+    pages=(
+        WirePage(STR, "/", None, ("http://σοφός.test/seite", "http://क्\u200dष.test/", "/search?")),
+        WirePage(STR, "/search", ""),
+        WirePage(STR, "/ziel"),
+        WirePage(STR, "/b/x"),
+        WirePage(STR, "/sitemap.xml", body=SITEMAP),
+        WirePage(SIG, "/seite", None, ("http://straße.test/",)),
+        WirePage(ZWJ, "/", None, ("http://σοφός.test/seite",)),
+        WirePage(PLAIN, "/refresh", None, (),
+                 head='<meta http-equiv="refresh" content="0; url=http://straße.test/ziel">'),
+        WirePage(PLAIN, "/basis", None, ("x",), head='<base href="http://straße.test/b/">'),
+        WirePage(PLAIN, "/files", None, (
+            "http://straße.test/ziel", "http://σοφός.test/seite", "http://क्\u200dष.test/")),
+    ),
+)
+
+
+def _hosts(hits: HitLog) -> set[str]:
+    return {h.target.split("/")[2] for h in hits.hits if h.target.startswith("http://")}
+
+
+@pytest.fixture(scope="module")
+def idn_web() -> Iterator[WireServer]:
+    with WireServer(IDN_SITE) as srv:
+        yield srv
+
+
+def _check_idna2008(hits: HitLog, expect: set[str]) -> None:
+    """Every request went to an IDNA 2008 A-label, those in *expect* among them, no 404."""
+    hosts = _hosts(hits)
+    assert not hosts & IDNA2003, hosts
+    assert expect <= {t for h in hits.hits for t in [h.target]}, hits.targets
+    assert hits.not_found() == [], hits.targets
+
+
+IDN_PATHS: dict[str, tuple[dict[str, Any], list[str], dict[str, Any], set[str]]] = {
+    # name: (extra settings, start_urls, run_crawl kwargs, targets that must be requested)
+    "start_urls": ({}, [f"http://{h.name}/" for h in (STR, ZWJ)], {}, {
+        "http://xn--strae-oqa.test/", "http://xn--11b2ezcw70k.test/",
+        "http://xn--0xagbn4a.test/seite", "http://xn--strae-oqa.test/search?"}),
+    "request_in_start_and_callbacks": ({}, [], {
+        "spider": f"{SPIDERS}.RequestSpider",
+        "spider_kwargs": {"start_iris": ["http://straße.test/"]}}, {
+        "http://xn--strae-oqa.test/", "http://xn--11b2ezcw70k.test/",
+        "http://xn--0xagbn4a.test/seite", "http://xn--strae-oqa.test/search?"}),
+    "media_pipeline_file_urls": (
+        {"ITEM_PIPELINES": {"scrapy.pipelines.files.FilesPipeline": 1}},
+        ["http://plain.test/files"],
+        {"spider": f"{SPIDERS}.RequestSpider", "spider_kwargs": {"files": True}}, {
+            "http://xn--strae-oqa.test/ziel", "http://xn--0xagbn4a.test/seite",
+            "http://xn--11b2ezcw70k.test/"}),
+    "sitemap_loc": ({}, [], {
+        "spider": f"{SPIDERS}.WireSitemapSpider",
+        "spider_kwargs": {"sitemap_urls": ["http://straße.test/sitemap.xml"]}}, {
+        "http://xn--strae-oqa.test/sitemap.xml", "http://xn--0xagbn4a.test/seite",
+        "http://xn--strae-oqa.test/search?", "http://xn--11b2ezcw70k.test/"}),
+    "meta_refresh": ({}, ["http://plain.test/refresh"], {}, {
+        "http://xn--strae-oqa.test/ziel"}),
+    "base_href": ({}, ["http://plain.test/basis"], {}, {"http://xn--strae-oqa.test/b/x"}),
+}
+
+
+@pytest.mark.parametrize("path", sorted(IDN_PATHS))
+def test_idna2008_on_every_path_into_scrapy(
+    idn_web: WireServer, path: str, tmp_path: Path
+) -> None:
+    extra, start, kwargs, expect = IDN_PATHS[path]
+    settings = {**ADDON, **extra}
+    if "ITEM_PIPELINES" in extra:
+        settings["FILES_STORE"] = str(tmp_path / "files")
+    result, hits = crawl(idn_web, settings, start, **kwargs)
+    _check_idna2008(hits, expect)
+    assert result.stats.get("downloader/response_status_count/200", 0) == len(hits.hits)
+
+
+def test_idna2008_stock_goes_to_other_domains(idn_web: WireServer) -> None:
+    """The same start URLs with stock settings reach the IDNA 2003 hosts (the bug)."""
+    _, hits = crawl(idn_web, {}, [f"http://{h.name}/" for h in (STR, ZWJ)])
+    assert {"strasse.test", "xn--11b2ezc.test"} <= _hosts(hits)
+
+
+def test_idna2008_opt_out_gives_stock_requests(idn_web: WireServer) -> None:
+    _, hits = crawl(idn_web, {**ADDON, "IRI_IDNA2008_REQUESTS": False},
+                    [], spider=f"{SPIDERS}.RequestSpider",
+                    spider_kwargs={"start_iris": ["http://straße.test/"]})
+    assert "strasse.test" in _hosts(hits)
+
+
+def _scrapy_command(srv: WireServer, *argv: str) -> str:
+    env = {k: v for k, v in os.environ.items()
+           if k.lower() not in {"no_proxy", "http_proxy", "https_proxy", "all_proxy"}
+           and k != "SCRAPY_SETTINGS_MODULE"}
+    env["http_proxy"] = srv.proxy_url
+    env["PYTHONIOENCODING"] = "utf-8"
+    proc = subprocess.run(  # noqa: S603 - fixed argv
+        [sys.executable, "-m", "scrapy", *argv], capture_output=True, text=True,
+        encoding="utf-8", timeout=90, env=env, cwd=tempfile.gettempdir(),  # no project
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+ADDON_ARG = ["-s", 'ADDONS={"iri_scrapy.Addon": 0}', "--nolog"]
+
+
+def test_idna2008_scrapy_fetch(idn_web: WireServer) -> None:
+    idn_web.reset()
+    out = _scrapy_command(idn_web, "fetch", *ADDON_ARG, "http://straße.test/")
+    assert "http://σοφός.test/seite" in out  # the page itself, not a 404
+    assert _hosts(idn_web.hits) == {"xn--strae-oqa.test"}
+    idn_web.reset()  # without the add-on: Scrapy's command, IDNA 2003
+    _scrapy_command(idn_web, "fetch", "--nolog", "http://straße.test/")
+    assert _hosts(idn_web.hits) == {"strasse.test"}
+
+
+def test_idna2008_scrapy_shell(idn_web: WireServer) -> None:
+    idn_web.reset()
+    out = _scrapy_command(idn_web, "shell", *ADDON_ARG, "-c", "(response.url, response.status)",
+                          "http://क्\u200dष.test/")
+    assert "('http://xn--11b2ezcw70k.test/', 200)" in out
+    assert _hosts(idn_web.hits) == {"xn--11b2ezcw70k.test"}

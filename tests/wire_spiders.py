@@ -21,6 +21,15 @@ def _item(response: Response) -> dict[str, Any]:
     return {"url": response.url, "status": response.status}
 
 
+def _join(base: str, href: str) -> str:
+    """*href* against *base* as text (``urljoin`` would drop a bare ``?``)."""
+    if "://" in href:
+        return href
+    if href.startswith("/"):
+        return "/".join(base.split("/", 3)[:3]) + href
+    return urljoin(base, href)
+
+
 class IRIWireCrawlSpider(IRICrawlSpider):
     """``IRICrawlSpider`` + ``IRILinkExtractor``, every link followed."""
 
@@ -74,7 +83,7 @@ class RequestSpider(scrapy.Spider):
         item = _item(response)
         hrefs = response.css("a::attr(href)").getall() if isinstance(response, TextResponse) \
             else []
-        urls = [urljoin(response.url, h) for h in hrefs]
+        urls = [_join(response.url, h) for h in hrefs]
         if self.files:
             item["file_urls"] = urls
             yield item

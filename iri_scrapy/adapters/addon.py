@@ -23,6 +23,15 @@ The rule for values the user set explicitly:
   ``OffsiteMiddleware`` or ours in ``DOWNLOADER_MIDDLEWARES`` (then offsite
   filtering is the user's choice and is left alone).
 
+``Request()`` URLs (IDNA 2008): unless ``IRI_IDNA2008_REQUESTS = False``, the
+add-on rebinds the ``safe_url_string`` that ``Request()`` and w3lib's
+``<base href>``/meta refresh parsers call to
+:func:`~iri_scrapy.adapters.compat.idna2008_safe_url_string` (UTS 46
+non-transitional hosts, a bare ``?`` kept, w3lib's function otherwise), for as
+long as the crawler runs: every URL that enters Scrapy (``start_urls``,
+``Request()`` in ``start()`` or callbacks, media pipelines, ``SitemapSpider``,
+meta refresh, ``scrapy shell``/``fetch``) keeps its IDNA 2008 host.
+
 The ``IRI_*`` settings are validated here, so a bad ``IRI_LEVEL`` stops the
 crawl before it starts.
 """
@@ -32,9 +41,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 
-from . import compat  # noqa: F401 - checks the installed Scrapy first
+from . import compat  # checks the installed Scrapy first
 from .config import IRIConfig, load_object
 from .middleware import IRINormalizationMiddleware, IRISpiderMiddleware
 from .offsite import IRIOffsiteMiddleware
@@ -77,6 +87,12 @@ class Addon:
 
     def __init__(self, crawler: Crawler | None = None) -> None:
         self.crawler = crawler
+        self._seam = False
+
+    def _engine_stopped(self) -> None:
+        if self._seam:
+            self._seam = False
+            compat.uninstall_idna2008()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -86,6 +102,11 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         """Set the plugin's components into *settings* (user values win, see above)."""
         IRIConfig.from_settings(settings)  # fail early on bad IRI_* values
+        if settings.getbool("IRI_IDNA2008_REQUESTS", True) and not self._seam:
+            compat.install_idna2008()
+            self._seam = True
+            if self.crawler is not None:
+                self.crawler.signals.connect(self._engine_stopped, signal=signals.engine_stopped)
         for name, ours in (
             ("REQUEST_FINGERPRINTER_CLASS", FINGERPRINTER),
             ("DUPEFILTER_CLASS", DUPEFILTER),
