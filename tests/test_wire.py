@@ -23,7 +23,7 @@ import pytest
 
 from iri_scrapy.testing.crawl import CrawlResult, run_crawl
 from iri_scrapy.testing.server import HitLog
-from iri_scrapy.testing.wire import WireHost, WirePage, WireServer, WireSite
+from iri_scrapy.testing.wire import WireHost, WirePage, WireRoute, WireServer, WireSite
 
 ADDON = {"ADDONS": {"iri_scrapy.Addon": 0}}
 STRICT = {"IRI_SCRAPY_DEPRECATIONS_AS_ERRORS": "1"}
@@ -383,3 +383,100 @@ def test_idna2008_scrapy_shell(idn_web: WireServer) -> None:
                           "http://क्\u200dष.test/")
     assert "('http://xn--11b2ezcw70k.test/', 200)" in out
     assert _hosts(idn_web.hits) == {"xn--11b2ezcw70k.test"}
+
+
+# ------------------------------------------- part 3: servers that insist on a spelling
+
+EX = WireHost("example.test")
+SPELLING_SITE = WireSite(
+    hosts=(EX,),
+    pages=(
+        WirePage(EX, "/", None, ("/pref%c3%a9", "/~home", "/loop", "/mr-self", "/later")),
+        WirePage(EX, "/later", None, ("/pref%C3%A9", "/pref%c3%a9", "/%7ehome", "/~home")),
+    ),
+    routes=(
+        # served only under its lowercase escapes; the canonical spelling redirects there
+        WireRoute(EX, "/pref%C3%A9", 301, "/pref%c3%a9"),
+        WireRoute(EX, "/pref%c3%a9", page=WirePage(EX, "/pref%c3%a9", title="pref")),
+        WireRoute(EX, "/~home", 302, "/%7Ehome"),
+        WireRoute(EX, "/%7Ehome", page=WirePage(EX, "/%7Ehome", title="home")),
+        WireRoute(EX, "/loop", 301, "http://Example.TEST:80/loop"),  # a true loop
+        WireRoute(EX, "/mr-self", page=WirePage(EX, "/mr-self", title="mr", head=(
+            '<meta http-equiv="refresh" content="0; url=http://EXAMPLE.test:80/mr-self#x">'))),
+    ),
+)
+GROUPS = {  # the spellings of each resource
+    "pref": {"/pref%C3%A9", "/pref%c3%a9"},
+    "home": {"/~home", "/%7Ehome", "/%7ehome"},
+    "loop": {"/loop"},
+    "mr-self": {"/mr-self"},
+}
+
+
+def _per_resource(hits: HitLog) -> dict[str, int]:
+    paths = ["/" + t.split("/", 3)[3].split("#")[0] for t in hits.targets]
+    return {name: sum(p in spellings for p in paths) for name, spellings in GROUPS.items()}
+
+
+@pytest.fixture(scope="module")
+def spelling_crawls() -> Iterator[dict[str, Crawl]]:
+    with WireServer(SPELLING_SITE) as srv:
+        start = ["http://example.test/"]
+        yield {
+            "stock": crawl(srv, {}, start),
+            "addon": crawl(srv, ADDON, start),
+            "crawlspider": crawl(srv, ADDON, start, spider=f"{SPIDERS}.IRIWireCrawlSpider"),
+        }
+
+
+@pytest.mark.parametrize("how", ["addon", "crawlspider"])
+def test_server_spelling_one_request_more_than_stock_at_most_never_a_loop(
+    spelling_crawls: dict[str, Crawl], how: str
+) -> None:
+    stock, stock_hits = spelling_crawls["stock"]
+    result, hits = spelling_crawls[how]
+    ours, theirs = _per_resource(hits), _per_resource(stock_hits)
+    assert ours == {"pref": 2, "home": 2, "loop": 2, "mr-self": 2}, hits.targets
+    # stock: /%7Ehome is dropped as a duplicate of /~home (lost); the refresh to
+    # :80/mr-self is fetched (another fingerprint), its own refresh dropped (page lost)
+    assert theirs == {"pref": 1, "home": 1, "loop": 2, "mr-self": 2}, stock_hits.targets
+    assert all(ours[k] <= theirs[k] + 1 for k in ours)
+    assert result.stats["iri/protocol/server_spelling"] == 4
+    assert result.stats["iri/protocol/server_spelling_loop"] == 2
+    # the pages stock Scrapy gets, and the self-refreshing page it loses, all reach the spider
+    got = {"/" + u.split("/", 3)[3] for u in result.urls}
+    assert {"/pref%c3%a9", "/%7Ehome", "/later"} <= got
+    assert any(u.startswith("/mr-self") for u in got)
+    assert {"/" + u.split("/", 3)[3] for u in stock.urls} - {"/"} <= got
+    # the server's spelling went out as written, byte for byte
+    assert "http://example.test/pref%c3%a9" in hits.targets
+    assert "http://example.test/%7Ehome" in hits.targets
+
+
+def test_server_spelling_is_remembered_for_later_requests() -> None:
+    from scrapy import Request
+    from scrapy.utils.test import get_crawler
+
+    from iri_scrapy.adapters.middleware import (
+        Canonicalizer,
+        IRINormalizationMiddleware,
+        IRISpiderMiddleware,
+    )
+
+    crawler = get_crawler(settings_dict=ADDON)
+    down = IRINormalizationMiddleware(crawler)
+    spider_mw = IRISpiderMiddleware(crawler)
+    redirected = Request("http://example.test/pref%c3%a9", meta={
+        "redirect_urls": ["http://example.test/pref%C3%A9"], "redirect_reasons": [301]})
+    assert down.process_request(redirected) is None  # sent as the server wrote it
+    assert redirected.meta["iri_server_spelling"] == "http://example.test/pref%C3%A9"
+    assert Canonicalizer.for_crawler(crawler).server_spellings == {
+        "http://example.test/pref%C3%A9": "http://example.test/pref%c3%a9"}
+    # a later link to that resource, in any spelling, goes out the way the server asked
+    later = spider_mw.get_processed_request(
+        Request("http://EXAMPLE.test:80/pref%C3%A9#top", dont_filter=True), None)
+    assert later.url == "http://example.test/pref%c3%a9#top"
+    assert down.process_request(later) is None
+    # another resource of the host is not touched; a redirect elsewhere is not a spelling
+    other = Request("http://example.test/x", meta={"redirect_urls": ["http://example.test/y"]})
+    assert down.process_request(other) is None and "iri_server_spelling" not in other.meta

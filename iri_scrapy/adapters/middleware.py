@@ -59,6 +59,7 @@ from .config import (
     META_DONT_NORMALIZE,
     META_ORIGINAL,
     META_RENORMALIZED,
+    META_SERVER_SPELLING,
     META_VERBATIM,
     IRIConfig,
     load_object,
@@ -78,6 +79,7 @@ __all__ = [
     "META_VERBATIM",
     "META_UNNORMALIZABLE",
     "fetch_form",
+    "retrieval_form",
 ]
 
 logger = logging.getLogger(__name__)
@@ -145,6 +147,9 @@ class Canonicalizer:
         self.stats = stats
         self.count_unnormalizable = count_unnormalizable
         self._warned = False
+        #: canonical URI (no fragment) -> the spelling its server redirected to
+        #: for it (RFC 3987 5.3.4 evidence); requests for it are sent that way.
+        self.server_spellings: dict[str, str] = {}
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> Canonicalizer:
@@ -213,9 +218,49 @@ class Canonicalizer:
             meta[META_UNNORMALIZABLE] = True
             self.unnormalizable(url, exc)
             return None
+        if self.server_spellings:
+            head, hash_, fragment = uri.partition("#")
+            spelling = self.server_spellings.get(head)
+            if spelling is not None:
+                uri = spelling + hash_ + fragment
         if meta.get(META_VERBATIM):  # ours (a bare "?"): keyed on the URL as given
             uri = self.verbatim_form(uri)
         return None if uri == url else uri
+
+    def server_spelling(self, request: Request) -> bool:
+        """True if *request* is a redirect to another spelling of its source's resource.
+
+        A server that redirects a request to an alias of the very resource asked
+        for (``/pref%C3%A9`` -> ``/pref%c3%a9``, ``/~home`` -> ``/%7Ehome``, a
+        meta refresh to ``http://EXAMPLE.test:80/page``) is saying how it wants
+        the resource spelled (RFC 3987 5.3.4): the request is sent as written,
+        marked with ``meta["iri_server_spelling"]``, and the spelling is
+        remembered for later requests for that resource.  Counted in
+        ``iri/protocol/server_spelling``.
+        """
+        meta = request.meta
+        redirect_urls = meta.get("redirect_urls")
+        if not redirect_urls or meta.get(META_DONT_NORMALIZE):
+            return False
+        try:
+            key = retrieval_form(request.url)
+            if meta.get(META_SERVER_SPELLING) == key:
+                return True  # already passed (a re-scheduled request)
+            if key != retrieval_form(redirect_urls[-1]):
+                meta.pop(META_SERVER_SPELLING, None)  # from an earlier hop: stale
+                return False
+        except IRIError:
+            return False
+        meta[META_SERVER_SPELLING] = key
+        spelling = request.url.split("#", 1)[0]
+        if spelling != key:
+            self.server_spellings[key] = spelling
+        self.inc("iri/protocol/server_spelling")
+        logger.debug(
+            "IRI: %(source)s was redirected to its own resource as %(url)s: "
+            "fetching the server's spelling", {"source": redirect_urls[-1], "url": request.url},
+        )
+        return True
 
     def canonical(self, request: Request) -> Request | None:
         """A replacement for *request* in fetch form, or None if it needs none."""
@@ -290,7 +335,13 @@ class IRINormalizationMiddleware:
         return cls(crawler)
 
     def process_request(self, request: Request) -> Request | None:
-        """Re-issue *request* in fetch form if it is not, else let it through."""
+        """Re-issue *request* in fetch form if it is not, else let it through.
+
+        A redirect to another spelling of its source's resource goes out as the
+        server wrote it (see :meth:`Canonicalizer.server_spelling`).
+        """
+        if self.canon.server_spelling(request):
+            return None
         uri = self.canon.fetch_uri(request)
         if uri is None or request.meta.get(_META_REISSUED_FROM) == request.url:
             return None
