@@ -480,3 +480,40 @@ def test_server_spelling_is_remembered_for_later_requests() -> None:
     # another resource of the host is not touched; a redirect elsewhere is not a spelling
     other = Request("http://example.test/x", meta={"redirect_urls": ["http://example.test/y"]})
     assert down.process_request(other) is None and "iri_server_spelling" not in other.meta
+
+
+def test_protocol_middleware_leaves_a_spelling_redirect_as_written_and_stops_a_loop() -> None:
+    from scrapy import Request
+    from scrapy.http import HtmlResponse, Response
+    from scrapy.utils.test import get_crawler
+
+    from iri_scrapy import IRIProtocolMiddleware
+
+    mw = IRIProtocolMiddleware.from_crawler(get_crawler(settings_dict=ADDON))
+
+    def redirect(request: Any, location: str) -> Any:
+        response = Response(request.url, status=301, headers={"Location": location},
+                            request=request)
+        return mw.process_response(request, response).headers[b"Location"].decode()
+
+    first = Request("http://example.test/pref%C3%A9")
+    assert redirect(first, "/pref%c3%a9") == "/pref%c3%a9"  # as written: the server's spelling
+    assert "dont_redirect" not in first.meta
+    # a non-ASCII host is written as its IDNA 2008 A-label, the rest as written
+    idn = Request("http://xn--strae-oqa.test/%7Ea")
+    assert redirect(idn, "http://straße.test/~a") == "http://xn--strae-oqa.test/~a"
+    # another resource: the Location is canonicalized as before
+    assert redirect(Request("http://example.test/a"), "/b/./c%7e") == "http://example.test/b/c~"
+    # from the server's own spelling, to the same resource again: not followed
+    again = Request("http://example.test/pref%c3%a9",
+                    meta={"iri_server_spelling": "http://example.test/pref%C3%A9"})
+    redirect(again, "/pref%C3%A9")
+    assert again.meta["dont_redirect"] is True
+    # the same with a meta refresh: the page goes to the spider
+    page = Request("http://example.test:80/mr", meta={"iri_server_spelling": "http://example.test/mr"})
+    body = b'<meta http-equiv="REFRESH" content="0; url=http://EXAMPLE.test/mr#x">'
+    mw.process_response(page, HtmlResponse(page.url, body=body, request=page))
+    assert page.meta["dont_redirect"] is True
+    other = Request("http://example.test:80/mr2", meta={"iri_server_spelling": "http://example.test/mr2"})
+    mw.process_response(other, HtmlResponse(other.url, body=body, request=other))
+    assert "dont_redirect" not in other.meta  # a refresh to another resource is followed

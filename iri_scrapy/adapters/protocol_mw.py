@@ -42,7 +42,8 @@ into a new request.  It does two things:
   unfollowed redirect), counted in ``iri/protocol/server_spelling_loop``.
 
 Stats: ``iri/redirect/location_canonicalized``, ``iri/protocol/redirects``,
-``iri/protocol/learned``, ``iri/protocol/contrary``.
+``iri/protocol/learned``, ``iri/protocol/contrary``, ``iri/protocol/server_spelling``
+(counted by the normalization middleware), ``iri/protocol/server_spelling_loop``.
 """
 
 from __future__ import annotations
@@ -100,9 +101,7 @@ class IRIProtocolMiddleware:
         self.rules: ProtocolRules | None = rules_for(crawler, self.config)
         self.stats = crawler.stats
         self.meta_refresh = crawler.settings.getbool("METAREFRESH_ENABLED", True)
-        self.meta_refresh_ignore = crawler.settings.getlist(
-            "METAREFRESH_IGNORE_TAGS", ["noscript"]
-        )
+        self.meta_refresh_ignore = crawler.settings.getlist("METAREFRESH_IGNORE_TAGS")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -196,7 +195,7 @@ class IRIProtocolMiddleware:
             not self.meta_refresh
             or not isinstance(response, TextResponse)
             or request.meta.get("dont_redirect")
-            or b"efresh" not in response.body[:8192]
+            or b"refresh" not in response.body[:8192].lower()
         ):
             return
         try:
