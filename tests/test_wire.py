@@ -172,6 +172,38 @@ def test_charset_web_query_bytes_are_the_page_charset(
     assert "http://de.test/search?q=gr%C3%BC%C3%9Fe" in targets  # UTF-8 page: UTF-8
 
 
+def _form_pages(host: WireHost, nxt: WireHost) -> list[WirePage]:
+    w = WORDS[host.charset]
+    form = (f'<form action="/find" method="get"><input name="q" value="{w}">'
+            f'<input type="hidden" name="h" value="{w}"></form>')
+    return [
+        WirePage(host, "/", None, (f"http://{nxt.name}/",), markup=form),
+        WirePage(host, "/find", f"q={w}&h={w}"),
+    ]
+
+
+FORM_SITE = WireSite(
+    hosts=CHARSET_HOSTS,
+    pages=tuple(
+        p for i, h in enumerate(CHARSET_HOSTS)
+        for p in _form_pages(h, CHARSET_HOSTS[(i + 1) % len(CHARSET_HOSTS)])
+    ),
+)
+
+
+def test_get_forms_send_the_page_charset_in_a_crawl() -> None:
+    """``FormRequest.from_response`` (GET) on every legacy host: as stock, no 404, once."""
+    with WireServer(FORM_SITE) as srv:
+        stock, stock_hits = crawl(srv, {}, CHARSET_START, spider=f"{SPIDERS}.FormSpider")
+        addon, hits = crawl(srv, ADDON, CHARSET_START, spider=f"{SPIDERS}.FormSpider")
+    assert hits.not_found() == [], hits.targets
+    assert set(hits.counts()) == FORM_SITE.page_keys
+    assert {k: n for k, n in hits.counts().items() if n != 1} == {}
+    assert stock_hits.fetched() <= hits.fetched()
+    assert addon.stats["downloader/request_count"] <= stock.stats["downloader/request_count"]
+    assert "http://ru.test/find?q=%EF%F0%E8%E2%E5%F2&h=%EF%F0%E8%E2%E5%F2" in hits.targets
+
+
 def test_charset_web_raw_keys_differ_by_charset() -> None:
     """Escapes of different charsets are different keys; raw and page-charset merge."""
     from scrapy.http import HtmlResponse

@@ -5,12 +5,14 @@ Each yields one item ``{"url", "status"}`` per page.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import urljoin
 
 import scrapy
-from scrapy.http import Response, TextResponse
+from scrapy.exceptions import ScrapyDeprecationWarning
+from scrapy.http import FormRequest, Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule, SitemapSpider
 
@@ -100,3 +102,20 @@ class WireSitemapSpider(SitemapSpider):
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         yield _item(response)
+
+
+class FormSpider(scrapy.Spider):
+    """Follows every link with ``response.follow`` and submits every GET form."""
+
+    name = "wire-form"
+
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        yield _item(response)
+        if not isinstance(response, TextResponse):
+            return
+        for href in response.css("a::attr(href)").getall():
+            yield response.follow(href, callback=self.parse)
+        for index, _ in enumerate(response.css("form")):
+            with warnings.catch_warnings():  # deprecated in Scrapy 2.19 (form2request)
+                warnings.simplefilter("ignore", ScrapyDeprecationWarning)
+                yield FormRequest.from_response(response, formnumber=index, callback=self.parse)

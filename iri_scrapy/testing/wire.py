@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import html
 import threading
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -76,6 +75,7 @@ class WirePage:
     head: str = ""  # extra markup in <head> (<base href>, <meta http-equiv=refresh>)
     title: str = ""
     body: bytes | None = None  # served as is instead of the rendered page
+    markup: str = ""  # extra markup in <body>, as is (a <form>)
 
     @property
     def key(self) -> ResourceKey:
@@ -89,7 +89,7 @@ class WirePage:
         text = (
             f'<!DOCTYPE html><html><head><meta charset="{self.host.charset}">'
             f"<title>{esc(self.title or self.path)}</title>{self.head}</head>"
-            f"<body><h1>{esc(self.title or self.path)}</h1>\n{body}</body></html>\n"
+            f"<body><h1>{esc(self.title or self.path)}</h1>\n{body}{self.markup}</body></html>\n"
         )
         return text.encode(self.host.charset)
 
@@ -240,9 +240,3 @@ class WireServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-
-def pages(host: WireHost, specs: Iterable[tuple[str, str | None, Iterable[str]]],
-          head: Mapping[tuple[str, str | None], str] | None = None) -> tuple[WirePage, ...]:
-    """Pages of *host* from ``(path, query, links)`` triples (*head*: extra markup by key)."""
-    head = head or {}
-    return tuple(WirePage(host, p, q, tuple(links), head.get((p, q), "")) for p, q, links in specs)
