@@ -169,7 +169,7 @@ def _alias(o):
     if not isinstance(o, Request) or o.meta.get("verbatim_url"):
         return o
     p = urlsplit(o.url)
-    if p.port:
+    if p.port or (not p.query and "?" in o.url):  # urlunsplit would drop a bare "?"
         return o
     return o.replace(url=urlunsplit((p.scheme, p.hostname + ":80", "/." + p.path,
                                      p.query, p.fragment)))

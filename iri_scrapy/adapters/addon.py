@@ -35,6 +35,15 @@ sets ``SCHEDULER = "iri_scrapy.adapters.frontier.IRIFrontierScheduler"`` (priori
 (:data:`PRIORITIES` ``"frontier"``): a crawl killed at any moment loses no
 scheduled request (:mod:`iri_scrapy.adapters.frontier`).
 
+``Request()`` URLs (IDNA 2008): unless ``IRI_IDNA2008_REQUESTS = False``, the
+add-on rebinds the ``safe_url_string`` that ``Request()`` and w3lib's
+``<base href>``/meta refresh parsers call to
+:func:`~iri_scrapy.adapters.compat.idna2008_safe_url_string` (UTS 46
+non-transitional hosts, a bare ``?`` kept, w3lib's function otherwise), for as
+long as the crawler runs: every URL that enters Scrapy (``start_urls``,
+``Request()`` in ``start()`` or callbacks, media pipelines, ``SitemapSpider``,
+meta refresh, ``scrapy shell``/``fetch``) keeps its IDNA 2008 host.
+
 The ``IRI_*`` settings are validated here, so a bad ``IRI_LEVEL`` stops the
 crawl before it starts.
 """
@@ -45,11 +54,12 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from scrapy.pipelines.files import FilesPipeline
 from scrapy.pipelines.images import ImagesPipeline
 
-from . import compat  # noqa: F401 - checks the installed Scrapy first
+from . import compat  # checks the installed Scrapy first
 from .config import IRIConfig, load_object
 from .frontier import FrontierDownloaderMiddleware, FrontierSpiderMiddleware, fsync_setting
 from .media import IRIFilesPipeline, IRIImagesPipeline
@@ -104,6 +114,12 @@ class Addon:
 
     def __init__(self, crawler: Crawler | None = None) -> None:
         self.crawler = crawler
+        self._seam = False
+
+    def _engine_stopped(self) -> None:
+        if self._seam:
+            self._seam = False
+            compat.uninstall_idna2008()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -114,6 +130,11 @@ class Addon:
         """Set the plugin's components into *settings* (user values win, see above)."""
         IRIConfig.from_settings(settings)  # fail early on bad IRI_* values
         fsync_setting(settings.get("IRI_FRONTIER_FSYNC"))
+        if settings.getbool("IRI_IDNA2008_REQUESTS", True) and not self._seam:
+            compat.install_idna2008()
+            self._seam = True
+            if self.crawler is not None:
+                self.crawler.signals.connect(self._engine_stopped, signal=signals.engine_stopped)
         for name, ours in (
             ("REQUEST_FINGERPRINTER_CLASS", FINGERPRINTER),
             ("DUPEFILTER_CLASS", DUPEFILTER),

@@ -14,7 +14,8 @@ This subclass keeps every option of ``LinkExtractor`` and changes only that:
 
 * links are resolved with RFC 3986 section 5.2 on the IRI (RFC 3987 section
   6.5) and written in their fetch form (RFC 3987 section 3.1, UTS 46 A-label
-  hosts, level SCHEME of the section 5.3 ladder, fragment kept);
+  hosts, level SCHEME of the section 5.3 ladder, fragment kept), the query of
+  an http(s) link in the page's charset (section 3.1 note, as browsers send it);
 * ``unique`` keys links with that same canonical form (fragment kept, as
   Scrapy's does): spellings of the same IRI merge, and only those;
 * ``allow_domains``/``deny_domains`` are compared as canonical hosts;
@@ -227,7 +228,7 @@ class IRILinkExtractor(LxmlLinkExtractor):
                 continue
             try:
                 # resolve again: process_value may return a relative reference
-                uri = fetch_form(resolve(response_url, url))
+                uri = fetch_form(resolve(response_url, url), response_encoding)
             except IRIError as exc:
                 stock.append((el, value, (error_reason(exc), str(exc))))
                 continue
