@@ -85,13 +85,28 @@ def test_jobdir_written_with_other_options(tmp_path: Path) -> None:
     first = scrapy_crawl(root, jobdir)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "'finish_reason': 'finished'" in first.stderr
-    before = (tmp_path / "job" / "iri_fingerprints.bin").read_bytes()
+    # with the add-on and JOBDIR the seen-set lives in the crash-tolerant frontier store
+    store = tmp_path / "job" / "iri_frontier.sqlite3"
+    before = store.read_bytes()
     second = scrapy_crawl(root, jobdir, "IRI_LEVEL=simple")
     check_refusal(second, "iri_jobdir_mismatch", "refusing to mix keys",
                   "IRI_JOBDIR_ALLOW_RESET = True")
-    assert (tmp_path / "job" / "iri_fingerprints.bin").read_bytes() == before  # untouched
+    assert store.read_bytes() == before  # untouched
     third = scrapy_crawl(root, jobdir, "IRI_LEVEL=simple", "IRI_JOBDIR_ALLOW_RESET=True")
     assert third.returncode == 0 and "'finish_reason': 'finished'" in third.stderr
+
+
+def test_jobdir_fingerprint_file_written_with_other_options(tmp_path: Path) -> None:
+    """The same refusal for the plain JOBDIR fingerprint file (IRI_FRONTIER = False)."""
+    root = project(tmp_path)
+    jobdir = f"JOBDIR={tmp_path / 'job'}"
+    first = scrapy_crawl(root, jobdir, "IRI_FRONTIER=False")
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = (tmp_path / "job" / "iri_fingerprints.bin").read_bytes()
+    second = scrapy_crawl(root, jobdir, "IRI_FRONTIER=False", "IRI_LEVEL=simple")
+    check_refusal(second, "iri_jobdir_mismatch", "refusing to mix keys",
+                  "IRI_JOBDIR_ALLOW_RESET = True")
+    assert (tmp_path / "job" / "iri_fingerprints.bin").read_bytes() == before  # untouched
 
 
 def test_unreachable_redis(tmp_path: Path) -> None:

@@ -144,7 +144,7 @@ class RequestFingerprinterProtocol(Protocol):
     def fingerprint(self, request: Request) -> bytes: ...
 
 
-def _job_dir(settings: BaseSettings) -> str | None:
+def jobdir_setting(settings: BaseSettings) -> str | None:
     """``JOBDIR`` if set (created if missing), else None (as Scrapy's own filter reads it)."""
     path = settings.get("JOBDIR")
     if not path:
@@ -225,7 +225,7 @@ class IRIDupeFilter(BaseDupeFilter):
             "config": config,
             "rules": rules_for(crawler, config),
             "stats": crawler.stats,
-            "jobdir": _job_dir(settings),
+            "jobdir": jobdir_setting(settings),
             "debug": settings.getbool("DUPEFILTER_DEBUG"),
             "allow_reset": settings.getbool("IRI_JOBDIR_ALLOW_RESET", False),
         }

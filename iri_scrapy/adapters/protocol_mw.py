@@ -156,16 +156,16 @@ class IRIProtocolMiddleware:
         status = response.status
         if status in REDIRECT_STATUSES and b"Location" in response.headers:
             self._redirect(request, response)
-            return response
-        if META_SERVER_SPELLING in request.meta and 200 <= status < 300:
-            self._refresh_loop(request, response)
-        if 200 <= status < 300 and self.rules is not None:
-            try:
-                self.rules.observe_contrary(_key_form(response.url))
-            except IRIError:
-                pass
-            else:
-                self._inc("iri/protocol/contrary")
+        else:
+            if META_SERVER_SPELLING in request.meta and 200 <= status < 300:
+                self._refresh_loop(request, response)
+            if 200 <= status < 300 and self.rules is not None:
+                try:
+                    self.rules.observe_contrary(_key_form(response.url))
+                except IRIError:
+                    pass
+                else:
+                    self._inc("iri/protocol/contrary")
         skip_unusable_redirect(request, response, self.stats)  # a target Request() refuses
         return response
 
