@@ -15,7 +15,7 @@ strings are equal at the chosen level (section 5.3's ladder; by default without
 fragments, the retrieval comparison of section 5.1).  For each duplicate the
 rungs that changed its spelling on the way to the canonical form are counted
 (what :func:`iri_scrapy.ladder.rungs_applied` returns, computed in the same
-climb as the key by :func:`canonical_and_rungs`); a duplicate that was already
+climb as the key by :func:`iri_scrapy.ladder.canonical_and_rungs`); a duplicate that was already
 canonical counts under ``simple`` (section 5.3.1: string comparison sufficed).
 """
 
@@ -29,11 +29,11 @@ from typing import Any
 
 from .adapters.fpstore import FingerprintSet
 from .errors import IRIError
-from .ladder import Form, Level, Rung, _drop_fragment, _fast, _pipeline, apply_rung, normalize
-from .parsing import WHITESPACE, parse, preprocess
+from .ladder import Form, Level, NormalizeOptions, Rung, canonical, canonical_and_rungs
+from .parsing import WHITESPACE, preprocess
 
 __all__ = [
-    "Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS", "canonical_and_rungs",
+    "Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS",
     "fingerprint", "refusal", "undecodable_byte", "byte_column",
 ]
 
@@ -103,43 +103,6 @@ def refusal(line: str) -> str | None:
                     "not part of a URL")
         return "no scheme: not an absolute URL"
     return None
-
-
-def canonical_and_rungs(
-    iri: str, level: Level, *, keep_fragment: bool = False, nfc: bool = False
-) -> tuple[str, tuple[Rung, ...]]:
-    """``normalize(iri, level, form="uri", ...)`` and ``rungs_applied(iri, level, ...)``
-    in one climb of the ladder (RFC 3987 section 5.3), for the per-rung statistics.
-
-    Already-canonical URIs take the fast path (no rung applied).  Raises
-    :class:`IRIError` as :func:`normalize` does, with the index in the whole input.
-    """
-    if level >= Level.SCHEME and not nfc:
-        fast = _fast(iri, keep_fragment)
-        if fast is not None:
-            return fast, ()
-    if level is Level.SIMPLE:
-        return normalize(iri, level, keep_fragment=keep_fragment), ()
-    try:
-        ref = parse(iri)
-        if not keep_fragment:
-            ref = _drop_fragment(ref)
-        applied: list[Rung] = []
-        before = ref.unsplit()
-        for rung in _pipeline(level, nfc):
-            new = apply_rung(rung, ref)
-            if new == ref:  # same components, same string: skip the unsplit
-                continue
-            ref = new
-            after = ref.unsplit()
-            if after != before:
-                applied.append(rung)
-            before = after
-    except IRIError:
-        # normalize() raises the same error, pointing into the whole input.
-        normalize(iri, level, keep_fragment=keep_fragment, nfc=nfc)
-        raise
-    return before, tuple(applied)
 
 
 class Outcome(enum.Enum):
@@ -218,6 +181,9 @@ class Deduper:
         self.max_rejects = max_rejects
         self.rung_stats = rung_stats
         self.seen = FingerprintSet()
+        # The key: URI form (the form only changes what is written out).
+        self.options = NormalizeOptions(self.level, "uri", keep_fragment, nfc)
+        self.out_options = NormalizeOptions(self.level, form, keep_fragment, nfc)
         self.stats = DedupeStats()
 
     def process(self, line: str) -> tuple[Outcome, str]:
@@ -233,17 +199,12 @@ class Deduper:
         rungs: tuple[Rung, ...] = ()
         try:
             if self.rung_stats:
-                key, rungs = canonical_and_rungs(
-                    line, self.level, keep_fragment=self.keep_fragment, nfc=self.nfc
-                )
+                key, rungs = canonical_and_rungs(line, self.options)
             else:
-                key = normalize(line, self.level, keep_fragment=self.keep_fragment, nfc=self.nfc)
+                key = canonical(line, self.options)
             out = line
             if self.canonical and self.form != "uri":
-                out = normalize(
-                    line, self.level, form=self.form, keep_fragment=self.keep_fragment,
-                    nfc=self.nfc,
-                )
+                out = canonical(line, self.out_options)
             elif self.canonical:
                 out = key
         except IRIError as exc:

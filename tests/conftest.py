@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
+from tests.paths import PATHS
+
 pytest_plugins = ["tests.redis_support"]
 
 
@@ -18,3 +22,9 @@ def pytest_configure() -> None:
     where = Path(iri_scrapy.__file__).resolve()
     if "site-packages" not in where.parts:
         raise RuntimeError(f"iri_scrapy imported from {where}, not from site-packages")
+
+
+@pytest.fixture(params=PATHS)
+def path(request: pytest.FixtureRequest) -> str:
+    """Each code path of ``normalize`` in turn (tests/paths.py): climb, fused, fast."""
+    return str(request.param)

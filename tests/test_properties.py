@@ -10,7 +10,7 @@ from w3lib.url import safe_url_string
 
 import iri_scrapy as iri
 from iri_scrapy import Level
-from iri_scrapy.ladder import _fast, _normalize_slow
+from iri_scrapy.ladder import NormalizeOptions, climb_path, fast_path
 
 PIECES = list("aAzZ09-._~!$&'()*+,;=:@/?#[]%") + [
     "%2F", "%2f", "%7e", "%41", "%c3%a9", "%C3", "%E2%80%AE", "é", "ß", "ü", "Ω", "中",
@@ -63,13 +63,13 @@ def test_fused_pipeline_equals_the_composed_rungs(text: str, level: Level, form:
     except iri.IRIError:
         fused = "error"
     try:
-        slow = _normalize_slow(text, level, form, keep, False, None)  # type: ignore[arg-type]
+        slow = climb_path(text, NormalizeOptions(level, form, keep))
     except iri.IRIError:
         slow = "error"
     assert fused == slow
-    fast = _fast(text, keep)
+    fast = fast_path(text, keep)
     if fast is not None:
-        assert fast == _normalize_slow(text, Level.SCHEME, "uri", keep, False, None)
+        assert fast == climb_path(text, NormalizeOptions(Level.SCHEME, "uri", keep))
 
 
 @SETTINGS
