@@ -46,7 +46,7 @@ from .parsing import (
     split_match,
 )
 from .resolve import remove_dot_segments
-from .schemes import DEFAULT_PORTS, default_port, scheme_path, uses_dns
+from .schemes import DEFAULT_PORTS, DNS_SCHEMES, default_port, scheme_path, uses_dns
 
 if TYPE_CHECKING:
     from .protocol import ProtocolRules
@@ -587,7 +587,7 @@ def fused_path(text: str, lvl: Level, keep_fragment: bool) -> str | None:
         if scheme == "mailto":
             return None
     scheme_based = lvl >= Level.SCHEME
-    dns = scheme_based and uses_dns(scheme)
+    dns = scheme_based and scheme in DNS_SCHEMES
     out = [] if scheme is None else [scheme, ":"]
     if authority is not None:
         userinfo, host, port = split_authority(authority)
@@ -604,9 +604,9 @@ def fused_path(text: str, lvl: Level, keep_fragment: bool) -> str | None:
     path = _percent_path(path, scheme is None and authority is None)
     if "/." in path and (authority is not None or path.startswith("/")):
         path = remove_dot_segments(path)
-    if scheme_based:
+    if scheme_based and not path:
         path = scheme_path(scheme, authority is not None, path)
-    out.append(guard_path(path, authority is not None))
+    out.append(path if authority is not None else guard_path(path, False))
     if query is not None:
         out += ("?", _percent(query, "query"))
     if fragment is not None and keep_fragment:
@@ -639,13 +639,17 @@ class NormalizeOptions:
         if self.level.__class__ is not Level:
             object.__setattr__(self, "level", Level.coerce(self.level))
         if self.form not in FORMS:
-            forms = ", ".join(map(repr, FORMS))
-            raise ValueError(f"form must be one of {forms}, not {self.form!r}")
+            raise bad_form(self.form)
 
     @property
     def rungs(self) -> tuple[Rung, ...]:
         """The rungs applied after 5.3.1, in ladder order (RFC 3987 section 5.3)."""
         return _rungs(self.level, self.nfc)
+
+
+def bad_form(form: object) -> ValueError:
+    """The error for a *form* not in :data:`FORMS`."""
+    return ValueError(f"form must be one of {', '.join(map(repr, FORMS))}, not {form!r}")
 
 
 @cache
@@ -744,24 +748,11 @@ def climb_path(text: str, options: NormalizeOptions) -> str:
 
 
 def canonical(text: str, options: NormalizeOptions) -> str:
-    """:func:`normalize` with the options built: the fast path, else the fused
-    path, else the climb; an error points at its index in *text*."""
-    level, form, keep = options.level, options.form, options.keep_fragment
-    rules = options.rules
-    if form == "uri" and level >= Level.SCHEME and not options.nfc:
-        fast = fast_path(text, keep)
-        if fast is not None:
-            return rules.apply(fast) if rules is not None and level is Level.PROTOCOL else fast
-    try:
-        if level >= Level.SYNTAX and not options.nfc:
-            uri = fused_path(text, level, keep)
-            if uri is not None:
-                if level is Level.PROTOCOL and rules is not None:
-                    uri = rules.apply(uri)
-                return render_uri(uri, level, form)
-        return climb_path(text, options)
-    except IRIError as exc:
-        raise with_context(exc, text) from None
+    """:func:`normalize` with the options built (the fast path, else the fused
+    path, else the climb); an error points at its index in *text*."""
+    return normalize(text, options.level, form=options.form,  # type: ignore[arg-type]
+                     keep_fragment=options.keep_fragment, nfc=options.nfc,
+                     rules=options.rules)
 
 
 _COMPONENTS = frozenset(("scheme", "userinfo", "host", "port", "path", "query", "fragment"))
@@ -819,7 +810,18 @@ def normalize(
                 return rules.apply(fast)
             return fast
     check_str(iri, "normalize")
-    return canonical(iri, NormalizeOptions(lvl, form, keep_fragment, nfc, rules))
+    if form not in FORMS:
+        raise bad_form(form)
+    try:
+        if lvl >= Level.SYNTAX and not nfc:
+            uri = fused_path(iri, lvl, keep_fragment)
+            if uri is not None:
+                if lvl is Level.PROTOCOL and rules is not None:
+                    uri = rules.apply(uri)
+                return uri if form == "uri" else render_uri(uri, lvl, form)
+    except IRIError as exc:
+        raise with_context(exc, iri) from None
+    return climb_path(iri, NormalizeOptions(lvl, form, keep_fragment, nfc, rules))
 
 
 def simple_text(ref: IRIReference) -> str:
