@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from w3lib.url import safe_url_string
@@ -42,7 +43,8 @@ def iris(draw: st.DrawFn) -> str:
     return text
 
 
-SETTINGS = settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+# The number of examples comes from the Hypothesis profile (tests/conftest.py).
+SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @SETTINGS
@@ -177,7 +179,7 @@ ADVERSARIAL_PREFIXES = (
 adversarial = st.tuples(
     st.sampled_from(ADVERSARIAL_PREFIXES), st.lists(st.sampled_from(ADVERSARIAL_TOKENS), max_size=6)
 ).map(lambda t: t[0] + "".join(t[1]))
-PROP_SETTINGS = settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
+PROP_SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @PROP_SETTINGS
@@ -204,6 +206,7 @@ def test_prop_uri_to_iri_maps_back(text: str) -> None:
     assert list(props.check_round_trip(text)) == []
 
 
+@pytest.mark.slow  # seconds: every string of up to two tokens through every check
 def test_exhaustive_short_strings() -> None:
     """Every string of up to two tokens of props.TOKENS, bare and after http://h/."""
     failures = [f for text in props.short_strings(2) for f in props.check(text)]

@@ -96,6 +96,7 @@ def _assert_exactly_once(srv: SiteServer) -> None:
 # --------------------------------------------------------------------------- shared crawls
 
 
+@pytest.mark.slow
 def test_two_processes_in_parallel_fetch_each_resource_once(
     redis_server_session: RedisServer, srv: SiteServer
 ) -> None:
@@ -114,6 +115,7 @@ def test_two_processes_in_parallel_fetch_each_resource_once(
     assert _total(results, "dupefilter/filtered") == _total(results, "iri/dupefilter/filtered")
 
 
+@pytest.mark.slow
 def test_two_processes_with_scrapy_redis_scheduler(
     redis_server_session: RedisServer, srv: SiteServer
 ) -> None:
@@ -138,6 +140,7 @@ def test_two_processes_with_scrapy_redis_scheduler(
 # --------------------------------------------------------------------------- resume
 
 
+@pytest.mark.slow
 def test_resume_against_the_same_redis_fetches_nothing_again(
     redis_server_session: RedisServer, srv: SiteServer, tmp_path: Path
 ) -> None:
@@ -162,6 +165,7 @@ def test_resume_against_the_same_redis_fetches_nothing_again(
     assert third.stats.get("downloader/request_count", 0) == 0
 
 
+@pytest.mark.slow
 def test_resume_with_scrapy_redis_scheduler(
     redis_server_session: RedisServer, srv: SiteServer
 ) -> None:
@@ -178,6 +182,7 @@ def test_resume_with_scrapy_redis_scheduler(
 # --------------------------------------------------------------------------- faults
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheduler", ["scrapy", "scrapy_redis"])
 def test_unreachable_redis_at_start_is_a_clear_error(
     srv: SiteServer, redis_server_session: RedisServer, scheduler: str
@@ -233,6 +238,7 @@ def _kill_during_crawl(
 SLOW = {"DOWNLOAD_DELAY": 0.25, "CONCURRENT_REQUESTS": 1}
 
 
+@pytest.mark.slow
 def test_redis_killed_and_restarted_mid_crawl_leaves_nothing_unfetched(
     redis_server: RedisServer, srv: SiteServer
 ) -> None:
@@ -248,6 +254,7 @@ def test_redis_killed_and_restarted_mid_crawl_leaves_nothing_unfetched(
     assert max(srv.hits.counts().values()) <= 2
 
 
+@pytest.mark.slow
 def test_redis_killed_and_restarted_with_aof_fetches_each_resource_once(
     tmp_path: Path, srv: SiteServer
 ) -> None:
@@ -263,6 +270,7 @@ def test_redis_killed_and_restarted_with_aof_fetches_each_resource_once(
     assert extra <= result.stats.get("iri/redis/ambiguous_refetch", 0)
 
 
+@pytest.mark.slow
 def test_redis_down_past_the_deadline_stops_loudly_and_jobdir_resumes(
     tmp_path: Path, srv: SiteServer
 ) -> None:
