@@ -4,8 +4,8 @@ The logic behind ``iri-scrapy dedupe``, pure and without Scrapy: feed lines to
 a :class:`Deduper` one at a time; it keeps one 64-bit fingerprint of the
 canonical key of each distinct resource, never the lines, so memory grows only
 with the number of distinct resources.  The fingerprints live in the compact
-open-addressing table of :mod:`iri_scrapy.adapters.fpstore` (shared with the
-Scrapy dupefilter; that module imports no Scrapy): 8 bytes a slot, 10.7 to 21.3
+open-addressing table of :mod:`iri_scrapy.fpstore` (shared with the Scrapy
+dupefilter; core, it imports no Scrapy): 8 bytes a slot, 10.7 to 21.3
 bytes per entry, about 32 at most while the table doubles.  Two different keys
 are merged with probability below n**2 / 2**65 for n distinct resources
 (3e-4 for 10**8).
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from hashlib import blake2b
 from typing import Any
 
-from .adapters.fpstore import FingerprintSet
 from .errors import IRIError
+from .fpstore import FingerprintSet
 from .ladder import Form, Level, NormalizeOptions, Rung, canonical, canonical_and_rungs
 from .parsing import WHITESPACE, preprocess
 
