@@ -46,7 +46,7 @@ import regex
 from .charclasses import BIDI_FORMATTING
 from .errors import IRIError, describe_char
 from .hosts import host_to_ascii, host_to_unicode
-from .parsing import split_authority, validate
+from .parsing import SPLIT_RE, split_authority, split_match, validate
 
 __all__ = [
     "Finding",
@@ -59,12 +59,6 @@ __all__ = [
     "script_of",
     "label_scripts",
 ]
-
-# RFC 3986 appendix B, as in parsing.py (kept here for the spans).
-_SPLIT_RE = re.compile(
-    r"(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL
-)
-_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
 
 _RTL = frozenset({"R", "AL"})
 _LTR = "L"
@@ -126,15 +120,8 @@ def components(text: str) -> list[Component]:
     stripped); empty components are left out.  The scheme and the port are
     ASCII by syntax and are not components.
     """
-    m = _SPLIT_RE.match(text)
-    assert m is not None
+    m = split_match(text)
     out: list[Component] = []
-    if m.group(1) is not None and not _SCHEME_RE.fullmatch(m.group(1)):
-        # Not a scheme: a relative reference whose first path segment has ":".
-        m = re.compile(r"()(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL).match(
-            text
-        )
-        assert m is not None
     if m.group(2) is not None:
         offset = m.start(2)
         userinfo, host, _port = split_authority(m.group(2))
@@ -156,7 +143,7 @@ def components(text: str) -> list[Component]:
 
 def _locate(text: str, i: int) -> str:
     """The component of index *i* that is no bidi component (scheme, port, IP literal)."""
-    m = _SPLIT_RE.match(text)
+    m = SPLIT_RE.match(text)
     assert m is not None
     if m.group(1) is not None and i < m.end(1):
         return "scheme"
@@ -414,9 +401,8 @@ def check(text: str) -> list[Finding]:
     findings = check_bidi_formatting(text)
     for comp in components(text):
         findings += check_bidi_component(comp)
-    m = _SPLIT_RE.match(text)
-    assert m is not None
-    if m.group(2) is not None and (m.group(1) is None or _SCHEME_RE.fullmatch(m.group(1))):
+    m = split_match(text)
+    if m.group(2) is not None:
         userinfo, host, _port = split_authority(m.group(2))
         offset = m.start(2) + (0 if userinfo is None else len(userinfo) + 1)
         findings += check_host(host, offset)
