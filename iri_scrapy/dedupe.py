@@ -30,7 +30,7 @@ from typing import Any
 from .errors import IRIError
 from .fpstore import FingerprintSet
 from .ladder import Form, Level, NormalizeOptions, Rung, canonical, canonical_and_rungs
-from .parsing import WHITESPACE, preprocess
+from .parsing import SCHEME_RE, WHITESPACE, preprocess
 
 __all__ = [
     "Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS",
@@ -51,9 +51,9 @@ def fingerprint(key: str) -> int:
 _REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\udc80-\udcff]")
 _UNDECODABLE = re.compile("[\udc80-\udcff]")
 #: RFC 3986 section 3.1 (RFC 3987 keeps it): ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":"
-_SCHEME = re.compile("[A-Za-z][A-Za-z0-9+.-]*:")
+_SCHEME = re.compile(SCHEME_RE.pattern + ":")
 #: The common case in one match: a scheme, then no refused character, no white space around.
-_PLAIN = re.compile("[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x1f\x7f-\x9f\udc80-\udcff]*\\Z")
+_PLAIN = re.compile(SCHEME_RE.pattern + ":[^\x00-\x1f\x7f-\x9f\udc80-\udcff]*\\Z")
 _CONTROL_NAMES = {0x00: "NUL", 0x09: "tab", 0x0A: "line feed", 0x0D: "carriage return",
                   0x1B: "escape", 0x7F: "DEL"}
 
