@@ -11,7 +11,7 @@ Run from the repository root::
 2. Memory per seen URL of the fingerprint store alone, measured with
    ``tracemalloc`` after adding 1 million (and with ``--big`` 10 million)
    synthetic SHA-1 fingerprints: Scrapy's ``set`` of 20-byte ``bytes`` vs
-   :class:`~iri_scrapy.adapters.fpstore.FingerprintSet`.
+   :class:`~iri_scrapy.fpstore.FingerprintSet`.
 
 Prints a skip notice and exits 0 when the corpus is absent.
 """
@@ -37,7 +37,7 @@ from scrapy.utils.request import RequestFingerprinter  # noqa: E402
 
 from iri_scrapy.adapters.dupefilter import IRIDupeFilter  # noqa: E402
 from iri_scrapy.adapters.fingerprinter import IRIRequestFingerprinter  # noqa: E402
-from iri_scrapy.adapters.fpstore import FingerprintSet, fp64  # noqa: E402
+from iri_scrapy.fpstore import FingerprintSet, fp64  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "urls_real.txt"
 

@@ -38,7 +38,7 @@ from .charclasses import BIDI_FORMATTING
 from .dedupe import Deduper, DedupeStats, Outcome, undecodable_byte
 from .errors import IRIError
 from .explain import explain as explain_iris
-from .ladder import Level, Rung, _pipeline, normalize
+from .ladder import Level, NormalizeOptions, Rung, normalize
 
 __all__ = ["main", "build_parser"]
 
@@ -504,7 +504,7 @@ def _report(stats: DedupeStats, args: argparse.Namespace, elapsed: float) -> str
     if args.rung_stats and stats.duplicates:
         lines.append("  duplicates by rung (each counts under every rung that changed its "
                      "spelling):")
-        rungs = [Rung.SIMPLE] + _pipeline(Level.coerce(args.level), args.nfc)
+        rungs = (Rung.SIMPLE, *NormalizeOptions(Level.coerce(args.level), nfc=args.nfc).rungs)
         for rung in rungs:
             title = rung.title + (" (already canonical)" if rung is Rung.SIMPLE else "")
             lines.append(f"    {rung.section:<8} {title:<46} {stats.by_rung[rung.key]:>12,}")

@@ -1,8 +1,8 @@
 """Adversarial vectors of the core, keyed by the section they follow.
 
 Every vector is run through every code path of :func:`iri_scrapy.normalize`: the
-fast regular-expression path (``_fast``), the fused one-pass pipeline (``_fused``),
-the composed rungs (``_normalize_slow``), the per-rung climb of ``dedupe`` and
+fast regular-expression path (``fast_path``), the fused one-pass pipeline
+(``fused_path``), the climb of the rungs (``climb_path``), the per-rung climb of ``dedupe`` and
 ``explain``, so that a fix in one path cannot leave another one behind.
 """
 
@@ -14,10 +14,17 @@ import pytest
 
 import iri_scrapy as iri
 from iri_scrapy import Level
-from iri_scrapy.dedupe import canonical_and_rungs
-from iri_scrapy.ladder import _fast, _fused, _normalize_slow, character_normalize
+from iri_scrapy.ladder import (
+    NormalizeOptions,
+    canonical_and_rungs,
+    character_normalize,
+    climb_path,
+    fast_path,
+    fused_path,
+)
 from iri_scrapy.mapping import uri_to_iri
 from iri_scrapy.schemes import uses_dns
+from tests.paths import via
 
 FORMS = ("uri", "iri")
 
@@ -37,19 +44,21 @@ def every_path(
 
     public = run(lambda: iri.normalize(text, level, form=form, keep_fragment=keep_fragment,  # type: ignore[arg-type]
                                        nfc=nfc))
-    slow = run(lambda: _normalize_slow(text, level, form, keep_fragment, nfc, None))  # type: ignore[arg-type]
+    options = NormalizeOptions(level, form, keep_fragment, nfc)
+    uri_options = NormalizeOptions(level, "uri", keep_fragment, nfc)
+    slow = run(lambda: climb_path(text, options))
     assert public == slow, ("normalize vs composed rungs", text, level, form)
-    uri = run(lambda: _normalize_slow(text, level, "uri", keep_fragment, nfc, None))
+    uri = run(lambda: climb_path(text, uri_options))
     if level >= Level.SYNTAX and not nfc:
-        fused = run(lambda: _fused(text, level, keep_fragment))
+        fused = run(lambda: fused_path(text, level, keep_fragment))
         if fused != "None":
             assert fused == uri, ("fused vs composed rungs", text, level)
     if level >= Level.SCHEME and not nfc and form == "uri":
-        fast = _fast(text, keep_fragment)
+        fast = fast_path(text, keep_fragment)
         if fast is not None:
             assert fast == uri, ("fast path vs composed rungs", text)
     if level >= Level.SYNTAX and form == "uri":
-        climbed = run(lambda: canonical_and_rungs(text, level, keep_fragment=keep_fragment, nfc=nfc)[0])
+        climbed = run(lambda: canonical_and_rungs(text, uri_options)[0])
         assert climbed == uri, ("dedupe climb vs composed rungs", text, level)
     if form == "iri" and uri != "error" and level > Level.SIMPLE:
         scheme = uri[: uri.find(":")] if ":" in uri else None
@@ -139,6 +148,17 @@ def test_normalize_vectors(text: str, kwargs: dict[str, Any], expected: str) -> 
     form = kwargs.get("form", "uri")
     keep, nfc = kwargs.get("keep_fragment", True), kwargs.get("nfc", False)
     assert check_canonical(text, level, form, keep, nfc) == expected
+
+
+@pytest.mark.parametrize(("text", "kwargs", "expected"), cases(NORMALIZE))
+def test_normalize_vectors_through_every_path(
+    text: str, kwargs: dict[str, Any], expected: str, path: str
+) -> None:
+    try:
+        got = via(path, text, **kwargs)
+    except iri.IRIError:
+        got = "error"
+    assert got == expected
 
 
 # (id, a, b, keyword arguments, lowest level at which they are equivalent or None)

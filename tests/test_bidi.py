@@ -7,6 +7,8 @@ the core) and mixed-script host labels (homographs, RFC 3987 section 8).
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
 from iri_scrapy import validate
@@ -271,3 +273,61 @@ def test_messages_cite_sections() -> None:
     text = " ".join(str(f) for f in check(f"http://ex{CYR_A}mple.com/{ALEF}x\u200e"))
     for cite in ("section 4.1", "section 4.2 rule 1", "section 4.2 rule 2", "section 8"):
         assert cite in text
+
+
+SCRIPT_PROPERTY_CASES = [
+    # Letters whose character name does not start with their script's name.
+    pytest.param("\u02b0", "Latin", id="modifier-letter-small-h"),
+    pytest.param("\u00aa", "Latin", id="feminine-ordinal"),
+    pytest.param("\u1d2c", "Latin", id="modifier-letter-capital-a"),
+    pytest.param("\u2c80", "Coptic", id="coptic"),
+    pytest.param("\u1401", "Canadian_Aboriginal", id="canadian-syllabics"),
+    pytest.param("\u07ca", "Nko", id="nko"),
+    pytest.param("\u3005", "Han", id="ideographic-iteration-mark"),
+]
+
+
+@pytest.mark.parametrize(("char", "script"), SCRIPT_PROPERTY_CASES)
+def test_script_of_follows_the_script_property(char: str, script: str) -> None:
+    assert script_of(char) == script
+
+
+@pytest.mark.parametrize(
+    "host", ["x\u02b0y.com", "a\u00aa.com", "\u1d2cb.com"],
+)
+def test_latin_modifier_letters_are_not_a_second_script(host: str) -> None:
+    assert [f for f in check_host(host) if f.kind == "mixed-script"] == []
+
+
+def _letters_and_marks(planes: range) -> list[str]:
+    return [
+        chr(cp) for cp in range(planes.start * 0x10000, planes.stop * 0x10000)
+        if unicodedata.category(chr(cp))[0] in "LM"
+    ]
+
+
+def _check_scripts(chars: list[str]) -> None:
+    import regex
+
+    # Unknown: a character newer than the installed regex knows (no finding then).
+    common = regex.compile(r"[\p{Script=Common}\p{Script=Inherited}\p{Script=Unknown}]")
+    wrong = []
+    for char in chars:
+        ours = script_of(char)
+        if ours is None:
+            ok = common.fullmatch(char) is not None
+        else:
+            ok = regex.fullmatch(rf"\p{{Script={ours}}}", char) is not None
+        if not ok:
+            wrong.append(f"U+{ord(char):04X} {ours}")
+    assert not wrong, f"{len(wrong)} of {len(chars)}: {wrong[:20]}"
+
+
+def test_script_of_every_bmp_letter_and_mark_is_its_unicode_script() -> None:
+    # UAX 24 Script property, as the regex package (UCD Scripts.txt) has it.
+    _check_scripts(_letters_and_marks(range(0, 1)))
+
+
+@pytest.mark.slow
+def test_script_of_every_letter_and_mark_is_its_unicode_script() -> None:
+    _check_scripts(_letters_and_marks(range(1, 17)))

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from iri_scrapy.adapters.fpstore import FingerprintSet
 from iri_scrapy.cli import main
+from iri_scrapy.fpstore import FingerprintSet
 
 MODULE = [sys.executable, "-m", "iri_scrapy"]
 README = Path(__file__).resolve().parents[1] / "README.md"

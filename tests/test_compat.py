@@ -99,7 +99,7 @@ PUBLIC: dict[str, set[str]] = {
     "typing_extensions": {"Self"},
 }
 #: Third-party modules the package may ``import`` as a whole.
-PUBLIC_MODULES = {"scrapy", "idna", "redis"}
+PUBLIC_MODULES = {"scrapy", "idna", "redis", "regex"}  # regex: \p{Script=...} (bidi.py)
 #: Standard-library modules without ``__all__`` whose non-underscore names are documented.
 STDLIB_WITHOUT_ALL: set[str] = set()
 #: Documented public methods of named tuples (``urllib.parse.SplitResult._replace``).

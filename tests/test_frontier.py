@@ -716,6 +716,7 @@ class PathsSpider(scrapy.Spider):
 '''
 
 
+@pytest.mark.slow
 def test_every_answer_path_in_a_real_crawl(tmp_path: Path) -> None:
     """Redirect, 404 with errback, download errors with and without errback (whose
     output schedules a page), a callback that raises: all answered exactly once, the

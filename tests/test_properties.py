@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from w3lib.url import safe_url_string
 
 import iri_scrapy as iri
 from iri_scrapy import Level
-from iri_scrapy.ladder import _fast, _normalize_slow
+from iri_scrapy.ladder import NormalizeOptions, climb_path, fast_path
 
 PIECES = list("aAzZ09-._~!$&'()*+,;=:@/?#[]%") + [
     "%2F", "%2f", "%7e", "%41", "%c3%a9", "%C3", "%E2%80%AE", "é", "ß", "ü", "Ω", "中",
@@ -42,7 +43,8 @@ def iris(draw: st.DrawFn) -> str:
     return text
 
 
-SETTINGS = settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+# The number of examples comes from the Hypothesis profile (tests/conftest.py).
+SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @SETTINGS
@@ -63,13 +65,13 @@ def test_fused_pipeline_equals_the_composed_rungs(text: str, level: Level, form:
     except iri.IRIError:
         fused = "error"
     try:
-        slow = _normalize_slow(text, level, form, keep, False, None)  # type: ignore[arg-type]
+        slow = climb_path(text, NormalizeOptions(level, form, keep))
     except iri.IRIError:
         slow = "error"
     assert fused == slow
-    fast = _fast(text, keep)
+    fast = fast_path(text, keep)
     if fast is not None:
-        assert fast == _normalize_slow(text, Level.SCHEME, "uri", keep, False, None)
+        assert fast == climb_path(text, NormalizeOptions(Level.SCHEME, "uri", keep))
 
 
 @SETTINGS
@@ -177,7 +179,7 @@ ADVERSARIAL_PREFIXES = (
 adversarial = st.tuples(
     st.sampled_from(ADVERSARIAL_PREFIXES), st.lists(st.sampled_from(ADVERSARIAL_TOKENS), max_size=6)
 ).map(lambda t: t[0] + "".join(t[1]))
-PROP_SETTINGS = settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
+PROP_SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @PROP_SETTINGS
@@ -204,6 +206,7 @@ def test_prop_uri_to_iri_maps_back(text: str) -> None:
     assert list(props.check_round_trip(text)) == []
 
 
+@pytest.mark.slow  # seconds: every string of up to two tokens through every check
 def test_exhaustive_short_strings() -> None:
     """Every string of up to two tokens of props.TOKENS, bare and after http://h/."""
     failures = [f for text in props.short_strings(2) for f in props.check(text)]

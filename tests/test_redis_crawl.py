@@ -97,6 +97,7 @@ def _assert_exactly_once(srv: SiteServer) -> None:
 # --------------------------------------------------------------------------- shared crawls
 
 
+@pytest.mark.slow
 def test_two_processes_in_parallel_fetch_each_resource_once(
     redis_server_session: RedisServer, srv: SiteServer
 ) -> None:
@@ -115,6 +116,7 @@ def test_two_processes_in_parallel_fetch_each_resource_once(
     assert _total(results, "dupefilter/filtered") == _total(results, "iri/dupefilter/filtered")
 
 
+@pytest.mark.slow
 def test_two_processes_with_scrapy_redis_scheduler(
     redis_server_session: RedisServer, srv: SiteServer
 ) -> None:
@@ -139,6 +141,7 @@ def test_two_processes_with_scrapy_redis_scheduler(
 # --------------------------------------------------------------------------- resume
 
 
+@pytest.mark.slow
 def test_resume_against_the_same_redis_fetches_nothing_again(
     redis_server_session: RedisServer, srv: SiteServer, tmp_path: Path
 ) -> None:
@@ -163,6 +166,7 @@ def test_resume_against_the_same_redis_fetches_nothing_again(
     assert third.stats.get("downloader/request_count", 0) == 0
 
 
+@pytest.mark.slow
 def test_resume_with_scrapy_redis_scheduler(
     redis_server_session: RedisServer, srv: SiteServer
 ) -> None:
@@ -179,6 +183,7 @@ def test_resume_with_scrapy_redis_scheduler(
 # --------------------------------------------------------------------------- faults
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheduler", ["scrapy", "scrapy_redis"])
 def test_unreachable_redis_at_start_is_a_clear_error(
     srv: SiteServer, redis_server_session: RedisServer, scheduler: str
@@ -237,6 +242,7 @@ def _kill_during_crawl(
 SLOW = {"DOWNLOAD_DELAY": 0.25, "CONCURRENT_REQUESTS": 1}
 
 
+@pytest.mark.slow
 def test_redis_killed_and_restarted_mid_crawl_leaves_nothing_unfetched(
     redis_server: RedisServer, srv: SiteServer
 ) -> None:
@@ -252,6 +258,7 @@ def test_redis_killed_and_restarted_mid_crawl_leaves_nothing_unfetched(
     assert max(srv.hits.counts().values()) <= 2
 
 
+@pytest.mark.slow
 def test_redis_killed_and_restarted_with_aof_fetches_each_resource_once(
     tmp_path: Path, srv: SiteServer
 ) -> None:
@@ -267,6 +274,7 @@ def test_redis_killed_and_restarted_with_aof_fetches_each_resource_once(
     assert extra <= result.stats.get("iri/redis/ambiguous_refetch", 0)
 
 
+@pytest.mark.slow
 def test_redis_down_past_the_deadline_stops_loudly_and_jobdir_resumes(
     tmp_path: Path, srv: SiteServer
 ) -> None:

@@ -283,6 +283,7 @@ def test_two_clients_racing_exactly_one_new(redis_server_session: RedisServer) -
     assert filters[0].generations() >= 3
 
 
+@pytest.mark.slow
 def test_listpack_and_memory_with_default_settings(redis_server_session: RedisServer) -> None:
     """At the benchmark's size (91,424 URLs), with no sizing at all: <= 0.5 of scrapy-redis."""
     df = _filter(redis_server_session)
@@ -527,6 +528,30 @@ def test_outage_without_persistence_forgets_but_never_drops(redis_server: RedisS
     assert df.request_seen(Request("http://example.com/a")) is False
 
 
+def _wait_until_busy(server: RedisServer, timeout: float = 10.0) -> None:
+    """Return once *server* is inside a script: a PING from another connection is
+    then not answered in time (or answered BUSY).  Waits on that condition, not on
+    a guess of how long the script takes to start."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        probe = server.client(socket_timeout=0.05, retry=Retry(NoBackoff(), 0))
+        try:
+            probe.ping()
+        except (redis.exceptions.TimeoutError, redis.exceptions.BusyLoadingError):
+            return
+        except redis.exceptions.ResponseError as exc:
+            if str(exc).startswith("BUSY"):
+                return
+            raise
+        finally:
+            probe.close()
+    raise AssertionError("the busy script never started")
+
+
 def test_reply_lost_after_the_script_ran_is_fetched_once_more(
     redis_server_session: RedisServer,
 ) -> None:
@@ -539,7 +564,7 @@ def test_reply_lost_after_the_script_ran_is_fetched_once_more(
     return 1"""
     thread = threading.Thread(target=busy.eval, args=(spin, 0, 800_000), daemon=True)
     thread.start()
-    time.sleep(0.15)  # the server is inside the busy script: our call waits, then times out
+    _wait_until_busy(redis_server_session)  # our call then waits, and times out
     request = Request("http://example.com/slow")
     assert df.request_seen(request) is False
     thread.join(10)
