@@ -126,7 +126,9 @@ def test_two_processes_with_scrapy_redis_scheduler(
     for result in results:
         _assert_ok(result)
         _assert_only_scrapy_redis_warnings(result)
-        assert result.stats.get("dupefilter/filtered", 0) > 0  # scrapy-redis's own counts none
+    # scrapy-redis's own filter counts none; ours does (in whichever process met the
+    # duplicates: on a loaded machine one process may take nearly all the work)
+    assert _total(results, "dupefilter/filtered") > 0
     _assert_exactly_once(srv)
     hits = len(srv.hits.hits)
     assert _total(results, "downloader/response_count") == hits
