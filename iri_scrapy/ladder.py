@@ -68,8 +68,10 @@ __all__ = [
     "protocol_normalize",
 ]
 
-Form = Literal["uri", "iri"]
-#: The forms :func:`normalize` writes (a new one is added here and in ``render``).
+Form = Literal["uri", "iri", "surt"]  # "surt": see iri_scrapy.surt
+#: The forms :func:`normalize` writes through the ladder (a new one is added here
+#: and in ``render``); ``"surt"`` is the canonical URI reordered by
+#: :func:`iri_scrapy.surt.surt`, handled first in :func:`normalize`.
 FORMS: tuple[str, ...] = ("uri", "iri")
 
 
@@ -803,6 +805,12 @@ def normalize(
     lone surrogate).
     """
     lvl = level if level.__class__ is Level else Level.coerce(level)
+    # --- form="surt": the canonical URI reordered (iri_scrapy.surt, its defaults) ---
+    if form == "surt":
+        from .surt import surt
+
+        return surt(iri, lvl, keep_fragment=keep_fragment, nfc=nfc, rules=rules)
+    # --- end of form="surt" ---
     if form == "uri" and lvl >= Level.SCHEME and not nfc and iri.__class__ is str:
         fast = fast_path(iri, keep_fragment)
         if fast is not None:
