@@ -17,7 +17,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from .errors import IRIError, IRISyntaxError
-from .hosts import host_to_ascii, lower_ascii
+from .hosts import (
+    WireHostError,
+    check_dns_port,
+    dns_wire_host,
+    fast_dns_host_ok,
+    host_to_ascii,
+    lower_ascii,
+)
 from .mapping import decode_component, encode_component, uri_to_iri
 from .parsing import (
     WHITESPACE,
@@ -421,6 +428,8 @@ def _canonical_port(scheme: str | None, port: str | None) -> str | None:
             index=port.index(bad),
             text=port,
         )
+    if uses_dns(scheme):
+        check_dns_port(port)
     port = port.lstrip("0") or "0"
     if scheme is not None and port == default_port(scheme):
         return None
@@ -469,6 +478,8 @@ def scheme_normalize(ref: IRIReference) -> IRIReference:
     dns = uses_dns(scheme)
     if dns and host and not host.startswith("["):
         host = _dns_host(host)
+    if dns and host is not None:
+        host = dns_wire_host(host)
     if dns and host is not None and path == "":
         path = "/"
     elif scheme == "mailto" and host is None and "@" in path:
@@ -520,7 +531,9 @@ def _fast(text: str, keep_fragment: bool) -> str | None:
     m = _FAST_RE.fullmatch(text)
     if m is None:
         return None
-    scheme, _, port, path, fragment = m.groups()
+    scheme, host, port, path, fragment = m.groups()
+    if scheme in DEFAULT_PORTS and not fast_dns_host_ok(host, port):
+        return None
     if "%" in text and _NOT_CANONICAL_ESCAPE_RE.search(text):
         return None
     if path is not None:
@@ -582,7 +595,8 @@ def _fused(text: str, lvl: Level, keep_fragment: bool) -> str | None:
         out.append("//")
         if userinfo is not None:
             out += (_percent(userinfo, "userinfo"), "@")
-        out.append(_host_chain(host, dns))
+        out.append(dns_wire_host(_host_chain(host, True), host, text) if dns
+                   else _host_chain(host, False))
         if port is not None:
             port = encode_component(port, "port")
             if scheme_based:
@@ -652,6 +666,8 @@ _COMPONENTS = frozenset(("scheme", "userinfo", "host", "port", "path", "query", 
 
 def _with_context(exc: IRIError, text: str) -> IRIError:
     """Point an error raised on a component at the index in the whole input."""
+    if isinstance(exc, WireHostError):
+        exc = exc.in_input(text)
     if exc.index is not None and exc.text and exc.text != text and exc.char is not None:
         # Found where the component starts (the same text may occur before it:
         # a host also written in the userinfo), or not at all.
