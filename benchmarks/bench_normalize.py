@@ -37,7 +37,7 @@ def clear_caches() -> None:
     from iri_scrapy import hosts, ladder, mapping
 
     for fn in (hosts._label_to_ascii, hosts._map_char,
-               hosts.host_to_unicode, ladder._host_chain, ladder._dns_host,
+               hosts.host_to_unicode, hosts.dns_wire_host, ladder._host_chain, ladder._dns_host,
                mapping._appropriate):
         fn.cache_clear()
 

@@ -23,7 +23,7 @@ from .parsing import component_starts, parse
 from .punycode import punycode_encode
 
 __all__ = [
-    "WireHostError", "check_dns_port", "dns_wire_host", "fast_dns_host_ok", "host_to_ascii",
+    "WireHostError", "check_dns_port", "dns_wire_host", "host_to_ascii",
     "host_to_unicode", "ipv6_text", "lower_ascii",
 ]
 
@@ -434,7 +434,6 @@ def _reg_name(host: str, spelling: str) -> None:
     )
 
 
-@lru_cache(maxsize=65536)
 def _wire_host(host: str, spelling: str) -> str:
     if host[:1] == "[":
         try:
@@ -449,28 +448,32 @@ def _wire_host(host: str, spelling: str) -> str:
     return host
 
 
-def dns_wire_host(host: str, spelling: str | None = None, text: str | None = None) -> str:
+@lru_cache(maxsize=65536)
+def dns_wire_host(host: str, spelling: str | None = None) -> str:
     """The host of a DNS scheme at level SCHEME as it goes on the wire (RFC 3987
     5.3.3), or an :class:`IRIHostError`.
 
     *host* is what the case, percent and scheme rungs made of it; *spelling* (by
     default *host*) is the host as written, which the decision is made on (the
     same for every spelling: it depends only on the percent-decoded characters)
-    and which the error's index refers to; *text*, the whole input, makes that
-    index one in the input.  Refused: an empty host; a reg-name holding, after
-    percent-decoding as UTF-8, a forbidden host or domain code point of the URL
-    Standard (C0 controls, space, ``#%/:<>?@[\\]^|``, DEL) or octets that are not
-    UTF-8; an empty label (a trailing dot is kept: ``example.com.`` may be
-    another virtual host); an unclosed or invalid IP literal, or a zone ID that
-    is not ``%25`` ZoneID (RFC 6874 section 2).  IPv6 is written in RFC 5952
-    canonical text (:func:`ipv6_text`); IPvFuture and zone IDs are kept.
+    and which the error's index refers to (a :class:`WireHostError`, which
+    :meth:`WireHostError.in_input` points at the input).  Cached.
+
+    Refused: an empty host; a reg-name holding, after percent-decoding as UTF-8,
+    a forbidden host or domain code point of the URL Standard (C0 controls,
+    space, ``#%/:<>?@[\\]^|``, DEL) or octets that are not UTF-8; an empty label
+    (a trailing dot is kept: ``example.com.`` may be another virtual host); an
+    unclosed or invalid IP literal, or a zone ID that is not ``%25`` ZoneID (RFC
+    6874 section 2).  IPv6 is written in RFC 5952 canonical text
+    (:func:`ipv6_text`); IPvFuture and zone IDs are kept.
     """
+    if spelling is None:
+        spelling = host
     try:
-        return _wire_host(host, host if spelling is None else spelling)
+        return _wire_host(host, spelling)
     except _WireError as exc:
-        error = _wire_error(exc, host if spelling is None else spelling, text)
-        if text is None:
-            error.host = host
+        error = _wire_error(exc, spelling, None)
+        error.host = host
         raise error from None
 
 
@@ -487,15 +490,6 @@ def _wire_error(exc: _WireError, spelling: str, text: str | None) -> WireHostErr
     char = text[at] if at < len(text) else None
     return WireHostError(exc.reason, component="host", char=char, index=at if char else None,
                          text=text)
-
-
-def fast_dns_host_ok(host: str, port: str | None) -> bool:
-    """For a host and port that the fast path's pattern matched (lowercase reg-name
-    characters, no escapes; a port of at most five digits, no leading zero): True
-    unless :func:`dns_wire_host` or :func:`check_dns_port` would refuse them."""
-    return bool(host) and host[0] != "." and ".." not in host and (
-        port is None or len(port) < 5 or port <= "65535"
-    )
 
 
 def check_dns_port(port: str) -> None:

@@ -21,7 +21,6 @@ from .hosts import (
     WireHostError,
     check_dns_port,
     dns_wire_host,
-    fast_dns_host_ok,
     host_to_ascii,
     lower_ascii,
 )
@@ -532,8 +531,9 @@ def _fast(text: str, keep_fragment: bool) -> str | None:
     if m is None:
         return None
     scheme, host, port, path, fragment = m.groups()
-    if scheme in DEFAULT_PORTS and not fast_dns_host_ok(host, port):
-        return None
+    if (".." in host or host[:1] in "." or port is not None and len(port) == 5 and port > "65535") \
+            and scheme in DEFAULT_PORTS:
+        return None  # refused by hosts.dns_wire_host (empty host or label) or check_dns_port
     if "%" in text and _NOT_CANONICAL_ESCAPE_RE.search(text):
         return None
     if path is not None:
@@ -595,7 +595,7 @@ def _fused(text: str, lvl: Level, keep_fragment: bool) -> str | None:
         out.append("//")
         if userinfo is not None:
             out += (_percent(userinfo, "userinfo"), "@")
-        out.append(dns_wire_host(_host_chain(host, True), host, text) if dns
+        out.append(dns_wire_host(_host_chain(host, True), host) if dns
                    else _host_chain(host, False))
         if port is not None:
             port = encode_component(port, "port")
