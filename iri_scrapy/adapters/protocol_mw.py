@@ -156,6 +156,7 @@ class IRIProtocolMiddleware:
         status = response.status
         if status in REDIRECT_STATUSES and b"Location" in response.headers:
             self._redirect(request, response)
+            skip_unusable_redirect(request, response, self.stats)  # a target Request() refuses
             return response
         if META_SERVER_SPELLING in request.meta and 200 <= status < 300:
             self._refresh_loop(request, response)
