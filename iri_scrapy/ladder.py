@@ -513,7 +513,7 @@ _URI_CHARS = "A-Za-z0-9\\-._~!$&'()*+,;=:@/%"
 _PLUS = "+" if sys.version_info >= (3, 11) else ""
 _FAST_RE = re.compile(
     "([a-z][a-z0-9+.\\-]*" + _PLUS + ")://"  # scheme, lowercase
-    "([a-z0-9\\-._~!$&'()*+,;=]*" + _PLUS + ")"  # host: lowercase reg-name, no escapes
+    "((?!\\.)[a-z0-9\\-._~!$&'()*+,;=]+" + _PLUS + ")"  # host: lowercase reg-name, no escapes
     "(?::([1-9][0-9]{0,4}))?"  # port without leading zeros
     "(/[" + _URI_CHARS + "]*" + _PLUS + ")?"  # path
     "(?:\\?[" + _URI_CHARS + "?]*" + _PLUS + ")?"  # query
@@ -531,9 +531,9 @@ def _fast(text: str, keep_fragment: bool) -> str | None:
     if m is None:
         return None
     scheme, host, port, path, fragment = m.groups()
-    if (".." in host or host[:1] in "." or port is not None and len(port) == 5 and port > "65535") \
+    if (".." in host or port is not None and len(port) == 5 and port > "65535") \
             and scheme in DEFAULT_PORTS:
-        return None  # refused by hosts.dns_wire_host (empty host or label) or check_dns_port
+        return None  # refused by hosts.dns_wire_host (empty label) or check_dns_port
     if "%" in text and _NOT_CANONICAL_ESCAPE_RE.search(text):
         return None
     if path is not None:
