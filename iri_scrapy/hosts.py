@@ -434,7 +434,16 @@ def _reg_name(host: str, spelling: str) -> None:
     )
 
 
+# A host the rungs made that surely goes on the wire: non-empty labels of
+# characters that need no check, an optional trailing dot.  The decision on it is
+# the decision on its spelling (they have the same percent-decoded characters, or
+# ToASCII refused), so the spelling is looked at only to refuse it.
+_PLAIN_WIRE_HOST_RE = re.compile(r"[a-z0-9\-_~!$&'()*+,;=]+(?:\.[a-z0-9\-_~!$&'()*+,;=]+)*\.?")
+
+
 def _wire_host(host: str, spelling: str) -> str:
+    if _PLAIN_WIRE_HOST_RE.fullmatch(host):
+        return host
     if host[:1] == "[":
         try:
             return _ip_literal(host)
