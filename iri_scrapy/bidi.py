@@ -24,6 +24,11 @@ returns :class:`Finding` objects naming the component, the character
   Common and Inherited characters (digits, hyphen, combining marks) do not
   count; Han with Hiragana/Katakana, Bopomofo or Hangul, each also with Latin,
   are accepted as single writing systems.
+* ``wire``: a host or port of a scheme known to use DNS (http, https, ws, wss,
+  ftp) that cannot be on the wire, which level ``scheme`` refuses
+  (:func:`iri_scrapy.hosts.dns_wire_host`: an empty host or label, a forbidden
+  host code point of the URL Standard after percent-decoding, an invalid IP
+  literal; a port above 65535), unless another finding is at the same index.
 * ``syntax``: the first violation of the RFC 3987 section 2.2 grammar that
   :func:`iri_scrapy.validate` reports (other than bidi formatting characters,
   which are all reported above).
@@ -44,9 +49,10 @@ from functools import lru_cache
 import regex
 
 from .charclasses import BIDI_FORMATTING
-from .errors import IRIError, describe_char
+from .errors import IRIError, IRIHostError, describe_char
 from .hosts import host_to_ascii, host_to_unicode
 from .parsing import SPLIT_RE, split_authority, split_match, validate
+from .schemes import uses_dns
 
 __all__ = [
     "Finding",
@@ -406,6 +412,7 @@ def check(text: str) -> list[Finding]:
         userinfo, host, _port = split_authority(m.group(2))
         offset = m.start(2) + (0 if userinfo is None else len(userinfo) + 1)
         findings += check_host(host, offset)
+    wire = _wire_finding(text, m.group(1)) if m.group(2) is not None else None
     try:
         validate(text)
     except IRIError as exc:
@@ -419,5 +426,22 @@ def check(text: str) -> list[Finding]:
                     exc.index,
                 )
             )
+    if wire is not None and all(f.index != wire.index for f in findings):
+        findings.append(wire)
     findings.sort(key=lambda f: (-1 if f.index is None else f.index))
     return findings
+
+
+def _wire_finding(text: str, scheme: str | None) -> Finding | None:
+    """The refusal of level ``scheme`` for a DNS scheme's host or port, if any."""
+    from .ladder import normalize  # the ladder does not import this module
+
+    if scheme is None or not uses_dns(scheme.lower()):
+        return None
+    try:
+        normalize(text)
+    except IRIHostError as exc:
+        return Finding("wire", exc.component, _message(exc), exc.char, exc.index)
+    except IRIError:
+        return None
+    return None

@@ -32,7 +32,13 @@ from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from .errors import IRIError, IRISyntaxError
-from .hosts import host_to_ascii, lower_ascii
+from .hosts import (
+    WireHostError,
+    check_dns_port,
+    dns_wire_host,
+    host_to_ascii,
+    lower_ascii,
+)
 from .mapping import decode_component, encode_component, uri_to_iri
 from .parsing import (
     SCHEME_RE,
@@ -445,6 +451,8 @@ def _canonical_port(scheme: str | None, port: str | None) -> str | None:
             index=port.index(bad),
             text=port,
         )
+    if uses_dns(scheme):
+        check_dns_port(port)
     port = port.lstrip("0") or "0"
     if scheme is not None and port == default_port(scheme):
         return None
@@ -492,6 +500,8 @@ def scheme_normalize(ref: IRIReference) -> IRIReference:
     path = ref.path
     if host and uses_dns(scheme) and not host.startswith("["):
         host = _dns_host(host)
+    if host is not None and uses_dns(scheme):
+        host = dns_wire_host(host)
     if scheme == "mailto" and host is None and "@" in path:
         # Only the RFC 6068 form "mailto:" addresses; "mailto://" is not it.
         path = _mailto_path(path)
@@ -525,7 +535,7 @@ _URI_CHARS = "A-Za-z0-9\\-._~!$&'()*+,;=:@/%"
 _PLUS = "+" if sys.version_info >= (3, 11) else ""
 _FAST_RE = re.compile(
     "([a-z][a-z0-9+.\\-]*" + _PLUS + ")://"  # scheme, lowercase
-    "([a-z0-9\\-._~!$&'()*+,;=]*" + _PLUS + ")"  # host: lowercase reg-name, no escapes
+    "((?!\\.)[a-z0-9\\-._~!$&'()*+,;=]+" + _PLUS + ")"  # host: lowercase reg-name, no escapes
     "(?::([1-9][0-9]{0,4}))?"  # port without leading zeros
     "(/[" + _URI_CHARS + "]*" + _PLUS + ")?"  # path
     "(?:\\?[" + _URI_CHARS + "?]*" + _PLUS + ")?"  # query
@@ -543,7 +553,10 @@ def fast_path(text: str, keep_fragment: bool) -> str | None:
     m = _FAST_RE.fullmatch(text)
     if m is None:
         return None
-    scheme, _, port, path, fragment = m.groups()
+    scheme, host, port, path, fragment = m.groups()
+    if (".." in host or port is not None and len(port) == 5 and port > "65535") \
+            and scheme in DEFAULT_PORTS:
+        return None  # refused by hosts.dns_wire_host (empty label) or check_dns_port
     if "%" in text and _NOT_CANONICAL_ESCAPE_RE.search(text):
         return None
     if path is not None:
@@ -596,7 +609,8 @@ def fused_path(text: str, lvl: Level, keep_fragment: bool) -> str | None:
         out.append("//")
         if userinfo is not None:
             out += (_percent(userinfo, "userinfo"), "@")
-        out.append(_host_chain(host, dns))
+        out.append(dns_wire_host(_host_chain(host, True), host) if dns
+                   else _host_chain(host, False))
         if port is not None:
             port = encode_component(port, "port")
             if scheme_based:
@@ -762,6 +776,8 @@ _COMPONENTS = frozenset(("scheme", "userinfo", "host", "port", "path", "query", 
 
 def with_context(exc: IRIError, text: str) -> IRIError:
     """Point an error raised on a component at the index in the whole input."""
+    if isinstance(exc, WireHostError):
+        exc = exc.in_input(text)
     if exc.index is not None and exc.text and exc.text != text and exc.char is not None:
         # Found where the component starts (the same text may occur before it:
         # a host also written in the userinfo), or not at all.

@@ -292,14 +292,23 @@ def _validate_host(host: str, start: int, text: str) -> None:
                 return
             except ValueError:
                 inner = addr
+        end = host.find("]")
         bad = next((i for i, c in enumerate(inner) if c not in "0123456789abcdefABCDEF:."), None)
-        i = 1 + (bad if bad is not None else len(inner))
-        char = host[i] if i < len(host) else "["
+        if end < 0:
+            # Unclosed: the "[" that opens it (the text after it may be all hex).
+            i, why = 0, "IP literal without its closing ']'"
+        elif end + 1 < len(host):
+            i, why = end + 1, "text after the closing ']' of an IP literal"
+        else:
+            # A character no IP literal holds; else the "%" of a zone ID after what
+            # is no IPv6 address; else the "[" of a literal that is no address.
+            i = 1 + bad if bad is not None else 1 + len(inner) if host[1 + len(inner)] != "]" else 0
+            why = "invalid IP literal"
         raise IRISyntaxError(
-            "invalid IP literal (RFC 3986 section 3.2.2)",
+            f"{why} (RFC 3986 section 3.2.2)",
             component="host",
-            char=char,
-            index=start + min(i, len(host) - 1),
+            char=host[i],
+            index=start + i,
             text=text,
         )
     _check(_BAD_REG_NAME, host, start, "host", text)

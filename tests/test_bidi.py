@@ -125,6 +125,22 @@ CHECK_CASES = [
     pytest.param(
         "http://[::1]/ok", [], id="ipv6-literal-not-a-label"
     ),
+    # RFC 3986 3.2.2: an IP literal's error points at its "[" (unclosed, or no
+    # address), at the text after its "]", or at the character no literal holds.
+    pytest.param("http://[::1", [("syntax", "host", "U+005B", 7)], id="3986-3.2.2-unclosed"),
+    pytest.param("http://u@[::1/x", [("syntax", "host", "U+005B", 9)], id="3986-3.2.2-unclosed-userinfo"),
+    pytest.param("http://[:::1]/", [("syntax", "host", "U+005B", 7)], id="3986-3.2.2-invalid-ipv6"),
+    pytest.param("http://[::1]x/", [("syntax", "host", "U+0078", 12)], id="3986-3.2.2-after-bracket"),
+    pytest.param("http://[::g]/", [("syntax", "host", "U+0067", 10)], id="3986-3.2.2-non-hex"),
+    # Hosts and ports of DNS schemes that level "scheme" refuses (no wire form),
+    # though the RFC 3987 2.2 grammar allows them; not repeated after a syntax finding.
+    pytest.param("http:///x", [("wire", "host", "U+002F", 7)], id="wire-empty-host"),
+    pytest.param("http://:80/", [("wire", "host", "U+003A", 7)], id="wire-empty-host-port"),
+    pytest.param("http://a..b/", [("wire", "host", "U+002E", 9)], id="wire-empty-label"),
+    pytest.param("http://h:65536/", [("wire", "port", "U+0036", 9)], id="wire-port"),
+    pytest.param("http://exa mple.com/", [("syntax", "host", "U+0020", 10)], id="wire-space-once"),
+    pytest.param("foo:///x", [], id="wire-other-scheme"),
+    pytest.param("http://example.com./", [], id="wire-trailing-dot"),
 ]
 
 

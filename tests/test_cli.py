@@ -182,6 +182,10 @@ CHECK_CASES = [
     pytest.param("http://xn--a.com/", 1, ["[idn]"], id="idn"),
     pytest.param("http://a.com/a b", 1, ["path: character not allowed", "[syntax]"],
                  id="validate"),
+    pytest.param("http://[::1", 1, ["host: IP literal without its closing ']'",
+                                    "U+005B at index 7", "[syntax]"], id="unclosed-ip-literal"),
+    pytest.param("http:///x", 1, ["host: empty host", "U+002F at index 7", "[wire]"],
+                 id="wire-empty-host"),
 ]
 
 

@@ -23,6 +23,10 @@ HOSTS = [
     "example.com", "Example.COM", "résumé.example.org", "xn--rsum-bpad.example.org", "faß.de",
     "[::1]", "[FE80::A]", "127.0.0.1", "", "r%C3%A9sum%C3%A9.org", "a_b.com", "ex%41mple.com",
     "ПРИМЕР.испытание", "例子。测试",
+    # hosts on the wire (level SCHEME refuses or rewrites them for DNS schemes)
+    "exa mple.com", "exa%20mple.com", "ex%zz.com", "%FF.com", "a..b", ".a", ".", "example.com.",
+    "[::1", "[:::1]", "[]", "[0:0:0:0:0:0:0:1]", "[::0001]", "[::FFFF:1.2.3.4]",
+    "[fe80::1%25eth0]", "[fe80::1%eth0]", "[v1.X]", "a.\u00ad.b",
 ]
 
 
@@ -30,7 +34,7 @@ HOSTS = [
 def iris(draw: st.DrawFn) -> str:
     scheme = draw(st.sampled_from(["http", "HTTPS", "ftp", "ws", "example", "mailto", "urn", "file", ""]))
     host = draw(st.one_of(st.sampled_from(HOSTS), component))
-    port = draw(st.sampled_from([None, "", "80", "443", "8080", "080", "0"]))
+    port = draw(st.sampled_from([None, "", "80", "443", "8080", "080", "0", "65535", "65536", "099999"]))
     text = scheme + ":" if scheme else ""
     if draw(st.booleans()):
         text += "//" + host + (":" + port if port is not None else "")
@@ -188,6 +192,7 @@ ADVERSARIAL_TOKENS = props.TOKENS + (
 ADVERSARIAL_PREFIXES = (
     "", "http://h/", "HTTP://H:80", "http://", "foo://", "foo:", "mailto:", "mailto:a@", "//",
     "h%74tp:", "http://[::1]", "https://xn--zca.de", "http://%40x.",
+    "http://[", "http://[0:0::", "http://[::ffff:1.2.3.4]", "http://a.", "http://%22x.", "ws://h:6553",
 )
 adversarial = st.tuples(
     st.sampled_from(ADVERSARIAL_PREFIXES), st.lists(st.sampled_from(ADVERSARIAL_TOKENS), max_size=6)

@@ -42,6 +42,8 @@ from w3lib.html import get_base_url, get_meta_refresh
 from w3lib.url import safe_url_string
 
 from ..errors import IRIError
+from ..hosts import WireHostError
+from ..ladder import retrieval_key
 from . import compat  # noqa: F401 - checks the installed Scrapy first
 
 if TYPE_CHECKING:
@@ -87,10 +89,17 @@ def request_refusal(url: str) -> tuple[str, str] | None:
     """None if a request can be made for *url*; else ``(reason, Scrapy's message)``.
 
     As the plugin makes it: ``Request(url)``, and with ``meta["verbatim_url"]``
-    when ``Request()`` would alter *url* (a bare ``?``, ``http:``).
+    when ``Request()`` would alter *url* (a bare ``?``, ``http:``).  A URL of a DNS
+    scheme whose host or port cannot be on the wire (``http://exa mple.test/``,
+    ``http://a..b.test/``: :class:`~iri_scrapy.hosts.WireHostError`) has no
+    canonical spelling, and its stock one fails at download (Twisted's "Invalid
+    URI") or in DNS: it is refused too.
     """
-    if _PLAIN.match(url):
+    if _PLAIN.match(url) and "//." not in url and ".." not in url.split("/", 3)[2]:
         return None
+    wire = _wire_refusal(url)
+    if wire is not None:
+        return wire
     try:
         if Request(url).url != url:
             Request(url, meta={"verbatim_url": True})
@@ -98,6 +107,18 @@ def request_refusal(url: str) -> tuple[str, str] | None:
         return _refusal_reason(url), str(exc)
     except TypeError as exc:  # not a str Scrapy takes
         return "request", str(exc)
+    return None
+
+
+def _wire_refusal(url: str) -> tuple[str, str] | None:
+    """``(reason, message)`` if *url* is of a DNS scheme and its host or port cannot
+    be on the wire (:class:`~iri_scrapy.hosts.WireHostError`), else None."""
+    try:
+        retrieval_key(url)
+    except WireHostError as exc:
+        return error_reason(exc), str(exc)
+    except IRIError:
+        pass  # no canonical form for another reason: passed through as stock spells it
     return None
 
 
@@ -152,6 +173,19 @@ def report_skipped(
     )
 
 
+def _wire_unsendable(request: Request) -> str | None:
+    """Why *request*'s URL cannot go on the wire (a DNS host or port that level
+    ``scheme`` refuses, see :func:`request_refusal`), or None (also when the
+    caller asked for stock behaviour with ``meta["dont_normalize_iri"]``)."""
+    url = request.url
+    if request.meta.get("dont_normalize_iri") or (
+        _PLAIN.match(url) and "//." not in url and ".." not in url.split("/", 3)[2]
+    ):
+        return None
+    wire = _wire_refusal(url)
+    return None if wire is None else wire[1]
+
+
 class SkippingFollowMixin:
     """``follow()``/``follow_all()`` that skip a link no request can be made for.
 
@@ -180,8 +214,13 @@ class SkippingFollowMixin:
     def follow(self, url: Any, *args: Any, **kwargs: Any) -> Request:
         """``Response.follow``; a placeholder request for a link it cannot use."""
         self._iri_tried = None
+        error: Exception
         try:
-            return super().follow(url, *args, **kwargs)  # type: ignore[misc,no-any-return]
+            request: Request = super().follow(url, *args, **kwargs)  # type: ignore[misc]
+            wire = _wire_unsendable(request)
+            if wire is None:
+                return request
+            href, error = self._iri_tried, ValueError(wire)
         except ValueError as exc:
             href = self._iri_tried
             if not self._url_refused():  # not about the URL: the caller's error
@@ -190,7 +229,11 @@ class SkippingFollowMixin:
         if not self._iri_stock:
             self._iri_stock = True
             try:
-                return super().follow(url, *args, **kwargs)  # type: ignore[misc,no-any-return]
+                request = super().follow(url, *args, **kwargs)  # type: ignore[misc]
+                wire = _wire_unsendable(request)
+                if wire is None:
+                    return request
+                error = ValueError(wire)
             except ValueError as exc:
                 if not self._url_refused():
                     raise
