@@ -45,12 +45,13 @@ and calls again), ``SISMEMBER`` the bucket of each generation, newest first, and
 if the member is in none ``SADD`` it to the newest one and ``SCARD`` that bucket;
 the first bucket to reach ``cap`` (440) opens the next generation, sixteen times
 larger.  Nothing is ever moved, and the script is atomic across any number of
-crawlers.  Generations: 1 up to about 7,000 URLs, 2 up to about 100,000, 3 to
-1.8 million, 4 to 28 million, 5 to 450 million.  Memory is about 9-10 bytes per
-URL (an intset member is 8 bytes, plus the bucket key and allocator rounding);
-server time per call about 2-4 microseconds (measured in
-``benchmarks/bench_redis.py``).  Empty buckets of a new generation do not exist
-until written, so the large new generation costs nothing up front.
+crawlers.  Generations (estimated from bucket statistics): 1 up to about 6,000
+URLs, 2 up to about 100,000, 3 to 1.5 million, 4 to 25 million, 5 to 400
+million.  Memory is about 9 bytes per URL (an intset member is 8 bytes, plus the
+bucket key and allocator rounding); server time per call about 2.5 times
+scrapy-redis's ``SADD`` (``benchmarks/bench_redis.py``).  Empty buckets of a new
+generation do not exist until written, so the large new generation costs nothing
+up front.
 
 The 8-byte member plus the bucket index are compared: the chance of any false
 "seen" among ``n`` URLs is below ``n * cap * generations / 2**64`` (about
