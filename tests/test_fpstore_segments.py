@@ -11,12 +11,15 @@ def test_memory_stays_even_at_every_size() -> None:
     """Bytes per entry read after *every* add (so right after every growth step too)."""
     rng = random.Random(11)
     ours = FingerprintSet()
-    worst = 0.0
-    for n in range(1, 400_001):
+    worst = worst_small = 0.0
+    for n in range(1, 800_001):
         ours.add(rng.getrandbits(64))
-        if n >= 100_000:
+        if n >= 500_000:  # segments past 128 slots grow by 1/4
             worst = max(worst, ours.nbytes / n)
+        elif n >= 10_000:  # smaller ones double
+            worst_small = max(worst_small, ours.nbytes / n)
     assert worst <= 13.5  # 8 / 0.6, the load right after a segment grows, plus spread
+    assert worst_small <= 17  # what the CLI help and the README say
     assert ours.peak_nbytes <= ours.nbytes + 8 * ours.max_segment_slots
     # one growth step moves one segment: a small share of the whole
     assert ours.max_segment_slots * SEGMENTS < 2 * ours.slots
@@ -52,3 +55,17 @@ def test_presized_and_cleared() -> None:
     assert ours.slots <= before * 1.01  # nearly no growth when sized for it
     ours.clear()
     assert len(ours) == 0 and list(ours) == [] and ours.slots == 4 * SEGMENTS
+
+
+def test_runs_that_wrap_around_a_segment_survive_growth() -> None:
+    """Values whose first slot is the segment's last: their run wraps to slot 0."""
+    top = (1 << 52) - 1
+    values = [(7 << 52) | (top - k) for k in range(300)]  # one segment, first slot = last
+    values += [(7 << 52) | k for k in range(50)]  # and some at the start
+    ours, model = FingerprintSet(), set()
+    for v in values:
+        assert ours.add(v) == (v not in model)
+        model.add(v)
+        assert v in ours
+    assert all(v in ours for v in model) and set(ours) == model
+    assert ours.add(values[0]) is False and len(ours) == len(model)
