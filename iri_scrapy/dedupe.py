@@ -210,14 +210,8 @@ class Deduper:
         except IRIError as exc:
             return self._reject(str(exc))
         seen = self.seen
-        before = seen.slots
         if seen.add(fingerprint(key)):
             stats.unique += 1
-            if seen.slots != before:
-                # While growing, the old and the new table were both alive.
-                stats.peak_fingerprint_bytes = max(
-                    stats.peak_fingerprint_bytes, seen.nbytes + 8 * before
-                )
             return Outcome.UNIQUE, out
         stats.duplicates += 1
         if self.rung_stats:
@@ -238,7 +232,8 @@ class Deduper:
     def finish(self) -> DedupeStats:
         """Fill in the memory figures and return the statistics."""
         self.stats.fingerprint_bytes = self.seen.nbytes
+        # While a segment grows, its old and new tables are both alive.
         self.stats.peak_fingerprint_bytes = max(
-            self.stats.peak_fingerprint_bytes, self.seen.nbytes
+            self.stats.peak_fingerprint_bytes, self.seen.peak_nbytes
         )
         return self.stats
