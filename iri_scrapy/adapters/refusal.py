@@ -74,13 +74,13 @@ def refuse_start(
     Logs *message* as one ERROR line (say what is wrong and what to do) and
     has the spider closed with *reason* as soon as it is open, before any
     request (Scrapy 2.18+, see the module docstring).  On an older Scrapy, or
-    without a *crawler*, raises *error* instead.  ``log=False``: the caller has
+    without a *crawler*, logs the line and raises *error*.  ``log=False``: the caller has
     logged it.
     """
-    if crawler is None or not CLOSESPIDER_AT_OPEN:
-        raise error
     if log:
         logger.error("%s", message)
+    if crawler is None or not CLOSESPIDER_AT_OPEN:
+        raise error  # after the line that says what to do (Scrapy adds its traceback)
 
     def close_at_once(**_: Any) -> None:
         raise CloseSpider(reason)
