@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
 
 import idna
@@ -151,6 +152,13 @@ _CONTEXTO = frozenset(
 )
 
 
+#: Code point -> (idna's public rule for its context, how the error names it).
+_CONTEXT_RULES: dict[int, tuple[Callable[[str, int], bool], str]] = {
+    **{cp: (idna.valid_contextj, "joiner ") for cp in _CONTEXTJ},
+    **{cp: (idna.valid_contexto, "") for cp in _CONTEXTO},
+}
+
+
 def _check_label_uts46(label: str) -> None:
     """The validity criteria of UTS 46 section 4.1 on a mapped label.
 
@@ -170,20 +178,15 @@ def _check_label_uts46(label: str) -> None:
     idna.check_initial_combiner(label)
     for pos, char in enumerate(label):
         cp = ord(char)
-        if cp in _CONTEXTJ:
+        rule = _CONTEXT_RULES.get(cp)
+        if rule is not None:
+            valid, what = rule
             try:
-                ok = idna.valid_contextj(label, pos)
+                ok = valid(label, pos)
             except ValueError:
                 ok = False
             if not ok:
-                raise idna.InvalidCodepointContext(f"joiner U+{cp:04X} not allowed in {label!r}")
-        elif cp in _CONTEXTO:
-            try:
-                ok = idna.valid_contexto(label, pos)
-            except ValueError:
-                ok = False
-            if not ok:
-                raise idna.InvalidCodepointContext(f"U+{cp:04X} not allowed in {label!r}")
+                raise idna.InvalidCodepointContext(f"{what}U+{cp:04X} not allowed in {label!r}")
         elif cp >= 0x80 and _map_char(char) != char:
             raise idna.InvalidCodepoint(f"Codepoint U+{cp:04X} not valid in a mapped label")
     idna.check_bidi(label)
