@@ -8,10 +8,17 @@ Run from the repository root::
    (relative to the repository): each filter gets fresh ``Request`` objects,
    built before timing, the same URLs in the same order for both; the filters
    run alternately, best of ``--repeat`` runs each, in one process.
-2. Memory per seen URL of the fingerprint store alone, measured with
-   ``tracemalloc`` after adding 1 million (and with ``--big`` 10 million)
-   synthetic SHA-1 fingerprints: Scrapy's ``set`` of 20-byte ``bytes`` vs
-   :class:`~iri_scrapy.adapters.fpstore.FingerprintSet`.
+2. Scale, over synthetic SHA-1 fingerprints at 100k, 1M, 3M and 10M (with
+   ``--big`` also 30M and 100M; ``--max-size`` stops earlier): bytes per seen
+   URL of the store alone (``tracemalloc``), at each size and in the worst case
+   (read right after every growth step from 1M URLs up to that size), for
+   Scrapy's ``set`` of 20-byte ``bytes`` (up to 10M),
+   :class:`~iri_scrapy.fpstore.FingerprintSet` and, for reference, the
+   previous design (one table doubling); and the longest single call of
+   ``IRIDupeFilter.seen_add`` (what ``request_seen`` does after fingerprinting)
+   against the doubling table's ``add``, timed one by one with the garbage
+   collector off.  On a shared machine a call can also be long because the
+   process was descheduled: the count of calls over 50 ms is printed too.
 
 Prints a skip notice and exits 0 when the corpus is absent.
 """
@@ -26,6 +33,7 @@ import sys
 import time
 import tracemalloc
 import warnings
+from array import array
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,7 +45,7 @@ from scrapy.utils.request import RequestFingerprinter  # noqa: E402
 
 from iri_scrapy.adapters.dupefilter import IRIDupeFilter  # noqa: E402
 from iri_scrapy.adapters.fingerprinter import IRIRequestFingerprinter  # noqa: E402
-from iri_scrapy.adapters.fpstore import FingerprintSet, fp64  # noqa: E402
+from iri_scrapy.fpstore import FingerprintSet, fp64  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "urls_real.txt"
 
@@ -56,23 +64,39 @@ def load_urls(path: Path) -> list[str]:
     return urls
 
 
-def run(make_filter, urls: list[str]) -> tuple[float, int]:
-    """Seconds for request_seen over fresh Requests, and how many were duplicates."""
+def run(make_filter, urls: list[str], per_call: bool = False) -> tuple[float, int, float]:
+    """Seconds for request_seen over fresh Requests, duplicates, longest call.
+
+    The longest call (CPU time of each call) only when *per_call*: reading the
+    clock twice per call costs about as much as a fast call, so the throughput
+    rounds do not.
+    """
     requests = [Request(u) for u in urls]
     df = make_filter()
     gc.collect()
     gc.disable()
     try:
         seen = df.request_seen
-        start = time.perf_counter()
+        pc, cpu = time.perf_counter, time.thread_time
+        longest = 0.0
         dups = 0
-        for r in requests:
-            if seen(r):
-                dups += 1
-        elapsed = time.perf_counter() - start
+        start = pc()
+        if per_call:
+            for r in requests:
+                t = cpu()
+                if seen(r):
+                    dups += 1
+                t = cpu() - t
+                if t > longest:
+                    longest = t
+        else:
+            for r in requests:
+                if seen(r):
+                    dups += 1
+        elapsed = pc() - start
     finally:
         gc.enable()
-    return elapsed, dups
+    return elapsed, dups, longest
 
 
 def throughput(urls: list[str], repeat: int) -> None:
@@ -84,62 +108,190 @@ def throughput(urls: list[str], repeat: int) -> None:
 
     best = {"scrapy RFPDupeFilter": float("inf"), "IRIDupeFilter": float("inf")}
     dups = {}
+    longest = dict.fromkeys(best, 0.0)
+    contenders = (("scrapy RFPDupeFilter", scrapy_filter), ("IRIDupeFilter", iri_filter))
     for _ in range(repeat):
-        for name, make in (("scrapy RFPDupeFilter", scrapy_filter), ("IRIDupeFilter", iri_filter)):
-            elapsed, d = run(make, urls)
+        for name, make in contenders:
+            elapsed, d, _ = run(make, urls)
             best[name] = min(best[name], elapsed)
             dups[name] = d
+    for name, make in contenders:
+        longest[name] = run(make, urls, per_call=True)[2]
     print(f"request_seen throughput, {len(urls):,} URLs of {CORPUS.name}, best of {repeat}:")
     for name, elapsed in best.items():
         print(f"  {name:<22} {len(urls) / elapsed:>10,.0f} requests/s"
-              f"  ({elapsed / len(urls) * 1e6:.2f} us/request, {dups[name]:,} duplicates)")
+              f"  ({elapsed / len(urls) * 1e6:.2f} us/request, {dups[name]:,} duplicates, "
+              f"longest call {longest[name] * 1e3:.1f} ms CPU)")
     ratio = best["scrapy RFPDupeFilter"] / best["IRIDupeFilter"]
-    print(f"  ratio IRIDupeFilter / RFPDupeFilter: {ratio:.2f}x (target >= 1.5x)")
+    print(f"  ratio IRIDupeFilter / RFPDupeFilter: {ratio:.2f}x (target >= 2x)")
 
 
 def _fp(i: int) -> bytes:
     return hashlib.sha1(i.to_bytes(8, "little")).digest()  # noqa: S324
 
 
-def memory(n: int) -> None:
-    """Bytes per fingerprint held by each store: tracemalloc, stores filled inside."""
+class DoublingSet:
+    """The previous design, for reference: one linear-probing table that doubles."""
+
+    def __init__(self) -> None:
+        self._table = array("Q", [0]) * 4096
+        self._mask = 4095
+        self._len = 0
+
+    def add(self, value: int) -> bool:
+        value = value or 1
+        table, mask = self._table, self._mask
+        i = value & mask
+        while True:
+            slot = table[i]
+            if slot == value:
+                return False
+            if not slot:
+                table[i] = value
+                self._len += 1
+                if self._len > (mask + 1) * 3 // 4:
+                    self._grow()
+                return True
+            i = (i + 1) & mask
+
+    def _grow(self) -> None:
+        old = self._table
+        self._table = table = array("Q", [0]) * (2 * len(old))
+        self._mask = mask = len(table) - 1
+        for value in old:
+            if value:
+                i = value & mask
+                while table[i]:
+                    i = (i + 1) & mask
+                table[i] = value
+
+    @property
+    def slots(self) -> int:
+        return len(self._table)
+
+
+def memory_curve(make, values: list[int], sizes: list[int], floor: int) -> dict[int, tuple]:
+    """Fill a fresh store with *values* under tracemalloc.
+
+    For each size in *sizes*: (bytes/URL at that size, worst bytes/URL over every
+    growth step between *floor* and that size).  The worst case of a growing table
+    is right after a growth step, so the traced memory is read at each one.
+    """
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    store = make()
+    add = store.add
+    out = {}
+    worst = 0.0
+    last = store.slots
+    stops = iter(sorted(sizes))
+    stop = next(stops)
+    for n, v in enumerate(values, 1):
+        add(v)
+        if store.slots != last:
+            last = store.slots
+            if n >= floor:
+                worst = max(worst, (tracemalloc.get_traced_memory()[0] - base) / n)
+        if n == stop:
+            now = (tracemalloc.get_traced_memory()[0] - base) / n
+            out[n] = (now, max(worst, now) if n >= floor else float("nan"))
+            stop = next(stops, 0)
+    tracemalloc.stop()
+    return out
+
+
+def scrapy_memory(sizes: list[int]) -> dict[int, float]:
+    """Scrapy's set of 20-byte digests, each a new object (as the fingerprinter makes)."""
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     scrapy_set: set[bytes] = set()
-    for i in range(n):
-        scrapy_set.add(_fp(i))
-    scrapy_bytes = tracemalloc.get_traced_memory()[0] - base
-    del scrapy_set
-    gc.collect()
-    base = tracemalloc.get_traced_memory()[0]
-    tracemalloc.reset_peak()
-    ours = FingerprintSet()
-    for i in range(n):
-        ours.add(int.from_bytes(fp64(_fp(i)), "big"))
-    ours_bytes = tracemalloc.get_traced_memory()[0] - base
-    peak = tracemalloc.get_traced_memory()[1] - base
+    out = {}
+    stops = set(sizes)
+    for n in range(1, max(sizes) + 1):
+        scrapy_set.add(_fp(n - 1))
+        if n in stops:
+            out[n] = (tracemalloc.get_traced_memory()[0] - base) / n
     tracemalloc.stop()
-    del ours
-    values = [int.from_bytes(fp64(_fp(i)), "big") for i in range(n)]
-    ours = FingerprintSet()
-    add = ours.add
-    start = time.perf_counter()
+    del scrapy_set
+    return out
+
+
+def call_times(add, values: list) -> tuple[float, float, float, int]:
+    """(max wall seconds of one call, max CPU seconds of one call, mean wall
+    seconds per call, calls over 50 ms of wall time).
+
+    CPU time (``time.thread_time``) is what the call itself costs; wall time also
+    counts the moments the process was descheduled on a shared machine.
+    """
+    pc, cpu = time.perf_counter, time.thread_time
+    worst = worst_cpu = 0.0
+    slow = 0
+    start = pc()
     for v in values:
+        c = cpu()
+        t = pc()
         add(v)
-    elapsed = time.perf_counter() - start
-    print(f"memory per seen URL at {n:,} fingerprints (tracemalloc):")
-    print(f"  Scrapy set of bytes     {scrapy_bytes / n:6.1f} B/URL ({scrapy_bytes / 1e6:,.0f} MB)")
-    print(f"  FingerprintSet          {ours_bytes / n:6.1f} B/URL ({ours_bytes / 1e6:,.0f} MB, "
-          f"{ours.slots:,} slots, load {len(ours) / ours.slots:.2f}; peak while growing "
-          f"{peak / n:.1f} B/URL)")
-    print(f"  FingerprintSet.add      {elapsed / n * 1e6:6.2f} us/add, growth included")
+        d = pc() - t
+        e = cpu() - c
+        if d > worst:
+            worst = d
+            if d > 0.05:
+                slow += 1
+        elif d > 0.05:
+            slow += 1
+        if e > worst_cpu:
+            worst_cpu = e
+    return worst, worst_cpu, (pc() - start) / len(values), slow
+
+
+def scale(sizes: list[int], scrapy_up_to: int) -> None:
+    """Bytes/URL (typical and worst) and the longest call, at each size."""
+    n = max(sizes)
+    print(f"\nscale: {n:,} synthetic SHA-1 fingerprints (tracemalloc; worst case = the "
+          "largest bytes/URL right after any growth step from 1M URLs up to that size)")
+    fps = [_fp(i) for i in range(n)]
+    values = [int.from_bytes(fp64(fp), "big") for fp in fps]
+    scrapy = scrapy_memory([s for s in sizes if s <= scrapy_up_to])
+    rows = {}
+    for name, make in (("FingerprintSet (segments)", FingerprintSet),
+                       ("one table doubling (before)", DoublingSet)):
+        curve = memory_curve(make, values, sizes, 1_000_000)
+        gc.collect()
+        gc.disable()
+        try:
+            if name.startswith("FingerprintSet"):
+                # what request_seen does after fingerprinting: IRIDupeFilter.seen_add
+                df = IRIDupeFilter(fingerprinter=IRIRequestFingerprinter())
+                worst, worst_cpu, mean, slow = call_times(df.seen_add, fps)
+                segment = df._set.max_segment_slots
+            else:
+                worst, worst_cpu, mean, slow = call_times(make().add, values)
+                segment = 0
+        finally:
+            gc.enable()
+        rows[name] = (curve, worst, mean, slow, segment)
+        print(f"  {name}: longest call {worst_cpu * 1e3:.1f} ms CPU, {worst * 1e3:.1f} ms "
+              f"wall ({slow} calls over 50 ms wall), "
+              f"{mean * 1e6:.2f} us/call" + (f", largest segment {segment:,} slots"
+                                             if segment else ""))
+    print(f"  {'URLs':>12} {'Scrapy set':>10} | {'segments':>8} {'worst':>6} | "
+          f"{'doubling':>8} {'worst':>6}   (bytes/URL)")
+    for size in sizes:
+        ours, old = rows["FingerprintSet (segments)"][0][size], rows[
+            "one table doubling (before)"][0][size]
+        theirs = f"{scrapy[size]:10.1f}" if size in scrapy else f"{'-':>10}"
+        print(f"  {size:>12,} {theirs} | {ours[0]:8.1f} {ours[1]:6.1f} | "
+              f"{old[0]:8.1f} {old[1]:6.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--big", action="store_true", help="also measure 10M fingerprints")
+    parser.add_argument("--big", action="store_true", help="also 30M and 100M fingerprints")
+    parser.add_argument("--max-size", type=int, default=0, help="stop at this size")
+    parser.add_argument("--no-scale", action="store_true", help="throughput only")
     args = parser.parse_args(argv)
     warnings.simplefilter("error")
     if not CORPUS.exists():
@@ -147,9 +299,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     urls = load_urls(CORPUS)
     throughput(urls, args.repeat)
-    memory(1_000_000)
+    if args.no_scale:
+        return 0
+    sizes = [100_000, 1_000_000, 3_000_000, 10_000_000]
     if args.big:
-        memory(10_000_000)
+        sizes += [30_000_000, 100_000_000]
+    if args.max_size:
+        sizes = [s for s in sizes if s <= args.max_size]
+    scale(sizes, scrapy_up_to=10_000_000)
     return 0
 
 

@@ -36,10 +36,8 @@ def load(path: Path) -> list[str]:
 def clear_caches() -> None:
     from iri_scrapy import hosts, ladder, mapping
 
-    for fn in (hosts._label_to_ascii, hosts._map_char,
-               hosts.host_to_unicode, ladder._host_chain, ladder._dns_host,
-               mapping._appropriate):
-        fn.cache_clear()
+    for module in (hosts, ladder, mapping):
+        module.clear_caches()
 
 
 def timed(fn: Callable[[str], object], urls: Sequence[str]) -> tuple[float, int]:

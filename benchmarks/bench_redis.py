@@ -29,6 +29,25 @@ earlier version did) sized for the corpus and with its old default of 10 million
 speed over the last 20,000 new and 20,000 duplicate fingerprints.
 
 Ratios are ours / theirs, for requests per second and for memory.
+
+Then (``--no-scale`` skips them):
+
+* **server time**: ``INFO commandstats`` (``usec`` summed over every command,
+  divided by the ``request_seen`` calls that reached Redis; an ``EVALSHA``'s time
+  includes the commands its script ran) over the same URLs, first pass (new) and
+  second pass (duplicates), the local cache off: scrapy-redis's ``RFPDupeFilter``
+  (one ``SADD`` of the 40-hex digest: the SADD baseline), ours in format 3 and
+  in format 2 (the previous layout), and a bare ``SADD`` of the same 8-byte
+  integer member into the same intset bucket (the floor for a plain command);
+  with ``MEMORY USAGE`` per stored URL;
+* **fleet**: 1, 2 and 4 client processes against the one Redis, each replaying
+  the first ``--fleet-limit`` URLs of the corpus (fresh Requests, its own order)
+  twice (a crawl finds its links again), started together; requests per second
+  of the whole fleet (all calls / the slowest process's time), for
+  scrapy-redis's filter, ours (format 3, local cache on: the default) and ours
+  in format 2 without a local cache (before), run alternately for each fleet
+  size; and the share of calls answered from the local cache, per pass.  The
+  machine's cores are shared: past its core count, processes compete for CPU.
 """
 
 from __future__ import annotations
@@ -243,11 +262,183 @@ def bench_theirs(server: RedisServer, urls: Sequence[str], rounds: int) -> dict[
     return out
 
 
+#: Commands our scripts run: counted inside EVALSHA's time, and again in their own rows.
+_SCRIPT_INNER = {"hget", "hmget", "hset", "hexists", "hincrby", "sismember", "sadd", "scard"}
+
+
+def _server_usec(admin: Any) -> tuple[float, int]:
+    """(usec, calls) since the last reset, over every command but CONFIG/INFO.
+
+    Redis counts a command a script runs both in its own row and in the
+    ``EVALSHA``'s time: when scripts ran, those rows are left out (the few
+    top-level ``HGET`` of a client re-reading the generation count with them).
+    """
+    stats = admin.info("commandstats")
+    scripted = "cmdstat_evalsha" in stats or "cmdstat_eval" in stats
+    usec = calls = 0
+    for name, v in stats.items():
+        cmd = name.removeprefix("cmdstat_")
+        if cmd.startswith(("config", "info")) or (scripted and cmd in _SCRIPT_INNER):
+            continue
+        usec += float(v["usec"])
+        calls += int(v["calls"])
+    return usec, calls
+
+
+def server_time(server: RedisServer, urls: Sequence[str]) -> None:
+    """Server microseconds per request_seen, per contender, same URLs."""
+    from scrapy.settings import Settings
+    from scrapy_redis.connection import get_redis_from_settings
+    from scrapy_redis.dupefilter import RFPDupeFilter
+
+    admin = server.client()
+    rows = []
+
+    def measure(name: str, make: Callable[[], tuple[Callable[[Request], bool], Any]],
+                keys: Callable[[], list[Any]] | None = None) -> None:
+        admin.flushall()
+        seen, closer = make()
+        per = []
+        for _ in range(2):
+            reqs = requests_for(urls)
+            admin.config_resetstat()
+            timed(seen, reqs)
+            usec, _ = _server_usec(admin)
+            per.append(usec / len(reqs))
+        stored_keys = keys() if keys else []
+        mem = memory_usage(admin, stored_keys) if stored_keys else 0
+        rows.append((name, per[0], per[1], mem))
+        closer()
+
+    def theirs() -> tuple[Callable[[Request], bool], Any]:
+        client = get_redis_from_settings(Settings({"REDIS_URL": server.url}))
+        df = RFPDupeFilter(client, key="st:dupefilter")
+        return df.request_seen, client.close
+
+    def ours(fmt: int) -> Callable[[], tuple[Callable[[Request], bool], Any]]:
+        def make() -> tuple[Callable[[Request], bool], Any]:
+            df = RedisIRIDupeFilter(redis_url=server.url, key=f"st{fmt}", key_format=fmt,
+                                    local_cache=0)
+            df.connect()
+            holder["df"] = df
+            return df.request_seen, df.close
+        return make
+
+    holder: dict[str, RedisIRIDupeFilter] = {}
+
+    def bare_sadd() -> tuple[Callable[[Request], bool], Any]:
+        df = RedisIRIDupeFilter(redis_url=server.url, key="bare", local_cache=0)
+        df.connect()
+        client = df._client
+
+        def seen(request: Request) -> bool:
+            fp = df.fingerprint(request)
+            member = int.from_bytes(fp[:8], "big", signed=True)
+            key = b"bare:%x" % (int.from_bytes(fp[8:12], "big") % 256)
+            return client.execute_command("SADD", key, member) == 0
+        return seen, df.close
+
+    measure("scrapy-redis RFPDupeFilter (SADD 40-hex)", theirs,
+            lambda: ["st:dupefilter"])
+    measure("RedisIRIDupeFilter format 3 (now)", ours(3),
+            lambda: [*holder["df"]._existing_set_keys(), holder["df"].meta_key])
+    measure("RedisIRIDupeFilter format 2 (before)", ours(2),
+            lambda: [k for k in admin.keys("st2*")])
+    measure("bare SADD int into 256 intset buckets", bare_sadd,
+            lambda: [k for k in admin.keys("bare:*")])
+    stored = len(set(urls))
+    base = rows[0]
+    print(f"\nserver time per request_seen (INFO commandstats), {len(urls):,} URLs, "
+          "local cache off")
+    print(f"{'contender':<42} {'us new':>7} {'us dup':>7} {'x SADD':>7} {'B/URL':>7}")
+    for name, new, dup, mem in rows:
+        ratio = (new + dup) / (base[1] + base[2])
+        print(f"{name:<42} {new:7.2f} {dup:7.2f} {ratio:7.2f} {mem / stored:7.1f}")
+
+
+def _fleet_worker(args: tuple[str, str, list[str], int, Any, Any]) -> None:
+    kind, url, urls, seed, barrier, out = args
+    import random
+
+    from scrapy.settings import Settings
+
+    rng = random.Random(seed)
+    order = list(urls)
+    rng.shuffle(order)
+    passes = [requests_for(order), requests_for(order)]
+    if kind == "theirs":
+        from scrapy_redis.connection import get_redis_from_settings
+        from scrapy_redis.dupefilter import RFPDupeFilter
+
+        client = get_redis_from_settings(Settings({"REDIS_URL": url}))
+        seen = RFPDupeFilter(client, key="fleet:dupefilter").request_seen
+        df = None
+    else:
+        fmt = 3 if kind == "ours" else 2
+        df = RedisIRIDupeFilter(redis_url=url, key=f"fleet{fmt}", key_format=fmt,
+                                local_cache=0 if kind == "before" else 1_000_000)
+        df.connect()
+        seen = df.request_seen
+    barrier.wait()
+    t0 = time.perf_counter()
+    local = []
+    for reqs in passes:
+        before = df.local_hits if df is not None else 0
+        timed(seen, reqs)
+        local.append(((df.local_hits if df is not None else 0) - before) / len(reqs))
+    out.put((time.perf_counter() - t0, 2 * len(order), local))
+
+
+def fleet(server: RedisServer, urls: Sequence[str]) -> None:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    admin = server.client()
+    names = {"theirs": "scrapy-redis RFPDupeFilter", "ours": "ours, format 3 + local cache",
+             "before": "ours, format 2, no cache (before)"}
+    results: dict[tuple[str, int], tuple[float, list[float], float]] = {}
+    for procs in (1, 2, 4):
+        for kind in ("theirs", "ours", "before"):
+            admin.flushall()
+            admin.config_resetstat()
+            barrier = ctx.Barrier(procs)
+            out = ctx.Queue()
+            workers = [ctx.Process(target=_fleet_worker,
+                                   args=((kind, server.url, list(urls), k, barrier, out),))
+                       for k in range(procs)]
+            for w in workers:
+                w.start()
+            got = [out.get(timeout=1800) for _ in workers]
+            for w in workers:
+                w.join()
+            usec, _ = _server_usec(admin)
+            calls = sum(n for _, n, _ in got)
+            wall = max(t for t, _, _ in got)
+            local = [sum(g[2][i] for g in got) / procs for i in range(2)]
+            results[(kind, procs)] = (calls / wall, local, usec / calls)
+    print(f"\nfleet: 1, 2, 4 processes, each replaying {len(urls):,} URLs twice "
+          "(own order); requests/s of the whole fleet")
+    print(f"{'filter':<36} {'procs':>5} {'fleet req/s':>11} {'vs theirs':>9} "
+          f"{'local 1st':>9} {'local 2nd':>9} {'server us/call':>14}")
+    for procs in (1, 2, 4):
+        for kind in ("theirs", "ours", "before"):
+            rate, local, us = results[(kind, procs)]
+            ratio = rate / results[("theirs", procs)][0]
+            print(f"{names[kind]:<36} {procs:>5} {rate:>11,.0f} {ratio:>9.2f} "
+                  f"{local[0]:>9.1%} {local[1]:>9.1%} {us:>14.2f}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--urls", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-scale", action="store_true",
+                        help="skip the server-time and fleet parts")
+    parser.add_argument("--only-scale", action="store_true",
+                        help="only the server-time and fleet parts")
+    parser.add_argument("--fleet-limit", type=int, default=30_000,
+                        help="URLs each fleet process replays (default 30,000)")
     parser.add_argument("--synthetic", type=int, default=0,
                         help="also a storage-only run over this many random fingerprints")
     args = parser.parse_args(argv)
@@ -259,6 +450,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             RedisServer(Path(tmp)) as server:
         version = server.client().info("server")["redis_version"]
         print(f"redis-server {version} on {server.url}, rounds={args.rounds} (best of)")
+        if not args.no_scale:
+            server_time(server, urls)
+            fleet(server, urls[: args.fleet_limit])
+        if args.only_scale:
+            return 0
         theirs = bench_theirs(server, urls, args.rounds)
         ours = bench_ours(server, urls, args.rounds)
         hinted = bench_ours(server, urls, 1, expected=n)

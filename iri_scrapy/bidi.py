@@ -24,6 +24,11 @@ returns :class:`Finding` objects naming the component, the character
   Common and Inherited characters (digits, hyphen, combining marks) do not
   count; Han with Hiragana/Katakana, Bopomofo or Hangul, each also with Latin,
   are accepted as single writing systems.
+* ``wire``: a host or port of a scheme known to use DNS (http, https, ws, wss,
+  ftp) that cannot be on the wire, which level ``scheme`` refuses
+  (:func:`iri_scrapy.hosts.dns_wire_host`: an empty host or label, a forbidden
+  host code point of the URL Standard after percent-decoding, an invalid IP
+  literal; a port above 65535), unless another finding is at the same index.
 * ``syntax``: the first violation of the RFC 3987 section 2.2 grammar that
   :func:`iri_scrapy.validate` reports (other than bidi formatting characters,
   which are all reported above).
@@ -41,10 +46,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
+import regex
+
 from .charclasses import BIDI_FORMATTING
-from .errors import IRIError, describe_char
+from .errors import IRIError, IRIHostError, describe_char
 from .hosts import host_to_ascii, host_to_unicode
-from .parsing import split_authority, validate
+from .parsing import SPLIT_RE, split_authority, split_match, validate
+from .schemes import uses_dns
 
 __all__ = [
     "Finding",
@@ -57,12 +65,6 @@ __all__ = [
     "script_of",
     "label_scripts",
 ]
-
-# RFC 3986 appendix B, as in parsing.py (kept here for the spans).
-_SPLIT_RE = re.compile(
-    r"(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL
-)
-_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
 
 _RTL = frozenset({"R", "AL"})
 _LTR = "L"
@@ -124,15 +126,8 @@ def components(text: str) -> list[Component]:
     stripped); empty components are left out.  The scheme and the port are
     ASCII by syntax and are not components.
     """
-    m = _SPLIT_RE.match(text)
-    assert m is not None
+    m = split_match(text)
     out: list[Component] = []
-    if m.group(1) is not None and not _SCHEME_RE.fullmatch(m.group(1)):
-        # Not a scheme: a relative reference whose first path segment has ":".
-        m = re.compile(r"()(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL).match(
-            text
-        )
-        assert m is not None
     if m.group(2) is not None:
         offset = m.start(2)
         userinfo, host, _port = split_authority(m.group(2))
@@ -154,7 +149,7 @@ def components(text: str) -> list[Component]:
 
 def _locate(text: str, i: int) -> str:
     """The component of index *i* that is no bidi component (scheme, port, IP literal)."""
-    m = _SPLIT_RE.match(text)
+    m = SPLIT_RE.match(text)
     assert m is not None
     if m.group(1) is not None and i < m.end(1):
         return "scheme"
@@ -245,17 +240,58 @@ def check_bidi_component(comp: Component) -> list[Finding]:
 
 # --- scripts ---------------------------------------------------------------------
 
-# First words of Unicode character names that are not the script (then the
-# next word is), and names of scripts spelled in more than one word.
-_PREFIXES = frozenset({"FULLWIDTH", "HALFWIDTH", "SMALL", "CAPITAL", "MODIFIER", "SCRIPT"})
-_ALIASES = {
-    "CJK": "Han",
-    "IDEOGRAPHIC": "Han",
-    "KANGXI": "Han",
-    "CANADIAN": "Canadian_Aboriginal",
-    "OLD": "Old",
-    "NKO": "Nko",
-}
+#: The Unicode scripts (long property value names, PropertyValueAliases.txt ``sc``)
+#: that letters and marks can have, other than Common, Inherited and Unknown.
+#: Which one a character has is asked of the ``regex`` package, which follows the
+#: Unicode Character Database (Scripts.txt); tests/test_bidi.py checks that every
+#: letter and mark of every plane gets its script from this list.
+SCRIPTS: tuple[str, ...] = (
+    "Latin", "Greek", "Cyrillic", "Armenian", "Hebrew", "Arabic", "Syriac", "Thaana",
+    "Nko", "Samaritan", "Mandaic", "Devanagari", "Bengali", "Gurmukhi", "Gujarati",
+    "Oriya", "Tamil", "Telugu", "Kannada", "Malayalam", "Sinhala", "Thai", "Lao",
+    "Tibetan", "Myanmar", "Georgian", "Hangul", "Ethiopic", "Cherokee",
+    "Canadian_Aboriginal", "Ogham", "Runic", "Tagalog", "Hanunoo", "Buhid", "Tagbanwa",
+    "Khmer", "Mongolian", "Limbu", "Tai_Le", "New_Tai_Lue", "Buginese", "Tai_Tham",
+    "Balinese", "Sundanese", "Batak", "Lepcha", "Ol_Chiki", "Braille", "Glagolitic",
+    "Tifinagh", "Han", "Hiragana", "Katakana", "Bopomofo", "Yi", "Lisu", "Vai", "Bamum",
+    "Syloti_Nagri", "Phags_Pa", "Saurashtra", "Kayah_Li", "Rejang", "Javanese", "Cham",
+    "Tai_Viet", "Meetei_Mayek", "Coptic", "Linear_B", "Lycian", "Carian", "Old_Italic",
+    "Gothic", "Old_Permic", "Ugaritic", "Old_Persian", "Deseret", "Shavian", "Osmanya",
+    "Osage", "Elbasan", "Caucasian_Albanian", "Vithkuqi", "Todhri", "Linear_A",
+    "Cypriot", "Imperial_Aramaic", "Palmyrene", "Nabataean", "Hatran", "Phoenician",
+    "Lydian", "Sidetic", "Meroitic_Hieroglyphs", "Meroitic_Cursive", "Kharoshthi",
+    "Old_South_Arabian", "Old_North_Arabian", "Manichaean", "Avestan",
+    "Inscriptional_Parthian", "Inscriptional_Pahlavi", "Psalter_Pahlavi", "Old_Turkic",
+    "Old_Hungarian", "Hanifi_Rohingya", "Garay", "Yezidi", "Old_Sogdian", "Sogdian",
+    "Old_Uyghur", "Chorasmian", "Elymaic", "Brahmi", "Kaithi", "Sora_Sompeng", "Chakma",
+    "Mahajani", "Sharada", "Khojki", "Multani", "Khudawadi", "Grantha", "Tulu_Tigalari",
+    "Newa", "Tirhuta", "Siddham", "Modi", "Takri", "Ahom", "Dogra", "Warang_Citi",
+    "Dives_Akuru", "Nandinagari", "Zanabazar_Square", "Soyombo", "Pau_Cin_Hau",
+    "Sunuwar", "Bhaiksuki", "Marchen", "Masaram_Gondi", "Gunjala_Gondi", "Tolong_Siki",
+    "Makasar", "Kawi", "Cuneiform", "Cypro_Minoan", "Egyptian_Hieroglyphs",
+    "Anatolian_Hieroglyphs", "Gurung_Khema", "Mro", "Tangsa", "Bassa_Vah",
+    "Pahawh_Hmong", "Kirat_Rai", "Medefaidrin", "Miao", "Tangut", "Nushu",
+    "Khitan_Small_Script", "Duployan", "SignWriting", "Nyiakeng_Puachue_Hmong", "Toto",
+    "Wancho", "Nag_Mundari", "Ol_Onal", "Mende_Kikakui", "Adlam",
+)
+
+
+def _script_pattern() -> regex.Pattern[str]:
+    """One alternative per script this ``regex`` knows, each a named group: the
+    group that matches a character names its Script property (UAX 24).  A script
+    newer than the installed ``regex`` is left out (its letters then count as
+    Common: no false finding)."""
+    known = []
+    for name in SCRIPTS:
+        try:
+            regex.compile(rf"\p{{Script={name}}}")
+        except regex.error:
+            continue
+        known.append(rf"(?P<{name}>\p{{Script={name}}})")
+    return regex.compile("|".join(known))
+
+
+_SCRIPT_RE = _script_pattern()
 #: Sets of scripts that one writing system uses together (UTS 39 section 5.1,
 #: "highly restrictive"): Japanese, Chinese with Bopomofo, Korean; each with Latin.
 _COMPATIBLE: tuple[frozenset[str], ...] = (
@@ -267,28 +303,19 @@ _COMPATIBLE: tuple[frozenset[str], ...] = (
 
 @lru_cache(maxsize=4096)
 def script_of(char: str) -> str | None:
-    """The script of *char* from its Unicode name, or ``None`` for Common/Inherited.
+    """The Unicode Script property (UAX 24, Scripts.txt) of a letter or mark, or
+    ``None`` for Common and Inherited ones and for every other character.
 
-    Letters and script-specific marks take the script that starts their name
-    (``CYRILLIC SMALL LETTER A`` is Cyrillic, ``FULLWIDTH LATIN ...`` Latin,
-    ``CJK UNIFIED IDEOGRAPH-4E00`` Han); digits, punctuation, symbols and
-    ``COMBINING ...`` marks are Common or Inherited and return ``None``, as do
-    characters without a name.  U+30FC KATAKANA-HIRAGANA PROLONGED SOUND MARK
-    is Common in Unicode's Scripts.txt and returns ``None`` too.
+    Digits, punctuation and symbols do not count (UTS 39 section 5.1 resolves
+    Common and Inherited to every script), nor do combining marks shared by
+    scripts (``U+0301``, Inherited) or ``U+30FC`` KATAKANA-HIRAGANA PROLONGED
+    SOUND MARK (Common).  Asked of the ``regex`` package, which follows the
+    Unicode Character Database: ``ʰ`` (U+02B0) and ``ª`` (U+00AA) are Latin.
     """
-    category = unicodedata.category(char)
-    if category[0] not in "LM":
+    if unicodedata.category(char)[0] not in "LM":
         return None
-    name = unicodedata.name(char, "")
-    if not name or name.startswith("COMBINING") or "HIRAGANA PROLONGED" in name:
-        return None
-    words = name.split()
-    while len(words) > 1 and words[0] in _PREFIXES:
-        words = words[1:]
-    first = words[0].split("-")[0]
-    if first in _ALIASES:
-        return _ALIASES[first]
-    return first.capitalize()
+    m = _SCRIPT_RE.match(char)
+    return None if m is None else m.lastgroup
 
 
 def label_scripts(label: str) -> list[tuple[str, int]]:
@@ -380,12 +407,12 @@ def check(text: str) -> list[Finding]:
     findings = check_bidi_formatting(text)
     for comp in components(text):
         findings += check_bidi_component(comp)
-    m = _SPLIT_RE.match(text)
-    assert m is not None
-    if m.group(2) is not None and (m.group(1) is None or _SCHEME_RE.fullmatch(m.group(1))):
+    m = split_match(text)
+    if m.group(2) is not None:
         userinfo, host, _port = split_authority(m.group(2))
         offset = m.start(2) + (0 if userinfo is None else len(userinfo) + 1)
         findings += check_host(host, offset)
+    wire = _wire_finding(text, m.group(1)) if m.group(2) is not None else None
     try:
         validate(text)
     except IRIError as exc:
@@ -399,5 +426,22 @@ def check(text: str) -> list[Finding]:
                     exc.index,
                 )
             )
+    if wire is not None and all(f.index != wire.index for f in findings):
+        findings.append(wire)
     findings.sort(key=lambda f: (-1 if f.index is None else f.index))
     return findings
+
+
+def _wire_finding(text: str, scheme: str | None) -> Finding | None:
+    """The refusal of level ``scheme`` for a DNS scheme's host or port, if any."""
+    from .ladder import normalize  # the ladder does not import this module
+
+    if scheme is None or not uses_dns(scheme.lower()):
+        return None
+    try:
+        normalize(text)
+    except IRIHostError as exc:
+        return Finding("wire", exc.component, _message(exc), exc.char, exc.index)
+    except IRIError:
+        return None
+    return None

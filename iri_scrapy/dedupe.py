@@ -4,8 +4,8 @@ The logic behind ``iri-scrapy dedupe``, pure and without Scrapy: feed lines to
 a :class:`Deduper` one at a time; it keeps one 64-bit fingerprint of the
 canonical key of each distinct resource, never the lines, so memory grows only
 with the number of distinct resources.  The fingerprints live in the compact
-open-addressing table of :mod:`iri_scrapy.adapters.fpstore` (shared with the
-Scrapy dupefilter; that module imports no Scrapy): 8 bytes a slot, 10.7 to 21.3
+open-addressing table of :mod:`iri_scrapy.fpstore` (shared with the Scrapy
+dupefilter; core, it imports no Scrapy): 8 bytes a slot, 10.7 to 21.3
 bytes per entry, about 32 at most while the table doubles.  Two different keys
 are merged with probability below n**2 / 2**65 for n distinct resources
 (3e-4 for 10**8).
@@ -15,7 +15,7 @@ strings are equal at the chosen level (section 5.3's ladder; by default without
 fragments, the retrieval comparison of section 5.1).  For each duplicate the
 rungs that changed its spelling on the way to the canonical form are counted
 (what :func:`iri_scrapy.ladder.rungs_applied` returns, computed in the same
-climb as the key by :func:`canonical_and_rungs`); a duplicate that was already
+climb as the key by :func:`iri_scrapy.ladder.canonical_and_rungs`); a duplicate that was already
 canonical counts under ``simple`` (section 5.3.1: string comparison sufficed).
 """
 
@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from hashlib import blake2b
 from typing import Any
 
-from .adapters.fpstore import FingerprintSet
 from .errors import IRIError
-from .ladder import Form, Level, Rung, _drop_fragment, _fast, _pipeline, apply_rung, normalize
-from .parsing import WHITESPACE, parse, preprocess
+from .fpstore import FingerprintSet
+from .ladder import Form, Level, NormalizeOptions, Rung, canonical, canonical_and_rungs
+from .parsing import SCHEME_RE, WHITESPACE, preprocess
 
 __all__ = [
-    "Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS", "canonical_and_rungs",
+    "Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS",
     "fingerprint", "refusal", "undecodable_byte", "byte_column",
 ]
 
@@ -51,9 +51,9 @@ def fingerprint(key: str) -> int:
 _REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\udc80-\udcff]")
 _UNDECODABLE = re.compile("[\udc80-\udcff]")
 #: RFC 3986 section 3.1 (RFC 3987 keeps it): ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":"
-_SCHEME = re.compile("[A-Za-z][A-Za-z0-9+.-]*:")
+_SCHEME = re.compile(SCHEME_RE.pattern + ":")
 #: The common case in one match: a scheme, then no refused character, no white space around.
-_PLAIN = re.compile("[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x1f\x7f-\x9f\udc80-\udcff]*\\Z")
+_PLAIN = re.compile(SCHEME_RE.pattern + ":[^\x00-\x1f\x7f-\x9f\udc80-\udcff]*\\Z")
 _CONTROL_NAMES = {0x00: "NUL", 0x09: "tab", 0x0A: "line feed", 0x0D: "carriage return",
                   0x1B: "escape", 0x7F: "DEL"}
 
@@ -103,43 +103,6 @@ def refusal(line: str) -> str | None:
                     "not part of a URL")
         return "no scheme: not an absolute URL"
     return None
-
-
-def canonical_and_rungs(
-    iri: str, level: Level, *, keep_fragment: bool = False, nfc: bool = False
-) -> tuple[str, tuple[Rung, ...]]:
-    """``normalize(iri, level, form="uri", ...)`` and ``rungs_applied(iri, level, ...)``
-    in one climb of the ladder (RFC 3987 section 5.3), for the per-rung statistics.
-
-    Already-canonical URIs take the fast path (no rung applied).  Raises
-    :class:`IRIError` as :func:`normalize` does, with the index in the whole input.
-    """
-    if level >= Level.SCHEME and not nfc:
-        fast = _fast(iri, keep_fragment)
-        if fast is not None:
-            return fast, ()
-    if level is Level.SIMPLE:
-        return normalize(iri, level, keep_fragment=keep_fragment), ()
-    try:
-        ref = parse(iri)
-        if not keep_fragment:
-            ref = _drop_fragment(ref)
-        applied: list[Rung] = []
-        before = ref.unsplit()
-        for rung in _pipeline(level, nfc):
-            new = apply_rung(rung, ref)
-            if new == ref:  # same components, same string: skip the unsplit
-                continue
-            ref = new
-            after = ref.unsplit()
-            if after != before:
-                applied.append(rung)
-            before = after
-    except IRIError:
-        # normalize() raises the same error, pointing into the whole input.
-        normalize(iri, level, keep_fragment=keep_fragment, nfc=nfc)
-        raise
-    return before, tuple(applied)
 
 
 class Outcome(enum.Enum):
@@ -218,46 +181,47 @@ class Deduper:
         self.max_rejects = max_rejects
         self.rung_stats = rung_stats
         self.seen = FingerprintSet()
+        # The key: URI form (the form only changes what is written out).
+        self.options = NormalizeOptions(self.level, "uri", keep_fragment, nfc)
+        self.out_options = NormalizeOptions(self.level, form, keep_fragment, nfc)
         self.stats = DedupeStats()
 
-    def process(self, line: str) -> tuple[Outcome, str]:
-        """Classify one line (without its end-of-line characters)."""
-        stats = self.stats
-        stats.lines += 1
+    def classify(self, line: str) -> tuple[Outcome | None, str, tuple[Rung, ...], str]:
+        """What the ladder says of one line, before the seen-set; counts nothing.
+
+        ``(None, key, rungs, out)`` for a URL: its canonical key (URI form), the
+        rungs that changed it (with *rung_stats*; empty when already canonical)
+        and the text to write if it is the first spelling; ``(Outcome.BLANK, "",
+        (), "")`` or ``(Outcome.REJECT, error, (), "")``.  :meth:`process` and
+        :mod:`iri_scrapy.spark` both decide through it.
+        """
         if not preprocess(line):
-            stats.blank += 1
-            return Outcome.BLANK, ""
+            return Outcome.BLANK, "", (), ""
         refused = refusal(line)
         if refused is not None:
-            return self._reject(refused)
+            return Outcome.REJECT, refused, (), ""
         rungs: tuple[Rung, ...] = ()
         try:
             if self.rung_stats:
-                key, rungs = canonical_and_rungs(
-                    line, self.level, keep_fragment=self.keep_fragment, nfc=self.nfc
-                )
+                key, rungs = canonical_and_rungs(line, self.options)
             else:
-                key = normalize(line, self.level, keep_fragment=self.keep_fragment, nfc=self.nfc)
+                key = canonical(line, self.options)
             out = line
             if self.canonical and self.form != "uri":
-                out = normalize(
-                    line, self.level, form=self.form, keep_fragment=self.keep_fragment,
-                    nfc=self.nfc,
-                )
+                out = canonical(line, self.out_options)
             elif self.canonical:
                 out = key
         except IRIError as exc:
-            return self._reject(str(exc))
-        seen = self.seen
-        before = seen.slots
-        if seen.add(fingerprint(key)):
+            return Outcome.REJECT, str(exc), (), ""
+        return None, key, rungs, out
+
+    def add(self, fp: int, rungs: tuple[Rung, ...]) -> bool:
+        """Count a URL of fingerprint *fp* (:func:`fingerprint` of its key): True when
+        it is the first of its resource, else a duplicate counted under its *rungs*."""
+        stats = self.stats
+        if self.seen.add(fp):
             stats.unique += 1
-            if seen.slots != before:
-                # While growing, the old and the new table were both alive.
-                stats.peak_fingerprint_bytes = max(
-                    stats.peak_fingerprint_bytes, seen.nbytes + 8 * before
-                )
-            return Outcome.UNIQUE, out
+            return True
         stats.duplicates += 1
         if self.rung_stats:
             by_rung = stats.by_rung
@@ -265,6 +229,20 @@ class Deduper:
                 by_rung["simple"] += 1
             for rung in rungs:
                 by_rung[rung.key] += 1
+        return False
+
+    def process(self, line: str) -> tuple[Outcome, str]:
+        """Classify one line (without its end-of-line characters)."""
+        stats = self.stats
+        stats.lines += 1
+        outcome, key, rungs, out = self.classify(line)
+        if outcome is not None:
+            if outcome is Outcome.BLANK:
+                stats.blank += 1
+                return outcome, ""
+            return self._reject(key)
+        if self.add(fingerprint(key), rungs):
+            return Outcome.UNIQUE, out
         return Outcome.DUPLICATE, ""
 
     def _reject(self, error: str) -> tuple[Outcome, str]:
@@ -277,7 +255,8 @@ class Deduper:
     def finish(self) -> DedupeStats:
         """Fill in the memory figures and return the statistics."""
         self.stats.fingerprint_bytes = self.seen.nbytes
+        # While a segment grows, its old and new tables are both alive.
         self.stats.peak_fingerprint_bytes = max(
-            self.stats.peak_fingerprint_bytes, self.seen.nbytes
+            self.stats.peak_fingerprint_bytes, self.seen.peak_nbytes
         )
         return self.stats

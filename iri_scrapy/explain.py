@@ -5,16 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .errors import IRIError, describe_char
-from .ladder import (
-    Level,
-    Rung,
-    _drop_fragment,
-    _pipeline,
-    _simple_text,
-    _with_context,
-    apply_rung,
-)
+from .errors import describe_char
+from .ladder import Level, NormalizeOptions, Rung, climb, simple_text
 from .parsing import IRIReference, check_str, parse
 
 if TYPE_CHECKING:
@@ -113,14 +105,6 @@ def _difference(x: IRIReference, y: IRIReference) -> Difference | None:
     return None
 
 
-def _apply(rung: Rung, ref: IRIReference, rules: ProtocolRules | None, text: str) -> IRIReference:
-    """One rung; an error points at its index in the whole input *text*."""
-    try:
-        return apply_rung(rung, ref, rules)
-    except IRIError as exc:
-        raise _with_context(exc, text) from None
-
-
 def explain(
     a: str,
     b: str,
@@ -139,19 +123,16 @@ def explain(
     """
     check_str(a, "explain")
     check_str(b, "explain")
-    lvl = Level.coerce(level)
-    ra, rb = parse(a), parse(b)
-    dropped = False
-    if not keep_fragment:
-        dropped = ra.fragment is not None or rb.fragment is not None
-        ra, rb = _drop_fragment(ra), _drop_fragment(rb)
-    # 5.3.1 compares what equivalent(level="simple") compares: the texts after
-    # preprocessing (and less their fragments if asked).
-    steps = [Step(Rung.SIMPLE, _simple_text(ra), _simple_text(rb))]
-    if lvl > Level.SIMPLE:
-        for rung in _pipeline(lvl, nfc):
-            ra = _apply(rung, ra, rules, a)
-            rb = _apply(rung, rb, rules, b)
+    options = NormalizeOptions(Level.coerce(level), "uri", keep_fragment, nfc, rules)
+    # Fragments are excluded from the climb (section 5.1): say so if there were any.
+    dropped = not keep_fragment and any(parse(t).fragment is not None for t in (a, b))
+    steps: list[Step] = []
+    # The two climbs side by side; 5.3.1 compares what equivalent(level="simple")
+    # compares: the texts after preprocessing (and less their fragments if asked).
+    for (rung, ra), (_, rb) in zip(climb(a, options), climb(b, options), strict=True):
+        if rung is Rung.SIMPLE:
+            steps.append(Step(rung, simple_text(ra), simple_text(rb)))
+        else:
             steps.append(Step(rung, ra.unsplit(), rb.unsplit()))
     # The verdict is the last step's (that of equivalent()); the rung named is the
     # first after which the two stay equal.
@@ -161,4 +142,4 @@ def explain(
             break
         first = step.rung
     diff = None if steps[-1].equal else _difference(ra, rb)
-    return Explanation(a, b, lvl, tuple(steps), first, diff, dropped)
+    return Explanation(a, b, options.level, tuple(steps), first, diff, dropped)

@@ -3,8 +3,21 @@
 Each rung is a pure function from :class:`IRIReference` to :class:`IRIReference`
 that cites its section; :func:`normalize` applies the rungs of a level in ladder
 order and writes the result in URI form (``form="uri"``, what a crawler fetches)
-or IRI form (``form="iri"``, what a person reads).  A fast path recognizes URIs
-that are already canonical with one regular expression, which is most crawl URLs.
+or IRI form (``form="iri"``, what a person reads).
+
+There is one climb (:func:`climb`, a generator of ``(rung, reference)``) and one
+options object (:class:`NormalizeOptions`); normalize, equivalent, rungs_applied,
+``explain`` and ``dedupe`` all climb through it.  Two shortcuts give the same
+strings faster: a regular expression that recognizes URIs already canonical
+(``fast_path``, most crawl URLs) and a one-pass composition of the rungs
+(``fused_path``); every example table runs through all three (tests/paths.py).
+
+``__all__`` is the package API.  The other names without a leading underscore
+(``canonical``, ``canonical_and_rungs``, ``climb_path``, ``fast_path``,
+``fused_path``, ``render``, ``render_uri``, ``simple_text``, ``drop_fragment``,
+``with_context``, ``apply_rung``, ``clear_caches``, ``FORMS``) are the internal
+API other modules of the package and its tests use; no module imports a
+``_private`` name of another.
 """
 
 from __future__ import annotations
@@ -12,23 +25,34 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
 from enum import Enum, IntEnum
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from .errors import IRIError, IRISyntaxError
-from .hosts import host_to_ascii, lower_ascii
+from .hosts import (
+    WireHostError,
+    check_dns_port,
+    dns_wire_host,
+    host_to_ascii,
+    lower_ascii,
+)
 from .mapping import decode_component, encode_component, uri_to_iri
 from .parsing import (
+    SCHEME_RE,
     WHITESPACE,
     IRIReference,
     check_str,
     component_starts,
+    guard_path,
     parse,
     split_authority,
+    split_match,
 )
 from .resolve import remove_dot_segments
-from .schemes import DEFAULT_PORTS, default_port, uses_dns
+from .schemes import DEFAULT_PORTS, DNS_SCHEMES, default_port, scheme_path, uses_dns
 
 if TYPE_CHECKING:
     from .protocol import ProtocolRules
@@ -36,6 +60,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Level",
     "Rung",
+    "NormalizeOptions",
+    "climb",
     "normalize",
     "retrieval_key",
     "equivalent",
@@ -49,6 +75,10 @@ __all__ = [
 ]
 
 Form = Literal["uri", "iri", "surt"]  # "surt": see iri_scrapy.surt
+#: The forms :func:`normalize` writes through the ladder (a new one is added here
+#: and in ``render``); ``"surt"`` is the canonical URI reordered by
+#: :func:`iri_scrapy.surt.surt`, handled first in :func:`normalize`.
+FORMS: tuple[str, ...] = ("uri", "iri")
 
 
 class Level(IntEnum):
@@ -187,7 +217,7 @@ def _percent_path(path: str, relative: bool) -> str:
     if relative and ":" in path:
         colon = path.index(":")
         head = path[:colon]
-        if "%" in head and "/" not in head and _SCHEME_OK_RE.fullmatch(_percent(head, "path")):
+        if "%" in head and "/" not in head and SCHEME_RE.fullmatch(_percent(head, "path")):
             return (_upper_pct(head) or "") + _percent(path[colon:], "path")
     return _percent(path, "path")
 
@@ -255,7 +285,7 @@ def _nfc_path(path: str, relative: bool) -> str:
     out = _nfc(path, "path") or ""
     if relative and out != path and ":" in out:
         colon = out.index(":")
-        if "/" not in out[:colon] and _SCHEME_OK_RE.fullmatch(out[:colon]):
+        if "/" not in out[:colon] and SCHEME_RE.fullmatch(out[:colon]):
             # NFC adds or removes no delimiter: the colon is the first one of *path*.
             colon = path.index(":")
             return path[:colon] + (_nfc(path[colon:], "path") or "")
@@ -421,6 +451,8 @@ def _canonical_port(scheme: str | None, port: str | None) -> str | None:
             index=port.index(bad),
             text=port,
         )
+    if uses_dns(scheme):
+        check_dns_port(port)
     port = port.lstrip("0") or "0"
     if scheme is not None and port == default_port(scheme):
         return None
@@ -466,14 +498,14 @@ def scheme_normalize(ref: IRIReference) -> IRIReference:
     scheme = ref.scheme
     host = ref.host
     path = ref.path
-    dns = uses_dns(scheme)
-    if dns and host and not host.startswith("["):
+    if host and uses_dns(scheme) and not host.startswith("["):
         host = _dns_host(host)
-    if dns and host is not None and path == "":
-        path = "/"
-    elif scheme == "mailto" and host is None and "@" in path:
+    if host is not None and uses_dns(scheme):
+        host = dns_wire_host(host)
+    if scheme == "mailto" and host is None and "@" in path:
         # Only the RFC 6068 form "mailto:" addresses; "mailto://" is not it.
         path = _mailto_path(path)
+    path = scheme_path(scheme, host is not None, path)
     return IRIReference(
         scheme, ref.userinfo, host, _canonical_port(scheme, ref.port), path, ref.query,
         ref.fragment,
@@ -503,7 +535,7 @@ _URI_CHARS = "A-Za-z0-9\\-._~!$&'()*+,;=:@/%"
 _PLUS = "+" if sys.version_info >= (3, 11) else ""
 _FAST_RE = re.compile(
     "([a-z][a-z0-9+.\\-]*" + _PLUS + ")://"  # scheme, lowercase
-    "([a-z0-9\\-._~!$&'()*+,;=]*" + _PLUS + ")"  # host: lowercase reg-name, no escapes
+    "((?!\\.)[a-z0-9\\-._~!$&'()*+,;=]+" + _PLUS + ")"  # host: lowercase reg-name, no escapes
     "(?::([1-9][0-9]{0,4}))?"  # port without leading zeros
     "(/[" + _URI_CHARS + "]*" + _PLUS + ")?"  # path
     "(?:\\?[" + _URI_CHARS + "?]*" + _PLUS + ")?"  # query
@@ -513,21 +545,25 @@ _NOT_CANONICAL_ESCAPE_RE = re.compile("%(?!" + _ESC[1:] + ")")
 _DOT_SEGMENT_RE = re.compile(r"/\.\.?(?:/|\Z)")
 
 
-def _fast(text: str, keep_fragment: bool) -> str | None:
+def fast_path(text: str, keep_fragment: bool) -> str | None:
     """Return *text* (less its fragment if asked) if it is already canonical at
     level SCHEME in URI form, else ``None``: one regular expression plus two
-    cheap checks, which is what most crawl URLs need."""
+    cheap checks, which is what most crawl URLs need.  Proven equal to the climb
+    by every example table (tests/paths.py)."""
     m = _FAST_RE.fullmatch(text)
     if m is None:
         return None
-    scheme, _, port, path, fragment = m.groups()
+    scheme, host, port, path, fragment = m.groups()
+    if (".." in host or port is not None and len(port) == 5 and port > "65535") \
+            and scheme in DEFAULT_PORTS:
+        return None  # refused by hosts.dns_wire_host (empty label) or check_dns_port
     if "%" in text and _NOT_CANONICAL_ESCAPE_RE.search(text):
         return None
     if path is not None:
         if "/." in path and _DOT_SEGMENT_RE.search(path):
             return None
-    elif scheme in DEFAULT_PORTS:
-        return None  # empty path of an authority-based scheme: "/"
+    elif scheme_path(scheme, True, ""):
+        return None  # the empty-path rule would write "/" (5.3.3)
     if port is not None and port == DEFAULT_PORTS.get(scheme):
         return None
     if fragment is not None and not keep_fragment:
@@ -535,17 +571,11 @@ def _fast(text: str, keep_fragment: bool) -> str | None:
     return text
 
 
-# --- fused pipeline ----------------------------------------------------------------
+# --- fused path ----------------------------------------------------------------------
 #
 # The rungs above, composed by hand for one IRI without building an intermediate
-# IRIReference per rung.  It must give exactly ``unsplit`` of the composed rungs:
-# tests/test_ladder.py checks that on the corpora and with Hypothesis.
-
-_SPLIT_RE = re.compile(
-    r"(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL
-)
-_SCHEME_OK_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
-
+# IRIReference per rung.  It must give exactly ``unsplit`` of the climb: every
+# example table runs through it (tests/paths.py), and Hypothesis checks it too.
 
 @lru_cache(maxsize=65536)
 def _host_chain(host: str, scheme_based: bool) -> str:
@@ -563,26 +593,24 @@ def _host_chain(host: str, scheme_based: bool) -> str:
     return _dns_host(host) if scheme_based else host
 
 
-def _fused(text: str, lvl: Level, keep_fragment: bool) -> str | None:
-    """Levels SYNTAX to PROTOCOL (without NFC) in one pass; ``None`` means "use the rungs"."""
-    m = _SPLIT_RE.match(text.strip(" \t\r\n"))
-    assert m is not None
-    scheme, authority, path, query, fragment = m.groups()
+def fused_path(text: str, lvl: Level, keep_fragment: bool) -> str | None:
+    """Levels SYNTAX to PROTOCOL (without NFC nor protocol rules) in one pass, in
+    URI form; ``None`` means "climb the rungs" (RFC 3987 sections 5.3.2-5.3.3)."""
+    scheme, authority, path, query, fragment = split_match(text.strip(WHITESPACE)).groups()
     if scheme is not None:
-        if not _SCHEME_OK_RE.fullmatch(scheme):
-            return None
         scheme = lower_ascii(scheme)
         if scheme == "mailto":
             return None
     scheme_based = lvl >= Level.SCHEME
-    dns = scheme_based and scheme in DEFAULT_PORTS
+    dns = scheme_based and scheme in DNS_SCHEMES
     out = [] if scheme is None else [scheme, ":"]
     if authority is not None:
         userinfo, host, port = split_authority(authority)
         out.append("//")
         if userinfo is not None:
             out += (_percent(userinfo, "userinfo"), "@")
-        out.append(_host_chain(host, dns))
+        out.append(dns_wire_host(_host_chain(host, True), host) if dns
+                   else _host_chain(host, False))
         if port is not None:
             port = encode_component(port, "port")
             if scheme_based:
@@ -592,11 +620,9 @@ def _fused(text: str, lvl: Level, keep_fragment: bool) -> str | None:
     path = _percent_path(path, scheme is None and authority is None)
     if "/." in path and (authority is not None or path.startswith("/")):
         path = remove_dot_segments(path)
-    if dns and authority is not None and path == "":
-        path = "/"
-    elif authority is None and path.startswith("//"):
-        path = "/." + path
-    out.append(path)
+    if scheme_based and not path:
+        path = scheme_path(scheme, authority is not None, path)
+    out.append(path if authority is not None else guard_path(path, False))
     if query is not None:
         out += ("?", _percent(query, "query"))
     if fragment is not None and keep_fragment:
@@ -604,18 +630,53 @@ def _fused(text: str, lvl: Level, keep_fragment: bool) -> str | None:
     return "".join(out)
 
 
-# --- normalize -------------------------------------------------------------------
+# --- the climb ---------------------------------------------------------------------
 
 
-def _pipeline(level: Level, nfc: bool) -> list[Rung]:
-    rungs = [Rung.CASE, Rung.PERCENT]
-    if nfc:
-        rungs.append(Rung.CHARACTER)
-    rungs.append(Rung.PATH)
+@dataclass(frozen=True, slots=True)
+class NormalizeOptions:
+    """How to normalize: the level of the ladder and the switches of :func:`normalize`.
+
+    Built once by each public function from its keyword arguments and passed
+    down, instead of repeating them in every signature.  A frozen, slotted
+    dataclass rather than a NamedTuple: options are not a sequence, must not
+    compare equal to a tuple nor unpack by position (``form`` may gain values,
+    such as a SURT form), and fields are named at every use.  :class:`IRIReference`
+    stays the one value type of the domain; this is configuration.
+    """
+
+    level: Level = Level.SCHEME
+    form: str = "uri"
+    keep_fragment: bool = True
+    nfc: bool = False
+    rules: ProtocolRules | None = None
+
+    def __post_init__(self) -> None:
+        if self.level.__class__ is not Level:
+            object.__setattr__(self, "level", Level.coerce(self.level))
+        if self.form not in FORMS:
+            raise bad_form(self.form)
+
+    @property
+    def rungs(self) -> tuple[Rung, ...]:
+        """The rungs applied after 5.3.1, in ladder order (RFC 3987 section 5.3)."""
+        return _rungs(self.level, self.nfc)
+
+
+def bad_form(form: object) -> ValueError:
+    """The error for a *form* not in :data:`FORMS`."""
+    return ValueError(f"form must be one of {', '.join(map(repr, FORMS))}, not {form!r}")
+
+
+@cache
+def _rungs(level: Level, nfc: bool) -> tuple[Rung, ...]:
+    if level is Level.SIMPLE:
+        return ()
+    rungs = (Rung.CASE, Rung.PERCENT) + ((Rung.CHARACTER,) if nfc else ()) + (Rung.PATH,)
     if level >= Level.SCHEME:
-        rungs.append(Rung.SCHEME)
+        rungs += (Rung.SCHEME,)
     if level >= Level.PROTOCOL:
-        rungs.append(Rung.PROTOCOL)
+        rungs += (Rung.PROTOCOL,)
     return rungs
 
 
@@ -636,22 +697,87 @@ def apply_rung(rung: Rung, ref: IRIReference, rules: ProtocolRules | None = None
     return ref
 
 
-def _check_form(form: str) -> None:
-    if form not in ("uri", "iri", "surt"):
-        raise ValueError(f"form must be 'uri', 'iri' or 'surt', not {form!r}")
-
-
-def _drop_fragment(ref: IRIReference) -> IRIReference:
+def drop_fragment(ref: IRIReference) -> IRIReference:
+    """*ref* without its fragment: the retrieval comparison (RFC 3987 section 5.1)."""
     if ref.fragment is None:
         return ref
     return IRIReference(ref.scheme, ref.userinfo, ref.host, ref.port, ref.path, ref.query, None)
 
 
+def climb(
+    text_or_ref: str | IRIReference, options: NormalizeOptions = NormalizeOptions()
+) -> Iterator[tuple[Rung, IRIReference]]:
+    """Climb the comparison ladder (RFC 3987 section 5.3): yield ``(Rung.SIMPLE,
+    ref)`` for the parsed text (less its fragment unless ``keep_fragment``,
+    section 5.1), then each rung of ``options.level`` with the reference after it.
+
+    The one climb of the package: :func:`normalize` (when neither shortcut
+    applies), :func:`rungs_applied`, :func:`canonical_and_rungs`, ``explain``
+    and the dupefilter's per-rung statistics all iterate it.  An error raised on
+    a component points at its index in the whole input when a text is given.
+    """
+    text = text_or_ref if isinstance(text_or_ref, str) else None
+    ref = parse(text) if text is not None else text_or_ref
+    assert isinstance(ref, IRIReference)
+    if not options.keep_fragment:
+        ref = drop_fragment(ref)
+    yield Rung.SIMPLE, ref
+    rules = options.rules
+    for rung in options.rungs:
+        try:
+            ref = apply_rung(rung, ref, rules)
+        except IRIError as exc:
+            raise (exc if text is None else with_context(exc, text)) from None
+        yield rung, ref
+
+
+def render(ref: IRIReference, options: NormalizeOptions) -> str:
+    """The string of *ref* at the top of the climb, in ``options.form``.
+
+    Level SIMPLE: the text itself (5.3.1, see ``simple_text``), mapped to a URI
+    (section 3.1) only for ``form="uri"``; above it, ``unsplit`` of the climbed
+    reference, written by :func:`render_uri`.
+    """
+    if options.level is Level.SIMPLE:
+        return simple_text(ref) if options.form == "iri" else _percent_only(ref)
+    return render_uri(ref.unsplit(), options.level, options.form)
+
+
+def render_uri(uri: str, level: Level, form: str) -> str:
+    """A canonical URI written in *form*: itself, or the IRI it maps to (RFC 3987
+    section 3.2, with ToUnicode hosts for DNS schemes at level SCHEME and up)."""
+    if form == "uri":
+        return uri
+    scheme = uri[: uri.find(":")] if ":" in uri else None
+    return uri_to_iri(uri, unicode_host=level >= Level.SCHEME and uses_dns(scheme))
+
+
+def climb_path(text: str, options: NormalizeOptions) -> str:
+    """:func:`normalize` by the climb alone, without the fast and fused shortcuts;
+    an error points at its index in *text*."""
+    try:
+        for _rung, ref in climb(text, options):  # noqa: B007 - the last step is the result
+            pass
+        return render(ref, options)
+    except IRIError as exc:
+        raise with_context(exc, text) from None
+
+
+def canonical(text: str, options: NormalizeOptions) -> str:
+    """:func:`normalize` with the options built (the fast path, else the fused
+    path, else the climb); an error points at its index in *text*."""
+    return normalize(text, options.level, form=options.form,  # type: ignore[arg-type]
+                     keep_fragment=options.keep_fragment, nfc=options.nfc,
+                     rules=options.rules)
+
+
 _COMPONENTS = frozenset(("scheme", "userinfo", "host", "port", "path", "query", "fragment"))
 
 
-def _with_context(exc: IRIError, text: str) -> IRIError:
+def with_context(exc: IRIError, text: str) -> IRIError:
     """Point an error raised on a component at the index in the whole input."""
+    if isinstance(exc, WireHostError):
+        exc = exc.in_input(text)
     if exc.index is not None and exc.text and exc.text != text and exc.char is not None:
         # Found where the component starts (the same text may occur before it:
         # a host also written in the userinfo), or not at all.
@@ -688,7 +814,7 @@ def normalize(
     learned from the protocol.  Level SIMPLE returns the text itself (section
     5.3.1: the comparison "MUST NOT map IRIs to URIs"), mapped to a URI only
     when ``form="uri"`` asks for it; white space that dropping the fragment
-    leaves at the end is data and stays, percent-encoded (see ``_simple_text``).
+    leaves at the end is data and stays, percent-encoded (see ``simple_text``).
 
     Idempotent for every level and form.  Raises :class:`IRIError` for text
     that has no canonical form (a host that fails IDNA, a non-numeric port, a
@@ -702,48 +828,27 @@ def normalize(
         return surt(iri, lvl, keep_fragment=keep_fragment, nfc=nfc, rules=rules)
     # --- end of form="surt" ---
     if form == "uri" and lvl >= Level.SCHEME and not nfc and iri.__class__ is str:
-        fast = _fast(iri, keep_fragment)
+        fast = fast_path(iri, keep_fragment)
         if fast is not None:
             if lvl is Level.PROTOCOL and rules is not None:
                 return rules.apply(fast)
             return fast
     check_str(iri, "normalize")
-    _check_form(form)
+    if form not in FORMS:
+        raise bad_form(form)
     try:
         if lvl >= Level.SYNTAX and not nfc:
-            uri = _fused(iri, lvl, keep_fragment)
+            uri = fused_path(iri, lvl, keep_fragment)
             if uri is not None:
                 if lvl is Level.PROTOCOL and rules is not None:
                     uri = rules.apply(uri)
-                if form == "uri":
-                    return uri
-                return uri_to_iri(uri, unicode_host=lvl >= Level.SCHEME and uses_dns(
-                    uri[: uri.find(":")] if ":" in uri else None))
-        return _normalize_slow(iri, lvl, form, keep_fragment, nfc, rules)
+                return uri if form == "uri" else render_uri(uri, lvl, form)
     except IRIError as exc:
-        raise _with_context(exc, iri) from None
+        raise with_context(exc, iri) from None
+    return climb_path(iri, NormalizeOptions(lvl, form, keep_fragment, nfc, rules))
 
 
-def _normalize_slow(
-    iri: str, lvl: Level, form: Form, keep_fragment: bool, nfc: bool,
-    rules: ProtocolRules | None,
-) -> str:
-    ref = parse(iri)
-    if not keep_fragment:
-        ref = _drop_fragment(ref)
-    if lvl is Level.SIMPLE:
-        if form == "iri":
-            return _simple_text(ref)
-        return _percent_only(ref)
-    for rung in _pipeline(lvl, nfc):
-        ref = apply_rung(rung, ref, rules)
-    uri = ref.unsplit()
-    if form == "uri":
-        return uri
-    return uri_to_iri(uri, unicode_host=lvl >= Level.SCHEME and uses_dns(ref.scheme))
-
-
-def _simple_text(ref: IRIReference) -> str:
+def simple_text(ref: IRIReference) -> str:
     """The text of *ref* for simple string comparison (RFC 3987 section 5.3.1).
 
     It is the text itself (after Weber's preprocessing, which :func:`parse` does),
@@ -803,9 +908,47 @@ def equivalent(
     """
     lvl = Level.coerce(level)
     # 5.3.1: simple string comparison "MUST NOT map IRIs to URIs".
-    form: Form = "iri" if lvl is Level.SIMPLE else "uri"
-    kw = {"form": form, "keep_fragment": keep_fragment, "nfc": nfc, "rules": rules}
-    return normalize(a, lvl, **kw) == normalize(b, lvl, **kw)  # type: ignore[arg-type]
+    options = NormalizeOptions(lvl, "iri" if lvl is Level.SIMPLE else "uri", keep_fragment, nfc,
+                               rules)
+    check_str(a, "equivalent")
+    check_str(b, "equivalent")
+    return canonical(a, options) == canonical(b, options)
+
+
+def canonical_and_rungs(text: str, options: NormalizeOptions) -> tuple[str, tuple[Rung, ...]]:
+    """``normalize(text, ...)`` in URI form and the rungs that changed *text* on the
+    way (what :func:`rungs_applied` returns), in one climb of the ladder (RFC 3987
+    section 5.3).  Already-canonical URIs take the fast path (no rung applied).
+    Raises :class:`IRIError` as :func:`normalize` does (the same error).
+    """
+    level = options.level
+    if level >= Level.SCHEME and not options.nfc and (
+        options.rules is None or level < Level.PROTOCOL
+    ):
+        fast = fast_path(text, options.keep_fragment)
+        if fast is not None:
+            return fast, ()
+    if level is Level.SIMPLE:
+        return climb_path(text, options), ()
+    applied: list[Rung] = []
+    try:
+        steps = climb(text, options)
+        _, ref = next(steps)
+        before = ref.unsplit()
+        for rung, new in steps:
+            if new == ref:  # same components, same string: skip the unsplit
+                continue
+            ref = new
+            after = ref.unsplit()
+            if after != before:
+                applied.append(rung)
+            before = after
+    except IRIError:
+        # The fused path may meet the error first, with its own wording:
+        # raise what normalize() raises.
+        canonical(text, options)
+        raise
+    return before, tuple(applied)
 
 
 def rungs_applied(
@@ -822,22 +965,13 @@ def rungs_applied(
     comparison suffices).  Used for per-rung statistics of duplicates.
     """
     check_str(iri, "rungs_applied")
-    lvl = Level.coerce(level)
-    if lvl >= Level.SCHEME and not nfc and _fast(iri, True) == iri and rules is None:
+    if Level.coerce(level) is Level.SIMPLE:
         return ()
-    ref = parse(iri)
-    if not keep_fragment:
-        ref = _drop_fragment(ref)
-    if lvl is Level.SIMPLE:
-        return ()
-    out: list[Rung] = []
-    before = ref.unsplit()
-    for rung in _pipeline(lvl, nfc):
-        ref = apply_rung(rung, ref, rules)
-        after = ref.unsplit()
-        if after != before:
-            out.append(rung)
-        before = after
-    return tuple(out)
+    options = NormalizeOptions(Level.coerce(level), "uri", keep_fragment, nfc, rules)
+    return canonical_and_rungs(iri, options)[1]
 
 
+def clear_caches() -> None:
+    """Empty the host caches of the ladder (benchmarks measure cold caches with it)."""
+    for fn in (_host_chain, _dns_host):
+        fn.cache_clear()

@@ -23,17 +23,47 @@ from .errors import IRISyntaxError
 __all__ = [
     "IRIReference", "parse", "validate", "preprocess", "split_authority", "component_starts",
 ]
+# Shared with the other core modules, not part of the package API: SPLIT_RE,
+# SCHEME_RE, split_match, guard_path, WHITESPACE, check_str (one definition each).
 
 #: Weber section 4 step 1: only these ASCII whitespace characters are stripped.
 WHITESPACE = " \t\r\n"
 
 # RFC 3986 appendix B, with DOTALL so that a newline does not end the match.
-_SPLIT_RE = re.compile(
-    r"(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL
-)
-_SPLIT_RELATIVE_RE = re.compile(r"(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL)
+# Groups: 1 scheme, 2 authority, 3 path, 4 query, 5 fragment.
+_AFTER_SCHEME = r"(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?"
+SPLIT_RE = re.compile(r"(?:([^:/?#]+):)?" + _AFTER_SCHEME, re.DOTALL)
+# The same for a relative reference: group 1 (the scheme) can never match.
+_SPLIT_RELATIVE_RE = re.compile(r"(?:(?!)():)?" + _AFTER_SCHEME, re.DOTALL)
 # scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )   (RFC 3986 3.1)
-_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+
+
+def split_match(text: str) -> re.Match[str]:
+    """The RFC 3986 appendix B match of *text* (groups 1-5: scheme, authority,
+    path, query, fragment), read as a relative reference when what precedes the
+    first ``:`` is not a scheme (Weber section 5.1; RFC 3986 section 4.2).
+
+    The one split of the package: :func:`parse`, :func:`component_starts` and the
+    fused path of :mod:`iri_scrapy.ladder` all use it.
+    """
+    m = SPLIT_RE.match(text)
+    assert m is not None  # the pattern matches every string
+    scheme = m.group(1)
+    if scheme is not None and not SCHEME_RE.fullmatch(scheme):
+        m = _SPLIT_RELATIVE_RE.match(text)
+        assert m is not None
+    return m
+
+
+def guard_path(path: str, has_authority: bool) -> str:
+    """The path as written in a reference: without an authority a path may not
+    start with ``//`` (RFC 3986 section 3.3), so ``/.`` is put before it (what
+    RFC 3986 section 5.2.4's note does after dot-segment removal produced it);
+    ``/./`` removes as a dot-segment, so the path keeps its meaning."""
+    if not has_authority and path.startswith("//"):
+        return "/." + path
+    return path
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,14 +102,9 @@ class IRIReference:
         if self.scheme is not None:
             parts.append(self.scheme + ":")
         authority = self.authority
-        path = self.path
         if authority is not None:
             parts.append("//" + authority)
-        elif path.startswith("//"):
-            # Without an authority a path may not start with "//" (RFC 3986 3.3);
-            # "/." keeps it a path after dot-segment removal produced it.
-            path = "/." + path
-        parts.append(path)
+        parts.append(guard_path(self.path, authority is not None))
         if self.query is not None:
             parts.append("?" + self.query)
         if self.fragment is not None:
@@ -131,15 +156,7 @@ def parse(text: str) -> IRIReference:
     """
     if not isinstance(text, str):
         raise TypeError(f"parse() takes str, not {type(text).__name__}")
-    text = preprocess(text)
-    m = _SPLIT_RE.match(text)
-    assert m is not None  # the pattern matches every string
-    scheme, authority, path, query, fragment = m.groups()
-    if scheme is not None and not _SCHEME_RE.fullmatch(scheme):
-        r = _SPLIT_RELATIVE_RE.match(text)
-        assert r is not None
-        scheme = None
-        authority, path, query, fragment = r.groups()
+    scheme, authority, path, query, fragment = split_match(preprocess(text)).groups()
     if authority is None:
         return IRIReference(scheme, None, None, None, path, query, fragment)
     userinfo, host, port = split_authority(authority)
@@ -151,17 +168,12 @@ def component_starts(text: str) -> dict[str, int]:
     that :func:`parse` finds starts, for errors that name an index in the input."""
     lead = len(text) - len(text.lstrip(WHITESPACE))
     body = preprocess(text)
-    m = _SPLIT_RE.match(body)
-    assert m is not None
-    names: tuple[str, ...] = ("scheme", "authority", "path", "query", "fragment")
-    if m.group(1) is not None and not _SCHEME_RE.fullmatch(m.group(1)):
-        m = _SPLIT_RELATIVE_RE.match(body)
-        assert m is not None
-        names = names[1:]
+    m = split_match(body)
+    names = ("scheme", "authority", "path", "query", "fragment")
     out = {name: lead + m.start(i) for i, name in enumerate(names, 1) if m.group(i) is not None}
     authority = out.pop("authority", None)
     if authority is not None:
-        userinfo, host, port = split_authority(m.group(names.index("authority") + 1))
+        userinfo, host, port = split_authority(m.group(2))
         out["host"] = authority
         if userinfo is not None:
             out["userinfo"] = authority
@@ -228,10 +240,10 @@ def validate(text: str) -> IRIReference:
     """
     if not isinstance(text, str):
         raise TypeError(f"validate() takes str, not {type(text).__name__}")
-    m = _SPLIT_RE.match(text)
+    m = SPLIT_RE.match(text)
     assert m is not None
     scheme_text = m.group(1)
-    if scheme_text is not None and not _SCHEME_RE.fullmatch(scheme_text):
+    if scheme_text is not None and not SCHEME_RE.fullmatch(scheme_text):
         # Not a scheme: the reference is relative and its first segment has a ":",
         # which ipath-noscheme does not allow (RFC 3986 section 4.2).
         bad = _BAD_SCHEME.search(scheme_text)
@@ -280,14 +292,23 @@ def _validate_host(host: str, start: int, text: str) -> None:
                 return
             except ValueError:
                 inner = addr
+        end = host.find("]")
         bad = next((i for i, c in enumerate(inner) if c not in "0123456789abcdefABCDEF:."), None)
-        i = 1 + (bad if bad is not None else len(inner))
-        char = host[i] if i < len(host) else "["
+        if end < 0:
+            # Unclosed: the "[" that opens it (the text after it may be all hex).
+            i, why = 0, "IP literal without its closing ']'"
+        elif end + 1 < len(host):
+            i, why = end + 1, "text after the closing ']' of an IP literal"
+        else:
+            # A character no IP literal holds; else the "%" of a zone ID after what
+            # is no IPv6 address; else the "[" of a literal that is no address.
+            i = 1 + bad if bad is not None else 1 + len(inner) if host[1 + len(inner)] != "]" else 0
+            why = "invalid IP literal"
         raise IRISyntaxError(
-            "invalid IP literal (RFC 3986 section 3.2.2)",
+            f"{why} (RFC 3986 section 3.2.2)",
             component="host",
-            char=char,
-            index=start + min(i, len(host) - 1),
+            char=host[i],
+            index=start + i,
             text=text,
         )
     _check(_BAD_REG_NAME, host, start, "host", text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-__all__ = ["DEFAULT_PORTS", "DNS_SCHEMES", "default_port", "uses_dns"]
+__all__ = ["DEFAULT_PORTS", "DNS_SCHEMES", "default_port", "uses_dns", "scheme_path"]
 
 #: Default port of each scheme whose definition gives one.  An explicit port
 #: equal to it is elided by scheme-based normalization (RFC 3987 5.3.3,
@@ -32,3 +32,17 @@ def default_port(scheme: str) -> str | None:
 def uses_dns(scheme: str | None) -> bool:
     """True if *scheme* (lowercase) is known to use DNS names in its host (RFC 3987 3.1)."""
     return scheme in DNS_SCHEMES
+
+
+def scheme_path(scheme: str | None, has_authority: bool, path: str) -> str:
+    """The empty-path rule of scheme-based normalization (RFC 3987 5.3.3, RFC 3986
+    6.2.3): "an empty path component should be normalized to a path of '/'" for a
+    scheme known to use DNS names (:data:`DNS_SCHEMES`), when there is an
+    authority.  Every other path is returned as it is.
+
+    The one definition of the rule: the scheme rung, the fused path and the fast
+    path of :mod:`iri_scrapy.ladder` all ask it.
+    """
+    if path == "" and has_authority and scheme in DNS_SCHEMES:
+        return "/"
+    return path

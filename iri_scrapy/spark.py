@@ -7,11 +7,18 @@ without pyspark.
 The column functions are Arrow UDFs (``arrow_udf``, Spark 4.1+): Spark hands the
 Python worker Arrow record batches (``spark.sql.execution.arrow.maxRecordsPerBatch``
 rows, 10,000 by default) and gets one Arrow array back, so the JVM-Python traffic
-is columnar, with no pandas in between;
-each value is then canonicalized by the same core functions the local
-``iri-scrapy dedupe`` uses (:func:`iri_scrapy.dedupe.canonical_and_rungs`,
-:func:`iri_scrapy.dedupe.refusal`, :func:`iri_scrapy.normalize`), so the keys
-are those of :func:`iri_scrapy.normalize`, row for row.
+is columnar, with no pandas in between.  Each value is decided by the very code of
+the local ``iri-scrapy dedupe``: :meth:`iri_scrapy.dedupe.Deduper.classify` (blank,
+refusal, canonical key and rungs), :func:`iri_scrapy.dedupe.fingerprint` (the
+64-bit key fingerprint the CLI's seen-set holds) and :meth:`Deduper.add`, so the
+keys are those of :func:`iri_scrapy.normalize`, row for row, and two lines are
+merged exactly when the CLI merges them.
+
+:func:`dedupe` makes one Python pass per partition (an iterator Arrow UDF: key,
+rung mask and fingerprint together; when the order column increases along each
+partition, the partition's duplicates are dropped there, before any shuffle, by a
+per-partition :class:`~iri_scrapy.dedupe.Deduper`), then one aggregation by the
+fingerprint (a ``long``) keeps the first row of each resource.
 
 Caches: the core's host caches (IDNA conversions) are module-level
 ``functools.lru_cache`` s; each Python worker process has its own, warm for as
@@ -25,20 +32,20 @@ shared by nothing.  They are a speed-up only: a cold cache gives the same keys.
   rejected rows with their error (never dropped), and the report's counters.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, Window
+from pyspark import TaskContext
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.functions import arrow_udf
 
-from .dedupe import RUNG_KEYS, DedupeStats, Reject, canonical_and_rungs, refusal
+from .dedupe import RUNG_KEYS, Deduper, DedupeStats, Outcome, Reject, fingerprint
 from .errors import IRIError
 from .ladder import Form, Level, normalize
-from .parsing import preprocess
 
 __all__ = [
     "CLASSIFY_SCHEMA", "classify", "retrieval_key", "rungs", "rung_names", "dedupe",
@@ -59,13 +66,40 @@ CLASSIFY_SCHEMA = T.StructType([
     T.StructField("blank", T.BooleanType()),
 ])
 
-
 #: Bit of each rung in the ``rungs`` mask.
 _BIT = {key: 1 << i for i, key in enumerate(RUNG_KEYS)}
+_MASK = {r: 1 << i for i, r in enumerate(RUNG_KEYS)}
+
+#: What :func:`dedupe`'s pass gives each row (column ``iri``).  ``kind``: 0 the
+#: first row of its resource in the partition (a candidate), 1 refused, 2 blank, 3 a
+#: duplicate within the partition; ``fp``: the CLI's 64-bit fingerprint of the key
+#: (signed); ``counts``: on the last row of each partition only, its counters
+#: (:data:`_COUNTS`).
+_PASS_SCHEMA = T.StructType([
+    T.StructField("kind", T.ByteType()),
+    T.StructField("fp", T.LongType()),
+    T.StructField("rungs", T.IntegerType()),
+    T.StructField("key", T.StringType()),
+    T.StructField("out", T.StringType()),
+    T.StructField("error", T.StringType()),
+    T.StructField("counts", T.ArrayType(T.LongType())),
+])
+_PASS_ARROW = pa.struct([
+    ("kind", pa.int8()), ("fp", pa.int64()), ("rungs", pa.int32()), ("key", pa.string()),
+    ("out", pa.string()), ("error", pa.string()), ("counts", pa.list_(pa.int64())),
+])
+#: The counters of one partition, in this order, then the per-rung counts of its
+#: duplicates (``by_rung``, RUNG_KEYS order), then the rungs of its candidates
+#: (``simple`` for a mask of 0).
+_COUNTS = ("partition", "lines", "blank", "unparseable", "candidates", "duplicates")
+_CANDIDATE, _REJECT, _BLANK, _DUPLICATE = 0, 1, 2, 3
+#: What a null value is (the CLI has none): refused.
+_NULL: tuple[Outcome | None, str, tuple[Any, ...], str] = (
+    Outcome.REJECT, "null value: not a URL", (), "")
 
 
 def _udf(fn: Any, return_type: T.DataType) -> Any:
-    # Scalar: the type hints of fn say pa.Array -> pa.Array.
+    # The type hints of fn say which Arrow UDF: pa.Array -> pa.Array, or iterators.
     return arrow_udf(fn, return_type)  # type: ignore[call-overload]
 
 
@@ -97,11 +131,19 @@ def _values(values: pa.Array) -> list[Any]:
     return values.to_pylist()
 
 
+def _deduper(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
+             with_rungs: bool) -> Deduper:
+    return Deduper(level, keep_fragment=keep_fragment, nfc=nfc, canonical=form is not None,
+                   form=form or "uri", rung_stats=with_rungs)
+
+
 def _classifier(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
                 with_rungs: bool) -> Any:
-    """The per-batch function: what ``Deduper.process`` decides for each value."""
+    """The per-batch function of :func:`classify`: ``Deduper.classify`` of each value."""
 
     def run(values: pa.Array) -> pa.Array:
+        d = _deduper(level, keep_fragment, nfc, form, with_rungs)
+        decide = d.classify
         keys: list[str | None] = []
         masks: list[int | None] = []
         outs: list[str | None] = []
@@ -114,30 +156,18 @@ def _classifier(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
             if value is None:
                 error = "null value: not a URL"
             else:
-                line = _text(value)
-                if not preprocess(line):
+                outcome, text, found, written = decide(_text(value))
+                if outcome is None:
+                    key = text
+                    out = written if form is not None else None
+                    if with_rungs:
+                        mask = 0
+                        for rung in found:
+                            mask |= _MASK[rung.key]
+                elif outcome is Outcome.BLANK:
                     blank = True
                 else:
-                    error = refusal(line)
-                    if error is None:
-                        try:
-                            if with_rungs:
-                                key, found = canonical_and_rungs(
-                                    line, level, keep_fragment=keep_fragment, nfc=nfc)
-                                mask = 0
-                                for rung in found:
-                                    mask |= _BIT[rung.key]
-                            else:
-                                key = normalize(line, level, keep_fragment=keep_fragment,
-                                                nfc=nfc)
-                            if form is not None:
-                                out = key if form == "uri" else normalize(
-                                    line, level, form=form, keep_fragment=keep_fragment,
-                                    nfc=nfc)
-                        except IRIError as exc:
-                            key = out = None
-                            mask = None
-                            error = str(exc)
+                    error = text
             keys.append(key)
             masks.append(mask)
             outs.append(out)
@@ -224,19 +254,121 @@ def rung_names(mask: Column) -> Column:
     return F.when(mask.isNull(), F.lit(None)).otherwise(picked)
 
 
+def _signed(fp: int) -> int:
+    return fp - (1 << 64) if fp >> 63 else fp
+
+
+def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
+                 with_rungs: bool, first_wins: bool) -> Any:
+    """The one Python pass of :func:`dedupe` over a partition (an iterator Arrow UDF).
+
+    With *first_wins* (the order increases along the partition) a per-partition
+    :class:`Deduper` keeps the first row of each fingerprint and marks the others
+    duplicates, counted by rung as the CLI counts them; otherwise every URL is a
+    candidate.  The output is held back one batch so that the partition's counters
+    ride on its last row.
+    """
+    n_rungs = len(RUNG_KEYS)
+
+    def run(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        d = _deduper(level, keep_fragment, nfc, form, with_rungs)
+        decide, add, stats = d.classify, d.add, d.stats
+        cand_rungs = [0] * n_rungs
+        held: list[list[Any]] | None = None
+        for values in batches:
+            kinds: list[int] = []
+            fps: list[int | None] = []
+            masks: list[int | None] = []
+            keys: list[str | None] = []
+            outs: list[str | None] = []
+            errors: list[str | None] = []
+            for value in _values(values):
+                stats.lines += 1
+                outcome, text, found, written = (
+                    _NULL if value is None else decide(_text(value)))
+                if outcome is None:
+                    fp = fingerprint(text)
+                    if first_wins and not add(fp, found):
+                        kinds.append(_DUPLICATE)
+                        fps.append(None)
+                        masks.append(None)
+                        keys.append(None)
+                        outs.append(None)
+                        errors.append(None)
+                        continue
+                    if not first_wins:
+                        stats.unique += 1
+                    mask = 0
+                    for rung in found:
+                        mask |= _MASK[rung.key]
+                    if with_rungs:
+                        if mask:
+                            for i in range(1, n_rungs):
+                                if mask >> i & 1:
+                                    cand_rungs[i] += 1
+                        else:
+                            cand_rungs[0] += 1
+                    kinds.append(_CANDIDATE)
+                    fps.append(_signed(fp))
+                    masks.append(mask if with_rungs else None)
+                    keys.append(text)
+                    outs.append(written if form is not None else None)
+                    errors.append(None)
+                    continue
+                if outcome is Outcome.BLANK:
+                    stats.blank += 1
+                    kinds.append(_BLANK)
+                    errors.append(None)
+                else:
+                    stats.unparseable += 1
+                    kinds.append(_REJECT)
+                    errors.append(text)
+                fps.append(None)
+                masks.append(None)
+                keys.append(None)
+                outs.append(None)
+            if held is not None:
+                yield _pass_array(held, None)
+            held = [kinds, fps, masks, keys, outs, errors]
+        if held is None:
+            return
+        ctx = TaskContext.get()
+        counts = [ctx.partitionId() if ctx is not None else 0, stats.lines, stats.blank,
+                  stats.unparseable, stats.unique, stats.duplicates]
+        counts += [stats.by_rung[k] for k in RUNG_KEYS] + cand_rungs
+        yield _pass_array(held, counts)
+
+    return run
+
+
+def _pass_array(cols: list[list[Any]], counts: list[int] | None) -> pa.Array:
+    n = len(cols[0])
+    last: list[list[int] | None] = [None] * n
+    if counts is not None:
+        last[-1] = counts
+    return pa.StructArray.from_arrays(
+        [pa.array(cols[0], pa.int8()), pa.array(cols[1], pa.int64()),
+         pa.array(cols[2], pa.int32()), pa.array(cols[3], pa.string()),
+         pa.array(cols[4], pa.string()), pa.array(cols[5], pa.string()),
+         pa.array(last, pa.list_(pa.int64()))],
+        fields=list(_PASS_ARROW))
+
+
 @dataclass
 class SparkDedupe:
-    """What :func:`dedupe` returns; the DataFrames are lazy, :meth:`stats` runs a job.
+    """What :func:`dedupe` returns; the DataFrames are lazy, :meth:`stats` runs jobs.
 
     ``unique``: the rows of the first spelling of each resource, with columns
     ``iri_key`` (canonical URI) and ``iri_out`` (the value in *form* when
     ``canonical`` was asked, else null) added.  ``rejects``: the refused rows
-    with ``iri_error``.  ``ranked``: every row with the classification struct
-    ``iri`` and ``iri_first`` (true for the kept spelling).
+    with ``iri_error``.  ``classified``: the rows that leave the Python pass (the
+    candidates, the rejects and each partition's last row with its counters, in
+    column ``iri``), read by all three: :meth:`persist` it to pass only once.
+    ``groups``: one row per resource (``iri_fp``, struct ``first``).
     """
 
     classified: DataFrame
-    ranked: DataFrame
+    groups: DataFrame
     unique: DataFrame
     rejects: DataFrame
     order_by: str
@@ -244,56 +376,54 @@ class SparkDedupe:
     level: Level
     rung_stats: bool
 
-    def stats(self, max_rejects: int = 20) -> DedupeStats:
+    def persist(self) -> "SparkDedupe":
+        """Cache the pass and the groups (each is then computed once)."""
+        self.classified.persist()
+        self.groups.persist()
+        return self
+
+    def unpersist(self) -> None:
+        self.groups.unpersist()
+        self.classified.unpersist()
+
+    def partition_counts(self) -> list[list[int]]:
+        """The counters of each partition of the pass (:data:`_COUNTS`, then rungs)."""
+        rows = self.classified.where(F.col("iri")["counts"].isNotNull()).select(
+            F.col("iri")["counts"]).collect()
+        return sorted(list(r[0]) for r in rows)
+
+    def stats(self, max_rejects: int = 20, counts: list[list[int]] | None = None
+              ) -> DedupeStats:
         """The counters of the run, as ``iri-scrapy dedupe`` reports them.
 
         ``rejects`` lists the first *max_rejects* refused rows by the order
         column; their ``line`` is the order column's value (the CLI orders by
         line number).
         """
-        # One aggregation by key (combined map-side before the shuffle), then a global one:
-        # a key's first row is its smallest order value; its duplicates are the others.
-        iri = F.col("iri")
-        mask = iri["rungs"]
-        per_key = [F.count(F.lit(1)).alias("n"),
-                   # the same first as ``unique``'s: ties in the order broken by the value
-                   F.min(F.struct(F.col(self.order_by), F.col(self.col), mask.alias("m"))
-                         )["m"].alias("first"),
-                   F.sum(F.when(iri["blank"], 1).otherwise(0)).alias("blank"),
-                   F.sum(F.when(iri["error"].isNotNull(), 1).otherwise(0)).alias("bad")]
-        bits = [(k, _BIT[k]) for k in RUNG_KEYS if k != "simple"]
+        if counts is None:
+            counts = self.partition_counts()
+        n = len(RUNG_KEYS)
+        base = len(_COUNTS)
+        total = [sum(c[i] for c in counts) for i in range(base + 2 * n)]
+        first = F.col("first")["iri_rungs"]
+        aggs = [F.count(F.lit(1)).alias("unique")]
         if self.rung_stats:
-            per_key.append(F.sum(F.when(mask == 0, 1).otherwise(0)).alias("r_simple"))
-            per_key.extend(F.sum(F.when(mask.bitwiseAND(b) != 0, 1).otherwise(0)).alias(f"r_{k}")
-                           for k, b in bits)
-        groups = self.classified.groupBy(iri["key"].alias("k")).agg(*per_key)
-        ok = F.col("k").isNotNull()
-
-        def total(value: Column) -> Column:
-            return F.sum(F.when(ok, value).otherwise(0))
-
-        totals = [F.sum("n").alias("lines"), F.count(F.when(ok, 1)).alias("unique"),
-                  total(F.col("n") - 1).alias("duplicates"), F.sum("blank").alias("blank"),
-                  F.sum("bad").alias("unparseable")]
+            aggs.append(F.sum(F.when(first == 0, 1).otherwise(0)).alias("r_simple"))
+            aggs.extend(F.sum(F.when(first.bitwiseAND(_BIT[k]) != 0, 1).otherwise(0)
+                              ).alias(f"r_{k}") for k in RUNG_KEYS[1:])
+        row = self.groups.agg(*aggs).collect()[0].asDict()
+        valid = total[4] + total[5]
+        unique = int(row["unique"] or 0)
+        stats = DedupeStats(lines=total[1], unique=unique, duplicates=valid - unique,
+                            blank=total[2], unparseable=total[3])
         if self.rung_stats:
-            totals.append(total(F.col("r_simple") - F.when(F.col("first") == 0, 1).otherwise(0)
-                                ).alias("r_simple"))
-            totals.extend(total(F.col(f"r_{k}") - F.when(
-                F.col("first").bitwiseAND(b) != 0, 1).otherwise(0)).alias(f"r_{k}")
-                for k, b in bits)
-        row = groups.agg(*totals).collect()[0].asDict()
-        stats = DedupeStats(
-            lines=int(row["lines"] or 0), unique=int(row["unique"] or 0),
-            duplicates=int(row["duplicates"] or 0), blank=int(row["blank"] or 0),
-            unparseable=int(row["unparseable"] or 0),
-        )
-        if self.rung_stats:
-            for k in RUNG_KEYS:
-                stats.by_rung[k] = int(row[f"r_{k}"] or 0)
+            for i, k in enumerate(RUNG_KEYS):
+                stats.by_rung[k] = (total[base + i] + total[base + n + i]
+                                    - int(row[f"r_{k}"] or 0))
         if stats.unparseable and max_rejects:
-            first = (self.rejects.select(self.order_by, "iri_error")
-                     .orderBy(self.order_by).limit(max_rejects).collect())
-            stats.rejects = [Reject(int(r[0]), r[1]) for r in first]
+            first_rejects = (self.rejects.select(self.order_by, "iri_error")
+                             .orderBy(self.order_by).limit(max_rejects).collect())
+            stats.rejects = [Reject(int(r[0]), r[1]) for r in first_rejects]
         return stats
 
 
@@ -303,6 +433,7 @@ def dedupe(
     level: Level | int | str = Level.SCHEME,
     *,
     order_by: str | None = None,
+    ordered_partitions: bool | None = None,
     keep_fragment: bool = False,
     nfc: bool = False,
     canonical: bool = False,
@@ -311,36 +442,45 @@ def dedupe(
 ) -> SparkDedupe:
     """Keep the first spelling of each distinct resource of column *col* of *df*.
 
-    Two values are the same resource when their canonical URIs at *level* are
-    equal (as in :class:`iri_scrapy.dedupe.Deduper`); "first" is the smallest
-    *order_by* value (ties broken by the value itself), so the result does not
-    depend on partitioning.  Without *order_by* a ``monotonically_increasing_id``
-    is used: the order of the input's partitions, which for one text file is
-    the order of its lines.  Rows that are not URLs, or have no canonical form,
-    go to ``rejects`` with their error message; blank rows are counted and
-    dropped.  Duplicates are counted per rung of the ladder that changed their
-    spelling (``simple`` when already canonical), like the local CLI.
+    Two values are the same resource when the 64-bit fingerprints of their
+    canonical URIs at *level* are equal, as in :class:`iri_scrapy.dedupe.Deduper`
+    (the local CLI); "first" is the smallest *order_by* value (ties broken by the
+    value itself), so the result does not depend on partitioning.  Without
+    *order_by* a ``monotonically_increasing_id`` is used: the order of the input's
+    partitions, which for one text file is the order of its lines.
+    *ordered_partitions* (default: true without *order_by*) says that *order_by*
+    increases strictly along each partition (as such an id does): each partition's
+    duplicates are then dropped in the Python pass, before the shuffle.  Rows that
+    are not URLs, or have no canonical form, go to ``rejects`` with their error
+    message; blank rows are counted and dropped.  Duplicates are counted per rung of
+    the ladder that changed their spelling (``simple`` when already canonical), like
+    the local CLI.
     """
     lvl = Level.coerce(level)
     x = df
     if order_by is None:
         order_by = "iri_order"
         x = x.withColumn(order_by, F.monotonically_increasing_id())
-    x = x.withColumn("iri", classify(col, lvl, keep_fragment=keep_fragment, nfc=nfc,
-                                     form=form if canonical else None,
-                                     with_rungs=rung_stats))
-    key = F.col("iri")["key"]
-    # Rows without a key each get a group of their own (no skew on a null key).
-    group = F.coalesce(key, F.concat(F.lit("\x00"), F.col(order_by).cast("string")))
-    w = Window.partitionBy(group).orderBy(F.col(order_by), F.col(col))
-    ranked = x.withColumn("iri_first", key.isNotNull() & (F.row_number().over(w) == 1))
-    unique = ranked.where(F.col("iri_first")).select(
-        *df.columns, *([order_by] if order_by not in df.columns else []),
-        key.alias("iri_key"), F.col("iri")["out"].alias("iri_out"))
-    rejects = x.where(F.col("iri")["error"].isNotNull()).select(
-        *df.columns, *([order_by] if order_by not in df.columns else []),
-        F.col("iri")["error"].alias("iri_error"))
-    return SparkDedupe(x, ranked, unique, rejects, order_by, col, lvl, rung_stats)
+        if ordered_partitions is None:
+            ordered_partitions = True
+    fn = _dedupe_pass(lvl, keep_fragment, nfc, form if canonical else None, rung_stats,
+                      bool(ordered_partitions))
+    iri = F.col("iri")
+    x = x.withColumn("iri", _udf(fn, _PASS_SCHEMA).asNondeterministic()(F.col(col)))
+    classified = x.where((iri["kind"] <= _REJECT) | iri["counts"].isNotNull())
+    columns = [*df.columns, *([order_by] if order_by not in df.columns else [])]
+    rest = [c for c in columns if c not in (order_by, col)]
+    groups = classified.where(iri["kind"] == _CANDIDATE).groupBy(
+        iri["fp"].alias("iri_fp")).agg(F.min(F.struct(
+            F.col(order_by), F.col(col), *[F.col(c) for c in rest],
+            iri["key"].alias("iri_key"), iri["out"].alias("iri_out"),
+            iri["rungs"].alias("iri_rungs"))).alias("first"))
+    unique = groups.select(*[F.col("first")[c].alias(c) for c in columns],
+                           F.col("first")["iri_key"].alias("iri_key"),
+                           F.col("first")["iri_out"].alias("iri_out"))
+    rejects = classified.where(iri["kind"] == _REJECT).select(
+        *columns, iri["error"].alias("iri_error"))
+    return SparkDedupe(classified, groups, unique, rejects, order_by, col, lvl, rung_stats)
 
 
 def _first_string_column(df: DataFrame, names: Iterable[str] = ("url", "uri", "iri")) -> str:
@@ -393,7 +533,7 @@ def read_lines(spark: Any, path: str, column: str | None = None) -> tuple[DataFr
 
     Returns the DataFrame with ``value`` and ``line_id`` (increasing in file order:
     ``monotonically_increasing_id``, the partition index in the upper bits; see
-    :func:`line_numbers`) and the name of the value column.
+    :func:`_line_column`) and the name of the value column.
     """
     if path.endswith(".parquet") or column is not None:
         df = spark.read.parquet(path)
@@ -409,27 +549,32 @@ def read_lines(spark: Any, path: str, column: str | None = None) -> tuple[DataFr
     return df.withColumn("line_id", F.monotonically_increasing_id()), "value"
 
 
-def line_numbers(df: DataFrame, id_col: str = "line_id") -> dict[int, int]:
-    """``{partition: lines before it}`` for the ids of :func:`read_lines` (a small
-    job: a count per partition); line = offset + (id & (2**33 - 1)) + 1."""
-    counts = (df.select(F.shiftright(F.col(id_col), 33).alias("p")).groupBy("p").count()
-              .orderBy("p").collect())
-    offsets, total = {}, 0
-    for row in counts:
-        offsets[int(row["p"])] = total
-        total += int(row["count"])
-    return offsets
-
-
-def _line(offsets: dict[int, int], line_id: int) -> int:
-    return offsets[line_id >> 33] + (line_id & ((1 << 33) - 1)) + 1
-
-
 def _line_column(offsets: dict[int, int], id_col: str = "line_id") -> Column:
+    """The 1-based line number of an id of :func:`read_lines`, given the lines before
+    each partition."""
     start = F.lit(0).cast("long")
     for p, off in offsets.items():
         start = F.when(F.shiftright(F.col(id_col), 33) == p, F.lit(off)).otherwise(start)
     return start + F.col(id_col).bitwiseAND(F.lit((1 << 33) - 1)) + 1
+
+
+def _line(offsets: dict[int, int], line_id: int) -> int:
+    return offsets.get(line_id >> 33, 0) + (line_id & ((1 << 33) - 1)) + 1
+
+
+def _offsets(counts: list[list[int]]) -> dict[int, int]:
+    """Lines before each partition, from the counters of the pass (every partition
+    with a row has its counters; the ids of :func:`read_lines` carry the partition
+    index in their upper bits)."""
+    offsets, total = {}, 0
+    for c in sorted(counts):
+        offsets[c[0]] = total
+        total += c[1]
+    return offsets
+
+
+def _bytes(value: Any) -> bytes:
+    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
 
 
 def cli_dedupe(args: Any) -> DedupeStats:
@@ -444,14 +589,13 @@ def cli_dedupe(args: Any) -> DedupeStats:
 
     spark = session(args.spark)
     df, col = read_lines(spark, args.input, getattr(args, "column", None))
-    job = dedupe(df, col, args.level, order_by="line_id", keep_fragment=args.keep_fragment,
-                 nfc=args.nfc, canonical=args.canonical, form=args.form,
-                 rung_stats=args.rung_stats)
-    job.classified.persist()
+    job = dedupe(df, col, args.level, order_by="line_id", ordered_partitions=True,
+                 keep_fragment=args.keep_fragment, nfc=args.nfc, canonical=args.canonical,
+                 form=args.form, rung_stats=args.rung_stats).persist()
     try:
-        stats = job.stats(args.max_listed)
-        offsets = line_numbers(job.classified) if stats.rejects or (
-            args.output or "").endswith(".parquet") else {}
+        counts = job.partition_counts()
+        offsets = _offsets(counts)
+        stats = job.stats(args.max_listed, counts)
         stats.rejects = [Reject(_line(offsets, r.line), r.error) for r in stats.rejects]
         if args.canonical:
             text = F.col("iri_out")
@@ -470,9 +614,7 @@ def cli_dedupe(args: Any) -> DedupeStats:
                       else open(out, "wb"))  # noqa: SIM115
             try:
                 for row in unique.toLocalIterator():
-                    value = row["text"]
-                    data = value.encode("utf-8", "surrogateescape") if isinstance(
-                        value, str) else bytes(value)
+                    data = _bytes(row["text"])
                     if not args.canonical and data.endswith(b"\r"):
                         data = data[:-1]  # as the local CLI: the line without CR LF
                     stream.write(data + b"\n")
@@ -485,10 +627,7 @@ def cli_dedupe(args: Any) -> DedupeStats:
             rej = job.rejects.select("line_id", F.col(col).alias("text")).orderBy("line_id")
             with open(args.rejects, "wb") as f:
                 for row in rej.toLocalIterator():
-                    value = row["text"]
-                    data = value.encode("utf-8", "surrogateescape") if isinstance(
-                        value, str) else bytes(value)
-                    f.write(data + b"\n")
+                    f.write(_bytes(row["text"]) + b"\n")
     finally:
-        job.classified.unpersist()
+        job.unpersist()
     return stats

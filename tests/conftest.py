@@ -1,9 +1,37 @@
-"""Shared pytest configuration."""
+"""Shared pytest configuration.
+
+Hypothesis profiles: ``dev`` (100 examples a property, the quick loop) and
+``ci`` (1,500 examples a property, what the core properties had before, and
+reproduction blobs printed), chosen by the environment variable
+``HYPOTHESIS_PROFILE`` (``HYPOTHESIS_PROFILE=ci``); when it is unset, ``ci`` if
+``CI`` is set (.ci/run sets CI=true), else ``dev``.  Core properties take their
+number of examples from the profile; tests with a fixed ``max_examples`` (slow
+examples: real Scrapy or Redis) keep it.
+
+Slow tests are marked ``@pytest.mark.slow``: ``pytest -m "not slow"`` is the
+quick loop.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from tests.paths import PATHS
+
+settings.register_profile(
+    "dev", max_examples=100, deadline=None, suppress_health_check=list(HealthCheck)
+)
+settings.register_profile(
+    "ci", max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 pytest_plugins = ["tests.redis_support"]
 
@@ -18,3 +46,21 @@ def pytest_configure() -> None:
     where = Path(iri_scrapy.__file__).resolve()
     if "site-packages" not in where.parts:
         raise RuntimeError(f"iri_scrapy imported from {where}, not from site-packages")
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_request_seam() -> Iterator[None]:
+    """A crawler built with the add-on in a test (``get_crawler``) installs the
+    process-wide IDNA 2008 ``Request()`` seam and never stops its engine: undo it
+    after each test so that the next one starts from Scrapy's own ``Request()``."""
+    yield
+    if "iri_scrapy.adapters.compat" in sys.modules:
+        compat = sys.modules["iri_scrapy.adapters.compat"]
+        while compat.idna2008_installed():
+            compat.uninstall_idna2008()
+
+
+@pytest.fixture(params=PATHS)
+def path(request: pytest.FixtureRequest) -> str:
+    """Each code path of ``normalize`` in turn (tests/paths.py): climb, fused, fast."""
+    return str(request.param)

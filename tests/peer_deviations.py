@@ -20,6 +20,7 @@ DEVIATIONS: dict[str, dict[str, str]] = {
         "normalize|?|": "the peer drops an empty '?'; RFC 3987 5.3.3: 'http://example.com/?' cannot be assumed equivalent",
     },
     "crawler_commons_basic_normalizer": {
+        "normalize|http://[::ffff:127.0.0.1]/|": "the peer keeps the dotted IPv4 of an IPv4-mapped address (RFC 5952 section 5 recommends it); we write IPv6 in hex, as the URL Standard's serializer and so browsers do (one spelling on the wire)",
         "normalize|http://x.com/?x[y]=1|": "the peer encodes '[' ']' in path or query; RFC 3987 3.1: square brackets MUST NOT be converted",
         "normalize|http://foo.com/foo.html#ref|": "the peer drops the fragment; we keep it by default (keep_fragment=False gives the retrieval key, 5.1)",
         "normalize|http://foo.com//aa/bb/foo.html|": "the peer collapses '//' in the path; an empty segment is data (RFC 3986 3.3)",

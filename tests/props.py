@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 
 import iri_scrapy as iri
 from iri_scrapy import Level
-from iri_scrapy.ladder import _fast, _fused, _normalize_slow
+from iri_scrapy.ladder import NormalizeOptions, climb_path, fast_path, fused_path
 
 ERROR = "<IRIError>"
 FORMS = ("uri", "iri")
@@ -36,7 +36,7 @@ def _norm(text: str, level: Level, form: str, keep: bool, nfc: bool) -> str:
 
 def _slow(text: str, level: Level, form: str, keep: bool, nfc: bool) -> str:
     try:
-        return _normalize_slow(text, level, form, keep, nfc, None)  # type: ignore[arg-type]
+        return climb_path(text, NormalizeOptions(level, form, keep, nfc))
     except iri.IRIError:
         return ERROR
 
@@ -81,10 +81,10 @@ def check_normalize(text: str, combos: tuple[tuple[bool, bool], ...] = COMBOS) -
                     yield f"IRI form {out!r} normalizes to {back!r}, URI form is {uri_of[level]!r}: {where}"
         if not nfc:
             for level in (Level.SYNTAX, Level.SCHEME):
-                fused = _fused(text, level, keep) if _fused_ok(text, level, keep) else None
+                fused = fused_path(text, level, keep) if _fused_ok(text, level, keep) else None
                 if fused is not None and fused != uri_of[level]:
                     yield f"fused {fused!r} != {uri_of[level]!r}: {text!r} level={level.name} keep={keep}"
-            fast = _fast(text, keep)
+            fast = fast_path(text, keep)
             if fast is not None and fast != uri_of[Level.SCHEME]:
                 yield f"fast {fast!r} != {uri_of[Level.SCHEME]!r}: {text!r} keep={keep}"
 
@@ -118,7 +118,7 @@ def check_explain(text: str, combos: tuple[tuple[bool, bool], ...] = COMBOS) -> 
 
 def _fused_ok(text: str, level: Level, keep: bool) -> bool:
     try:
-        _fused(text, level, keep)
+        fused_path(text, level, keep)
     except iri.IRIError:
         return False
     return True

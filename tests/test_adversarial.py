@@ -1,8 +1,8 @@
 """Adversarial vectors of the core, keyed by the section they follow.
 
 Every vector is run through every code path of :func:`iri_scrapy.normalize`: the
-fast regular-expression path (``_fast``), the fused one-pass pipeline (``_fused``),
-the composed rungs (``_normalize_slow``), the per-rung climb of ``dedupe`` and
+fast regular-expression path (``fast_path``), the fused one-pass pipeline
+(``fused_path``), the climb of the rungs (``climb_path``), the per-rung climb of ``dedupe`` and
 ``explain``, so that a fix in one path cannot leave another one behind.
 """
 
@@ -14,10 +14,17 @@ import pytest
 
 import iri_scrapy as iri
 from iri_scrapy import Level
-from iri_scrapy.dedupe import canonical_and_rungs
-from iri_scrapy.ladder import _fast, _fused, _normalize_slow, character_normalize
+from iri_scrapy.ladder import (
+    NormalizeOptions,
+    canonical_and_rungs,
+    character_normalize,
+    climb_path,
+    fast_path,
+    fused_path,
+)
 from iri_scrapy.mapping import uri_to_iri
 from iri_scrapy.schemes import uses_dns
+from tests.paths import via
 
 FORMS = ("uri", "iri")
 
@@ -37,19 +44,21 @@ def every_path(
 
     public = run(lambda: iri.normalize(text, level, form=form, keep_fragment=keep_fragment,  # type: ignore[arg-type]
                                        nfc=nfc))
-    slow = run(lambda: _normalize_slow(text, level, form, keep_fragment, nfc, None))  # type: ignore[arg-type]
+    options = NormalizeOptions(level, form, keep_fragment, nfc)
+    uri_options = NormalizeOptions(level, "uri", keep_fragment, nfc)
+    slow = run(lambda: climb_path(text, options))
     assert public == slow, ("normalize vs composed rungs", text, level, form)
-    uri = run(lambda: _normalize_slow(text, level, "uri", keep_fragment, nfc, None))
+    uri = run(lambda: climb_path(text, uri_options))
     if level >= Level.SYNTAX and not nfc:
-        fused = run(lambda: _fused(text, level, keep_fragment))
+        fused = run(lambda: fused_path(text, level, keep_fragment))
         if fused != "None":
             assert fused == uri, ("fused vs composed rungs", text, level)
     if level >= Level.SCHEME and not nfc and form == "uri":
-        fast = _fast(text, keep_fragment)
+        fast = fast_path(text, keep_fragment)
         if fast is not None:
             assert fast == uri, ("fast path vs composed rungs", text)
     if level >= Level.SYNTAX and form == "uri":
-        climbed = run(lambda: canonical_and_rungs(text, level, keep_fragment=keep_fragment, nfc=nfc)[0])
+        climbed = run(lambda: canonical_and_rungs(text, uri_options)[0])
         assert climbed == uri, ("dedupe climb vs composed rungs", text, level)
     if form == "iri" and uri != "error" and level > Level.SIMPLE:
         scheme = uri[: uri.find(":")] if ":" in uri else None
@@ -126,9 +135,11 @@ NORMALIZE = [
     ("6068-2-mailto-with-authority", "mailto://h/a@B.com", {}, "mailto://h/a@B.com"),
     ("6068-2-mailto-with-authority-nfc", "mailto://h/a@B.com", {"nfc": True}, "mailto://h/a@B.com"),
     # RFC 3987 3.2: the IRI form maps back to the URI form; a host whose escapes
-    # stay (they decode to a delimiter) gets no ToUnicode (5.3.3 would not apply).
-    ("3987-3.2-iri-host-with-escape", "http://%40x.xn--zca/", {"form": "iri"}, "http://%40x.xn--zca/"),
-    ("3987-3.2-iri-host-with-escape-utf8", "http://%40x.%C3%9F/", {"form": "iri"}, "http://%40x.ß/"),
+    # stay (they decode to a character a URI host cannot hold) gets no ToUnicode
+    # (5.3.3 would not apply).  ("%40", "@", was used here: it is now no host on
+    # the wire at level SCHEME, see WIRE_HOSTS; '"' is not a forbidden host code point.)
+    ("3987-3.2-iri-host-with-escape", "http://%22x.xn--zca/", {"form": "iri"}, "http://%22x.xn--zca/"),
+    ("3987-3.2-iri-host-with-escape-utf8", "http://%22x.%C3%9F/", {"form": "iri"}, "http://%22x.ß/"),
     ("3987-3.2-iri-host-idn", "http://xn--zca.de/", {"form": "iri"}, "http://ß.de/"),
 ]
 
@@ -139,6 +150,17 @@ def test_normalize_vectors(text: str, kwargs: dict[str, Any], expected: str) -> 
     form = kwargs.get("form", "uri")
     keep, nfc = kwargs.get("keep_fragment", True), kwargs.get("nfc", False)
     assert check_canonical(text, level, form, keep, nfc) == expected
+
+
+@pytest.mark.parametrize(("text", "kwargs", "expected"), cases(NORMALIZE))
+def test_normalize_vectors_through_every_path(
+    text: str, kwargs: dict[str, Any], expected: str, path: str
+) -> None:
+    try:
+        got = via(path, text, **kwargs)
+    except iri.IRIError:
+        got = "error"
+    assert got == expected
 
 
 # (id, a, b, keyword arguments, lowest level at which they are equivalent or None)
@@ -160,7 +182,7 @@ EQUIVALENT = [
     ("6068-2-mailto-non-ascii-domain", "mailto:a@B%C3%BCcher.de", "mailto:a@b%c3%bccher.de", {}, None),
     ("6068-2-mailto-combining", "mailto:a@A%CC%81", "mailto:a@a%CC%81", {"nfc": True}, None),
     ("6068-2-mailto-combining-composed", "mailto:a@A%CC%81", "mailto:a@\u00c1", {"nfc": True}, Level.SYNTAX),
-    ("3987-3.2-iri-form-host", "http://%40x.xn--zca/", "http://%40x.%C3%9F/", {}, None),
+    ("3987-3.2-iri-form-host", "http://%22x.xn--zca/", "http://%22x.%C3%9F/", {}, None),
 ]
 
 
@@ -177,7 +199,7 @@ def test_equivalent_vectors(a: str, b: str, kwargs: dict[str, Any], lowest: Leve
 
 def test_iri_form_never_merges_different_uris() -> None:
     # 3.2: two URI forms that differ must have IRI forms that differ.
-    a, b = "http://%40x.xn--zca/", "http://%40x.%C3%9F/"
+    a, b = "http://%22x.xn--zca/", "http://%22x.%C3%9F/"
     assert iri.normalize(a) != iri.normalize(b)
     assert iri.normalize(a, form="iri") != iri.normalize(b, form="iri")
 
@@ -331,3 +353,200 @@ def test_error_indexes(text: str, component: str, index: int, fn: str) -> None:
     err = info.value
     assert (err.component, err.index) == (component, index)
     assert err.char == text[index] and f"U+{ord(text[index]):04X} at index {index}" in str(err)
+
+
+# Hosts on the wire (issues "bad input" and "wire"): at level SCHEME a DNS scheme's
+# host that cannot be on the wire is an IRIHostError (RFC 3987 3.1 and 5.3.3: it has
+# no ToASCII conversion; what cannot be on the wire is the URL Standard's host
+# parser: forbidden host and domain code points after percent-decoding, empty
+# labels, IP literals), a port above 65535 too; IPv6 is written in RFC 5952
+# canonical text.  Lower levels stay lenient (Weber 5): they give a string, which
+# SCHEME refuses as it refuses the input.  (id, input, result at SCHEME or "error")
+WIRE_HOSTS = [
+    # URL Standard forbidden host code points, written or percent-encoded.
+    ("url-host-space", "http://exa mple.com/", "error"),
+    ("url-host-space-escaped", "http://exa%20mple.com/", "error"),
+    ("url-host-space-https", "https://a b/", "error"),
+    ("url-host-space-ws", "ws://a b/", "error"),
+    ("url-host-space-wss", "wss://a b/", "error"),
+    ("url-host-space-ftp", "ftp://a b/", "error"),
+    ("url-host-nul", "http://a\x00b/", "error"),
+    ("url-host-tab", "http://a\tb/", "error"),
+    ("url-host-lf-escaped", "http://a%0Ab/", "error"),
+    ("url-host-lt", "http://a<b/", "error"),
+    ("url-host-gt", "http://a>b/", "error"),
+    ("url-host-caret", "http://a^b/", "error"),
+    ("url-host-pipe", "http://a|b/", "error"),
+    ("url-host-backslash", "http://a\\b/", "error"),
+    ("url-host-at-escaped", "http://%40x.com/", "error"),
+    ("url-host-slash-escaped", "http://a%2Fb/", "error"),
+    ("url-host-hash-escaped", "http://a%23b/", "error"),
+    ("url-host-question-escaped", "http://a%3Fb/", "error"),
+    ("url-host-colon-escaped", "http://a%3Ab/", "error"),
+    ("url-host-bracket-escaped", "http://a%5Bb/", "error"),
+    # URL Standard forbidden domain code points: C0 controls, "%", DEL.
+    ("url-domain-c0", "http://a\x01b/", "error"),
+    ("url-domain-c0-escaped", "http://a%1Fb/", "error"),
+    ("url-domain-del", "http://a\x7fb/", "error"),
+    ("url-domain-stray-percent", "http://ex%zz.com", "error"),
+    ("url-domain-percent-at-end", "http://ex%", "error"),
+    ("url-domain-escaped-percent", "http://ex%25.com/", "error"),
+    # RFC 3987 3.1: ToASCII maps characters; octets that are not UTF-8 are none.
+    ("3987-3.1-pct-host-invalid-utf8", "http://%ff.com/", "error"),
+    ("3987-3.1-pct-host-lone-continuation", "http://a%80/", "error"),
+    # Not forbidden: kept (escaped where a URI host cannot hold it, 3.1).
+    ("url-host-quote-kept", 'http://a"b.com/', "http://a%22b.com/"),
+    ("url-host-sub-delims-kept", "http://a!$&'()*+,;=b.com/", "http://a!$&'()*+,;=b.com/"),
+    ("url-host-underscore-kept", "http://my_host.example/", "http://my_host.example/"),
+    # Non-DNS schemes keep their hosts (3.1 converts only DNS schemes' ireg-names).
+    ("3987-3.1-other-scheme-space", "foo://exa mple/", "foo://exa%20mple/"),
+    ("3987-3.1-other-scheme-empty-label", "foo://a..b/", "foo://a..b/"),
+    ("3987-3.1-other-scheme-port", "foo://h:99999/", "foo://h:99999/"),
+    ("3987-3.1-other-scheme-empty-host", "foo:///x", "foo:///x"),
+    ("3987-3.1-relative-space", "//a b/", "//a%20b/"),
+    # RFC 1034 3.1: no empty label; a trailing dot (the root) stays (another vhost).
+    ("1034-3.1-empty-label", "http://a..b/", "error"),
+    ("1034-3.1-leading-dot", "http://.a/", "error"),
+    ("1034-3.1-dot-only", "http://./", "error"),
+    ("1034-3.1-two-trailing-dots", "http://a../", "error"),
+    ("1034-3.1-ideographic-full-stops", "http://a\u3002\u3002b/", "error"),
+    ("1034-3.1-label-mapped-to-nothing", "http://a.\u00ad.b/", "error"),
+    ("1034-3.1-label-mapped-to-nothing-escaped", "http://a.%C2%AD.b/", "error"),
+    ("1034-3.1-trailing-dot-kept", "http://example.com./", "http://example.com./"),
+    ("1034-3.1-trailing-ideographic-dot", "http://example.com\u3002/", "http://example.com./"),
+    # RFC 3986 3.2.2: an empty host is no host on the wire for these schemes.
+    ("3986-3.2.2-empty-host", "http:///x", "error"),
+    ("3986-3.2.2-empty-host-port", "http://:80/", "error"),
+    ("3986-3.2.2-empty-host-userinfo", "http://u@/", "error"),
+    ("3986-3.2.2-empty-host-end", "http://", "error"),
+    ("3986-3.2.2-empty-host-query", "https://?q", "error"),
+    ("3986-3.2.2-host-mapped-to-nothing", "http://\u00ad/", "error"),
+    # RFC 3986 3.2.2, RFC 6874 2: IP literals.
+    ("3986-3.2.2-unclosed-ip-literal", "http://[::1", "error"),
+    ("3986-3.2.2-unclosed-ip-literal-path", "http://[::1/x", "error"),
+    ("3986-3.2.2-invalid-ipv6", "http://[:::1]/", "error"),
+    ("3986-3.2.2-empty-ip-literal", "http://[]/", "error"),
+    ("3986-3.2.2-text-after-literal", "http://[::1]x/", "error"),
+    ("3986-3.2.2-ipv4-in-brackets", "http://[1.2.3.4]/", "error"),
+    ("3986-3.2.2-ipv6-too-long", "http://[1:2:3:4:5:6:7:8:9]/", "error"),
+    ("3986-3.2.2-ipv6-non-hex", "http://[::g]/", "error"),
+    ("6874-2-bare-percent-zone", "http://[fe80::1%eth0]/", "error"),
+    ("6874-2-empty-zone", "http://[fe80::1%25]/", "error"),
+    ("6874-2-zone-bad-char", "http://[fe80::1%25e!h]/", "error"),
+    ("3986-3.2.2-ipvfuture-kept", "http://[V1.X]/", "http://[v1.x]/"),
+    # Ports (RFC 3986 3.2.3 with RFC 9110 4.2 / RFC 6455 3 / RFC 1738 3.2: TCP, 16 bits).
+    ("3986-3.2.3-port-too-big", "http://h:65536/", "error"),
+    ("3986-3.2.3-port-five-nines", "http://h:99999/", "error"),
+    ("3986-3.2.3-port-six-digits", "https://h:100000/", "error"),
+    ("3986-3.2.3-port-too-big-leading-zeros", "http://h:0065536/", "error"),
+    ("3986-3.2.3-port-max", "http://h:65535/", "http://h:65535/"),
+    ("3986-3.2.3-port-leading-zeros", "ws://h:0000080/", "ws://h/"),
+    ("3986-3.2.3-port-zero", "http://h:0/", "http://h:0/"),
+    # RFC 5952 4: IPv6 in canonical text at level SCHEME (what the URL Standard writes).
+    ("5952-4-loopback-full", "http://[0:0:0:0:0:0:0:1]/", "http://[::1]/"),
+    ("5952-4.1-leading-zeros", "http://[::0001]/", "http://[::1]/"),
+    ("5952-4-loopback", "http://[::1]/", "http://[::1]/"),
+    ("5952-4.3-lowercase", "http://[2001:DB8::A]/", "http://[2001:db8::a]/"),
+    ("5952-4.2.1-longest-run", "http://[2001:db8:0:0:0:1:0:0]/", "http://[2001:db8::1:0:0]/"),
+    ("5952-4.2.2-one-field-not-compressed", "http://[2001:db8:0:1:1:1:1:1]/",
+     "http://[2001:db8:0:1:1:1:1:1]/"),
+    ("5952-4.2.2-one-field-compressed-away", "http://[2001:db8::1:1:1:1:1]/",
+     "http://[2001:db8:0:1:1:1:1:1]/"),
+    ("5952-4.2.3-first-of-equal-runs", "http://[2001:db8:0:0:1:0:0:1]/", "http://[2001:db8::1:0:0:1]/"),
+    ("5952-4-all-zero", "http://[0::0]/", "http://[::]/"),
+    ("5952-5-ipv4-mapped-hex", "http://[::ffff:1.2.3.4]/", "http://[::ffff:102:304]/"),
+    ("5952-5-ipv4-mapped-hex-kept", "http://[::FFFF:102:304]/", "http://[::ffff:102:304]/"),
+    ("5952-5-ipv4-compatible", "http://[::1.2.3.4]/", "http://[::102:304]/"),
+    ("5952-4-with-port-and-userinfo", "http://u@[0:0::1]:8080/x", "http://u@[::1]:8080/x"),
+    ("5952-4-default-port", "https://[0:0::1]:443", "https://[::1]/"),
+    ("6874-2-zone-kept", "http://[fe80::0001%25eth0]/", "http://[fe80::1%25eth0]/"),
+    ("6874-2-zone-escapes-kept", "http://[fe80::1%25%65th0]/", "http://[fe80::1%25%65th0]/"),
+    ("5952-4-other-scheme-untouched", "foo://[0:0:0:0:0:0:0:1]/", "foo://[0:0:0:0:0:0:0:1]/"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), cases(WIRE_HOSTS))
+def test_wire_hosts(text: str, expected: str) -> None:
+    from tests import props
+
+    for form in FORMS:
+        for keep in (True, False):
+            for nfc in (False, True):
+                for level in Level:
+                    out = check_canonical(text, level, form, keep, nfc)
+                    if level >= Level.SCHEME and expected == "error":
+                        assert out == "error", (level, form, keep, nfc)
+                    elif level >= Level.SCHEME and form == "uri" and keep:
+                        assert out == expected, (level, nfc)
+                    else:
+                        # Lower levels stay lenient (Weber 5): a string, never an error.
+                        assert out != "error" or level >= Level.SCHEME, (level, form)
+    # Every property of tests/props.py (idempotence, every path agreeing, levels
+    # never splitting, explain agreeing with equivalent, IRI form mapping back).
+    assert list(props.check(text)) == []
+
+
+# One host, every spelling: equivalent from level SCHEME on, never merged with another.
+WIRE_EQUIVALENT = [
+    ("5952-4-loopback-spellings", "http://[0:0:0:0:0:0:0:1]/", "http://[::0001]/", Level.SCHEME),
+    ("5952-4-loopback-written", "http://[::1]/", "http://[0:0:0:0:0:0:0:1]:80/", Level.SCHEME),
+    ("5952-5-ipv4-mapped", "http://[::ffff:1.2.3.4]/", "http://[::ffff:102:304]/", Level.SCHEME),
+    ("5952-4-different-addresses", "http://[::1]/", "http://[::1:0]/", None),
+    ("5952-4-other-scheme", "foo://[::1]/", "foo://[0::1]/", None),
+    ("6874-2-zones-differ", "http://[fe80::1%25eth0]/", "http://[fe80::1%25eth1]/", None),
+    ("1034-3.1-trailing-dot-differs", "http://example.com./", "http://example.com/", None),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "lowest"), cases(WIRE_EQUIVALENT))
+def test_wire_equivalent(a: str, b: str, lowest: Level | None) -> None:
+    for level in Level:
+        expected = lowest is not None and level >= lowest
+        assert iri.equivalent(a, b, level) is expected, level
+        assert iri.explain(a, b, level).equivalent is expected, level
+        assert iri.equivalent(a, b, level, nfc=True) is expected, level
+
+
+# The error names the character and its index in the input as given, on every path
+# (fused, composed rungs with nfc=True, explain's climb, dedupe's climb).
+WIRE_ERROR_INDEXES = [
+    ("space", "http://exa mple.com/", "host", 10),
+    ("space-escaped", "http://exa%20mple.com/", "host", 10),
+    ("space-after-uppercase", "HTTP://EXA MPLE.com/", "host", 10),
+    ("unclosed-ip-literal", "http://[::1", "host", 7),
+    ("unclosed-after-userinfo", "http://u@[::1x/", "host", 9),
+    ("invalid-ipv6", "http://[:::1]/", "host", 7),
+    ("text-after-literal", "http://[::1]x/", "host", 12),
+    ("zone-bare-percent", "http://[fe80::1%eth0]/", "host", 15),
+    ("stray-percent", "http://ex%zz.com", "host", 9),
+    ("invalid-utf8", "http://a.%FF.com/", "host", 9),
+    ("empty-host", "http:///x", "host", 7),
+    ("empty-host-port", "http://:80/", "host", 7),
+    ("empty-label", "http://a..b/", "host", 9),
+    ("leading-dot", "http://.a/", "host", 7),
+    ("label-mapped-to-nothing", " http://A.\u00ad.b/", "host", 10),
+    ("port-too-big", "http://h:65536/", "port", 9),
+    ("port-leading-zeros", "http://h:0099999/", "port", 11),
+]
+
+
+@pytest.mark.parametrize(("text", "component", "index"), cases(WIRE_ERROR_INDEXES))
+def test_wire_error_indexes(text: str, component: str, index: int) -> None:
+    calls = [
+        lambda: iri.normalize(text),
+        lambda: iri.normalize(text, nfc=True),
+        lambda: iri.normalize(text, "protocol", form="iri", keep_fragment=False),
+        lambda: iri.explain(text, "http://h/"),
+        lambda: iri.explain(text, "http://h/", nfc=True),
+        lambda: canonical_and_rungs(
+            text, NormalizeOptions(Level.SCHEME, "uri", keep_fragment=True, nfc=True)
+        ),
+    ]
+    for call in calls:
+        with pytest.raises(iri.IRIHostError) as info:
+            call()
+        err = info.value
+        assert (err.component, err.index, err.char) == (component, index, text[index]), str(err)
+        assert f"U+{ord(text[index]):04X} at index {index}" in str(err)
+    # Lower levels stay lenient.
+    iri.normalize(text, "syntax")

@@ -28,8 +28,8 @@ import pytest
 
 from iri_scrapy import normalize
 from iri_scrapy.cli import display, main
-from iri_scrapy.dedupe import Deduper, Outcome, canonical_and_rungs, fingerprint
-from iri_scrapy.ladder import Level, rungs_applied
+from iri_scrapy.dedupe import Deduper, Outcome, fingerprint
+from iri_scrapy.ladder import Level, NormalizeOptions, canonical_and_rungs, rungs_applied
 from tests.generated_urls import KINDS
 from tests.generated_urls import lines as generated_lines
 
@@ -182,6 +182,10 @@ CHECK_CASES = [
     pytest.param("http://xn--a.com/", 1, ["[idn]"], id="idn"),
     pytest.param("http://a.com/a b", 1, ["path: character not allowed", "[syntax]"],
                  id="validate"),
+    pytest.param("http://[::1", 1, ["host: IP literal without its closing ']'",
+                                    "U+005B at index 7", "[syntax]"], id="unclosed-ip-literal"),
+    pytest.param("http:///x", 1, ["host: empty host", "U+002F at index 7", "[wire]"],
+                 id="wire-empty-host"),
 ]
 
 
@@ -342,15 +346,16 @@ def test_dedupe_empty_input(capsys: pytest.CaptureFixture[str],
 @pytest.mark.parametrize("kind", KINDS)
 def test_canonical_and_rungs_agree_with_normalize(kind: str) -> None:
     for level in (Level.SYNTAX, Level.SCHEME):
+        options = NormalizeOptions(level, keep_fragment=False)
         for line in generated_lines(kind):  # seeded stand-ins for the benchmark corpora
             try:
                 expected = normalize(line, level, keep_fragment=False)
             except ValueError as exc:
                 with pytest.raises(ValueError) as info:
-                    canonical_and_rungs(line, level)
+                    canonical_and_rungs(line, options)
                 assert str(info.value) == str(exc)
                 continue
-            assert canonical_and_rungs(line, level) == (
+            assert canonical_and_rungs(line, options) == (
                 expected, rungs_applied(line, level, keep_fragment=False))
 
 
@@ -530,6 +535,7 @@ def test_spellings_are_equivalent() -> None:
     assert len({normalize(spellings(k)[0]) for k in range(1000)}) == 1000
 
 
+@pytest.mark.slow  # about a minute: pytest -m "not slow" leaves it out
 def test_dedupe_one_million_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     distinct, blanks, bad = 199_000, 4_000, 1_000

@@ -62,12 +62,19 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.dupefilters": {"BaseDupeFilter"},  # docs: settings.rst (autoclass)
     # docs: exceptions.rst; ScrapyDeprecationWarning is that documented module's
     # public warning category (used by the test harness only)
-    "scrapy.exceptions": {"NotConfigured", "ScrapyDeprecationWarning"},
+    "scrapy.exceptions": {
+        "NotConfigured", "ScrapyDeprecationWarning", "IgnoreRequest", "CloseSpider",
+    },
     "scrapy.http": {"Response", "TextResponse", "HtmlResponse", "XmlResponse"},
+    "scrapy.http.request": {"NO_CALLBACK"},  # docs: request-response.rst (autofunction)
     "scrapy.link": {"Link"},  # docs: link-extractors.rst
     # IGNORED_EXTENSIONS: in __all__, the documented default of deny_extensions
     "scrapy.linkextractors": {"IGNORED_EXTENSIONS", "LinkExtractor"},
     "scrapy.linkextractors.lxmlhtml": {"LxmlLinkExtractor"},  # docs: link-extractors.rst
+    # docs: media-pipeline.rst (FilesPipeline.file_path / ImagesPipeline.thumb_path
+    # are the documented override points)
+    "scrapy.pipelines.files": {"FilesPipeline"},
+    "scrapy.pipelines.images": {"ImagesPipeline"},
     "scrapy.selector": {"Selector"},  # docs: selectors.rst
     "scrapy.settings": {"BaseSettings"},  # docs: api.rst
     "scrapy.spidermiddlewares.base": {"BaseSpiderMiddleware"},  # spider-middleware.rst
@@ -80,7 +87,7 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy_redis.spiders": {"RedisSpider", "RedisCrawlSpider"},  # scrapy-redis README
     "twisted.internet": {"reactor"},  # Twisted API docs: twisted.internet.reactor
     "twisted.internet.task": {"LoopingCall"},
-    "w3lib.html": {"get_base_url"},  # w3lib docs: w3lib.html
+    "w3lib.html": {"get_base_url", "get_meta_refresh"},  # w3lib docs: w3lib.html
     "w3lib.url": {"safe_url_string"},  # w3lib docs: w3lib.url
     "lxml": {"etree"},
     "parsel": {"css2xpath"},  # parsel.__all__, parsel docs
@@ -97,7 +104,7 @@ PUBLIC: dict[str, set[str]] = {
 }
 #: Third-party modules the package may ``import`` as a whole.
 #: pyarrow, pyarrow.compute: Apache Arrow Python API reference (iri_scrapy.spark).
-PUBLIC_MODULES = {"scrapy", "idna", "redis", "pyarrow", "pyarrow.compute"}
+PUBLIC_MODULES = {"scrapy", "idna", "redis", "regex", "pyarrow", "pyarrow.compute"}
 #: Standard-library modules without ``__all__`` whose non-underscore names are documented.
 STDLIB_WITHOUT_ALL: set[str] = set()
 #: Documented public methods of named tuples (``urllib.parse.SplitResult._replace``).
@@ -455,3 +462,118 @@ def test_every_scrapy_facing_adapter_runs_the_checks() -> None:
             for n in runtime
         )
         assert checks or not meets_scrapy, path.name
+
+
+# ----------------------------------------- safe_url_string: IDNA 2008 in Request()
+
+
+def test_safe_url_string_seam_shape() -> None:
+    """Request._set_url and w3lib.html's base/meta refresh parsers call the module-level
+    safe_url_string, which is w3lib.url's function (the add-on rebinds these names)."""
+    import scrapy.http.request as request_module
+    import w3lib.html
+    import w3lib.url
+
+    assert not compat.idna2008_installed()
+    assert request_module.safe_url_string is w3lib.url.safe_url_string
+    assert w3lib.html.safe_url_string is w3lib.url.safe_url_string
+    from scrapy import Request
+
+    assert "safe_url_string" in Request._set_url.__code__.co_names
+    assert "safe_url_string" in w3lib.html.get_base_url.__code__.co_names
+    assert compat._meta_refresh_parsers()
+    assert list(inspect.signature(w3lib.url.safe_url_string).parameters) == [
+        "url", "encoding", "path_encoding", "quote_path",
+    ]
+
+
+def test_idna2008_seam_install_uninstall_counted() -> None:
+    from scrapy import Request
+    from w3lib.html import get_base_url, get_meta_refresh
+
+    html = ('<base href="http://straße.test/b/"><meta http-equiv="refresh" '
+            'content="0; url=http://σοφός.test/">')
+    assert Request("http://straße.test/s?").url == "http://strasse.test/s"
+    compat.install_idna2008()
+    compat.install_idna2008()
+    try:
+        assert Request("http://straße.test/s?").url == "http://xn--strae-oqa.test/s?"
+        assert get_base_url(html, "http://x.test/") == "http://xn--strae-oqa.test/b/"
+        assert get_meta_refresh(html, "http://x.test/") == (0.0, "http://xn--0xagbn4a.test/")
+        compat.uninstall_idna2008()
+        assert compat.idna2008_installed()
+    finally:
+        compat.uninstall_idna2008()
+    assert not compat.idna2008_installed()
+    assert Request("http://straße.test/s?").url == "http://strasse.test/s"
+
+
+def test_idna2008_safe_url_string_is_w3lib_but_for_host_and_bare_query() -> None:
+    """Same output as w3lib on every w3lib test input, except a non-ASCII host (UTS 46
+    non-transitional A-label) and a kept bare "?"."""
+    import json
+
+    from w3lib.url import safe_url_string
+
+    from iri_scrapy.hosts import host_to_ascii
+
+    inputs = [json.loads(line)["input"] for line in
+              (ROOT / "tests" / "data" / "w3lib_safe_url_string.jsonl").read_text().splitlines()]
+    inputs += ["http://straße.test/a?q=é", "http://user:pw@ΣΑΣ.test:81/?", "http://h.test/?#f",
+               "http://a\u200db.test/", "http://[::1]:8/x?", "  http://faß.de/x  "]
+    differ = 0
+    for url in inputs:
+        try:
+            theirs = safe_url_string(url, "cp1251")
+        except Exception as exc:  # noqa: BLE001 - the same error from ours
+            with pytest.raises(type(exc)):
+                compat.idna2008_safe_url_string(url, "cp1251")
+            continue
+        ours = compat.idna2008_safe_url_string(url, "cp1251")
+        if ours == theirs:
+            continue
+        differ += 1
+        host = url.strip().split("/")[2].rpartition("@")[2].split(":")[0]
+        try:
+            alabel = host_to_ascii(host)
+        except Exception:  # noqa: BLE001
+            alabel = None
+        if alabel is not None and not host.isascii() and alabel not in theirs:
+            assert alabel in ours, url
+            theirs = theirs.replace(safe_url_string(f"http://{host}/").split("/")[2], alabel)
+        assert ours in (theirs, theirs.replace("#", "?#", 1), theirs + "?"), (url, ours, theirs)
+    assert differ >= 4
+
+
+def test_a_changed_safe_url_string_seam_fails_at_import() -> None:
+    code = (
+        "import scrapy.http.request\n"
+        "scrapy.http.request.safe_url_string = lambda url, encoding='utf8': url\n"
+        "import iri_scrapy.adapters.compat\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "safe_url_string" in proc.stderr.strip().splitlines()[-1]
+    assert proc.stderr.strip().splitlines()[-1].startswith("ImportError: iri_scrapy needs ")
+
+
+def test_fetch_command_seam() -> None:
+    """scrapy fetch builds Request() in run(args, opts), before any add-on: ours is registered."""
+    from importlib.metadata import entry_points
+
+    from scrapy.commands.fetch import Command
+
+    assert list(inspect.signature(Command.run).parameters) == ["self", "args", "opts"]
+    assert "Request" in Command.run.__code__.co_names
+    (ep,) = [e for e in entry_points(group="scrapy.commands") if e.name == "fetch"]
+    assert ep.load() is compat.IRIFetchCommand
+    from scrapy.settings import Settings
+
+    assert compat.addon_wants_idna2008(Settings({"ADDONS": {"iri_scrapy.Addon": 0}}))
+    assert not compat.addon_wants_idna2008(Settings({"ADDONS": {"iri_scrapy.Addon": None}}))
+    assert not compat.addon_wants_idna2008(Settings({}))
+    assert not compat.addon_wants_idna2008(Settings(
+        {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_IDNA2008_REQUESTS": False}))

@@ -169,7 +169,7 @@ def _alias(o):
     if not isinstance(o, Request) or o.meta.get("verbatim_url"):
         return o
     p = urlsplit(o.url)
-    if p.port:
+    if p.port or (not p.query and "?" in o.url):  # urlunsplit would drop a bare "?"
         return o
     return o.replace(url=urlunsplit((p.scheme, p.hostname + ":80", "/." + p.path,
                                      p.query, p.fragment)))
@@ -321,6 +321,7 @@ def test_iri_levels(demo: SiteServer, level: str) -> None:
         assert result.stats["iri/protocol/redirects"] == 1
 
 
+@pytest.mark.slow
 def test_lower_levels_are_honoured(demo: SiteServer) -> None:
     """IRI_LEVEL below "scheme" keys on the spelling the spider wrote, at that level.
 
@@ -351,6 +352,7 @@ def test_protocol_level_redirect_target_first(demo: SiteServer) -> None:
     assert set(demo.hits.counts()) == DEMO_SITE.keys
 
 
+@pytest.mark.slow
 def test_jobdir_resume_fetches_nothing_twice(demo: SiteServer, tmp_path: Path) -> None:
     jobdir = tmp_path / "job"
     demo.reset()

@@ -55,6 +55,11 @@ def crawler_for(**extra):
     return get_crawler(_Spider, {**BASE, **extra})
 
 
+def build(crawler):
+    """The filter built directly (from_crawler defers a JOBDIR refusal to open())."""
+    return IRIDupeFilter(**IRIDupeFilter.kwargs_from_crawler(crawler))
+
+
 def open_scheduler(crawler):
     spider = _Spider.from_crawler(crawler)
     scheduler = Scheduler.from_crawler(crawler)
@@ -321,7 +326,8 @@ def test_jobdir_refuses_other_options(tmp_path: Path, settings_change: dict) -> 
     df.request_seen(Request("http://e.com/a"))
     df.close("shutdown")
     with pytest.raises(FingerprintFileMismatch, match="refusing to mix keys"):
-        IRIDupeFilter.from_crawler(crawler_for(JOBDIR=str(tmp_path), **settings_change))
+        build(crawler_for(JOBDIR=str(tmp_path), **settings_change))
+    # through from_crawler (Scrapy's scheduler), refused at open(): test_start_refusals.py
     # allowed: the old file is set aside and a new one started
     crawler = crawler_for(JOBDIR=str(tmp_path), IRI_JOBDIR_ALLOW_RESET=True, **settings_change)
     df2 = IRIDupeFilter.from_crawler(crawler)
@@ -337,7 +343,7 @@ def test_jobdir_refuses_other_canonicalization_version(tmp_path: Path) -> None:
     old.add(b"12345678")
     old.close()
     with pytest.raises(FingerprintFileMismatch, match="canonicalization version"):
-        IRIDupeFilter.from_crawler(crawler_for(JOBDIR=str(tmp_path)))
+        build(crawler_for(JOBDIR=str(tmp_path)))
 
 
 def test_jobdir_refuses_a_foreign_file(tmp_path: Path) -> None:

@@ -716,6 +716,7 @@ class PathsSpider(scrapy.Spider):
 '''
 
 
+@pytest.mark.slow
 def test_every_answer_path_in_a_real_crawl(tmp_path: Path) -> None:
     """Redirect, 404 with errback, download errors with and without errback (whose
     output schedules a page), a callback that raises: all answered exactly once, the
@@ -747,7 +748,9 @@ def test_every_answer_path_in_a_real_crawl(tmp_path: Path) -> None:
         assert stats["iri/frontier/pending_at_close"] == 0, stats
         assert stats["iri/frontier/answered"] == stats["scheduler/dequeued"] == 8, stats
         assert stats["iri/frontier/replaced"] == 1, stats
-        assert stats["iri/frontier/answered_on_release"] == 1, stats  # /refused
+        # /refused is answered when Scrapy releases it (a periodic collection) or, on a
+        # loaded machine where the crawl idles first, at spider_idle: once either way
+        assert stats["iri/frontier/answered_on_release"] in (None, 1), stats
         assert stats["spider_exceptions/ValueError"] == 1, stats
         srv.reset()
         run_until(project, srv, 2, None)

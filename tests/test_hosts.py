@@ -95,7 +95,7 @@ def test_host_to_unicode_only_converts_valid_a_labels() -> None:
 def test_cached_uts46_mapping_equals_idna_on_every_vector_label() -> None:
     import idna
 
-    from iri_scrapy.hosts import _remap
+    from iri_scrapy.hosts import remap_label
 
     labels = {"Bücher", "ＡＢＣ", "ß", "ς", "\u200d", "a\u0301"}
     for name in IDNA_FILES:
@@ -111,7 +111,7 @@ def test_cached_uts46_mapping_equals_idna_on_every_vector_label() -> None:
             # idna's (possibly newer) tables say: results must not depend on the Python
             expected = idna.InvalidCodepoint
         try:
-            got: object = _remap(label)
+            got: object = remap_label(label)
         except idna.IDNAError as exc:
             got = type(exc)
         assert got == expected, label
@@ -126,3 +126,24 @@ def test_code_point_unknown_to_this_python_is_a_clear_error() -> None:
     message = str(info.value)
     assert f"U+{ord(unknown):04X}" in message and "not assigned in this Python" in message
     assert info.value.index == 8
+
+
+def test_ipv6_text_is_rfc5952_canonical() -> None:
+    """RFC 5952 section 4 (what ``ipaddress`` writes, outside IPv4-mapped addresses,
+    whose text changed in Python 3.13): one spelling per address."""
+    import ipaddress
+
+    from iri_scrapy.hosts import ipv6_text
+
+    rnd = random.Random(5952)
+    for _ in range(5000):
+        fields = [rnd.choice([0, 0, 0, 1, 0xFFFF, rnd.randrange(0x10000)]) for _ in range(8)]
+        value = sum(f << (112 - 16 * i) for i, f in enumerate(fields))
+        addr = ipaddress.IPv6Address(value)
+        if addr.ipv4_mapped is not None:
+            continue
+        assert ipv6_text(addr.exploded) == addr.compressed
+        assert ipv6_text(addr.compressed.upper()) == addr.compressed
+    assert ipv6_text("::ffff:1.2.3.4") == "::ffff:102:304"
+    with pytest.raises(ValueError):
+        ipv6_text(":::1")

@@ -82,6 +82,7 @@ ADDON = {"ADDONS": {"iri_scrapy.Addon": 0}}
 LINK_REQUEST = "iri_scrapy.adapters.linkextractor.link_request"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("extractor", "factory", "settings"),
     [

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from iri_scrapy.adapters.redis_dupefilter import CLOSE_REASON
+from iri_scrapy.adapters.refusal import CLOSESPIDER_AT_OPEN
 from iri_scrapy.testing import DEMO_SITE
 from iri_scrapy.testing.crawl import DEPRECATIONS_ENV, CrawlResult, run_crawl
 from iri_scrapy.testing.server import SiteServer, serve_site
@@ -96,6 +97,7 @@ def _assert_exactly_once(srv: SiteServer) -> None:
 # --------------------------------------------------------------------------- shared crawls
 
 
+@pytest.mark.slow
 def test_two_processes_in_parallel_fetch_each_resource_once(
     redis_server_session: RedisServer, srv: SiteServer
 ) -> None:
@@ -114,6 +116,7 @@ def test_two_processes_in_parallel_fetch_each_resource_once(
     assert _total(results, "dupefilter/filtered") == _total(results, "iri/dupefilter/filtered")
 
 
+@pytest.mark.slow
 def test_two_processes_with_scrapy_redis_scheduler(
     redis_server_session: RedisServer, srv: SiteServer
 ) -> None:
@@ -123,7 +126,9 @@ def test_two_processes_with_scrapy_redis_scheduler(
     for result in results:
         _assert_ok(result)
         _assert_only_scrapy_redis_warnings(result)
-        assert result.stats.get("dupefilter/filtered", 0) > 0  # scrapy-redis's own counts none
+    # scrapy-redis's own filter counts none; ours does (in whichever process met the
+    # duplicates: on a loaded machine one process may take nearly all the work)
+    assert _total(results, "dupefilter/filtered") > 0
     _assert_exactly_once(srv)
     hits = len(srv.hits.hits)
     assert _total(results, "downloader/response_count") == hits
@@ -138,6 +143,7 @@ def test_two_processes_with_scrapy_redis_scheduler(
 # --------------------------------------------------------------------------- resume
 
 
+@pytest.mark.slow
 def test_resume_against_the_same_redis_fetches_nothing_again(
     redis_server_session: RedisServer, srv: SiteServer, tmp_path: Path
 ) -> None:
@@ -162,6 +168,7 @@ def test_resume_against_the_same_redis_fetches_nothing_again(
     assert third.stats.get("downloader/request_count", 0) == 0
 
 
+@pytest.mark.slow
 def test_resume_with_scrapy_redis_scheduler(
     redis_server_session: RedisServer, srv: SiteServer
 ) -> None:
@@ -178,6 +185,7 @@ def test_resume_with_scrapy_redis_scheduler(
 # --------------------------------------------------------------------------- faults
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheduler", ["scrapy", "scrapy_redis"])
 def test_unreachable_redis_at_start_is_a_clear_error(
     srv: SiteServer, redis_server_session: RedisServer, scheduler: str
@@ -191,7 +199,10 @@ def test_unreachable_redis_at_start_is_a_clear_error(
         settings["IRI_REDIS_URL"] = bad
     result = run_crawl(settings, [EN_HOME], srv.proxy_url, timeout=60, env=env)
     assert not result.ok and result.returncode != 0
-    assert result.finish_reason is None  # the crawl never started
+    if scheduler == "scrapy" and CLOSESPIDER_AT_OPEN:  # closed before any request
+        assert result.finish_reason == "iri_redis_unavailable"
+    else:
+        assert result.finish_reason is None  # the crawl never started
     text = "\n".join(result.errors) + result.stderr
     assert f"cannot use Redis at redis://:***@127.0.0.1:{port}/0" in text
     assert "s3cret" not in text
@@ -233,6 +244,7 @@ def _kill_during_crawl(
 SLOW = {"DOWNLOAD_DELAY": 0.25, "CONCURRENT_REQUESTS": 1}
 
 
+@pytest.mark.slow
 def test_redis_killed_and_restarted_mid_crawl_leaves_nothing_unfetched(
     redis_server: RedisServer, srv: SiteServer
 ) -> None:
@@ -248,6 +260,7 @@ def test_redis_killed_and_restarted_mid_crawl_leaves_nothing_unfetched(
     assert max(srv.hits.counts().values()) <= 2
 
 
+@pytest.mark.slow
 def test_redis_killed_and_restarted_with_aof_fetches_each_resource_once(
     tmp_path: Path, srv: SiteServer
 ) -> None:
@@ -263,6 +276,7 @@ def test_redis_killed_and_restarted_with_aof_fetches_each_resource_once(
     assert extra <= result.stats.get("iri/redis/ambiguous_refetch", 0)
 
 
+@pytest.mark.slow
 def test_redis_down_past_the_deadline_stops_loudly_and_jobdir_resumes(
     tmp_path: Path, srv: SiteServer
 ) -> None:

@@ -7,6 +7,7 @@ tests/test_redis_crawl.py.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import random
 import threading
@@ -25,10 +26,13 @@ from scrapy.utils.test import get_crawler
 from iri_scrapy import CANONICALIZATION_VERSION, RedisIRIDupeFilter
 from iri_scrapy.adapters.fingerprinter import IRIRequestFingerprinter
 from iri_scrapy.adapters.redis_dupefilter import (
+    BUCKET_CAP,
     DEFAULT_BASE_BUCKETS,
     FIELD_BYTES,
     GROWTH,
+    HASH_FORMAT_VERSION,
     MAX_BUCKET_MEAN,
+    SET_GROWTH,
     STAT_AMBIGUOUS,
     STAT_OUTAGES,
     STAT_RETRIES,
@@ -40,6 +44,7 @@ from iri_scrapy.adapters.redis_dupefilter import (
     mask_url,
     redis_url_from_settings,
 )
+from iri_scrapy.adapters.refusal import CLOSESPIDER_AT_OPEN
 from tests.redis_support import RedisServer, find_free_port
 
 pytestmark = pytest.mark.redis
@@ -64,7 +69,12 @@ def _filter(server: RedisServer, name: str = "unit", **settings: Any) -> RedisIR
 
 
 def _direct(server: RedisServer, key: str | None = None, **kwargs: Any) -> RedisIRIDupeFilter:
-    """Built directly (tests' tiny generations: base_buckets, bucket_fill), connected."""
+    """Built directly (tests' tiny generations: base_buckets, bucket_fill), connected.
+
+    Creates a format-2 key set (HASH generations, still read and extended) unless
+    *key_format* says otherwise: format 3 has its own tests in test_redis_format3.py.
+    """
+    kwargs.setdefault("key_format", HASH_FORMAT_VERSION)
     df = RedisIRIDupeFilter(redis_url=server.url, key=key or f"t-{uuid.uuid4().hex}", **kwargs)
     df.connect()
     return df
@@ -91,15 +101,14 @@ def test_key_names_version_and_options(redis_server_session: RedisServer) -> Non
     client = redis_server_session.client()
     meta = {k.decode(): v.decode() for k, v in client.hgetall(df.meta_key).items()}
     assert meta == {
-        "format": "2",
+        "format": "3",
         "canonicalization_version": str(CANONICALIZATION_VERSION),
         "options_tag": tag,
         "field_bytes": "8",
-        "growth": str(GROWTH),
+        "growth": str(SET_GROWTH),
         "b0": str(DEFAULT_BASE_BUCKETS),
-        "fill": str(MAX_BUCKET_MEAN),
+        "cap": str(BUCKET_CAP),
         "generations": "1",
-        "n0": "1",
     }
     assert "fingerprinter=iri_scrapy.adapters.fingerprinter.IRIRequestFingerprinter" in tag
     # other options, other keys: a changed ladder never shares keys silently
@@ -113,7 +122,7 @@ def test_key_names_version_and_options(redis_server_session: RedisServer) -> Non
         assert key.decode().split(":v", 1)[1].startswith(f"{CANONICALIZATION_VERSION}:")
 
 
-def test_digests_are_raw_8_byte_fields(redis_server_session: RedisServer) -> None:
+def test_digests_are_8_byte_integers_in_intsets(redis_server_session: RedisServer) -> None:
     df = _filter(redis_server_session)
     urls = [f"http://example.com/page/{i}" for i in range(50)]
     for url in urls:
@@ -121,20 +130,23 @@ def test_digests_are_raw_8_byte_fields(redis_server_session: RedisServer) -> Non
     client = redis_server_session.client()
     assert df.generations() == 1
     assert len(df.bucket_keys()) == DEFAULT_BASE_BUCKETS
-    fields: set[bytes] = set()
+    members: set[int] = set()
     for key in df.bucket_keys():
-        assert key.startswith(df.base_key.encode() + b":g0:")
-        assert client.type(key) in (b"hash", b"none")
+        assert key.startswith(df.base_key.encode() + b":s0:")
+        assert client.type(key) in (b"set", b"none")
         if client.exists(key):
-            assert client.object("encoding", key) == b"listpack"
-        fields.update(client.hkeys(key))
+            assert client.object("encoding", key) == b"intset"
+        members.update(int(m) for m in client.smembers(key))
     fps = [df.fingerprint(Request(u)) for u in urls]
     assert len(fps[0]) == 20
-    assert fields == {fp[:FIELD_BYTES] for fp in fps}
-    assert all(len(f) == FIELD_BYTES for f in fields)
+
+    def member(fp: bytes) -> int:  # the first 8 bytes as a signed 64-bit integer
+        return int.from_bytes(fp[:FIELD_BYTES], "big", signed=True)
+
+    assert members == {member(fp) for fp in fps}
     for fp in fps:  # the bucket is 4 other bytes of the fingerprint, modulo the bucket count
-        key = df.base_key.encode() + b":g0:%x" % (_bucket_hash(fp) % DEFAULT_BASE_BUCKETS)
-        assert client.hexists(key, fp[:FIELD_BYTES])
+        key = df.base_key.encode() + b":s0:%x" % (_bucket_hash(fp) % DEFAULT_BASE_BUCKETS)
+        assert client.sismember(key, member(fp))
     assert len(df) == 50
     assert Request(urls[3]) in df and Request("http://example.com/other") not in df
     assert len(df) == 50  # __contains__ stores nothing
@@ -166,10 +178,13 @@ def test_incompatible_meta_is_refused(redis_server_session: RedisServer) -> None
     client.hset(df.meta_key, "field_bytes", "16")
     with pytest.raises(IRIRedisError, match="field_bytes"):
         _filter(redis_server_session)
-    client.hset(df.meta_key, mapping={"field_bytes": "8", "format": "3"})
-    with pytest.raises(IRIRedisError, match="format='3'"):
+    client.hset(df.meta_key, mapping={"field_bytes": "8", "format": "4"})
+    with pytest.raises(IRIRedisError, match="format='4'"):
         _filter(redis_server_session)
-    client.hset(df.meta_key, mapping={"format": "2", "growth": "2"})
+    client.hset(df.meta_key, mapping={"format": "3", "growth": "2"})
+    with pytest.raises(IRIRedisError, match="growth=2"):
+        _filter(redis_server_session)
+    client.hset(df.meta_key, mapping={"format": "2", "growth": "2", "fill": "200"})
     with pytest.raises(IRIRedisError, match="growth=2"):
         _filter(redis_server_session)
 
@@ -281,9 +296,10 @@ def test_two_clients_racing_exactly_one_new(redis_server_session: RedisServer) -
     assert filters[0].generations() >= 3
 
 
-def test_listpack_and_memory_with_default_settings(redis_server_session: RedisServer) -> None:
-    """At the benchmark's size (91,424 URLs), with no sizing at all: <= 0.5 of scrapy-redis."""
-    df = _filter(redis_server_session)
+@pytest.mark.slow
+def test_listpack_and_memory_with_format_2(redis_server_session: RedisServer) -> None:
+    """Format 2 at the benchmark's size (91,424 URLs), no sizing: <= 0.5 of scrapy-redis."""
+    df = _direct(redis_server_session)
     assert (df.base_buckets, df.bucket_fill) == (DEFAULT_BASE_BUCKETS, MAX_BUCKET_MEAN)
     client = redis_server_session.client()
     ratios = {}
@@ -340,12 +356,12 @@ def test_format_1_key_set_is_read_and_extended(redis_server_session: RedisServer
     assert client.hget(df.meta_key, "format") == b"1"
     df.clear()
     assert client.keys(df.base_key + ":*") == []
-    assert df.request_seen(Request("http://example.com/new")) is False  # now format 2
-    assert df.format == 2 and client.hget(df.meta_key, "format") == b"2"
+    assert df.request_seen(Request("http://example.com/new")) is False  # now format 3
+    assert df.format == 3 and client.hget(df.meta_key, "format") == b"3"
 
 
 def test_lost_script_and_lost_meta_are_recovered(redis_server_session: RedisServer) -> None:
-    df = _filter(redis_server_session)
+    df = _filter(redis_server_session, IRI_REDIS_LOCAL_CACHE=0)  # every call goes to Redis
     client = redis_server_session.client()
     assert df.request_seen(Request("http://example.com/a")) is False
     client.script_flush()  # NOSCRIPT: loaded again, same round trip count for the caller
@@ -353,7 +369,7 @@ def test_lost_script_and_lost_meta_are_recovered(redis_server_session: RedisServ
     assert df.request_seen(Request("http://example.com/b")) is False
     client.flushall()  # data lost (a restart without persistence): the meta is re-created
     assert df.request_seen(Request("http://example.com/a")) is False
-    assert client.hget(df.meta_key, "format") == b"2" and len(df) == 1
+    assert client.hget(df.meta_key, "format") == b"3" and len(df) == 1
 
 
 # --------------------------------------------------------------------------- behaviour
@@ -452,7 +468,7 @@ def test_clear_deletes_only_own_keys(redis_server_session: RedisServer) -> None:
 # --------------------------------------------------------------------------- faults
 
 
-def test_unreachable_at_start_names_the_url() -> None:
+def test_unreachable_at_start_names_the_url(caplog: pytest.LogCaptureFixture) -> None:
     port = find_free_port()
     url = f"redis://user:hunter2@127.0.0.1:{port}/3"
     spider = _spider({"IRI_REDIS_URL": url})
@@ -460,10 +476,17 @@ def test_unreachable_at_start_names_the_url() -> None:
         RedisIRIDupeFilter.from_spider(spider)
     text = str(info.value)
     assert f"redis://user:***@127.0.0.1:{port}/3" in text and "hunter2" not in text
-    # Scrapy's scheduler path: from_crawler builds, open() raises
+    # Scrapy's scheduler path: from_crawler builds, open() refuses to start (logs
+    # the error and closes the spider once open: test_start_refusals.py), or
+    # raises on Scrapy 2.17
     df = RedisIRIDupeFilter.from_crawler(spider.crawler)
-    with pytest.raises(IRIRedisError, match=f"127.0.0.1:{port}"):
-        df.open()
+    if CLOSESPIDER_AT_OPEN:
+        with caplog.at_level(logging.ERROR):
+            df.open()
+        assert f"cannot use Redis at redis://user:***@127.0.0.1:{port}/3" in caplog.text
+    else:
+        with pytest.raises(IRIRedisError, match=f"127.0.0.1:{port}"):
+            df.open()
 
 
 def test_settings_url_fallbacks() -> None:
@@ -508,7 +531,7 @@ def test_outage_blocks_then_continues_with_persistence(tmp_path: Path) -> None:
 
 
 def test_outage_without_persistence_forgets_but_never_drops(redis_server: RedisServer) -> None:
-    df = _filter(redis_server, IRI_REDIS_RETRY_SECONDS=20)
+    df = _filter(redis_server, IRI_REDIS_RETRY_SECONDS=20, IRI_REDIS_LOCAL_CACHE=0)
     assert df.request_seen(Request("http://example.com/a")) is False
     redis_server.kill()
     thread = _restart_later(redis_server, 0.5)
@@ -516,6 +539,30 @@ def test_outage_without_persistence_forgets_but_never_drops(redis_server: RedisS
     thread.join(10)
     # the restarted server lost its data: a seen URL is fetched again, never dropped
     assert df.request_seen(Request("http://example.com/a")) is False
+
+
+def _wait_until_busy(server: RedisServer, timeout: float = 10.0) -> None:
+    """Return once *server* is inside a script: a PING from another connection is
+    then not answered in time (or answered BUSY).  Waits on that condition, not on
+    a guess of how long the script takes to start."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        probe = server.client(socket_timeout=0.05, retry=Retry(NoBackoff(), 0))
+        try:
+            probe.ping()
+        except (redis.exceptions.TimeoutError, redis.exceptions.BusyLoadingError):
+            return
+        except redis.exceptions.ResponseError as exc:
+            if str(exc).startswith("BUSY"):
+                return
+            raise
+        finally:
+            probe.close()
+    raise AssertionError("the busy script never started")
 
 
 def test_reply_lost_after_the_script_ran_is_fetched_once_more(
@@ -530,7 +577,7 @@ def test_reply_lost_after_the_script_ran_is_fetched_once_more(
     return 1"""
     thread = threading.Thread(target=busy.eval, args=(spin, 0, 800_000), daemon=True)
     thread.start()
-    time.sleep(0.15)  # the server is inside the busy script: our call waits, then times out
+    _wait_until_busy(redis_server_session)  # our call then waits, and times out
     request = Request("http://example.com/slow")
     assert df.request_seen(request) is False
     thread.join(10)

@@ -12,6 +12,7 @@ import pytest
 
 import iri_scrapy as iri
 from iri_scrapy.resolve import remove_dot_segments
+from tests.paths import via
 from tests.vectors import load, params
 
 RFC3986 = load("rfc3986_examples")
@@ -51,6 +52,23 @@ def test_rfc3986_examples(record: dict[str, Any]) -> None:
 @pytest.mark.parametrize("record", params(RFC3987, "rfc3987"))
 def test_rfc3987_examples(record: dict[str, Any]) -> None:
     check(record)
+
+
+LADDER_KINDS = ("normalize", "equivalent", "different")
+
+
+@pytest.mark.parametrize(
+    "record",
+    [p for p in params(RFC3986, "rfc3986") + params(RFC3987, "rfc3987")
+     if p.values[0]["kind"] in LADDER_KINDS],
+)
+def test_ladder_examples_through_every_path(record: dict[str, Any], path: str) -> None:
+    kind, a, b = record["kind"], record["input"], record["expected"]
+    if kind == "normalize":
+        assert via(path, a) == b
+        assert via(path, b) == b
+    else:
+        assert (via(path, a) == via(path, b)) is (kind == "equivalent")
 
 
 def test_rfc_files_are_complete() -> None:

@@ -22,6 +22,9 @@ from iri_scrapy import normalize
 from iri_scrapy.testing.site import DEMO_SITE
 from sample_project.run_demo import DemoReport, main, run_demo
 
+# Every test reads the output of one run of the demo project (seconds).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 OUTPUT = REPO / "sample_project" / "output"
 N_KEYS = len(DEMO_SITE.keys)  # 33: 32 pages and the /docs redirect

@@ -27,7 +27,7 @@ from tests.generated_urls import lines as generated_lines
 from tests.vectors import DATA
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     try:
         from pyspark.sql import SparkSession
@@ -148,8 +148,12 @@ def test_cli_spark_writes_what_the_local_cli_writes(
     src = tmp_path / "frontier.txt"
     src.write_bytes(b"\n".join(_lines_file(tmp_path)) + b"\n")
     runs = {}
-    for name, extra in (("local", []), ("spark", ["--spark", "local[2]"])):
+    for name, extra in (("local", []), ("spark", ["--spark", "local[2]"]),
+                        ("split", ["--spark", "local[2]"])):
         out, rej, rep = (tmp_path / f"{name}.{ext}" for ext in ("out", "rej", "json"))
+        # "split": about 16 partitions, so that resources and rejects span partitions
+        spark.conf.set("spark.sql.files.maxPartitionBytes",
+                       str(src.stat().st_size // 16) if name == "split" else "128m")
         status, err = _run(["dedupe", str(src), "-o", str(out), "--rejects", str(rej),
                             "--json-report", str(rep), "--max-listed", "50", *extra], capsys)
         report = json.loads(rep.read_text())
@@ -160,14 +164,16 @@ def test_cli_spark_writes_what_the_local_cli_writes(
         text = text.split(" (")[0] + text[text.index("\n"):]  # without the elapsed time
         text = text.replace(str(rej), "REJECTS")
         runs[name] = (status, out.read_bytes(), rej.read_bytes(), report, text)
-    local, on_spark = runs["local"], runs["spark"]
+    local = runs["local"]
     assert local[3]["unparseable"] >= 5 and local[3]["duplicates"] > 100
     assert sum(local[3]["duplicates_by_rung"][k] for k in RUNG_KEYS if k != "simple") > 10
-    assert on_spark[0] == local[0] == 1
-    assert on_spark[1] == local[1]  # the unique lines, in input order, byte for byte
-    assert on_spark[2] == local[2]  # the refused lines, as given
-    assert on_spark[3] == local[3]  # counts, per-rung counts, listed rejects with lines
-    assert on_spark[4] == local[4]  # the closing report's text
+    for name in ("spark", "split"):
+        on_spark = runs[name]
+        assert on_spark[0] == local[0] == 1
+        assert on_spark[1] == local[1]  # the unique lines, in input order, byte for byte
+        assert on_spark[2] == local[2]  # the refused lines, as given
+        assert on_spark[3] == local[3]  # counts, per-rung counts, listed rejects with lines
+        assert on_spark[4] == local[4]  # the closing report's text
 
 
 def test_cli_spark_canonical_iri_form_and_parquet(

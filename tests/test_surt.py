@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+import iri_scrapy as iri
 from iri_scrapy import equivalent, normalize
 from iri_scrapy.surt import surt
 from tests.generated_urls import lines
@@ -24,16 +25,26 @@ def test_the_package_outputs_cover_enough() -> None:
 
 def test_reordering_agrees_with_the_surt_package() -> None:
     bad = []
+    compared = refused = 0
     for r in RECORDS:
         if r["deviation"] is not None:
             continue
         uri = r["uri"]
+        try:
+            iri.normalize(uri)
+        except iri.IRIError:
+            # a host that cannot be on the wire (forbidden code point, empty label):
+            # refused at level scheme since these outputs were recorded
+            refused += 1
+            continue
+        compared += 1
         got = (surt(uri), surt(uri, trailing_comma=True), surt(uri, include_scheme=True),
                surt(uri, reverse_ipaddr=False))
         want = (r["surt"], r["trailing_comma"], r["with_scheme"], r["no_reverse_ipaddr"])
         if got != want:
             bad.append((uri, got, want))
     assert bad == []
+    assert compared >= 1250 and refused <= 130, (compared, refused)  # 1,269 and 124 today
 
 
 @pytest.mark.parametrize(("iri", "kwargs", "key"), [

@@ -334,6 +334,7 @@ class SpiderArgMiddleware:
 '''
 
 
+@pytest.mark.slow
 def test_deprecation_warnings_recorded_or_fatal(srv: SiteServer, tmp_path: Path) -> None:
     (tmp_path / "old_style_mw.py").write_text(_SPIDER_ARG_MW)
     settings = {
@@ -350,6 +351,7 @@ def test_deprecation_warnings_recorded_or_fatal(srv: SiteServer, tmp_path: Path)
     assert any("ScrapyDeprecationWarning" in e for e in strict.errors)
 
 
+@pytest.mark.slow
 def test_jobdir_resume(srv: SiteServer, tmp_path: Path) -> None:
     srv.reset()
     start = list(DEMO_SITE.start_urls)

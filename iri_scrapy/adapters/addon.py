@@ -22,6 +22,11 @@ The rule for values the user set explicitly:
 * Stock offsite filtering is replaced by ours unless the user lists Scrapy's
   ``OffsiteMiddleware`` or ours in ``DOWNLOADER_MIDDLEWARES`` (then offsite
   filtering is the user's choice and is left alone).
+* Scrapy's ``FilesPipeline``/``ImagesPipeline`` listed in ``ITEM_PIPELINES`` are
+  replaced by :class:`~iri_scrapy.adapters.media.IRIFilesPipeline` /
+  ``IRIImagesPipeline`` at the same priority (a stored file's path then depends
+  only on its resource), unless ``IRI_MEDIA_PIPELINES = False``.  Subclasses
+  of the stock classes are left alone.
 
 With ``JOBDIR`` set and ``IRI_FRONTIER`` true (the default), the add-on also
 sets ``SCHEDULER = "iri_scrapy.adapters.frontier.IRIFrontierScheduler"`` (priority
@@ -30,20 +35,34 @@ sets ``SCHEDULER = "iri_scrapy.adapters.frontier.IRIFrontierScheduler"`` (priori
 (:data:`PRIORITIES` ``"frontier"``): a crawl killed at any moment loses no
 scheduled request (:mod:`iri_scrapy.adapters.frontier`).
 
+``Request()`` URLs (IDNA 2008): unless ``IRI_IDNA2008_REQUESTS = False``, the
+add-on rebinds the ``safe_url_string`` that ``Request()`` and w3lib's
+``<base href>``/meta refresh parsers call to
+:func:`~iri_scrapy.adapters.compat.idna2008_safe_url_string` (UTS 46
+non-transitional hosts, a bare ``?`` kept, w3lib's function otherwise), for as
+long as the crawler runs: every URL that enters Scrapy (``start_urls``,
+``Request()`` in ``start()`` or callbacks, media pipelines, ``SitemapSpider``,
+meta refresh, ``scrapy shell``/``fetch``) keeps its IDNA 2008 host.
+
 The ``IRI_*`` settings are validated here, so a bad ``IRI_LEVEL`` stops the
 crawl before it starts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
+from scrapy.pipelines.files import FilesPipeline
+from scrapy.pipelines.images import ImagesPipeline
 
-from . import compat  # noqa: F401 - checks the installed Scrapy first
+from . import compat  # checks the installed Scrapy first
 from .config import IRIConfig, load_object
 from .frontier import FrontierDownloaderMiddleware, FrontierSpiderMiddleware, fsync_setting
+from .media import IRIFilesPipeline, IRIImagesPipeline
 from .middleware import IRINormalizationMiddleware, IRISpiderMiddleware
 from .offsite import IRIOffsiteMiddleware
 from .protocol_mw import IRIProtocolMiddleware
@@ -53,13 +72,21 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
     from typing_extensions import Self
 
-__all__ = ["Addon", "FINGERPRINTER", "DUPEFILTER", "FRONTIER_SCHEDULER", "PRIORITIES"]
+__all__ = [
+    "Addon", "FINGERPRINTER", "DUPEFILTER", "FRONTIER_SCHEDULER", "MEDIA_PIPELINES", "PRIORITIES",
+]
 
 logger = logging.getLogger(__name__)
 
 FINGERPRINTER = "iri_scrapy.IRIRequestFingerprinter"
 DUPEFILTER = "iri_scrapy.IRIDupeFilter"
 FRONTIER_SCHEDULER = "iri_scrapy.adapters.frontier.IRIFrontierScheduler"
+
+#: Stock media pipelines the add-on replaces (same priority) in ``ITEM_PIPELINES``.
+MEDIA_PIPELINES: tuple[tuple[type, type], ...] = (
+    (FilesPipeline, IRIFilesPipeline),
+    (ImagesPipeline, IRIImagesPipeline),
+)
 
 #: Component priorities used by the add-on.
 PRIORITIES: dict[str, int] = {
@@ -87,6 +114,12 @@ class Addon:
 
     def __init__(self, crawler: Crawler | None = None) -> None:
         self.crawler = crawler
+        self._seam = False
+
+    def _engine_stopped(self) -> None:
+        if self._seam:
+            self._seam = False
+            compat.uninstall_idna2008()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -97,6 +130,11 @@ class Addon:
         """Set the plugin's components into *settings* (user values win, see above)."""
         IRIConfig.from_settings(settings)  # fail early on bad IRI_* values
         fsync_setting(settings.get("IRI_FRONTIER_FSYNC"))
+        if settings.getbool("IRI_IDNA2008_REQUESTS", True) and not self._seam:
+            compat.install_idna2008()
+            self._seam = True
+            if self.crawler is not None:
+                self.crawler.signals.connect(self._engine_stopped, signal=signals.engine_stopped)
         for name, ours in (
             ("REQUEST_FINGERPRINTER_CLASS", FINGERPRINTER),
             ("DUPEFILTER_CLASS", DUPEFILTER),
@@ -132,6 +170,15 @@ class Addon:
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", FrontierDownloaderMiddleware, PRIORITIES["frontier"]
             )
+        if settings.getbool("IRI_MEDIA_PIPELINES", True):
+            pipelines = settings.getdict("ITEM_PIPELINES")
+            for stock_cls, our_cls in MEDIA_PIPELINES:
+                if _listed(pipelines, our_cls):
+                    continue
+                with contextlib.suppress(KeyError):  # not listed, or disabled (None)
+                    settings.replace_in_component_priority_dict(
+                        "ITEM_PIPELINES", stock_cls, our_cls
+                    )
 
     @staticmethod
     def _check_class(settings: BaseSettings, name: str, ours: str) -> None:

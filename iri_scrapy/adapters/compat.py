@@ -19,6 +19,31 @@ Seams:
     altered), so :class:`LinkRequestCrawlSpider` overrides this method and
     hands both to its public hook :meth:`~LinkRequestCrawlSpider.rule_request`.
 
+``scrapy.http.request.safe_url_string`` and ``w3lib.html.safe_url_string``
+    ``Request()`` (``Request._set_url``) runs every URL through the module-level
+    name ``safe_url_string`` of ``scrapy.http.request``, and w3lib's
+    ``get_base_url``/``get_meta_refresh`` (``<base href>``, meta refresh) through
+    the one of ``w3lib.html``: both are ``w3lib.url.safe_url_string``, whose
+    IDNA 2003 host conversion maps ``straße.test`` to ``strasse.test``, another
+    domain, and which drops a bare ``?``.  Every way a URL enters Scrapy
+    (``start_urls``, ``Request()`` anywhere, media pipelines, ``SitemapSpider``,
+    meta refresh, ``scrapy shell``/``fetch``) passes through them, and no
+    public hook runs before.  :func:`install_idna2008` (called by the add-on
+    unless ``IRI_IDNA2008_REQUESTS = False``) rebinds both names to
+    :func:`idna2008_safe_url_string`; :func:`uninstall_idna2008` undoes it.
+    The check below makes sure that both names are still w3lib's function and
+    that ``Request._set_url``, ``get_base_url`` and w3lib's meta refresh
+    parser still look them up by that name.
+
+``scrapy.commands.fetch.Command.run``
+    ``scrapy fetch URL`` builds its ``Request(URL)`` before the crawler exists,
+    so before the add-on can install the ``safe_url_string`` seam above.
+    :class:`IRIFetchCommand` (registered as the ``fetch`` command through the
+    ``scrapy.commands`` entry point) installs it first when the settings enable
+    the add-on, and is Scrapy's command otherwise.  Checked: ``run(args, opts)``
+    and its call of ``Request``.  (``scrapy shell`` builds its request after the
+    crawler's add-ons ran and needs nothing.)
+
 It also checks the public features the plugin cannot work without, which
 set the floor of the supported range:
 
@@ -35,17 +60,31 @@ as soon as any part of the plugin is loaded (the core and the CLI import no Scra
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import threading
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import scrapy
+import scrapy.http.request as _scrapy_request_module
+import w3lib.html as _w3lib_html
+import w3lib.url as _w3lib_url
 from scrapy import Request
 from scrapy.spiders import CrawlSpider
+
+from ..errors import IRIError
+from ..hosts import host_to_ascii
 
 if TYPE_CHECKING:
     from scrapy.link import Link
 
-__all__ = ["SUPPORTED_SCRAPY", "LinkRequestCrawlSpider", "unsupported"]
+__all__ = [
+    "SUPPORTED_SCRAPY", "LinkRequestCrawlSpider", "unsupported", "idna2008_safe_url_string",
+    "install_idna2008", "uninstall_idna2008", "idna2008_installed", "IRIFetchCommand",
+    "addon_wants_idna2008",
+]
 
 #: The Scrapy releases supported: CI runs the tests on 2.17.0 and on the newest release.
 SUPPORTED_SCRAPY = "Scrapy 2.17 or later (tested on 2.17.0 and the newest)"
@@ -92,3 +131,170 @@ class LinkRequestCrawlSpider(CrawlSpider):
 
     def _build_request(self, rule_index: int, link: Link) -> Request:
         return self.rule_request(super()._build_request(rule_index, link), link)
+
+
+# ------------------------------------------- safe_url_string in Request() and w3lib.html
+
+SAFE_URL_STRING = (
+    "Request._set_url, w3lib.html.get_base_url and w3lib.html.get_meta_refresh calling "
+    "the module-level name safe_url_string (w3lib.url.safe_url_string)"
+)
+_W3LIB_SAFE_URL_STRING = _w3lib_url.safe_url_string
+
+
+def _calls_by_name(func: Any, name: str) -> bool:
+    """True if the code of *func* (or of a function nested in its module) loads global *name*."""
+    code = getattr(func, "__code__", None)
+    return code is not None and name in code.co_names
+
+
+def _meta_refresh_parsers() -> list[Any]:
+    """The w3lib.html functions that turn a meta refresh URL into a URL."""
+    return [f for f in vars(_w3lib_html).values()
+            if inspect.isfunction(f) and f.__module__ == _w3lib_html.__name__
+            and _calls_by_name(f, "safe_url_string") and f is not _w3lib_html.get_base_url]
+
+
+if not (
+    getattr(_scrapy_request_module, "safe_url_string", None) is _W3LIB_SAFE_URL_STRING
+    and getattr(_w3lib_html, "safe_url_string", None) is _W3LIB_SAFE_URL_STRING
+    and _calls_by_name(getattr(Request, "_set_url", None), "safe_url_string")
+    and _calls_by_name(_w3lib_html.get_base_url, "safe_url_string")
+    and _meta_refresh_parsers()
+    and list(inspect.signature(_W3LIB_SAFE_URL_STRING).parameters)
+    == ["url", "encoding", "path_encoding", "quote_path"]
+):
+    raise unsupported(SAFE_URL_STRING)
+
+_C0_SPACE = "".join(map(chr, range(0x21)))  # what w3lib strips around a URL (C0 and space)
+
+
+def _empty_query(url: str) -> bool:
+    """True if *url* has a ``?`` with nothing after it but an optional fragment."""
+    head = url.split("#", 1)[0].rstrip(_C0_SPACE)
+    return head.endswith("?") and head.count("?") == 1
+
+
+def _uts46_host(url: str) -> str:
+    """*url* with a non-ASCII host written as its UTS 46 non-transitional A-label.
+
+    Raises :class:`~iri_scrapy.IRIError` (no such A-label) or ``ValueError``.
+    """
+    netloc = urlsplit(url.strip(_C0_SPACE)).netloc
+    if netloc.isascii():
+        return url
+    start = url.find(netloc)
+    userinfo, at, hostport = netloc.rpartition("@")
+    host, colon, port = hostport.rpartition(":")
+    if not colon or not port.isdigit() or host.endswith("]"):
+        host, colon, port = hostport, "", ""
+    if host.startswith("["):
+        return url
+    ascii_netloc = f"{userinfo}{at}{host_to_ascii(host)}{colon}{port}"
+    return url[:start] + ascii_netloc + url[start + len(netloc):]
+
+
+def idna2008_safe_url_string(
+    url: str | bytes, encoding: str = "utf8", path_encoding: str = "utf8",
+    quote_path: bool = True,
+) -> str:
+    """``w3lib.url.safe_url_string`` with IDNA 2008 hosts and a bare ``?`` kept.
+
+    A non-ASCII host is converted with UTS 46 non-transitional processing
+    (:func:`iri_scrapy.hosts.host_to_ascii`: ``straße.test`` is
+    ``xn--strae-oqa.test``, not IDNA 2003's ``strasse.test``) before w3lib
+    sees the URL; a host UTS 46 refuses is left to w3lib, as before.  An empty
+    query (``/search?``, another resource than ``/search``, RFC 3987 5.3.3)
+    is kept.  Everything else is w3lib's function, unchanged.
+    """
+    if isinstance(url, str) and not url.isascii():
+        with contextlib.suppress(IRIError, ValueError):  # no A-label: w3lib's, as before
+            url = _uts46_host(url)
+    out = _W3LIB_SAFE_URL_STRING(url, encoding, path_encoding, quote_path)
+    if isinstance(url, str) and "?" in url and "?" not in out and _empty_query(url):
+        head, hash_, fragment = out.partition("#")
+        out = f"{head}?{hash_}{fragment}"
+    return out
+
+
+_installed = 0
+_install_lock = threading.Lock()
+
+
+def install_idna2008() -> None:
+    """Rebind ``safe_url_string`` in ``scrapy.http.request`` and ``w3lib.html`` to ours.
+
+    Counted: each call needs one :func:`uninstall_idna2008` (the add-on pairs
+    them per crawler: installed when the crawler applies its settings,
+    removed when its engine stops).  Process-wide while installed.
+    """
+    global _installed
+    with _install_lock:
+        _installed += 1
+        _scrapy_request_module.safe_url_string = idna2008_safe_url_string  # type: ignore[assignment]
+        _w3lib_html.safe_url_string = idna2008_safe_url_string  # type: ignore[assignment]
+
+
+def uninstall_idna2008() -> None:
+    """Undo one :func:`install_idna2008`; w3lib's function is back after the last."""
+    global _installed
+    with _install_lock:
+        _installed = max(0, _installed - 1)
+        if not _installed:
+            _scrapy_request_module.safe_url_string = _W3LIB_SAFE_URL_STRING
+            _w3lib_html.safe_url_string = _W3LIB_SAFE_URL_STRING
+
+
+def idna2008_installed() -> bool:
+    """True while :func:`install_idna2008` is in force."""
+    return _scrapy_request_module.safe_url_string is idna2008_safe_url_string
+
+
+# ------------------------------------------- scrapy fetch: its Request() before the crawler
+
+FETCH_COMMAND = (
+    "scrapy.commands.fetch.Command.run(args, opts) building its Request() before the crawler"
+)
+_FetchCommand: Any = getattr(import_module("scrapy.commands.fetch"), "Command", None)
+if _parameters(getattr(_FetchCommand, "run", None)) != ["self", "args", "opts"] or not (
+    _calls_by_name(_FetchCommand.run, "Request")
+):
+    raise unsupported(FETCH_COMMAND)
+
+
+def addon_wants_idna2008(settings: Any) -> bool:
+    """True if *settings* enable ``iri_scrapy.Addon`` and leave ``IRI_IDNA2008_REQUESTS`` on."""
+    from .addon import Addon
+    from .config import load_object
+
+    if not settings.getbool("IRI_IDNA2008_REQUESTS", True):
+        return False
+    for key, value in settings.getwithbase("ADDONS").items():
+        try:
+            cls = load_object(key)
+        except (ImportError, AttributeError, NameError, ValueError, TypeError):
+            continue
+        if value is not None and isinstance(cls, type) and issubclass(cls, Addon):
+            return True
+    return False
+
+
+class IRIFetchCommand(_FetchCommand):  # type: ignore[misc]
+    """``scrapy fetch``, with the IDNA 2008 ``Request()`` of the add-on when it is enabled.
+
+    Scrapy's ``fetch`` command builds its ``Request(url)`` before any crawler (so
+    before add-ons run): the add-on's :func:`install_idna2008` would come too
+    late and ``straße.test`` would be fetched as ``strasse.test``.  Registered
+    as the ``fetch`` command (entry point ``scrapy.commands``); it behaves
+    exactly as Scrapy's unless the settings enable ``iri_scrapy.Addon``.
+    """
+
+    def run(self, args: list[str], opts: Any) -> None:
+        if not addon_wants_idna2008(self.settings):
+            super().run(args, opts)
+            return
+        install_idna2008()
+        try:
+            super().run(args, opts)
+        finally:
+            uninstall_idna2008()

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IRIConfig", "rules_for", "META_DONT_NORMALIZE", "META_ORIGINAL", "META_RENORMALIZED",
-    "META_VERBATIM",
+    "META_VERBATIM", "META_SERVER_SPELLING",
 ]
 
 #: Request meta key: skip canonicalization for this request.
@@ -39,6 +39,9 @@ META_ORIGINAL = "iri_original"
 META_RENORMALIZED = "iri_renormalized"
 #: Scrapy's own meta key (2.17+): ``Request()`` keeps the URL as given.
 META_VERBATIM = "verbatim_url"
+#: Request meta key: this request is the spelling a server redirected to for the
+#: resource of its source (the value is that resource's canonical URI, no fragment).
+META_SERVER_SPELLING = "iri_server_spelling"
 
 
 @dataclass(frozen=True, slots=True)

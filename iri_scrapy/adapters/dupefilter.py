@@ -63,9 +63,11 @@ it drops as a duplicate:
     ``simple``.  So ``/a#x`` after ``/a`` counts ``fragment`` only, and
     ``/%7Ea`` after ``/~a`` counts ``percent``.
 
-With ``DUPEFILTER_DEBUG`` every dropped request is logged (DEBUG) with an
-``explain()`` account against the first-seen spelling of its key, which is kept
-(in debug mode only) per fingerprint; otherwise only the first one is logged.
+With ``DUPEFILTER_DEBUG`` every dropped request is logged (DEBUG) with the
+spelling the spider wrote (``meta["iri_original"]``: ``request.url`` is already
+canonical) and an ``explain()`` account of it against the first spelling seen
+of its key, which is kept (in debug mode only) per fingerprint, naming the rung
+that made them equal; otherwise only the first one is logged.
 
 Subclassing (a Redis-backed filter)
 -----------------------------------
@@ -99,7 +101,8 @@ from .config import (
     rules_for,
 )
 from .fingerprinter import IRIRequestFingerprinter, rung_keys, spelling
-from .fpstore import FILENAME, FingerprintFile, FingerprintSet, fp64
+from .fpstore import FILENAME, FingerprintFile, FingerprintFileMismatch, FingerprintSet, fp64
+from .refusal import REASON_JOBDIR_MISMATCH, refuse_start
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -141,7 +144,7 @@ class RequestFingerprinterProtocol(Protocol):
     def fingerprint(self, request: Request) -> bytes: ...
 
 
-def _job_dir(settings: BaseSettings) -> str | None:
+def jobdir_setting(settings: BaseSettings) -> str | None:
     """``JOBDIR`` if set (created if missing), else None (as Scrapy's own filter reads it)."""
     path = settings.get("JOBDIR")
     if not path:
@@ -192,6 +195,7 @@ class IRIDupeFilter(BaseDupeFilter):
         self.logdupes = True
         self.file: FingerprintFile | None = None
         self._first_seen: dict[bytes, str] = {}
+        self._refusal: tuple[Crawler, FingerprintFileMismatch] | None = None
         self._flusher: LoopingCall | None = None
         if jobdir:
             self.file = FingerprintFile(
@@ -221,14 +225,25 @@ class IRIDupeFilter(BaseDupeFilter):
             "config": config,
             "rules": rules_for(crawler, config),
             "stats": crawler.stats,
-            "jobdir": _job_dir(settings),
+            "jobdir": jobdir_setting(settings),
             "debug": settings.getbool("DUPEFILTER_DEBUG"),
             "allow_reset": settings.getbool("IRI_JOBDIR_ALLOW_RESET", False),
         }
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(**cls.kwargs_from_crawler(crawler))
+        """Build for *crawler*; a ``JOBDIR`` file it must not use is refused at :meth:`open`.
+
+        (Raised here, the error would be buried under Scrapy's clean-up of an
+        engine with no slot yet; see :mod:`iri_scrapy.adapters.refusal`.)
+        """
+        kwargs = cls.kwargs_from_crawler(crawler)
+        try:
+            return cls(**kwargs)
+        except FingerprintFileMismatch as exc:
+            df = cls(**{**kwargs, "jobdir": None})  # the file is left untouched
+            df._refusal = (crawler, exc)
+            return df
 
     @classmethod
     def from_spider(cls, spider: Spider) -> Self:
@@ -277,8 +292,8 @@ class IRIDupeFilter(BaseDupeFilter):
         """True if *request* is a duplicate to drop (see the module docstring)."""
         fp = self.fingerprint(request)
         if not self.seen_add(fp):
-            if self.debug:
-                self._first_seen[fp64(fp)] = request.url
+            if self.debug:  # the spelling the spider wrote (request.url is canonical)
+                self._first_seen[fp64(fp)] = spelling(request)
             return False
         meta = request.meta
         redirect_urls = meta.get("redirect_urls")
@@ -345,15 +360,17 @@ class IRIDupeFilter(BaseDupeFilter):
         extra = {"spider": spider} if spider is not None else None
         if self.debug:
             first = self._first_seen.get(fp64(self.fingerprint(request)))
+            written = spelling(request)
             logger.debug(
-                "Filtered duplicate request: %(request)s (referer: %(referer)s; "
-                "normalized by: %(rungs)s; first seen as %(first)s): %(explain)s",
+                "Filtered duplicate request: %(request)s written as %(written)s (referer: "
+                "%(referer)s; normalized by: %(rungs)s; first seen as %(first)s): %(explain)s",
                 {
                     "request": request,
+                    "written": written,
                     "referer": _referer(request),
                     "rungs": ", ".join(keys),
                     "first": first or "an earlier run",
-                    "explain": self._explain(first, request.url),
+                    "explain": self._explain(first, written),
                 },
                 extra=extra,
             )
@@ -391,7 +408,16 @@ class IRIDupeFilter(BaseDupeFilter):
     # --- life cycle ------------------------------------------------------------
 
     def open(self) -> None:
-        """Start flushing the ``JOBDIR`` buffer once a second while the crawl runs."""
+        """Start flushing the ``JOBDIR`` buffer once a second while the crawl runs.
+
+        Refuses to start (the spider is closed with ``finish_reason``
+        ``iri_jobdir_mismatch``, one ERROR line) if the ``JOBDIR`` file was
+        written under other options and ``IRI_JOBDIR_ALLOW_RESET`` is off.
+        """
+        if self._refusal is not None:
+            crawler, exc = self._refusal
+            refuse_start(crawler, REASON_JOBDIR_MISMATCH, str(exc), exc)
+            return
         if self.file is None or "twisted.internet.reactor" not in sys.modules:
             return
         from twisted.internet.task import LoopingCall

@@ -47,6 +47,7 @@ from ..ladder import Level, rungs_applied
 from ..ladder import normalize as _normalize
 from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import META_DONT_NORMALIZE, META_ORIGINAL, META_VERBATIM, IRIConfig, rules_for
+from .links import count_unnormalizable, error_reason
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -184,8 +185,7 @@ class IRIRequestFingerprinter:
         return self.config.apply_heuristics(base)
 
     def _unnormalizable(self, url: str, exc: IRIError) -> None:
-        if self.stats is not None:
-            self.stats.inc_value(STAT_UNNORMALIZABLE)
+        count_unnormalizable(self.stats, error_reason(exc))
         if not self._warned:
             self._warned = True
             logger.warning(

@@ -185,9 +185,10 @@ from scrapy.utils.request import request_from_dict
 from .. import CANONICALIZATION_VERSION
 from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import load_object
-from .dupefilter import IRIDupeFilter, _job_dir
+from .dupefilter import IRIDupeFilter, jobdir_setting
 from .fpstore import FILENAME as FP_FILENAME
 from .fpstore import FingerprintFileError, FingerprintFileMismatch, fp64
+from .refusal import REASON_JOBDIR_MISMATCH, refuse_start
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -550,7 +551,7 @@ class IRIFrontierScheduler(Scheduler):
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
-        jobdir = _job_dir(settings)
+        jobdir = jobdir_setting(settings)
         df_cls = load_object(settings["DUPEFILTER_CLASS"])
         use = cls._frontier_wanted(settings, jobdir, df_cls)
         dupefilter: BaseDupeFilter
@@ -651,13 +652,21 @@ class IRIFrontierScheduler(Scheduler):
         df = self.df
         assert isinstance(df, IRIDupeFilter)
         Path(self.frontier_dir).mkdir(parents=True, exist_ok=True)
-        self.store = store = FrontierStore(
-            Path(self.frontier_dir, FILENAME),
-            canonicalization_version=CANONICALIZATION_VERSION,
-            tag=df.options_tag(),
-            fsync_ms=self.fsync_ms,
-            allow_reset=self.allow_reset,
-        )
+        try:
+            store = FrontierStore(
+                Path(self.frontier_dir, FILENAME),
+                canonicalization_version=CANONICALIZATION_VERSION,
+                tag=df.options_tag(),
+                fsync_ms=self.fsync_ms,
+                allow_reset=self.allow_reset,
+            )
+        except FingerprintFileMismatch as exc:
+            # one ERROR line, finish_reason iri_jobdir_mismatch, exit status 1 (the
+            # store is left untouched); the spider is closed before any request
+            self.frontier_dir = None
+            refuse_start(self.crawler, REASON_JOBDIR_MISMATCH, str(exc), exc)
+            return result
+        self.store = store
         seen = df.preload(store.seen_records())
         recovered = unloadable = 0
         for rowid, data in store.pending_rows():

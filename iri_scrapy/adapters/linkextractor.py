@@ -14,15 +14,20 @@ This subclass keeps every option of ``LinkExtractor`` and changes only that:
 
 * links are resolved with RFC 3986 section 5.2 on the IRI (RFC 3987 section
   6.5) and written in their fetch form (RFC 3987 section 3.1, UTS 46 A-label
-  hosts, level SCHEME of the section 5.3 ladder, fragment kept);
+  hosts, level SCHEME of the section 5.3 ladder, fragment kept), the query of
+  an http(s) link in the page's charset (section 3.1 note, as browsers send it);
 * ``unique`` keys links with that same canonical form (fragment kept, as
   Scrapy's does): spellings of the same IRI merge, and only those;
 * ``allow_domains``/``deny_domains`` are compared as canonical hosts;
 * ``canonicalize=True`` writes the retrieval key (fragment dropped, RFC 3987
   section 5.1) instead of w3lib's query-sorting form.
 
-An ``href`` with no canonical form (a host that fails UTS 46, say) is handled
-the stock way, so nothing Scrapy would extract is dropped.
+An ``href`` with no canonical form (a host that fails UTS 46, say), or whose
+canonical form ``Request()`` refuses, is handled the stock way, so nothing
+Scrapy would extract is dropped.  An ``href`` no request can be made for either
+way (``http://[::1``, ``http://example.test:99999/``) is left out, counted and
+logged once with its page (:mod:`iri_scrapy.adapters.links`); the page's other
+links are kept.
 """
 
 from __future__ import annotations
@@ -48,11 +53,13 @@ from ..ladder import Level, normalize
 from ..resolve import resolve
 from .compat import LinkRequestCrawlSpider
 from .config import META_ORIGINAL, META_VERBATIM
+from .links import error_reason, report_skipped, request_refusal
 from .middleware import base_url, fetch_form
 from .offsite import canonical_domain
 
 if TYPE_CHECKING:
     from scrapy.http import TextResponse
+    from scrapy.statscollectors import StatsCollector
 
 __all__ = ["IRILinkExtractor", "IRICrawlSpider", "link_request"]
 
@@ -124,6 +131,13 @@ def _nofollow(el: Any) -> bool:
     return rel is not None and "nofollow" in rel.lower().replace(",", " ").split()
 
 
+def _refusal(url: str) -> tuple[str, str] | None:
+    """Why no request can be made for *url* (None: it can, or it is not a link we keep)."""
+    if url.split(":", 1)[0].lower() not in _SCHEMES:
+        return None  # javascript:, mailto:, data:... are filtered out later, as Scrapy does
+    return request_refusal(url)
+
+
 def _from_domains(netloc: str, domains: set[str]) -> bool:
     return bool(netloc) and any(netloc == d or netloc.endswith(f".{d}") for d in domains)
 
@@ -173,13 +187,15 @@ class IRILinkExtractor(LxmlLinkExtractor):
         Duplicates (spellings of one IRI, fragment kept) are dropped if ``unique``.
         """
         base = base_url(response)
+        canon = getattr(response, "_iri_canon", None)  # set by IRINormalizationMiddleware
+        stats = canon.stats if canon is not None else None
         if self._iri_restrict:
             docs = [sub for xpath in self._iri_restrict for sub in response.xpath(xpath)]
         else:
             docs = [response.selector]
         links: list[Link] = []
         for doc in docs:
-            found = self._links(doc.root, response.url, response.encoding, base)
+            found = self._links(doc.root, response.url, response.encoding, base, stats)
             links.extend(self._process(found))
         return _unique(links) if self._iri_unique else links
 
@@ -195,37 +211,50 @@ class IRILinkExtractor(LxmlLinkExtractor):
                     yield el, attribs[name]
 
     def _links(
-        self, document: Any, response_url: str, response_encoding: str, base: str
+        self, document: Any, response_url: str, response_encoding: str, base: str,
+        stats: StatsCollector | None = None,
     ) -> list[Link]:
         links: list[Link] = []
-        stock: list[tuple[Any, str]] = []
+        stock: list[tuple[Any, str, tuple[str, str]]] = []
         for el, value in self._candidates(document):
             href = value.strip(_HTML5_WHITESPACE) if self._iri_strip else value
             try:
                 joined = resolve(base, href)
-            except IRIError:
-                stock.append((el, value))
+            except IRIError as exc:
+                stock.append((el, value, (error_reason(exc), str(exc))))
                 continue
             url = self._iri_process(joined)
             if url is None:
                 continue
             try:
                 # resolve again: process_value may return a relative reference
-                uri = fetch_form(resolve(response_url, url))
-            except (IRIError, TypeError):
-                stock.append((el, value))
+                uri = fetch_form(resolve(response_url, url), response_encoding)
+            except IRIError as exc:
+                stock.append((el, value, (error_reason(exc), str(exc))))
+                continue
+            except TypeError as exc:
+                stock.append((el, value, ("request", str(exc))))
+                continue
+            refusal = _refusal(uri)
+            if refusal is not None:
+                stock.append((el, value, refusal))
                 continue
             links.append(Link(uri, _text(el), nofollow=_nofollow(el)))
-        for el, value in stock:
+        for el, value, why in stock:
+            # no canonical form, or none a request can be made for: Scrapy's spelling
             link = self._stock_link(el, value, response_url, response_encoding, base)
-            if link is not None:
-                links.append(link)
+            refusal = why if link is None else _refusal(link.url)
+            if refusal is None:
+                assert link is not None
+                links.append(link)  # an unnormalizable URL is counted when requested
+            else:
+                report_skipped(stats, response_url, value, *refusal)
         return _unique(links) if self._iri_unique else links
 
     def _stock_link(
         self, el: Any, value: str, response_url: str, response_encoding: str, base: str
     ) -> Link | None:
-        """An href the IRI core has no canonical form for, joined as Scrapy joins it."""
+        """An href the IRI core has no usable form for, joined as Scrapy joins it."""
         try:
             if self._iri_strip:
                 value = value.strip(_HTML5_WHITESPACE)
@@ -237,10 +266,9 @@ class IRILinkExtractor(LxmlLinkExtractor):
             return None
         try:
             url = safe_url_string(url, encoding=response_encoding)
+            return Link(urljoin(response_url, url), _text(el), nofollow=_nofollow(el))
         except ValueError:
-            logger.debug("Skipping extraction of link with bad URL %r", url)
             return None
-        return Link(urljoin(response_url, url), _text(el), nofollow=_nofollow(el))
 
     # --- filters ---------------------------------------------------------------
 
@@ -260,7 +288,10 @@ class IRILinkExtractor(LxmlLinkExtractor):
             return False
         if self._iri_deny and any(r.search(url) for r in self._iri_deny):
             return False
-        parsed = urlparse(url)
+        try:
+            parsed = urlparse(url)
+        except ValueError:
+            return False
         netloc = parsed.netloc.lower()
         if self.allow_domains and not _from_domains(netloc, self.allow_domains):
             return False

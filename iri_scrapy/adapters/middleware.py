@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from scrapy import Request
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 from w3lib.html import get_base_url
@@ -52,16 +53,19 @@ from w3lib.url import safe_url_string
 
 from ..errors import IRIError
 from ..ladder import Level, normalize
+from ..mapping import iri_to_uri
 from ..resolve import resolve
 from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import (
     META_DONT_NORMALIZE,
     META_ORIGINAL,
     META_RENORMALIZED,
+    META_SERVER_SPELLING,
     META_VERBATIM,
     IRIConfig,
     load_object,
 )
+from .links import META_SKIPPED, SkippingFollowMixin, count_unnormalizable, error_reason
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -77,6 +81,7 @@ __all__ = [
     "META_VERBATIM",
     "META_UNNORMALIZABLE",
     "fetch_form",
+    "retrieval_form",
 ]
 
 logger = logging.getLogger(__name__)
@@ -88,11 +93,34 @@ _CANON_ATTR = "_iri_scrapy_canonicalizer"
 _META_REISSUED_FROM = "_iri_reissued_from"
 
 
-def fetch_form(url: str) -> str:
+_UCS_ENCODINGS = frozenset({
+    "utf-8", "utf8", "utf_8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32",
+    "utf-32-le", "utf-32-be",
+})
+
+
+def retrieval_form(url: str) -> str:
+    """The fetch form of *url* without its fragment (what one resource is fetched as)."""
+    return normalize(url, Level.SCHEME, form="uri", keep_fragment=False)
+
+
+def fetch_form(url: str, query_encoding: str | None = None) -> str:
     """The URI a request for *url* is sent as (level SCHEME, URI form, fragment kept).
+
+    *query_encoding* is the charset of the document the link was found in: for
+    http(s), the characters of the query are sent in that charset (RFC 3987
+    section 3.1 note, what browsers and stock Scrapy send; a character it
+    cannot hold as ``%26%23NNNN%3B``); the path is always UTF-8.
 
     Raises :class:`~iri_scrapy.IRIError` when *url* has no canonical form.
     """
+    if (
+        query_encoding is not None
+        and not url.isascii()
+        and query_encoding.lower() not in _UCS_ENCODINGS
+        and "?" in url
+    ):
+        url = iri_to_uri(url, query_encoding=query_encoding)
     return normalize(url, Level.SCHEME, form="uri", keep_fragment=True)
 
 
@@ -121,6 +149,9 @@ class Canonicalizer:
         self.stats = stats
         self.count_unnormalizable = count_unnormalizable
         self._warned = False
+        #: canonical URI (no fragment) -> the spelling its server redirected to
+        #: for it (RFC 3987 5.3.4 evidence); requests for it are sent that way.
+        self.server_spellings: dict[str, str] = {}
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> Canonicalizer:
@@ -144,7 +175,7 @@ class Canonicalizer:
         """Count and log a URL that has no canonical form (unless the fingerprinter does)."""
         if not self.count_unnormalizable:
             return
-        self.inc("iri/unnormalizable")
+        count_unnormalizable(self.stats, error_reason(exc))
         level = logging.DEBUG if self._warned else logging.WARNING
         self._warned = True
         logger.log(
@@ -189,9 +220,49 @@ class Canonicalizer:
             meta[META_UNNORMALIZABLE] = True
             self.unnormalizable(url, exc)
             return None
+        if self.server_spellings:
+            head, hash_, fragment = uri.partition("#")
+            spelling = self.server_spellings.get(head)
+            if spelling is not None:
+                uri = spelling + hash_ + fragment
         if meta.get(META_VERBATIM):  # ours (a bare "?"): keyed on the URL as given
             uri = self.verbatim_form(uri)
         return None if uri == url else uri
+
+    def server_spelling(self, request: Request) -> bool:
+        """True if *request* is a redirect to another spelling of its source's resource.
+
+        A server that redirects a request to an alias of the very resource asked
+        for (``/pref%C3%A9`` -> ``/pref%c3%a9``, ``/~home`` -> ``/%7Ehome``, a
+        meta refresh to ``http://EXAMPLE.test:80/page``) is saying how it wants
+        the resource spelled (RFC 3987 5.3.4): the request is sent as written,
+        marked with ``meta["iri_server_spelling"]``, and the spelling is
+        remembered for later requests for that resource.  Counted in
+        ``iri/protocol/server_spelling``.
+        """
+        meta = request.meta
+        redirect_urls = meta.get("redirect_urls")
+        if not redirect_urls or meta.get(META_DONT_NORMALIZE):
+            return False
+        try:
+            key = retrieval_form(request.url)
+            if meta.get(META_SERVER_SPELLING) == key:
+                return True  # already passed (a re-scheduled request)
+            if key != retrieval_form(redirect_urls[-1]):
+                meta.pop(META_SERVER_SPELLING, None)  # from an earlier hop: stale
+                return False
+        except IRIError:
+            return False
+        meta[META_SERVER_SPELLING] = key
+        spelling = request.url.split("#", 1)[0]
+        if spelling != key:
+            self.server_spellings[key] = spelling
+        self.inc("iri/protocol/server_spelling")
+        logger.debug(
+            "IRI: %(source)s was redirected to its own resource as %(url)s: "
+            "fetching the server's spelling", {"source": redirect_urls[-1], "url": request.url},
+        )
+        return True
 
     def canonical(self, request: Request) -> Request | None:
         """A replacement for *request* in fetch form, or None if it needs none."""
@@ -221,8 +292,12 @@ class IRISpiderMiddleware(BaseSpiderMiddleware):
         self.canon = Canonicalizer.for_crawler(crawler)
         self.dedupe_start = crawler.settings.getbool("IRI_DEDUPE_START_REQUESTS", True)
 
-    def get_processed_request(self, request: Request, response: Response | None) -> Request:
+    def get_processed_request(
+        self, request: Request, response: Response | None
+    ) -> Request | None:
         """Return *request* in fetch form (the same object if it already is)."""
+        if META_SKIPPED in request.meta:
+            return None  # response.follow()'s placeholder for a link it could not use
         if response is None and self.dedupe_start and request.dont_filter:
             request.dont_filter = False
             request.meta.setdefault("allow_offsite", True)
@@ -266,7 +341,15 @@ class IRINormalizationMiddleware:
         return cls(crawler)
 
     def process_request(self, request: Request) -> Request | None:
-        """Re-issue *request* in fetch form if it is not, else let it through."""
+        """Re-issue *request* in fetch form if it is not, else let it through.
+
+        A redirect to another spelling of its source's resource goes out as the
+        server wrote it (see :meth:`Canonicalizer.server_spelling`).
+        """
+        if META_SKIPPED in request.meta:
+            raise IgnoreRequest(f"IRI: skipped link {request.meta[META_SKIPPED]['href']!r}")
+        if self.canon.server_spelling(request):
+            return None
         uri = self.canon.fetch_uri(request)
         if uri is None or request.meta.get(_META_REISSUED_FROM) == request.url:
             return None
@@ -321,9 +404,12 @@ class _IRIFollowMixin:
 
     ``urljoin(href)`` resolves *href* (RFC 3986 5.2 on the IRI itself, RFC 3987
     section 6.5) against the response's base URL and returns the fetch form of
-    the result; ``follow()`` and ``follow_all()`` (which call ``urljoin``) make
-    sure ``Request()`` keeps that URI (``verbatim_url`` where it would alter it)
-    and record the resolved IRI in ``meta["iri_original"]``.  With
+    the result, its http(s) query in the response's charset (RFC 3987 section
+    3.1 note: ``?q=привет`` on a windows-1251 page is ``?q=%EF%F0%E8%E2%E5%F2``,
+    as browsers and stock Scrapy send it); ``follow()`` and ``follow_all()``
+    (which call ``urljoin``) make sure ``Request()`` keeps that URI
+    (``verbatim_url`` where it would alter it) and record the resolved IRI in
+    ``meta["iri_original"]``.  With
     ``meta={"dont_normalize_iri": True}`` (or *meta* given positionally) they
     behave as stock Scrapy's.  An href with no canonical form is joined the
     stock way and made ASCII by ``safe_url_string``, as Scrapy does.
@@ -341,7 +427,7 @@ class _IRIFollowMixin:
         base = base_url(self) if isinstance(self, TextResponse) else self.url  # type: ignore[attr-defined]
         try:
             joined = resolve(base, url.strip(" \t\n\r\f"))
-            uri = fetch_form(joined)
+            uri = fetch_form(joined, getattr(self, "encoding", None))
         except (IRIError, ValueError, TypeError):
             return safe_url_string(super().urljoin(url))  # type: ignore[misc]
         self._iri_last = (joined, uri)
@@ -369,19 +455,19 @@ class _IRIFollowMixin:
         return request
 
 
-class IRIResponse(_IRIFollowMixin, Response):
+class IRIResponse(SkippingFollowMixin, _IRIFollowMixin, Response):
     """:class:`~scrapy.http.Response` with IRI-core ``urljoin``/``follow``."""
 
 
-class IRITextResponse(_IRIFollowMixin, TextResponse):
+class IRITextResponse(SkippingFollowMixin, _IRIFollowMixin, TextResponse):
     """:class:`~scrapy.http.TextResponse` with IRI-core ``urljoin``/``follow``."""
 
 
-class IRIHtmlResponse(_IRIFollowMixin, HtmlResponse):
+class IRIHtmlResponse(SkippingFollowMixin, _IRIFollowMixin, HtmlResponse):
     """:class:`~scrapy.http.HtmlResponse` with IRI-core ``urljoin``/``follow``."""
 
 
-class IRIXmlResponse(_IRIFollowMixin, XmlResponse):
+class IRIXmlResponse(SkippingFollowMixin, _IRIFollowMixin, XmlResponse):
     """:class:`~scrapy.http.XmlResponse` with IRI-core ``urljoin``/``follow``."""
 
 
@@ -399,7 +485,7 @@ def iri_response_class(cls: type[Response]) -> type[Response]:
     if sub is None:
         if issubclass(cls, _IRIFollowMixin):
             return cls
-        sub = type(f"IRI{cls.__name__}", (_IRIFollowMixin, cls), {
+        sub = type(f"IRI{cls.__name__}", (SkippingFollowMixin, _IRIFollowMixin, cls), {
             "__module__": __name__,
             "__doc__": f"{cls.__name__} with IRI-core ``urljoin``/``follow``.",
         })

@@ -28,8 +28,26 @@ into a new request.  It does two things:
   only keys; a rule maps to the redirect *target* spelling, so it can neither
   loop nor make the target a duplicate of a request that was not fetched.
 
+A redirect or meta refresh to a URL no request can be made for (``Request()``
+refuses it, so Scrapy's redirect middlewares would raise and lose the
+response) is not followed: see :func:`~iri_scrapy.adapters.links.skip_unusable_redirect`.
+
+* **Servers that insist on a spelling** (RFC 3987 section 5.3.4 evidence): a
+  redirect whose target is another spelling of the requested resource
+  (``/pref%C3%A9`` -> ``/pref%c3%a9``, ``/~home`` -> ``/%7Ehome``, ``/loop`` ->
+  ``http://Example.TEST:80/loop``) is the server telling us how it wants the
+  resource spelled.  Its ``Location`` is left as written (only a non-ASCII
+  host is made an IDNA 2008 A-label), so the redirected request fetches that
+  spelling once (:class:`~iri_scrapy.adapters.middleware.IRINormalizationMiddleware`
+  sends it unchanged and remembers it for the host).  If that spelling is
+  redirected (or meta-refreshed) to the same resource again, the loop is
+  not followed: the request gets ``meta["dont_redirect"]`` (a 200 page with
+  such a meta refresh goes to the spider; a 3xx is handled as any
+  unfollowed redirect), counted in ``iri/protocol/server_spelling_loop``.
+
 Stats: ``iri/redirect/location_canonicalized``, ``iri/protocol/redirects``,
-``iri/protocol/learned``, ``iri/protocol/contrary``.
+``iri/protocol/learned``, ``iri/protocol/contrary``, ``iri/protocol/server_spelling``
+(counted by the normalization middleware), ``iri/protocol/server_spelling_loop``.
 """
 
 from __future__ import annotations
@@ -38,12 +56,15 @@ import logging
 from typing import TYPE_CHECKING
 
 from scrapy import signals
+from scrapy.http import TextResponse
+from w3lib.html import get_meta_refresh
 
 from ..errors import IRIError
 from ..ladder import Level, normalize
 from ..resolve import resolve
-from . import compat  # noqa: F401 - checks the installed Scrapy first
-from .config import META_DONT_NORMALIZE, IRIConfig, rules_for
+from . import compat  # checks the installed Scrapy first
+from .config import META_DONT_NORMALIZE, META_SERVER_SPELLING, IRIConfig, rules_for
+from .links import request_refusal, skip_unusable_redirect
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -84,6 +105,8 @@ class IRIProtocolMiddleware:
         self.config = IRIConfig.from_settings(crawler.settings)
         self.rules: ProtocolRules | None = rules_for(crawler, self.config)
         self.stats = crawler.stats
+        self.meta_refresh = crawler.settings.getbool("METAREFRESH_ENABLED", True)
+        self.meta_refresh_ignore = crawler.settings.getlist("METAREFRESH_IGNORE_TAGS")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -133,13 +156,68 @@ class IRIProtocolMiddleware:
         status = response.status
         if status in REDIRECT_STATUSES and b"Location" in response.headers:
             self._redirect(request, response)
-        elif 200 <= status < 300 and self.rules is not None:
-            try:
-                self.rules.observe_contrary(_key_form(response.url))
-            except IRIError:
-                return response
-            self._inc("iri/protocol/contrary")
+        else:
+            if META_SERVER_SPELLING in request.meta and 200 <= status < 300:
+                self._refresh_loop(request, response)
+            if 200 <= status < 300 and self.rules is not None:
+                try:
+                    self.rules.observe_contrary(_key_form(response.url))
+                except IRIError:
+                    pass
+                else:
+                    self._inc("iri/protocol/contrary")
+        skip_unusable_redirect(request, response, self.stats)  # a target Request() refuses
         return response
+
+    def _same_resource(self, request: Request, target: str) -> bool:
+        """True if the canonical *target* is the resource *request* asked for."""
+        if request.meta.get(META_DONT_NORMALIZE):
+            return False
+        try:
+            return target.split("#", 1)[0] == _key_form(request.url)
+        except IRIError:
+            return False
+
+    def _server_spelling(self, request: Request, response: Response, location: str) -> None:
+        """A redirect to another spelling of the requested resource (see the module doc)."""
+        if request.meta.get(META_SERVER_SPELLING) == _key_form(request.url):
+            self._stop_loop(request)
+            return
+        if not location.isascii():  # as written, but never an IDNA 2003 host
+            response.headers[b"Location"] = compat.idna2008_safe_url_string(location).encode(
+                "ascii"
+            )
+
+    def _stop_loop(self, request: Request) -> None:
+        request.meta["dont_redirect"] = True
+        self._inc("iri/protocol/server_spelling_loop")
+        logger.info(
+            "IRI: %(url)s, the spelling its server asked for, is redirected to the same "
+            "resource again; not following the loop", {"url": request.url},
+        )
+
+    def _refresh_loop(self, request: Request, response: Response) -> None:
+        """Stop a meta refresh from the server's spelling to the same resource again."""
+        if (
+            not self.meta_refresh
+            or not isinstance(response, TextResponse)
+            or request.meta.get("dont_redirect")
+            or b"refresh" not in response.body[:8192].lower()
+        ):
+            return
+        try:
+            _, url = get_meta_refresh(
+                response.text[0:4096], response.url, response.encoding,
+                ignore_tags=self.meta_refresh_ignore,
+            )
+        except ValueError:
+            return
+        try:
+            same = bool(url) and self._same_resource(request, _key_form(str(url)))
+        except IRIError:
+            return
+        if same:
+            self._stop_loop(request)
 
     def _redirect(self, request: Request, response: Response) -> None:
         raw = response.headers.get(b"Location")
@@ -150,8 +228,12 @@ class IRIProtocolMiddleware:
             target = normalize(resolve(request.url, location), Level.SCHEME, form="uri")
         except IRIError:
             return  # RedirectMiddleware handles it as stock Scrapy does
+        if self._same_resource(request, target) and self._will_redirect(request, response):
+            self._server_spelling(request, response, location)
+            return
         if (
             target != location
+            and request_refusal(target) is None
             and not request.meta.get(META_DONT_NORMALIZE)
             and self._will_redirect(request, response)
         ):

@@ -13,8 +13,8 @@ logging, ``dont_filter`` and ``meta["dont_normalize_iri"]`` behave exactly as in
 the local filter.  ``JOBDIR`` is not used for fingerprints (Redis holds them; the
 scheduler may still keep its queue there).
 
-Key layout (format 2: self-sizing generations)
-==============================================
+Key layout (format 3: generations of intset buckets)
+====================================================
 
 ``<base>`` is ``IRI_REDIS_KEY % {"spider": spider.name}`` (default
 ``"%(spider)s:iri-dupefilter"``) followed by ``:v<CANONICALIZATION_VERSION>:<tag>``,
@@ -24,56 +24,75 @@ fingerprinter class).  A new ladder version or other options therefore use other
 keys: keys of different canonicalizations are never mixed.
 
 ``<base>:meta`` (HASH)
-    ``format`` (2), ``canonicalization_version``, ``options_tag`` (full text),
-    ``field_bytes`` (8), ``growth`` (4), ``b0`` (buckets of generation 0),
-    ``fill`` (mean fields per bucket at which a generation is full),
-    ``generations`` (how many are open) and ``n<g>`` (fields stored in
-    generation ``g``).  Created atomically by the first crawler; later crawlers
-    adopt its ``b0``/``fill`` and refuse an unknown format.
-``<base>:g<g>:<i>`` (HASH), ``i`` in lowercase hex
-    Generation ``g`` has ``b0 * 4**g`` buckets.  One field per seen request: 8 raw
-    bytes of its fingerprint (the same 64 bits
-    :func:`~iri_scrapy.adapters.fpstore.fp64` keeps locally), value ``""``.  The
-    bucket ``i`` is 4 *other* bytes of the fingerprint modulo the generation's
-    bucket count, so a fingerprint's bucket is known in every generation.
+    ``format`` (3), ``canonicalization_version``, ``options_tag`` (full text),
+    ``field_bytes`` (8), ``growth`` (16), ``b0`` (buckets of generation 0),
+    ``cap`` (440) and ``generations`` (how many are open).  Created atomically by
+    the first crawler; later crawlers adopt its ``b0``/``cap`` and refuse an
+    unknown format.
+``<base>:s<g>:<i>`` (SET), ``i`` in lowercase hex
+    Generation ``g`` has ``b0 * 16**g`` buckets.  One member per seen request: the
+    first 8 bytes of its fingerprint (the same 64 bits
+    :func:`~iri_scrapy.adapters.fpstore.fp64` keeps locally) as a *signed 64-bit
+    decimal*, so that Redis keeps the bucket as an **intset** (a sorted array of
+    8-byte integers, binary-searched) while it holds at most
+    ``set-max-intset-entries`` (512 by default) members.  The bucket ``i`` is 4
+    *other* bytes of the fingerprint modulo the generation's bucket count.
 
-``request_seen`` is one ``EVALSHA`` of a Lua script (loaded with ``SCRIPT LOAD``;
-reloaded on ``NOSCRIPT``): one round trip, atomic across any number of crawlers.
-The script reads ``generations``, ``HEXISTS`` the field in its bucket of the
-newest generation, then of every older one (largest first), and if it is in none
-``HSET``-s it into the newest one and ``HINCRBY``-es ``n<g>``.  When ``n<g>``
-reaches ``buckets * fill`` (``fill`` = 200) the next generation, four times
-larger, is opened.  Nothing is ever moved: older generations are full, and every
-bucket stays far below ``hash-max-listpack-entries`` (512; a full bucket holds
-200 +- 14), so Redis keeps it as a *listpack*: about 14 bytes per URL from a few
-thousand URLs on (under 0.5 of scrapy-redis from about 80), against about 85 for
-scrapy-redis's SET of 40-character hex.  Nothing
-needs sizing: ``b0`` is 16, so a small crawl uses a few bucket keys, and each
-generation holds three times as many URLs as all older ones together (10^6 URLs:
-5 generations; 10^8: 9).  Each older generation costs one ``HEXISTS`` inside the
-server (about 2 microseconds); a duplicate found in the newest generation costs
-one.  ``IRI_REDIS_EXPECTED_URLS``, optional, is a size hint
-(:func:`base_buckets_for`): ``b0`` is then chosen so that the hinted count fits
-in about 4 generations.  Keys are built inside the script, which standalone
-Redis allows; Redis Cluster is not supported.
+``request_seen`` is one ``EVALSHA`` of a short Lua script (:data:`SET_SCRIPT`)
+whose keys the client computes from the generation count it holds (all keys are
+declared in ``KEYS``): ``HGET`` the count (a stale client is told so, re-reads it
+and calls again), ``SISMEMBER`` the bucket of each generation, newest first, and
+if the member is in none ``SADD`` it to the newest one and ``SCARD`` that bucket;
+the first bucket to reach ``cap`` (440) opens the next generation, sixteen times
+larger.  Nothing is ever moved, and the script is atomic across any number of
+crawlers.  Generations (estimated from bucket statistics): 1 up to about 6,000
+URLs, 2 up to about 100,000, 3 to 1.5 million, 4 to 25 million, 5 to 400
+million.  Memory is about 9 bytes per URL (an intset member is 8 bytes, plus the
+bucket key and allocator rounding); server time per call about 2.5 times
+scrapy-redis's ``SADD`` (``benchmarks/bench_redis.py``).  Empty buckets of a new
+generation do not exist until written, so the large new generation costs nothing
+up front.
 
-The 8-byte field plus the bucket index (``log2`` of the generation's bucket
-count, more bits in larger generations) are compared: the chance of any false
-"seen" among ``n`` URLs is below ``n * fill * generations / 2**64`` (about
+The 8-byte member plus the bucket index are compared: the chance of any false
+"seen" among ``n`` URLs is below ``n * cap * generations / 2**64`` (about
 ``1e-9`` at 10 million URLs).
 
-Format 1 (a fixed bucket count sized from ``IRI_REDIS_EXPECTED_URLS``, keys
-``<base>:<i>``, ``buckets`` in the meta, one ``HSETNX`` per request), written by
-earlier versions, is still read and extended as it is: a meta with ``format`` 1
-selects that path.  Delete the keys (or change ``IRI_REDIS_KEY``) to move to
-format 2.
+Local cache
+-----------
+
+Each process keeps the fingerprints it already got an answer for (stored by it,
+or reported seen by Redis) in a :class:`~iri_scrapy.adapters.fpstore.FingerprintSet`
+of at most ``IRI_REDIS_LOCAL_CACHE`` entries (default 1,000,000, about 13 MB;
+emptied when full; ``0`` disables it).  A repeat is answered from it without a
+round trip: Redis never forgets a stored fingerprint, so that "seen" is always
+true.  Only after Redis *lost* its data (a restart without persistence, or
+another crawler's :meth:`clear`) may a process not fetch again a page it already
+saw, which is what deduplication wants anyway.  Stats at close:
+``iri/redis/local_hits`` and ``iri/redis/remote_calls``.
+
+Older layouts
+-------------
+
+Format 2 (HASH buckets kept as listpacks, 8 raw bytes per field, generations
+four times larger with ``n<g>`` counters, keys ``<base>:g<g>:<i>``; one
+``EVALSHA`` of :data:`SEEN_SCRIPT` per request, about 20 microseconds of server
+time) and format 1 (a fixed bucket count sized from
+``IRI_REDIS_EXPECTED_URLS``, keys ``<base>:<i>``, one ``HSETNX``), written by
+earlier versions, are still read and extended as they are: the meta's
+``format`` selects the path.  Delete the keys (or change ``IRI_REDIS_KEY``) to
+move to format 3.  ``IRI_REDIS_EXPECTED_URLS``, optional, is a size hint
+(:func:`base_buckets_for`) for ``b0``.  Redis Cluster is not supported (the
+keys of one request are declared, but are not in one hash slot).
 
 Faults
 ======
 
-* Redis unreachable when the crawl starts: :class:`IRIRedisError` naming the URL
-  (password masked), raised from :meth:`from_crawler`/:meth:`from_spider`, so
-  the crawl does not start.
+* Redis unreachable when the crawl starts (or the ``redis`` package missing):
+  one ERROR line naming the URL (password masked) and what to do; the spider is
+  closed before any request with ``finish_reason`` ``iri_redis_unavailable``
+  (``iri_redis_not_installed``) and ``scrapy crawl`` exits with 1 (Scrapy
+  2.18+; on 2.17 :class:`IRIRedisError` is raised from ``open()``).  Through
+  scrapy-redis's scheduler (:meth:`from_spider`) :class:`IRIRedisError` is raised.
 * Redis lost mid-crawl: ``request_seen`` retries with exponential backoff (50 ms
   doubling to 1 s) for up to ``IRI_REDIS_RETRY_SECONDS`` (default 60).  It runs
   in the Twisted reactor thread, so **the whole crawl is stalled meanwhile**
@@ -121,6 +140,8 @@ from .. import CANONICALIZATION_VERSION
 from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .dupefilter import IRIDupeFilter
 from .fingerprinter import IRIRequestFingerprinter
+from .fpstore import FingerprintSet, fp64
+from .refusal import REASON_REDIS_NOT_INSTALLED, REASON_REDIS_UNAVAILABLE, refuse_start
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -143,6 +164,11 @@ __all__ = [
     "DEFAULT_RETRY_SECONDS",
     "MAX_BUCKET_MEAN",
     "SEEN_SCRIPT",
+    "SET_SCRIPT",
+    "HASH_FORMAT_VERSION",
+    "SET_GROWTH",
+    "BUCKET_CAP",
+    "DEFAULT_LOCAL_CACHE",
     "base_buckets_for",
     "bucket_count",
     "generation_buckets",
@@ -154,14 +180,24 @@ logger = logging.getLogger(__name__)
 
 #: ``finish_reason`` when Redis stayed unreachable past ``IRI_REDIS_RETRY_SECONDS``.
 CLOSE_REASON = "iri_redis_unavailable"
-#: Version of the key layout written by this code (stored in ``<base>:meta``).
-FORMAT_VERSION = 2
+#: Version of the key layout written by this code (stored in ``<base>:meta``):
+#: generations of SET buckets kept as intsets.
+FORMAT_VERSION = 3
+#: Generations of HASH buckets (listpacks) of earlier versions: still read and extended.
+HASH_FORMAT_VERSION = 2
 #: The fixed-bucket layout of earlier versions: still read and extended.
 FIXED_FORMAT_VERSION = 1
 #: Bytes of the fingerprint stored per request (the HASH field).
 FIELD_BYTES = 8
-#: Each generation has this many times the buckets of the previous one.
+#: Format 2: each generation has this many times the buckets of the previous one.
 GROWTH = 4
+#: Format 3: each generation has this many times the buckets of the previous one.
+SET_GROWTH = 16
+#: Format 3: a bucket reaching this many members closes its generation (intsets hold
+#: ``set-max-intset-entries``, 512 by default).
+BUCKET_CAP = 440
+#: Fingerprints a process remembers as seen (``IRI_REDIS_LOCAL_CACHE``), about 13 MB.
+DEFAULT_LOCAL_CACHE = 1_000_000
 DEFAULT_KEY = "%(spider)s:iri-dupefilter"
 #: Buckets of generation 0 (a power of two) when no size hint is given.
 DEFAULT_BASE_BUCKETS = 16
@@ -209,6 +245,31 @@ return 1
 """
 _SEEN_SHA = hashlib.sha1(SEEN_SCRIPT.encode()).hexdigest()  # noqa: S324 - Redis's script id
 
+#: ``request_seen`` in Redis, format 3.  KEYS[1] meta, KEYS[2] the fingerprint's
+#: bucket in the newest generation, KEYS[3..] its buckets in the older ones
+#: (newest first): the client computes them from the generation count it holds.
+#: ARGV: member (the first 8 fingerprint bytes as a signed 64-bit decimal, so the
+#: bucket SET stays an intset), that generation count, "1" to insert or "0" to only
+#: look, the bucket cap, the last generation that may be opened.  Returns 0 seen,
+#: 1 not seen (and, when inserting, now stored), -1 meta missing (re-create it),
+#: -2 the client's generation count is stale (re-read it and call again).
+SET_SCRIPT = """
+local g = redis.call('HGET', KEYS[1], 'generations')
+if not g then return -1 end
+if g ~= ARGV[2] then return -2 end
+local m = ARGV[1]
+for i = 2, #KEYS do
+  if redis.call('SISMEMBER', KEYS[i], m) == 1 then return 0 end
+end
+if ARGV[3] ~= '1' then return 1 end
+redis.call('SADD', KEYS[2], m)
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[4]) and tonumber(g) < tonumber(ARGV[5]) then
+  redis.call('HSET', KEYS[1], 'generations', tonumber(g) + 1)
+end
+return 1
+"""
+_SET_SHA = hashlib.sha1(SET_SCRIPT.encode()).hexdigest()  # noqa: S324 - Redis's script id
+
 #: Create the meta (ARGV: field, value, ...) unless it exists; return it (HGETALL).
 _INIT_SCRIPT = """
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
@@ -220,6 +281,9 @@ STAT_RETRIES = "iri/redis/retries"
 STAT_OUTAGE_SECONDS = "iri/redis/outage_seconds"
 STAT_AMBIGUOUS = "iri/redis/ambiguous_refetch"
 STAT_UNCHECKED = "iri/redis/unchecked"
+#: request_seen answered by the process-local cache / by a Redis call (set at close).
+STAT_LOCAL_HITS = "iri/redis/local_hits"
+STAT_REMOTE_CALLS = "iri/redis/remote_calls"
 STAT_START_REDIS = "iri/redis/start_deduplicated"
 #: Shared with IRISpiderMiddleware (``Spider.start()`` requests).
 SETTING_DEDUPE_START = "IRI_DEDUPE_START_REQUESTS"
@@ -290,6 +354,16 @@ def _retryable() -> tuple[type[BaseException], ...]:
     return (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OSError)
 
 
+def _glob_escape(text: bytes) -> bytes:
+    """*text* as a literal in a Redis ``MATCH`` pattern."""
+    out = bytearray()
+    for byte in text:
+        if byte in b"*?[]\\":
+            out += b"\\"
+        out.append(byte)
+    return bytes(out)
+
+
 def _is_power_of_two(n: int) -> bool:
     return n >= 1 and not n & (n - 1)
 
@@ -316,6 +390,9 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         expected_urls: int | None = None,
         base_buckets: int | None = None,
         bucket_fill: int = MAX_BUCKET_MEAN,
+        bucket_cap: int = BUCKET_CAP,
+        key_format: int = FORMAT_VERSION,
+        local_cache: int = DEFAULT_LOCAL_CACHE,
         retry_seconds: float = DEFAULT_RETRY_SECONDS,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
         redis_params: dict[str, Any] | None = None,
@@ -330,6 +407,10 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             raise IRIRedisError(f"base_buckets must be a power of two <= {_MAX_BUCKETS}")
         if not 1 <= int(bucket_fill) <= 400:
             raise IRIRedisError("bucket_fill must be between 1 and 400 (listpacks hold 512)")
+        if not 1 <= int(bucket_cap) <= 512:
+            raise IRIRedisError("bucket_cap must be between 1 and 512 (intsets hold 512)")
+        if key_format not in (FORMAT_VERSION, HASH_FORMAT_VERSION):
+            raise IRIRedisError(f"key_format must be {FORMAT_VERSION} or {HASH_FORMAT_VERSION}")
         super().__init__(**kwargs)
         self.redis_url = redis_url
         self.retry_seconds = max(0.0, float(retry_seconds))
@@ -339,10 +420,25 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         self.expected_urls = expected_urls  # an optional hint (base_buckets_for)
         self.base_key = f"{key}:v{CANONICALIZATION_VERSION}:{self.tag_hash()}"
         self.meta_key = f"{self.base_key}:meta"
-        #: Layout in use (from the meta once connected): 2, or 1 for an old key set.
-        self.format = FORMAT_VERSION
+        #: Layout in use (from the meta once connected): 3, or 2 or 1 for an old key set.
+        self.format = int(key_format)
+        #: The layout this filter creates when there is no meta yet.
+        self.key_format = int(key_format)
         self.base_buckets = int(base_buckets)
         self.bucket_fill = int(bucket_fill)
+        self.bucket_cap = int(bucket_cap)
+        #: Format 3: generations open as last seen by this client, their bucket counts.
+        self._gens = 0
+        self._gen_buckets: list[int] = []
+        self._max_gens = 1
+        self._meta_key_b = self.meta_key.encode()
+        self._set_prefix = (self.base_key + ":s").encode()
+        #: Fingerprints this process knows are stored in Redis (None: no local cache).
+        self.local_cache = max(0, int(local_cache))
+        self._local: FingerprintSet | None = FingerprintSet() if self.local_cache else None
+        #: request_seen answered from the local cache / by Redis.
+        self.local_hits = 0
+        self.remote_calls = 0
         #: Format 1 only: the fixed bucket count.
         self.buckets = 0
         self._mask = 0
@@ -351,7 +447,10 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         self._client: Any = None
         self._meta_ok = False
         self._failed = False
-        self._retryable = _retryable()
+        try:
+            self._retryable = _retryable()
+        except ImportError:  # no redis package: open() refuses to start, saying so
+            self._retryable = (OSError,)
         self._close_deferred: Any = None
 
     # --- construction --------------------------------------------------------
@@ -385,6 +484,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             raise IRIRedisError("IRI_REDIS_KEY names the spider, but the crawler has none yet")
         expected = settings.get("IRI_REDIS_EXPECTED_URLS")
         params = settings.getdict("IRI_REDIS_PARAMS")
+        kwargs["local_cache"] = settings.getint("IRI_REDIS_LOCAL_CACHE", DEFAULT_LOCAL_CACHE)
         kwargs.update(
             redis_url=redis_url_from_settings(settings),
             key=key,
@@ -468,6 +568,12 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 "RedisIRIDupeFilter: Redis %s, keys %s:* (format 1: %d fixed buckets)",
                 self.safe_url, self.base_key, self.buckets,
             )
+        elif self.format == FORMAT_VERSION:
+            self._check_intset_limit()
+            logger.info(
+                "RedisIRIDupeFilter: Redis %s, keys %s:* (format 3, %d generation(s) open)",
+                self.safe_url, self.base_key, self._gens,
+            )
         else:
             logger.info(
                 "RedisIRIDupeFilter: Redis %s, keys %s:* (self-sizing, %d generation(s) open)",
@@ -477,16 +583,17 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     def _ensure_meta(self) -> None:
         """Create ``<base>:meta`` if absent (atomically) and check/adopt what is there."""
         wanted: dict[str, str | int] = {
-            "format": FORMAT_VERSION,
+            "format": self.key_format,
             "canonicalization_version": CANONICALIZATION_VERSION,
             "options_tag": self.options_tag(),
             "field_bytes": FIELD_BYTES,
-            "growth": GROWTH,
-            "b0": self.base_buckets,
-            "fill": self.bucket_fill,
-            "generations": 1,
-            "n0": 0,
         }
+        if self.key_format == FORMAT_VERSION:
+            wanted.update(growth=SET_GROWTH, b0=self.base_buckets, cap=self.bucket_cap,
+                          generations=1)
+        else:
+            wanted.update(growth=GROWTH, b0=self.base_buckets, fill=self.bucket_fill,
+                          generations=1, n0=0)
         flat: list[str | int] = []
         for name, value in wanted.items():
             flat += [name, value]
@@ -500,11 +607,17 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         fmt = stored.get("format")
         if fmt == str(FIXED_FORMAT_VERSION):
             self._adopt_fixed(stored)
-        elif fmt == str(FORMAT_VERSION):
+        elif fmt == str(HASH_FORMAT_VERSION):
             self._adopt_generations(stored)
             self._client.execute_command("SCRIPT", "LOAD", SEEN_SCRIPT)
+        elif fmt == str(FORMAT_VERSION):
+            self._adopt_sets(stored)
+            self._client.execute_command("SCRIPT", "LOAD", SET_SCRIPT)
         else:
-            self._refuse("format", fmt, f"{FIXED_FORMAT_VERSION} or {FORMAT_VERSION}")
+            self._refuse(
+                "format", fmt,
+                f"{FIXED_FORMAT_VERSION}, {HASH_FORMAT_VERSION} or {FORMAT_VERSION}",
+            )
         self._meta_ok = True
 
     def _refuse(self, name: str, found: str | None, needed: object) -> None:
@@ -546,9 +659,54 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 "RedisIRIDupeFilter: %s was created with b0=%d, fill=%d: keeping them",
                 self.base_key, b0, fill,
             )
-        self.format = FORMAT_VERSION
+        self.format = HASH_FORMAT_VERSION
         self.base_buckets, self.bucket_fill = b0, fill
 
+    def _adopt_sets(self, stored: dict[str, str]) -> None:
+        try:
+            b0, cap = int(stored["b0"]), int(stored["cap"])
+            gens, growth = int(stored["generations"]), int(stored["growth"])
+        except (KeyError, ValueError) as exc:
+            raise IRIRedisError(f"{self.meta_key} has a damaged format-3 layout") from exc
+        if growth != SET_GROWTH or not _is_power_of_two(b0) or not 1 <= cap <= 512 or gens < 1:
+            raise IRIRedisError(
+                f"{self.meta_key} has a bad layout (growth={growth}, b0={b0}, cap={cap}, "
+                f"generations={gens})"
+            )
+        if (b0, cap) != (self.base_buckets, self.bucket_cap):
+            logger.info(
+                "RedisIRIDupeFilter: %s was created with b0=%d, cap=%d: keeping them",
+                self.base_key, b0, cap,
+            )
+        self.format = FORMAT_VERSION
+        self.base_buckets, self.bucket_cap = b0, cap
+        self._max_gens = 1
+        while b0 * SET_GROWTH**self._max_gens <= _MAX_GENERATION_BUCKETS:
+            self._max_gens += 1
+        self._set_generations(gens)
+
+    def _set_generations(self, gens: int) -> None:
+        """Format 3: adopt *gens* open generations (newest first in ``_gen_buckets``)."""
+        self._gens = gens
+        self._gen_buckets = [self.base_buckets * SET_GROWTH**g for g in range(gens - 1, -1, -1)]
+        self._gens_arg = b"%d" % gens
+
+    def _check_intset_limit(self) -> None:
+        """Warn when the server keeps fewer intset members than the bucket cap."""
+        from redis.exceptions import RedisError
+
+        try:
+            reply = self._client.config_get("set-max-intset-entries")
+            limit = int(reply.get("set-max-intset-entries", 512))
+        except (RedisError, ValueError):  # CONFIG disabled (managed Redis): cannot tell
+            return
+        if limit < self.bucket_cap:
+            logger.warning(
+                "RedisIRIDupeFilter: Redis at %s has set-max-intset-entries=%d, below the "
+                "bucket cap %d: full buckets become hashtables (about 7 times the memory; "
+                "deduplication stays exact). Set it to 512 or more.",
+                self.safe_url, limit, self.bucket_cap,
+            )
     def _locate(self, fingerprint: bytes) -> tuple[bytes, int]:
         """(field, 32-bit bucket hash) of *fingerprint*."""
         if len(fingerprint) < 16:
@@ -564,7 +722,10 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             self.connect()
         if self.format == FIXED_FORMAT_VERSION:
             return 0
-        return int(self._client.hget(self.meta_key, "generations") or 0)
+        gens = int(self._client.hget(self.meta_key, "generations") or 0)
+        if self.format == FORMAT_VERSION and gens:
+            self._set_generations(gens)
+        return gens
 
     def generation_counts(self) -> list[int]:
         """Fields stored in each open generation (format 2, from the meta counters)."""
@@ -572,14 +733,34 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             self.connect()
         if self.format == FIXED_FORMAT_VERSION:
             return []
+        if self.format == FORMAT_VERSION:  # no counters: SCARD of every existing bucket
+            counts = [0] * self.generations()
+            keys = self._existing_set_keys()
+            for i in range(0, len(keys), 1000):
+                pipe = self._client.pipeline(transaction=False)
+                for key in keys[i : i + 1000]:
+                    pipe.scard(key)
+                for key, n in zip(keys[i : i + 1000], pipe.execute(), strict=True):
+                    g = int(key[len(self._set_prefix) :].split(b":", 1)[0])
+                    if g < len(counts):
+                        counts[g] += int(n)
+            return counts
         meta = {k.decode(): v for k, v in self._client.hgetall(self.meta_key).items()}
         gens = int(meta.get("generations", 0))
         return [int(meta.get(f"n{g}", 0)) for g in range(gens)]
 
+    def _existing_set_keys(self) -> list[bytes]:
+        """Format 3: the bucket keys that exist (``SCAN``: generations may be huge)."""
+        pattern = _glob_escape(self._set_prefix) + b"[0-9]*:*"
+        return sorted(set(self._client.scan_iter(match=pattern, count=1000)))
+
     def bucket_keys(self) -> list[bytes]:
-        """Every bucket key name of the open generations (whether it exists or not)."""
+        """Bucket key names: for formats 1 and 2 every bucket of the open generations
+        (whether it exists or not); for format 3 those that exist."""
         if not self._meta_ok:
             self.connect()
+        if self.format == FORMAT_VERSION:
+            return self._existing_set_keys()
         if self.format == FIXED_FORMAT_VERSION:
             return [self._bucket_prefix + b"%x" % i for i in range(self.buckets)]
         keys: list[bytes] = []
@@ -588,6 +769,16 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             keys += [prefix + b"%x" % i for i in range(generation_buckets(self.base_buckets, g))]
         return keys
 
+    def _sum_of(self, command: str, keys: list[bytes]) -> int:
+        """The sum of ``command key`` over *keys* (pipelined, 1000 at a time)."""
+        total = 0
+        for i in range(0, len(keys), 1000):
+            pipe = self._client.pipeline(transaction=False)
+            for key in keys[i : i + 1000]:
+                pipe.execute_command(command, key)
+            total += sum(int(n) for n in pipe.execute())
+        return total
+
     # --- the storage hook --------------------------------------------------------
 
     def _apply(self, fingerprint: bytes, insert: bool = True) -> bool:
@@ -595,6 +786,8 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         from redis.exceptions import NoScriptError
 
         field, bucket_hash = self._locate(fingerprint)
+        if self.format == FORMAT_VERSION:
+            return self._apply_sets(field, bucket_hash, insert)
         for _ in range(3):
             if self.format == FIXED_FORMAT_VERSION:
                 key = self._fixed_key(bucket_hash)
@@ -615,20 +808,68 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             return bool(answer)
         raise IRIRedisError(f"{self.meta_key}: the dupefilter script cannot run")
 
+    def _apply_sets(self, field: bytes, bucket_hash: int, insert: bool) -> bool:
+        """Format 3: one ``EVALSHA``; True if the member was not stored."""
+        from redis.exceptions import NoScriptError
+
+        member = int.from_bytes(field, "big", signed=True)
+        for _ in range(5):
+            prefix = self._set_prefix
+            g = self._gens
+            keys = [self._meta_key_b]
+            for buckets in self._gen_buckets:
+                g -= 1
+                keys.append(prefix + b"%d:%x" % (g, bucket_hash % buckets))
+            try:
+                answer = self._client.execute_command(
+                    "EVALSHA", _SET_SHA, len(keys), *keys, member, self._gens_arg,
+                    b"1" if insert else b"0", self.bucket_cap, self._max_gens,
+                )
+            except NoScriptError:  # a restarted (or flushed) server forgot the script
+                self._client.execute_command("SCRIPT", "LOAD", SET_SCRIPT)
+                continue
+            if answer == -2:  # another crawler opened a generation: re-read the count
+                gens = self._client.execute_command("HGET", self.meta_key, "generations")
+                if gens is not None:
+                    self._set_generations(int(gens))
+                continue
+            if answer == -1:  # the meta is gone (data lost, or cleared): re-create it
+                self._ensure_meta()
+                continue
+            return bool(answer)
+        raise IRIRedisError(f"{self.meta_key}: the dupefilter script cannot run")
+
     def seen_add(self, fingerprint: bytes) -> bool:
-        """Record *fingerprint* in Redis (one round trip); True if it was there already."""
+        """Record *fingerprint* in Redis; True if it was there already.
+
+        A fingerprint this process already got an answer for is answered from the
+        local cache (no round trip): Redis never forgets a stored fingerprint
+        (short of losing its data or a :meth:`clear`), so that "seen" is true.
+        """
+        local = self._local
+        if local is not None:
+            value = int.from_bytes(fp64(fingerprint), "big")
+            if value in local:
+                self.local_hits += 1
+                return True
         if self._failed:
             self._inc(STAT_UNCHECKED)
             return False
         if not self._meta_ok:
             self.connect()
+        self.remote_calls += 1
         try:
-            return not self._apply(fingerprint)
+            seen = not self._apply(fingerprint)
         except self._retryable as exc:
-            return self._seen_add_retrying(fingerprint, exc)
+            seen = self._seen_add_retrying(fingerprint, exc)
         except Exception as exc:  # a RedisError that retrying cannot fix (OOM, auth, ...)
             self._give_up(exc, 0.0)
             return False
+        if local is not None and not self._failed:  # Redis holds it now
+            if len(local) >= self.local_cache:
+                local.clear()
+            local.add(value)
+        return seen
 
     def _seen_add_retrying(self, fingerprint: bytes, first: BaseException) -> bool:
         """Retry (blocking, bounded by ``retry_seconds``) after a connection failure."""
@@ -710,12 +951,30 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     # --- life cycle and inspection ---------------------------------------------
 
     def open(self) -> None:
-        """Scrapy's scheduler calls this at start (scrapy-redis's never does)."""
-        if not self._meta_ok:
+        """Scrapy's scheduler calls this at start (scrapy-redis's never does).
+
+        If Redis cannot be used, or the ``redis`` package is missing, the crawl
+        does not start: one ERROR line, ``finish_reason`` ``iri_redis_unavailable``
+        or ``iri_redis_not_installed``, exit code 1 (:mod:`~iri_scrapy.adapters.refusal`).
+        """
+        if self._meta_ok:
+            return
+        try:
             self.connect()
+        except IRIRedisError as exc:  # connect() has logged it
+            refuse_start(self.crawler, REASON_REDIS_UNAVAILABLE, str(exc), exc, log=False)
+        except ImportError as exc:
+            message = (
+                f"RedisIRIDupeFilter needs the redis package, which cannot be imported "
+                f'({exc}): pip install "iri-scrapy[redis]"'
+            )
+            refuse_start(self.crawler, REASON_REDIS_NOT_INSTALLED, message, exc)
 
     def close(self, reason: str = "") -> None:
         """Scrapy's scheduler calls this at the end; the Redis keys are kept."""
+        if self.stats is not None:
+            self.stats.set_value(STAT_LOCAL_HITS, self.local_hits)
+            self.stats.set_value(STAT_REMOTE_CALLS, self.remote_calls)
         super().close(reason)
         self._disconnect()
 
@@ -739,6 +998,8 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         sharing these keys has seen.
         """
         super().clear()
+        if self._local is not None:
+            self._local.clear()
         if self._client is None:
             self.connect()
         keys = self.bucket_keys() if self._client.exists(self.meta_key) else []
@@ -747,7 +1008,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             deleted += int(self._client.unlink(*keys[i : i + 1000]))
         deleted += int(self._client.unlink(self.meta_key))
         self._meta_ok = False
-        self.format = FORMAT_VERSION  # the next connect creates a format-2 key set
+        self.format = self.key_format  # the next connect creates a new key set
         logger.warning(
             "RedisIRIDupeFilter: cleared %s:* at %s (%d keys; scrapy-redis flush: "
             "SCHEDULER_PERSIST=False or SCHEDULER_FLUSH_ON_START=True); crawlers sharing "
@@ -758,22 +1019,16 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     def __len__(self) -> int:
         """Fingerprints stored in Redis.
 
-        Format 2: the sum of the per-generation counters in the meta (exact: they
-        change in the same script as the buckets).  Format 1: ``HLEN`` of every
+        Format 3: ``SCARD`` of every bucket, pipelined.  Format 2: the sum of the
+        per-generation counters in the meta (exact: they change in the same script
+        as the buckets).  Format 1: ``HLEN`` of every
         bucket, pipelined.
         """
         if not self._meta_ok:
             self.connect()
-        if self.format == FORMAT_VERSION:
+        if self.format != FIXED_FORMAT_VERSION:
             return sum(self.generation_counts())
-        total = 0
-        keys = self.bucket_keys()
-        for i in range(0, len(keys), 1000):
-            pipe = self._client.pipeline(transaction=False)
-            for key in keys[i : i + 1000]:
-                pipe.hlen(key)
-            total += sum(int(n) for n in pipe.execute())
-        return total
+        return self._sum_of("HLEN", self.bucket_keys())
 
     def __contains__(self, request: object) -> bool:
         """True if *request*'s fingerprint is stored (no side effect)."""
@@ -799,6 +1054,8 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     def __repr__(self) -> str:
         if self.format == FIXED_FORMAT_VERSION:
             layout = f"format=1 buckets={self.buckets}"
+        elif self.format == FORMAT_VERSION:
+            layout = f"format=3 b0={self.base_buckets} cap={self.bucket_cap}"
         else:
             layout = f"format=2 b0={self.base_buckets} fill={self.bucket_fill}"
         return f"<{type(self).__name__} {self.safe_url} {self.base_key} {layout}>"

@@ -6,6 +6,8 @@ Nothing here imports the ``iri_scrapy`` core: the server is an independent oracl
 * :mod:`iri_scrapy.testing.server` -- :func:`serve_site`, a loopback forward proxy serving it;
 * :mod:`iri_scrapy.testing.crawl` -- :func:`run_crawl`, a Scrapy crawl in a subprocess;
 * :mod:`iri_scrapy.testing.spider` -- :class:`AliasSpider`, the follow-every-link spider.
+* :mod:`iri_scrapy.testing.wire` -- a legacy web: per-host charsets (queries decoded in
+  them, 404 otherwise) and raw routes for servers that insist on a spelling.
 """
 
 from iri_scrapy.testing.site import DEMO_SITE, ResourceKey, Site, distinct_resource_count

@@ -165,14 +165,17 @@ def run_crawl(
     jobdir: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     spider_kwargs: Mapping[str, Any] | None = None,
+    spider: str | None = None,
 ) -> CrawlResult:
     """Crawl *start_urls* with :class:`AliasSpider` in a subprocess, through *proxy_url*.
 
     *settings* override :data:`DEFAULT_SETTINGS`; classes may be given as objects or
     import paths (e.g. ``{"DUPEFILTER_CLASS": "pkg.mod.Cls"}``).  *jobdir* sets
     ``JOBDIR`` (run twice with the same *jobdir* to resume).  *env* adds environment
-    variables for the child.  Raises :class:`CrawlTimeout` after *timeout* seconds
-    (the child is killed) and :class:`CrawlError` if no result was written.
+    variables for the child.  *spider* is the import path of another spider class
+    (it gets ``start_urls`` and *spider_kwargs*; default :class:`AliasSpider`).
+    Raises :class:`CrawlTimeout` after *timeout* seconds (the child is killed) and
+    :class:`CrawlError` if no result was written.
     """
     merged: dict[str, Any] = dict(DEFAULT_SETTINGS)
     merged.update(_jsonable(dict(settings)))
@@ -186,6 +189,7 @@ def run_crawl(
         "settings": merged,
         "start_urls": list(start_urls),
         "spider_kwargs": _jsonable(dict(spider_kwargs or {})),
+        "spider": spider,
     }
     with tempfile.TemporaryDirectory(prefix="iri-crawl-") as tmp:
         cfg_path = Path(tmp, "config.json")
@@ -234,7 +238,7 @@ def _child(config_path: str, result_path: str) -> int:
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
 
-    from iri_scrapy.testing.spider import AliasSpider
+    from iri_scrapy.testing.spider import AliasSpider, load_object
 
     config = json.loads(Path(config_path).read_text(encoding="utf-8"))
     items: list[dict[str, Any]] = []
@@ -251,7 +255,8 @@ def _child(config_path: str, result_path: str) -> int:
         previous_show(message, category, filename, lineno, file, line)
 
     warnings.showwarning = show
-    crawler = process.create_crawler(AliasSpider)
+    spider = config.get("spider")
+    crawler = process.create_crawler(load_object(spider) if spider else AliasSpider)
 
     def on_item(item: Any, **_: Any) -> None:
         items.append(dict(item))
@@ -270,7 +275,8 @@ def _child(config_path: str, result_path: str) -> int:
     }
     Path(result_path).write_text(json.dumps(result, default=str, ensure_ascii=False),
                                  encoding="utf-8")
-    return 1 if errors else 0
+    # bootstrap_failed: what makes ``scrapy crawl`` exit with 1 (e.g. a start-up refusal)
+    return 1 if errors or process.bootstrap_failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -329,9 +329,9 @@ class _Handler(BaseHTTPRequestHandler):
         if res is None:
             status = 404
             body = b"<!DOCTYPE html><title>404 Not Found</title><h1>Not Found</h1>\n"
-        elif res.redirect_to is not None:
+        elif res.redirect_to is not None or res.location is not None:
             status = 301
-            location = site.get(res.redirect_to).url
+            location = res.location if res.redirect_to is None else site.get(res.redirect_to).url
             body = f'<!DOCTYPE html><title>Moved</title><a href="{location}">moved</a>\n'.encode()
         else:
             status = 200

@@ -86,7 +86,7 @@ class Link:
 
 @dataclass(frozen=True)
 class Resource:
-    """A page (200) or, when *redirect_to* is set, a 301 redirect resource."""
+    """A page (200) or, when *redirect_to* (or a raw *location*) is set, a 301 redirect."""
 
     name: str
     host: Host
@@ -97,6 +97,10 @@ class Resource:
     links: tuple[Link, ...] = ()
     redirect_to: str | None = None
     trap: str | None = None
+    #: A raw ``Location`` for a 301 that names no resource (a malformed one, say).
+    location: str | None = None
+    #: An HTML body served as is instead of the rendered page (malformed markup).
+    html: str | None = None
 
     @property
     def key(self) -> ResourceKey:
@@ -106,7 +110,7 @@ class Resource:
     @property
     def is_redirect(self) -> bool:
         """True for a 301 redirect resource."""
-        return self.redirect_to is not None
+        return self.redirect_to is not None or self.location is not None
 
     @property
     def iri(self) -> str:
@@ -206,6 +210,8 @@ class Site:
 
     def render(self, res: Resource) -> bytes:
         """The UTF-8 HTML body served for page *res*."""
+        if res.html is not None:
+            return res.html.encode("utf-8", errors="surrogatepass")
         return render_page(res).encode("utf-8")
 
     def reachable(self) -> frozenset[str]:
