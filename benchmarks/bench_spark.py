@@ -3,37 +3,46 @@
 Run from the repository root (needs the ``spark`` extra and Java 17+)::
 
     python benchmarks/bench_spark.py [--rows 300000] [--master local[2]] [--input FILE]
+                                     [--repeat 3] [--profile]
 
 The data: ``../shared/corpus/urls_real.txt`` (relative to the repository),
-replicated to ``--rows`` lines in a temporary file.  Three jobs on it:
+replicated to ``--rows`` lines in a temporary file.  Jobs on it, in interleaved
+rounds (best of ``--repeat`` each):
 
-1. ``iri-scrapy dedupe FILE -o /dev/null -q``: the local CLI, one process, one core
-   (wall time of the subprocess, interpreter start included);
-2. the Spark job of ``iri-scrapy dedupe --spark``: read the text file, classify
-   each line with the Arrow-batched UDF (canonical key, rungs, refusals), keep
-   the first line of each key (window by key ordered by line number), and
-   compute the full report (counts, per-rung counts, listed rejects);
-3. the same Spark job with w3lib's ``canonicalize_url`` as the key, in a plain
-   (row-at-a-time, pickled) Python UDF, first line of each key kept the same way.
+1. ``iri-scrapy dedupe FILE -o /dev/null --json-report R -q``: the local CLI, one
+   process, one core; its time is the report's ``elapsed_seconds`` (the job, without
+   the interpreter's start-up, as the Spark jobs are timed in a warm session);
+2. ``spark``: the dedupe of ``iri-scrapy dedupe --spark``: read the text file, one
+   Python pass per partition (key, rungs, fingerprint; the partition's duplicates
+   dropped there), one aggregation by fingerprint, and the full report (counts,
+   per-rung counts, listed rejects);
+3. ``spark-cli``: all of ``iri-scrapy dedupe --spark FILE -o /dev/null`` in the warm
+   session (also writes the unique lines in input order through the driver);
+4. ``w3lib``: the same Spark dedupe with w3lib's ``canonicalize_url`` as the key, in a
+   plain (row-at-a-time, pickled) Python UDF, first line of each key kept by the
+   same aggregation (min of line id and line by key); no report.
 
-Jobs 2 and 3 run in one SparkSession (started, and warmed up on a small file,
-before timing); the three jobs run in turn, best of ``--repeat`` rounds each.
-Rows/s per core divides by the master's core count (``local[N]``) and, for the
-local CLI, by 1.  Prints the ratios; the targets are Spark >= 3x the w3lib Spark
-job, and Spark per core within 2x of the local CLI (CLI / Spark per core <= 2).
+Rows/s per core = rows / (wall seconds x cores the job used): the master's core
+count (``local[N]``) for Spark (session and JVM started, and warmed up on a small
+file, before timing), 1 for the local CLI.  Prints the ratios; the targets are
+Spark >= 3x the w3lib Spark job, and Spark per core within 2x of the local CLI
+(CLI / Spark per core <= 2).  ``--profile`` also times the stages of the Spark
+job: the JVM's read of the file alone, the Arrow round trip to Python with an
+identity UDF, and the Python pass without the aggregation.
 
 Prints a skip notice and exits 0 when the corpus is absent.
 """
 
-from __future__ import annotations
-
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -59,26 +68,43 @@ def _cores(master: str) -> int:
     return os.cpu_count() or 1
 
 
-def _local_cli(path: Path) -> float:
-    exe = [sys.executable, "-m", "iri_scrapy", "dedupe", str(path), "-o", os.devnull, "-q"]
-    start = time.perf_counter()
+def _local_cli(path: Path, tmp: Path) -> tuple[float, int]:
+    report = tmp / "report.json"
+    exe = [sys.executable, "-m", "iri_scrapy", "dedupe", str(path), "-o", os.devnull, "-q",
+           "--json-report", str(report)]
     subprocess.run(exe, check=False, cwd=ROOT)
-    return time.perf_counter() - start
+    doc = json.loads(report.read_text())
+    return float(doc["elapsed_seconds"]), int(doc["unique"])
 
 
-def _spark_jobs(spark: object, path: Path) -> tuple[float, float, int, int]:
-    from pyspark.sql import Window
+def _timed(fn: Callable[[], int]) -> tuple[float, int]:
+    start = time.perf_counter()
+    n = fn()
+    return time.perf_counter() - start, n
+
+
+def _spark_jobs(spark: Any, path: Path, master: str, profile: bool) -> dict[str, Callable[[], int]]:
+    import pyarrow as pa
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
+    from pyspark.sql.functions import arrow_udf
     from w3lib.url import canonicalize_url
 
-    from iri_scrapy.spark import dedupe, read_lines
+    from iri_scrapy.cli import build_parser
+    from iri_scrapy.spark import cli_dedupe, dedupe, read_lines
 
-    def ours() -> tuple[float, int]:
-        start = time.perf_counter()
+    def ours() -> int:
         df, col = read_lines(spark, str(path))
-        stats = dedupe(df, col, order_by="line_id").stats()
-        return time.perf_counter() - start, stats.unique
+        job = dedupe(df, col, order_by="line_id", ordered_partitions=True).persist()
+        try:
+            return job.stats().unique
+        finally:
+            job.unpersist()
+
+    def ours_cli() -> int:
+        args = build_parser().parse_args(
+            ["dedupe", str(path), f"--spark={master}", "-o", os.devnull, "-q"])
+        return cli_dedupe(args).unique
 
     # A plain Python UDF, rows pickled one by one (useArrow=False: the same with or
     # without pandas, which Spark 4 needs for its Arrow-optimized plain UDFs).
@@ -91,16 +117,36 @@ def _spark_jobs(spark: object, path: Path) -> tuple[float, float, int, int]:
         except Exception:  # w3lib raises on some lines; they have no key
             return None
 
-    def w3lib() -> tuple[float, int]:
-        start = time.perf_counter()
-        df = spark.read.option("lineSep", "\n").text(str(path))  # type: ignore[attr-defined]
+    def w3lib() -> int:
+        df = spark.read.option("lineSep", "\n").text(str(path))
         df = df.withColumn("line", F.monotonically_increasing_id())
         df = df.withColumn("key", w3lib_key("value")).where(F.col("key").isNotNull())
-        w = Window.partitionBy("key").orderBy("line")
-        unique = df.withColumn("r", F.row_number().over(w)).where(F.col("r") == 1).count()
-        return time.perf_counter() - start, unique
+        first = df.groupBy("key").agg(F.min(F.struct("line", "value")).alias("first"))
+        return int(first.count())
 
-    return (*ours(), *w3lib())  # type: ignore[return-value]
+    jobs: dict[str, Callable[[], int]] = {"spark": ours, "spark-cli": ours_cli,
+                                          "w3lib": w3lib}
+    if profile:
+        def identity(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+            yield from batches
+
+        ident = arrow_udf(identity, T.BinaryType())  # type: ignore[call-overload]
+
+        def read_only() -> int:
+            df, _ = read_lines(spark, str(path))
+            return int(df.agg(F.sum(F.length("value"))).collect()[0][0])
+
+        def arrow_round_trip() -> int:
+            df, _ = read_lines(spark, str(path))
+            return int(df.select(F.sum(F.length(ident("value")))).collect()[0][0])
+
+        def python_pass() -> int:
+            df, col = read_lines(spark, str(path))
+            job = dedupe(df, col, order_by="line_id", ordered_partitions=True)
+            return int(job.groups.agg(F.count(F.lit(1))).collect()[0][0])
+
+        jobs.update({"read": read_only, "arrow": arrow_round_trip, "pass": python_pass})
+    return jobs
 
 
 def main() -> int:
@@ -109,6 +155,7 @@ def main() -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--input", type=Path, default=CORPUS)
+    parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     if not args.input.exists():
         print(f"skip: {args.input} not found")
@@ -116,6 +163,8 @@ def main() -> int:
     from iri_scrapy.spark import session
 
     cores = _cores(args.master)
+    best: dict[str, float] = {}
+    unique: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "urls.txt"
         rows = _replicate(args.input, args.rows, data)
@@ -125,24 +174,37 @@ def main() -> int:
               f"({cores} cores), load average {os.getloadavg()[0]:.1f} on "
               f"{os.cpu_count()} CPUs")
         spark = session(args.master, "bench_spark")
-        _spark_jobs(spark, warm)  # JVM, Python workers, imports: warm
-        cli, ours, w3 = float("inf"), float("inf"), float("inf")
-        for _ in range(args.repeat):  # interleaved, best of each
-            cli = min(cli, _local_cli(data))
-            t_ours, u_ours, t_w3, u_w3 = _spark_jobs(spark, data)
-            ours, w3 = min(ours, t_ours), min(w3, t_w3)
-        spark.stop()  # type: ignore[attr-defined]
-    cli_rate = rows / cli
-    ours_rate = rows / ours / cores
-    w3_rate = rows / w3 / cores
-    print(f"{'job':<44} {'seconds':>8} {'rows/s/core':>12}")
-    print(f"{'local CLI (iri-scrapy dedupe), 1 core':<44} {cli:>8.2f} {cli_rate:>12,.0f}")
-    print(f"{'Spark: iri_scrapy.spark dedupe + report':<44} {ours:>8.2f} {ours_rate:>12,.0f}")
-    print(f"{'Spark: w3lib canonicalize_url, Python UDF':<44} {w3:>8.2f} {w3_rate:>12,.0f}")
-    print(f"unique: iri_scrapy {u_ours:,}, w3lib {u_w3:,}")
-    print(f"Spark iri_scrapy / Spark w3lib: {ours_rate / w3_rate:.2f}x (target >= 3x)")
-    print(f"local CLI / Spark iri_scrapy, per core: {cli_rate / ours_rate:.2f}x "
-          f"(target <= 2x)")
+        for fn in _spark_jobs(spark, warm, args.master, args.profile).values():  # warm up
+            fn()
+        jobs = _spark_jobs(spark, data, args.master, args.profile)
+        for r in range(args.repeat):  # interleaved, best of each
+            t, unique["cli"] = _local_cli(data, Path(tmp))
+            best["cli"] = min(best.get("cli", t), t)
+            for name, fn in jobs.items():
+                t, unique[name] = _timed(fn)
+                best[name] = min(best.get(name, t), t)
+            print(f"round {r + 1}: " + ", ".join(f"{k} {v:.2f}s" for k, v in best.items()),
+                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+        spark.stop()
+    rate = {k: rows / v / (1 if k == "cli" else cores) for k, v in best.items()}
+    labels = {
+        "cli": "local CLI (iri-scrapy dedupe), 1 core",
+        "spark": "Spark: iri_scrapy.spark dedupe + report",
+        "spark-cli": "Spark: all of dedupe --spark -o /dev/null",
+        "w3lib": "Spark: w3lib canonicalize_url, Python UDF",
+        "read": "profile: JVM read of the lines only",
+        "arrow": "profile: + Arrow round trip (identity UDF)",
+        "pass": "profile: + the Python pass and aggregation",
+    }
+    print(f"{'job':<46} {'seconds':>8} {'rows/s/core':>12}")
+    for k, v in best.items():
+        print(f"{labels[k]:<46} {v:>8.2f} {rate[k]:>12,.0f}")
+    print("unique: " + ", ".join(f"{k} {unique[k]:,}" for k in ("cli", "spark", "spark-cli",
+                                                                  "w3lib")))
+    print(f"Spark iri_scrapy / Spark w3lib: {rate['spark'] / rate['w3lib']:.2f}x "
+          f"(target >= 3x)")
+    print(f"local CLI / Spark iri_scrapy, per core: {rate['cli'] / rate['spark']:.2f}x "
+          f"(target <= 2x); with the lines written: {rate['cli'] / rate['spark-cli']:.2f}x")
     return 0
 
 

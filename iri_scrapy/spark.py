@@ -361,13 +361,12 @@ class SparkDedupe:
     ``unique``: the rows of the first spelling of each resource, with columns
     ``iri_key`` (canonical URI) and ``iri_out`` (the value in *form* when
     ``canonical`` was asked, else null) added.  ``rejects``: the refused rows
-    with ``iri_error``.  ``classified``: the rows that leave the Python pass (the
-    candidates, the rejects and each partition's last row with its counters, in
-    column ``iri``), read by all three: :meth:`persist` it to pass only once.
-    ``groups``: one row per resource (``iri_fp``, struct ``first``).
+    with ``iri_error``.  ``groups``: the one aggregation all of it is read from
+    (after the Python pass, one row per resource, per refused row and per
+    partition's counters: ``iri_fp``, struct ``first``, ``counts``); :meth:`persist`
+    it to compute the pass and the aggregation once for all three.
     """
 
-    classified: DataFrame
     groups: DataFrame
     unique: DataFrame
     rejects: DataFrame
@@ -377,19 +376,17 @@ class SparkDedupe:
     rung_stats: bool
 
     def persist(self) -> "SparkDedupe":
-        """Cache the pass and the groups (each is then computed once)."""
-        self.classified.persist()
+        """Cache :attr:`groups` (the pass and the aggregation then run once)."""
         self.groups.persist()
         return self
 
     def unpersist(self) -> None:
         self.groups.unpersist()
-        self.classified.unpersist()
 
     def partition_counts(self) -> list[list[int]]:
         """The counters of each partition of the pass (:data:`_COUNTS`, then rungs)."""
-        rows = self.classified.where(F.col("iri")["counts"].isNotNull()).select(
-            F.col("iri")["counts"]).collect()
+        rows = self.groups.where(F.size("counts") > 0).select(
+            F.explode("counts")).collect()
         return sorted(list(r[0]) for r in rows)
 
     def stats(self, max_rejects: int = 20, counts: list[list[int]] | None = None
@@ -406,11 +403,12 @@ class SparkDedupe:
         base = len(_COUNTS)
         total = [sum(c[i] for c in counts) for i in range(base + 2 * n)]
         first = F.col("first")["iri_rungs"]
-        aggs = [F.count(F.lit(1)).alias("unique")]
+        ok = F.col("iri_fp").isNotNull()
+        aggs = [F.count(F.when(ok, 1)).alias("unique")]
         if self.rung_stats:
-            aggs.append(F.sum(F.when(first == 0, 1).otherwise(0)).alias("r_simple"))
-            aggs.extend(F.sum(F.when(first.bitwiseAND(_BIT[k]) != 0, 1).otherwise(0)
-                              ).alias(f"r_{k}") for k in RUNG_KEYS[1:])
+            aggs.append(F.count(F.when(ok & (first == 0), 1)).alias("r_simple"))
+            aggs.extend(F.count(F.when(ok & (first.bitwiseAND(_BIT[k]) != 0), 1)
+                                ).alias(f"r_{k}") for k in RUNG_KEYS[1:])
         row = self.groups.agg(*aggs).collect()[0].asDict()
         valid = total[4] + total[5]
         unique = int(row["unique"] or 0)
@@ -467,20 +465,25 @@ def dedupe(
                       bool(ordered_partitions))
     iri = F.col("iri")
     x = x.withColumn("iri", _udf(fn, _PASS_SCHEMA).asNondeterministic()(F.col(col)))
-    classified = x.where((iri["kind"] <= _REJECT) | iri["counts"].isNotNull())
+    # What leaves the pass: candidates, rejects, and each partition's last row (counters).
+    x = x.where((iri["kind"] <= _REJECT) | iri["counts"].isNotNull())
     columns = [*df.columns, *([order_by] if order_by not in df.columns else [])]
     rest = [c for c in columns if c not in (order_by, col)]
-    groups = classified.where(iri["kind"] == _CANDIDATE).groupBy(
-        iri["fp"].alias("iri_fp")).agg(F.min(F.struct(
+    # One aggregation: a candidate's group is its fingerprint; any other row is alone.
+    alone = F.when(iri["kind"] != _CANDIDATE, F.monotonically_increasing_id())
+    groups = x.groupBy(iri["fp"].alias("iri_fp"), alone.alias("iri_rid")).agg(
+        F.min(F.struct(
             F.col(order_by), F.col(col), *[F.col(c) for c in rest],
             iri["key"].alias("iri_key"), iri["out"].alias("iri_out"),
-            iri["rungs"].alias("iri_rungs"))).alias("first"))
-    unique = groups.select(*[F.col("first")[c].alias(c) for c in columns],
-                           F.col("first")["iri_key"].alias("iri_key"),
-                           F.col("first")["iri_out"].alias("iri_out"))
-    rejects = classified.where(iri["kind"] == _REJECT).select(
-        *columns, iri["error"].alias("iri_error"))
-    return SparkDedupe(classified, groups, unique, rejects, order_by, col, lvl, rung_stats)
+            iri["rungs"].alias("iri_rungs"), iri["error"].alias("iri_error"))).alias("first"),
+        F.collect_list(iri["counts"]).alias("counts"))
+    first = F.col("first")
+    unique = groups.where(F.col("iri_fp").isNotNull()).select(
+        *[first[c].alias(c) for c in columns], first["iri_key"].alias("iri_key"),
+        first["iri_out"].alias("iri_out"))
+    rejects = groups.where(first["iri_error"].isNotNull()).select(
+        *[first[c].alias(c) for c in columns], first["iri_error"].alias("iri_error"))
+    return SparkDedupe(groups, unique, rejects, order_by, col, lvl, rung_stats)
 
 
 def _first_string_column(df: DataFrame, names: Iterable[str] = ("url", "uri", "iri")) -> str:

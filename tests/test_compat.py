@@ -97,9 +97,10 @@ PUBLIC: dict[str, set[str]] = {
     },
     "redis.retry": {"Retry"},
     "typing_extensions": {"Self"},
-    # iri_scrapy.spark; PySpark API reference (pyspark.sql: Column, DataFrame, Window,
-    # SparkSession, the functions and types modules; functions.arrow_udf, 4.1+)
-    "pyspark.sql": {"Column", "DataFrame", "Window", "SparkSession", "functions", "types"},
+    # iri_scrapy.spark; PySpark API reference (pyspark.TaskContext; pyspark.sql: Column,
+    # DataFrame, SparkSession, the functions and types modules; functions.arrow_udf, 4.1+)
+    "pyspark": {"TaskContext"},
+    "pyspark.sql": {"Column", "DataFrame", "SparkSession", "functions", "types"},
     "pyspark.sql.functions": {"arrow_udf"},
 }
 #: Third-party modules the package may ``import`` as a whole.
