@@ -30,12 +30,18 @@ Spark >= 3x the w3lib Spark job, and Spark per core within 2x of the local CLI
 job: the JVM's read of the file alone, the Arrow round trip to Python with an
 identity UDF, and the Python pass without the aggregation.
 
+The machine may be shared: the CPU seconds of each job are printed as well (for
+Spark, of this process and all its descendants, the JVM and its Python workers,
+from /proc; for the CLI, of the subprocess less the start-up of the same command
+on an empty file), and rows per CPU second beside rows/s per core.
+
 Prints a skip notice and exits 0 when the corpus is absent.
 """
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -68,19 +74,58 @@ def _cores(master: str) -> int:
     return os.cpu_count() or 1
 
 
-def _local_cli(path: Path, tmp: Path) -> tuple[float, int]:
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _tree_cpu() -> float:
+    """CPU seconds of this process and its descendants (the JVM, its Python workers),
+    reaped children included, from /proc."""
+    parent: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry)] = int(fields[1])
+        ticks[int(entry)] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    me, total = os.getpid(), 0
+    for pid, t in ticks.items():
+        p = pid
+        while p > 1 and p != me:
+            p = parent.get(p, 0)
+        if p == me:
+            total += t
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _local_cli(path: Path, tmp: Path) -> tuple[float, int, float]:
+    """The CLI's elapsed seconds (its report), unique lines, CPU seconds (start-up less)."""
     report = tmp / "report.json"
     exe = [sys.executable, "-m", "iri_scrapy", "dedupe", str(path), "-o", os.devnull, "-q",
            "--json-report", str(report)]
+    cpu = _children_cpu()
     subprocess.run(exe, check=False, cwd=ROOT)
+    cpu = _children_cpu() - cpu
     doc = json.loads(report.read_text())
-    return float(doc["elapsed_seconds"]), int(doc["unique"])
+    empty = tmp / "empty.txt"
+    empty.write_bytes(b"")
+    start_cpu = _children_cpu()
+    subprocess.run([*exe[:4], str(empty), *exe[5:]], check=False, cwd=ROOT)
+    cpu -= _children_cpu() - start_cpu
+    return float(doc["elapsed_seconds"]), int(doc["unique"]), cpu
 
 
-def _timed(fn: Callable[[], int]) -> tuple[float, int]:
+def _timed(fn: Callable[[], int]) -> tuple[float, int, float]:
+    cpu = _tree_cpu()
     start = time.perf_counter()
     n = fn()
-    return time.perf_counter() - start, n
+    return time.perf_counter() - start, n, _tree_cpu() - cpu
 
 
 def _spark_jobs(spark: Any, path: Path, master: str, profile: bool) -> dict[str, Callable[[], int]]:
@@ -164,6 +209,7 @@ def main() -> int:
 
     cores = _cores(args.master)
     best: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     unique: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "urls.txt"
@@ -178,11 +224,13 @@ def main() -> int:
             fn()
         jobs = _spark_jobs(spark, data, args.master, args.profile)
         for r in range(args.repeat):  # interleaved, best of each
-            t, unique["cli"] = _local_cli(data, Path(tmp))
+            t, unique["cli"], c = _local_cli(data, Path(tmp))
             best["cli"] = min(best.get("cli", t), t)
+            cpu["cli"] = min(cpu.get("cli", c), c)
             for name, fn in jobs.items():
-                t, unique[name] = _timed(fn)
+                t, unique[name], c = _timed(fn)
                 best[name] = min(best.get(name, t), t)
+                cpu[name] = min(cpu.get(name, c), c)
             print(f"round {r + 1}: " + ", ".join(f"{k} {v:.2f}s" for k, v in best.items()),
                   f"(load {os.getloadavg()[0]:.1f})", flush=True)
         spark.stop()
@@ -196,15 +244,20 @@ def main() -> int:
         "arrow": "profile: + Arrow round trip (identity UDF)",
         "pass": "profile: + the Python pass and aggregation",
     }
-    print(f"{'job':<46} {'seconds':>8} {'rows/s/core':>12}")
+    per_cpu = {k: rows / v for k, v in cpu.items()}
+    print(f"{'job':<46} {'seconds':>8} {'rows/s/core':>12} {'CPU s':>7} {'rows/CPU s':>11}")
     for k, v in best.items():
-        print(f"{labels[k]:<46} {v:>8.2f} {rate[k]:>12,.0f}")
+        print(f"{labels[k]:<46} {v:>8.2f} {rate[k]:>12,.0f} {cpu[k]:>7.2f} "
+              f"{per_cpu[k]:>11,.0f}")
     print("unique: " + ", ".join(f"{k} {unique[k]:,}" for k in ("cli", "spark", "spark-cli",
                                                                   "w3lib")))
     print(f"Spark iri_scrapy / Spark w3lib: {rate['spark'] / rate['w3lib']:.2f}x "
           f"(target >= 3x)")
     print(f"local CLI / Spark iri_scrapy, per core: {rate['cli'] / rate['spark']:.2f}x "
           f"(target <= 2x); with the lines written: {rate['cli'] / rate['spark-cli']:.2f}x")
+    print(f"by CPU seconds: Spark / w3lib {per_cpu['spark'] / per_cpu['w3lib']:.2f}x, "
+          f"CLI / Spark {per_cpu['cli'] / per_cpu['spark']:.2f}x, "
+          f"CLI / Spark with the lines written {per_cpu['cli'] / per_cpu['spark-cli']:.2f}x")
     return 0
 
 

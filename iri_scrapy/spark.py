@@ -33,7 +33,7 @@ shared by nothing.  They are a speed-up only: a cold cache gives the same keys.
 """
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -374,6 +374,9 @@ class SparkDedupe:
     col: str
     level: Level
     rung_stats: bool
+    #: Each partition's counters of the pass (:data:`_COUNTS`, then the rungs), set by
+    #: :meth:`stats`.
+    partition_counts: list[list[int]] = field(default_factory=list)
 
     def persist(self) -> "SparkDedupe":
         """Cache :attr:`groups` (the pass and the aggregation then run once)."""
@@ -383,33 +386,29 @@ class SparkDedupe:
     def unpersist(self) -> None:
         self.groups.unpersist()
 
-    def partition_counts(self) -> list[list[int]]:
-        """The counters of each partition of the pass (:data:`_COUNTS`, then rungs)."""
-        rows = self.groups.where(F.size("counts") > 0).select(
-            F.explode("counts")).collect()
-        return sorted(list(r[0]) for r in rows)
-
-    def stats(self, max_rejects: int = 20, counts: list[list[int]] | None = None
-              ) -> DedupeStats:
-        """The counters of the run, as ``iri-scrapy dedupe`` reports them.
+    def stats(self, max_rejects: int = 20) -> DedupeStats:
+        """The counters of the run, as ``iri-scrapy dedupe`` reports them (one job over
+        :attr:`groups`; a second one lists the rejects, when there are some).
 
         ``rejects`` lists the first *max_rejects* refused rows by the order
         column; their ``line`` is the order column's value (the CLI orders by
-        line number).
+        line number).  :attr:`partition_counts` is set: each partition's counters.
         """
-        if counts is None:
-            counts = self.partition_counts()
         n = len(RUNG_KEYS)
         base = len(_COUNTS)
-        total = [sum(c[i] for c in counts) for i in range(base + 2 * n)]
         first = F.col("first")["iri_rungs"]
         ok = F.col("iri_fp").isNotNull()
-        aggs = [F.count(F.when(ok, 1)).alias("unique")]
+        aggs = [F.count(F.when(ok, 1)).alias("unique"),
+                F.flatten(F.collect_list(F.when(F.size("counts") > 0, F.col("counts"))
+                                         )).alias("counts")]
         if self.rung_stats:
             aggs.append(F.count(F.when(ok & (first == 0), 1)).alias("r_simple"))
             aggs.extend(F.count(F.when(ok & (first.bitwiseAND(_BIT[k]) != 0), 1)
                                 ).alias(f"r_{k}") for k in RUNG_KEYS[1:])
         row = self.groups.agg(*aggs).collect()[0].asDict()
+        counts = sorted(list(c) for c in row["counts"] or [])
+        self.partition_counts = counts
+        total = [sum(c[i] for c in counts) for i in range(base + 2 * n)]
         valid = total[4] + total[5]
         unique = int(row["unique"] or 0)
         stats = DedupeStats(lines=total[1], unique=unique, duplicates=valid - unique,
@@ -490,9 +489,9 @@ def _first_string_column(df: DataFrame, names: Iterable[str] = ("url", "uri", "i
     for name in names:
         if name in df.columns:
             return name
-    for field in df.schema.fields:
-        if isinstance(field.dataType, (T.StringType, T.BinaryType)):
-            return field.name
+    for f in df.schema.fields:
+        if isinstance(f.dataType, (T.StringType, T.BinaryType)):
+            return f.name
     raise ValueError("no string column in the input")
 
 
@@ -580,6 +579,33 @@ def _bytes(value: Any) -> bytes:
     return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
 
 
+def _write_local(unique: DataFrame, stream: Any, canonical: bool, out: str | None) -> None:
+    """Write the ``text`` of *unique* (ordered) to *stream* through Spark's text writer
+    into a temporary directory (next to OUT), then its part files in order: no row
+    passes through the driver's Python.  The unique lines are UTF-8 (a line that is
+    not was refused), so the cast to string keeps their bytes; a final CR is dropped,
+    as the local CLI drops it."""
+    import os
+    import shutil
+    import tempfile
+
+    text = F.col("text").cast("string")
+    if not canonical:
+        text = F.regexp_replace(text, "\r$", "")
+    where = os.path.dirname(os.path.abspath(out)) if out not in (None, "-") else None
+    tmp = tempfile.mkdtemp(prefix=".iri-dedupe-", dir=where)
+    try:
+        unique.select(text.alias("value")).write.mode("overwrite").option(
+            "lineSep", "\n").text(os.path.join(tmp, "lines"))
+        parts = sorted(n for n in os.listdir(os.path.join(tmp, "lines"))
+                       if n.startswith("part-"))
+        for name in parts:
+            with open(os.path.join(tmp, "lines", name), "rb") as f:
+                shutil.copyfileobj(f, stream, 1 << 20)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def cli_dedupe(args: Any) -> DedupeStats:
     """``iri-scrapy dedupe --spark``: the local command's job and report on Spark.
 
@@ -596,9 +622,8 @@ def cli_dedupe(args: Any) -> DedupeStats:
                  keep_fragment=args.keep_fragment, nfc=args.nfc, canonical=args.canonical,
                  form=args.form, rung_stats=args.rung_stats).persist()
     try:
-        counts = job.partition_counts()
-        offsets = _offsets(counts)
-        stats = job.stats(args.max_listed, counts)
+        stats = job.stats(args.max_listed)
+        offsets = _offsets(job.partition_counts)
         stats.rejects = [Reject(_line(offsets, r.line), r.error) for r in stats.rejects]
         if args.canonical:
             text = F.col("iri_out")
@@ -616,11 +641,14 @@ def cli_dedupe(args: Any) -> DedupeStats:
             stream = (sys.stdout.buffer if out in (None, "-")
                       else open(out, "wb"))  # noqa: SIM115
             try:
-                for row in unique.toLocalIterator():
-                    data = _bytes(row["text"])
-                    if not args.canonical and data.endswith(b"\r"):
-                        data = data[:-1]  # as the local CLI: the line without CR LF
-                    stream.write(data + b"\n")
+                if args.spark.startswith("local"):
+                    _write_local(unique, stream, args.canonical, out)
+                else:
+                    for row in unique.toLocalIterator(prefetchPartitions=True):
+                        data = _bytes(row["text"])
+                        if not args.canonical and data.endswith(b"\r"):
+                            data = data[:-1]  # as the local CLI: the line without CR LF
+                        stream.write(data + b"\n")
             finally:
                 if stream is sys.stdout.buffer:
                     stream.flush()
@@ -629,7 +657,7 @@ def cli_dedupe(args: Any) -> DedupeStats:
         if args.rejects:
             rej = job.rejects.select("line_id", F.col(col).alias("text")).orderBy("line_id")
             with open(args.rejects, "wb") as f:
-                for row in rej.toLocalIterator():
+                for row in rej.toLocalIterator(prefetchPartitions=True):
                     f.write(_bytes(row["text"]) + b"\n")
     finally:
         job.unpersist()
