@@ -282,10 +282,12 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
             keys: list[str | None] = []
             outs: list[str | None] = []
             errors: list[str | None] = []
-            for value in _values(values):
-                stats.lines += 1
+            batch = _values(values)
+            stats.lines += len(batch)
+            for value in batch:
                 outcome, text, found, written = (
-                    _NULL if value is None else decide(_text(value)))
+                    decide(value) if value.__class__ is str
+                    else _NULL if value is None else decide(_text(value)))
                 if outcome is None:
                     fp = fingerprint(text)
                     if first_wins and not add(fp, found):
