@@ -363,12 +363,13 @@ class SparkDedupe:
     ``unique``: the rows of the first spelling of each resource, with columns
     ``iri_key`` (canonical URI) and ``iri_out`` (the value in *form* when
     ``canonical`` was asked, else null) added.  ``rejects``: the refused rows
-    with ``iri_error``.  ``groups``: the one aggregation all of it is read from
-    (after the Python pass, one row per resource, per refused row and per
-    partition's counters: ``iri_fp``, struct ``first``, ``counts``); :meth:`persist`
-    it to compute the pass and the aggregation once for all three.
+    with ``iri_error``.  ``classified``: what leaves the Python pass (the
+    candidates, the refused rows and each partition's last row with its counters,
+    in column ``iri``), which all three read: :meth:`persist` it to pass once.
+    ``groups``: one row per resource (``iri_fp``, struct ``first``).
     """
 
+    classified: DataFrame
     groups: DataFrame
     unique: DataFrame
     rejects: DataFrame
@@ -376,21 +377,22 @@ class SparkDedupe:
     col: str
     level: Level
     rung_stats: bool
+    unique_order: bool
     #: Each partition's counters of the pass (:data:`_COUNTS`, then the rungs), set by
     #: :meth:`stats`.
     partition_counts: list[list[int]] = field(default_factory=list)
 
     def persist(self) -> "SparkDedupe":
-        """Cache :attr:`groups` (the pass and the aggregation then run once)."""
-        self.groups.persist()
+        """Cache :attr:`classified` (the Python pass then runs once)."""
+        self.classified.persist()
         return self
 
     def unpersist(self) -> None:
-        self.groups.unpersist()
+        self.classified.unpersist()
 
     def stats(self, max_rejects: int = 20) -> DedupeStats:
-        """The counters of the run, as ``iri-scrapy dedupe`` reports them (one job over
-        :attr:`groups`; a second one lists the rejects, when there are some).
+        """The counters of the run, as ``iri-scrapy dedupe`` reports them (one job; a
+        second one lists the rejects, when there are some).
 
         ``rejects`` lists the first *max_rejects* refused rows by the order
         column; their ``line`` is the order column's value (the CLI orders by
@@ -398,16 +400,26 @@ class SparkDedupe:
         """
         n = len(RUNG_KEYS)
         base = len(_COUNTS)
-        first = F.col("first")["iri_rungs"]
-        ok = F.col("iri_fp").isNotNull()
+        iri = F.col("iri")
+        order = F.col(self.order_by)
+        # The rungs of each resource's first row: by the order alone when it has no
+        # ties (a hash aggregation, no sort), else ties broken by the value.
+        first_mask = (F.min_by(iri["rungs"], order) if self.unique_order
+                      else F.min(F.struct(order, F.col(self.col),
+                                          iri["rungs"].alias("m")))["m"])
+        per_fp = self.classified.where(
+            (iri["kind"] == _CANDIDATE) | iri["counts"].isNotNull()).groupBy(
+            F.when(iri["kind"] == _CANDIDATE, iri["fp"]).alias("fp")).agg(
+            first_mask.alias("m"), F.collect_list(iri["counts"]).alias("counts"))
+        first = F.col("m")
+        ok = F.col("fp").isNotNull()
         aggs = [F.count(F.when(ok, 1)).alias("unique"),
-                F.flatten(F.collect_list(F.when(F.size("counts") > 0, F.col("counts"))
-                                         )).alias("counts")]
+                F.flatten(F.collect_list("counts")).alias("counts")]
         if self.rung_stats:
             aggs.append(F.count(F.when(ok & (first == 0), 1)).alias("r_simple"))
             aggs.extend(F.count(F.when(ok & (first.bitwiseAND(_BIT[k]) != 0), 1)
                                 ).alias(f"r_{k}") for k in RUNG_KEYS[1:])
-        row = self.groups.agg(*aggs).collect()[0].asDict()
+        row = per_fp.agg(*aggs).collect()[0].asDict()
         counts = sorted(list(c) for c in row["counts"] or [])
         self.partition_counts = counts
         total = [sum(c[i] for c in counts) for i in range(base + 2 * n)]
@@ -433,6 +445,7 @@ def dedupe(
     *,
     order_by: str | None = None,
     ordered_partitions: bool | None = None,
+    unique_order: bool | None = None,
     keep_fragment: bool = False,
     nfc: bool = False,
     canonical: bool = False,
@@ -449,10 +462,12 @@ def dedupe(
     partitions, which for one text file is the order of its lines.
     *ordered_partitions* (default: true without *order_by*) says that *order_by*
     increases strictly along each partition (as such an id does): each partition's
-    duplicates are then dropped in the Python pass, before the shuffle.  Rows that
-    are not URLs, or have no canonical form, go to ``rejects`` with their error
-    message; blank rows are counted and dropped.  Duplicates are counted per rung of
-    the ladder that changed their spelling (``simple`` when already canonical), like
+    duplicates are then dropped in the Python pass, before the shuffle;
+    *unique_order* (default: true without *order_by*) that no two rows share an
+    *order_by* value (the report's aggregation then needs no sort).  Rows that are
+    not URLs, or have no canonical form, go to ``rejects`` with their error message;
+    blank rows are counted and dropped.  Duplicates are counted per rung of the
+    ladder that changed their spelling (``simple`` when already canonical), like
     the local CLI.
     """
     lvl = Level.coerce(level)
@@ -460,31 +475,28 @@ def dedupe(
     if order_by is None:
         order_by = "iri_order"
         x = x.withColumn(order_by, F.monotonically_increasing_id())
-        if ordered_partitions is None:
-            ordered_partitions = True
+        ordered_partitions = True if ordered_partitions is None else ordered_partitions
+        unique_order = True if unique_order is None else unique_order
     fn = _dedupe_pass(lvl, keep_fragment, nfc, form if canonical else None, rung_stats,
                       bool(ordered_partitions))
     iri = F.col("iri")
     x = x.withColumn("iri", _udf(fn, _PASS_SCHEMA).asNondeterministic()(F.col(col)))
     # What leaves the pass: candidates, rejects, and each partition's last row (counters).
-    x = x.where((iri["kind"] <= _REJECT) | iri["counts"].isNotNull())
+    classified = x.where((iri["kind"] <= _REJECT) | iri["counts"].isNotNull())
     columns = [*df.columns, *([order_by] if order_by not in df.columns else [])]
     rest = [c for c in columns if c not in (order_by, col)]
-    # One aggregation: a candidate's group is its fingerprint; any other row is alone.
-    alone = F.when(iri["kind"] != _CANDIDATE, F.monotonically_increasing_id())
-    groups = x.groupBy(iri["fp"].alias("iri_fp"), alone.alias("iri_rid")).agg(
-        F.min(F.struct(
+    groups = classified.where(iri["kind"] == _CANDIDATE).groupBy(
+        iri["fp"].alias("iri_fp")).agg(F.min(F.struct(
             F.col(order_by), F.col(col), *[F.col(c) for c in rest],
-            iri["key"].alias("iri_key"), iri["out"].alias("iri_out"),
-            iri["rungs"].alias("iri_rungs"), iri["error"].alias("iri_error"))).alias("first"),
-        F.collect_list(iri["counts"]).alias("counts"))
+            iri["key"].alias("iri_key"), iri["out"].alias("iri_out"))).alias("first"))
     first = F.col("first")
-    unique = groups.where(F.col("iri_fp").isNotNull()).select(
-        *[first[c].alias(c) for c in columns], first["iri_key"].alias("iri_key"),
-        first["iri_out"].alias("iri_out"))
-    rejects = groups.where(first["iri_error"].isNotNull()).select(
-        *[first[c].alias(c) for c in columns], first["iri_error"].alias("iri_error"))
-    return SparkDedupe(groups, unique, rejects, order_by, col, lvl, rung_stats)
+    unique = groups.select(*[first[c].alias(c) for c in columns],
+                           first["iri_key"].alias("iri_key"),
+                           first["iri_out"].alias("iri_out"))
+    rejects = classified.where(iri["kind"] == _REJECT).select(
+        *columns, iri["error"].alias("iri_error"))
+    return SparkDedupe(classified, groups, unique, rejects, order_by, col, lvl, rung_stats,
+                       bool(unique_order))
 
 
 def _first_string_column(df: DataFrame, names: Iterable[str] = ("url", "uri", "iri")) -> str:
@@ -621,6 +633,7 @@ def cli_dedupe(args: Any) -> DedupeStats:
     spark = session(args.spark)
     df, col = read_lines(spark, args.input, getattr(args, "column", None))
     job = dedupe(df, col, args.level, order_by="line_id", ordered_partitions=True,
+                 unique_order=True,
                  keep_fragment=args.keep_fragment, nfc=args.nfc, canonical=args.canonical,
                  form=args.form, rung_stats=args.rung_stats).persist()
     try:

@@ -93,6 +93,8 @@ def _expected(value: str, level: Level, form: Any, keep_fragment: bool) -> str |
 
 
 def test_keys_and_rungs_equal_the_core_row_for_row(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
     from iri_scrapy.spark import classify, retrieval_key, rungs
 
     values = _corpus()
@@ -102,9 +104,9 @@ def test_keys_and_rungs_equal_the_core_row_for_row(spark: Any) -> None:
               (Level.SCHEME, "iri", True), (Level.SCHEME, "surt", False)]
     cols = [retrieval_key("v", lvl, form=form, keep_fragment=kf).alias(f"k{n}")
             for n, (lvl, form, kf) in enumerate(combos)]
-    rows = df.select("i", *cols, rungs("v").alias("r"),
-                     classify("v")["error"].alias("e"), classify("v")["blank"].alias("b"),
-                     ).collect()
+    rows = df.select("i", *cols, rungs("v").alias("r"), classify("v").alias("c")).select(
+        "i", *[f"k{n}" for n in range(len(combos))], "r", F.col("c")["error"].alias("e"),
+        F.col("c")["blank"].alias("b")).collect()
     assert len(rows) == len(values)
     mismatches = []
     for row in rows:
