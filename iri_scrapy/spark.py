@@ -33,7 +33,7 @@ shared by nothing.  They are a speed-up only: a cold cache gives the same keys.
 """
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -378,9 +378,12 @@ class SparkDedupe:
     level: Level
     rung_stats: bool
     unique_order: bool
-    #: Each partition's counters of the pass (:data:`_COUNTS`, then the rungs), set by
-    #: :meth:`stats`.
-    partition_counts: list[list[int]] = field(default_factory=list)
+
+    def partition_lines(self) -> dict[int, int]:
+        """``{partition: lines}`` of the pass (a small job; cheap when persisted)."""
+        rows = self.classified.where(F.col("iri")["counts"].isNotNull()).select(
+            F.col("iri")["counts"][0], F.col("iri")["counts"][1]).collect()
+        return {int(r[0]): int(r[1]) for r in rows}
 
     def persist(self) -> "SparkDedupe":
         """Cache :attr:`classified` (the Python pass then runs once)."""
@@ -396,7 +399,7 @@ class SparkDedupe:
 
         ``rejects`` lists the first *max_rejects* refused rows by the order
         column; their ``line`` is the order column's value (the CLI orders by
-        line number).  :attr:`partition_counts` is set: each partition's counters.
+        line number).
         """
         n = len(RUNG_KEYS)
         base = len(_COUNTS)
@@ -407,22 +410,23 @@ class SparkDedupe:
         first_mask = (F.min_by(iri["rungs"], order) if self.unique_order
                       else F.min(F.struct(order, F.col(self.col),
                                           iri["rungs"].alias("m")))["m"])
+        width = base + 2 * n
+        counts = iri["counts"]
+        # Sums of the partitions' counters ride along (hashable longs: no sort).
         per_fp = self.classified.where(
-            (iri["kind"] == _CANDIDATE) | iri["counts"].isNotNull()).groupBy(
+            (iri["kind"] == _CANDIDATE) | counts.isNotNull()).groupBy(
             F.when(iri["kind"] == _CANDIDATE, iri["fp"]).alias("fp")).agg(
-            first_mask.alias("m"), F.collect_list(iri["counts"]).alias("counts"))
+            first_mask.alias("m"), *[F.sum(counts[i]).alias(f"c{i}") for i in range(1, width)])
         first = F.col("m")
         ok = F.col("fp").isNotNull()
         aggs = [F.count(F.when(ok, 1)).alias("unique"),
-                F.flatten(F.collect_list("counts")).alias("counts")]
+                *[F.sum(f"c{i}").alias(f"c{i}") for i in range(1, width)]]
         if self.rung_stats:
             aggs.append(F.count(F.when(ok & (first == 0), 1)).alias("r_simple"))
             aggs.extend(F.count(F.when(ok & (first.bitwiseAND(_BIT[k]) != 0), 1)
                                 ).alias(f"r_{k}") for k in RUNG_KEYS[1:])
         row = per_fp.agg(*aggs).collect()[0].asDict()
-        counts = sorted(list(c) for c in row["counts"] or [])
-        self.partition_counts = counts
-        total = [sum(c[i] for c in counts) for i in range(base + 2 * n)]
+        total = [0] + [int(row[f"c{i}"] or 0) for i in range(1, width)]
         valid = total[4] + total[5]
         unique = int(row["unique"] or 0)
         stats = DedupeStats(lines=total[1], unique=unique, duplicates=valid - unique,
@@ -578,14 +582,14 @@ def _line(offsets: dict[int, int], line_id: int) -> int:
     return offsets.get(line_id >> 33, 0) + (line_id & ((1 << 33) - 1)) + 1
 
 
-def _offsets(counts: list[list[int]]) -> dict[int, int]:
-    """Lines before each partition, from the counters of the pass (every partition
-    with a row has its counters; the ids of :func:`read_lines` carry the partition
-    index in their upper bits)."""
+def _offsets(lines: dict[int, int]) -> dict[int, int]:
+    """Lines before each partition, from the lines of each (every partition with a
+    row has its counters; the ids of :func:`read_lines` carry the partition index in
+    their upper bits)."""
     offsets, total = {}, 0
-    for c in sorted(counts):
-        offsets[c[0]] = total
-        total += c[1]
+    for p in sorted(lines):
+        offsets[p] = total
+        total += lines[p]
     return offsets
 
 
@@ -638,7 +642,8 @@ def cli_dedupe(args: Any) -> DedupeStats:
                  form=args.form, rung_stats=args.rung_stats).persist()
     try:
         stats = job.stats(args.max_listed)
-        offsets = _offsets(job.partition_counts)
+        parquet = (args.output or "").endswith(".parquet")
+        offsets = _offsets(job.partition_lines()) if stats.rejects or parquet else {}
         stats.rejects = [Reject(_line(offsets, r.line), r.error) for r in stats.rejects]
         if args.canonical:
             text = F.col("iri_out")
