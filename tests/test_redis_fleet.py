@@ -27,6 +27,7 @@ from tests.test_frontier import child_env, make_project, stat_of
 pytestmark = pytest.mark.redis
 
 PAGES = 1500
+SMALL_PAGES = 600
 CONCURRENCY = 8
 LATENCY = 0.005
 SEED = 3987
@@ -136,12 +137,18 @@ def test_kill_9_one_of_two_workers(site_server: SlowSiteServer, redis_server: Re
     assert queue_state(redis_server) == {"ready": 0, "leases": 0, "bodies": 0, "intents": 0}
 
 
+@pytest.fixture(scope="module")
+def small_site_server() -> Iterator[SlowSiteServer]:
+    with SlowSiteServer(large_site(SMALL_PAGES), latency=LATENCY) as srv:
+        yield srv
+
+
 @pytest.mark.slow
-def test_redis_killed_and_restarted_mid_crawl(site_server: SlowSiteServer,
+def test_redis_killed_and_restarted_mid_crawl(small_site_server: SlowSiteServer,
                                               tmp_path: Path) -> None:
     """redis-server SIGKILLed mid-crawl and started again on its AOF (appendfsync
     always): the worker waits for it (bounded retries) and finishes; nothing lost."""
-    srv = site_server
+    srv = small_site_server
     srv.reset()
     redis = RedisServer(tmp_path / "redis",
                         extra_args=("--appendonly", "yes", "--appendfsync", "always"))
@@ -150,7 +157,7 @@ def test_redis_killed_and_restarted_mid_crawl(site_server: SlowSiteServer,
         project = fleet_project(tmp_path / "p", srv, redis.url, lease=30)
         worker = start_worker(project, "A")
         try:
-            wait_hits(srv, random.Random(SEED + 1).randrange(200, 600), [worker])
+            wait_hits(srv, random.Random(SEED + 1).randrange(100, 300), [worker])
             redis.kill()
             down_at = len(srv.hits.hits)
             time.sleep(1.5)
