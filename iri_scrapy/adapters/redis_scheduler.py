@@ -112,7 +112,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import CloseSpider, DontCloseSpider
-from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.request import request_from_dict
 
 from . import compat  # noqa: F401 - checks the installed Scrapy first
@@ -371,6 +370,7 @@ class RedisIRIScheduler(BaseScheduler):
         self._warned_unser = False
         self._tick_failing = False
         self._counts: dict[str, int] = {}
+        self._connected = False  # to the crawler's signals
 
     # --- construction ------------------------------------------------------------
 
@@ -394,7 +394,9 @@ class RedisIRIScheduler(BaseScheduler):
             stall_seconds=max(60.0, 2 * settings.getfloat("DOWNLOAD_TIMEOUT", 180)),
         )
         df_cls = load_object(settings["DUPEFILTER_CLASS"])
-        return cls(build_from_crawler(df_cls, crawler), **kwargs)
+        from_crawler = getattr(df_cls, "from_crawler", None)
+        dupefilter = from_crawler(crawler) if from_crawler is not None else df_cls()
+        return cls(dupefilter, **kwargs)
 
     # --- Redis plumbing ------------------------------------------------------------
 
@@ -433,9 +435,10 @@ class RedisIRIScheduler(BaseScheduler):
                                                          client=self._client))
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
-        from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
+        from redis.exceptions import ConnectionError, TimeoutError
 
-        retryable = (ConnectionError, TimeoutError, BusyLoadingError, OSError)
+        # BusyLoadingError (a restarted server reading its AOF) is a ConnectionError
+        retryable = (ConnectionError, TimeoutError, OSError)
         if self._gave_up:
             raise IRIRedisError(f"Redis at {mask_url(self.redis_url)} unusable")
         try:
@@ -527,6 +530,7 @@ class RedisIRIScheduler(BaseScheduler):
         crawler = self.crawler
         if crawler is not None:
             _FRONTIERS[crawler] = self
+            self._connected = True
             crawler.signals.connect(self._on_response, signal=signals.response_received)
             crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
         from twisted.internet.task import LoopingCall
@@ -583,7 +587,8 @@ class RedisIRIScheduler(BaseScheduler):
             self._ticker.stop()
         self._ticker = None
         crawler = self.crawler
-        if crawler is not None:
+        if crawler is not None and self._connected:
+            self._connected = False
             crawler.signals.disconnect(self._on_response, signal=signals.response_received)
             crawler.signals.disconnect(self._on_idle, signal=signals.spider_idle)
             if _FRONTIERS.get(crawler) is self:
