@@ -78,7 +78,7 @@ def test_public_name_and_addon_selection() -> None:
     crawler._apply_settings()
     assert crawler.settings["SCHEDULER"] == REDIS_SCHEDULER
     assert crawler.settings["DUPEFILTER_CLASS"] == REDIS_DUPEFILTER
-    assert any("FrontierSpiderMiddleware" in str(k)
+    assert any("RedisSchedulerSpiderMiddleware" in str(k)
                for k in crawler.settings.getdict("SPIDER_MIDDLEWARES"))
     optout = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0}, "JOBDIR": "x",
                                    "IRI_REDIS_URL": "redis://127.0.0.1:1/0",

@@ -38,8 +38,9 @@ scheduled request (:mod:`iri_scrapy.adapters.frontier`).
 With ``IRI_REDIS_URL`` set, the add-on selects ``DUPEFILTER_CLASS =
 "iri_scrapy.RedisIRIDupeFilter"`` and, unless ``IRI_REDIS_SCHEDULER = False``,
 ``SCHEDULER = "iri_scrapy.RedisIRIScheduler"`` (a queue shared by a fleet of
-workers, with leases; :mod:`iri_scrapy.adapters.redis_scheduler`) with the same
-two middlewares, instead of the ``JOBDIR`` frontier (both at priority ``"addon"``).
+workers, with leases; :mod:`iri_scrapy.adapters.redis_scheduler`) with
+``RedisSchedulerSpiderMiddleware`` and ``FrontierDownloaderMiddleware``
+outermost, instead of the ``JOBDIR`` frontier (both at priority ``"addon"``).
 
 ``Request()`` URLs (IDNA 2008): unless ``IRI_IDNA2008_REQUESTS = False``, the
 add-on rebinds the ``safe_url_string`` that ``Request()`` and w3lib's
@@ -179,8 +180,13 @@ class Addon:
             scheduler = FRONTIER_SCHEDULER
         if scheduler is not None:
             settings.set("SCHEDULER", scheduler, priority="addon")
+            spider_mw: type = FrontierSpiderMiddleware
+            if scheduler == REDIS_SCHEDULER:
+                from .redis_scheduler import RedisSchedulerSpiderMiddleware
+
+                spider_mw = RedisSchedulerSpiderMiddleware
             settings.setdefault_in_component_priority_dict(
-                "SPIDER_MIDDLEWARES", FrontierSpiderMiddleware, PRIORITIES["frontier"]
+                "SPIDER_MIDDLEWARES", spider_mw, PRIORITIES["frontier"]
             )
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", FrontierDownloaderMiddleware, PRIORITIES["frontier"]

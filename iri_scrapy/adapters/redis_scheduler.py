@@ -116,7 +116,7 @@ from scrapy.utils.request import request_from_dict
 
 from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import load_object
-from .frontier import _FRONTIERS, max_inflight_setting
+from .frontier import _FRONTIERS, FrontierSpiderMiddleware, max_inflight_setting
 from .redis_dupefilter import (
     DEFAULT_RETRY_SECONDS,
     DEFAULT_SOCKET_TIMEOUT,
@@ -128,6 +128,8 @@ from .redis_dupefilter import (
 from .refusal import REASON_REDIS_NOT_INSTALLED, REASON_REDIS_UNAVAILABLE, refuse_start
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Iterator
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.dupefilters import BaseDupeFilter
@@ -138,6 +140,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RedisIRIScheduler",
+    "RedisSchedulerSpiderMiddleware",
     "FORMAT_VERSION",
     "DEFAULT_KEY",
     "DEFAULT_LEASE_SECONDS",
@@ -750,7 +753,11 @@ class RedisIRIScheduler(BaseScheduler):
     # --- answers -------------------------------------------------------------------
 
     def answered(self, request: Request) -> None:
-        """*request* was answered (the frontier middlewares call this)."""
+        """The callback's output of *request* was consumed (the spider middleware).
+
+        :class:`RedisSchedulerSpiderMiddleware` has scheduled every request of
+        that output by then, so the lease is acknowledged now.
+        """
         member = request.meta.get(META_LEASE)
         if member is not None:
             self._answered(member)
@@ -926,3 +933,53 @@ class RedisIRIScheduler(BaseScheduler):
     def counts(self) -> dict[str, int]:
         """The ``iri/redis_scheduler/*`` counters so far (without the prefix)."""
         return dict(self._counts)
+
+
+class RedisSchedulerSpiderMiddleware(FrontierSpiderMiddleware):
+    """Outermost spider middleware for :class:`RedisIRIScheduler` (the add-on adds it).
+
+    It schedules each request of a callback's output itself
+    (``crawler.engine.crawl``) as soon as it comes out of the other middlewares,
+    instead of passing it on to Scrapy's scraper: on an asyncio reactor the
+    scraper pulls the output into a queue (``2 * CONCURRENT_ITEMS`` long) and
+    schedules its requests on later turns of the loop, so when the output ends
+    some of them may not be in Redis yet, and acknowledging the lease then would
+    lose them if the worker died in between (their parent is not fetched again).
+    With this middleware the lease is acknowledged (when the output ends) only
+    after every request in it is in Redis.  Items go on to the scraper as usual.
+    """
+
+    def _scheduled(self, item: Any) -> bool:
+        from scrapy import Request
+
+        if not isinstance(item, Request) or not isinstance(self.frontier, RedisIRIScheduler):
+            return False
+        engine = self.crawler.engine
+        if engine is None:
+            return False
+        engine.crawl(item)
+        return True
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Spider | None = None
+    ) -> Iterator[Any]:
+        try:
+            for item in result:
+                if not self._scheduled(item):
+                    yield item
+        except Exception:
+            self._done(response)
+            raise
+        self._done(response)
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
+    ) -> AsyncIterator[Any]:
+        try:
+            async for item in result:
+                if not self._scheduled(item):
+                    yield item
+        except Exception:
+            self._done(response)
+            raise
+        self._done(response)
