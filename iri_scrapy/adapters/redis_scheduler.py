@@ -26,10 +26,13 @@ carrying on (or started later):
   ``iri_redis_idle_timeout``; otherwise ``finished``.
 
 "Answered" is what it is for :class:`~iri_scrapy.adapters.frontier.IRIFrontierScheduler`
-(the same two middlewares report it): the callback's output consumed to the end
-(every request it yielded is then in Redis), a replacement request (redirect)
-scheduled or dropped as a duplicate, a final download failure, the request
-object released by Scrapy, or the spider idle.
+(the add-on adds :class:`RedisSchedulerSpiderMiddleware` and the frontier's
+``FrontierDownloaderMiddleware``, outermost): the callback's output consumed to the
+end, every request in it scheduled by the middleware itself as it comes out (so
+it is in Redis before the lease is acknowledged: Scrapy's asyncio scraper would
+schedule some of them on later turns of the loop), a replacement request
+(redirect, retry) scheduled or dropped as a duplicate, a final download failure,
+the request object released by Scrapy, or the spider idle.
 
 Keys
 ====
@@ -647,15 +650,26 @@ class RedisIRIScheduler(BaseScheduler):
         return bool(ready)
 
     def __len__(self) -> int:
-        if self._client is None:
+        """Requests queued in Redis (for every worker) plus unserializable ones here."""
+        if self._client is None or self._gave_up:
             return len(self._memory)
-        ready = self._retrying(lambda: self._client.execute_command("ZCARD", self._keys["ready"]))
+        try:
+            ready = self._retrying(
+                lambda: self._client.execute_command("ZCARD", self._keys["ready"]))
+        except IRIRedisError:
+            return len(self._memory)
         return int(ready) + len(self._memory)
 
     def enqueue_request(self, request: Request) -> bool:
-        if self._client is None or self._gave_up:
-            self._memory.append(request)
-            return True
+        if self._client is not None and not self._gave_up:
+            try:
+                return self._enqueue(request)
+            except IRIRedisError:  # gave up after retries (logged; the spider closes)
+                pass
+        self._memory.append(request)
+        return True
+
+    def _enqueue(self, request: Request) -> bool:
         meta = request.meta
         parent: str = meta.get(META_LEASE) or ""
         replacing = bool(parent) and self._inflight.get(parent) == _DOWNLOADING
