@@ -263,3 +263,19 @@ def test_bad_settings(name: str, value: Any) -> None:
     crawler._apply_settings()
     with pytest.raises(ValueError, match=name):
         RedisIRIScheduler.from_crawler(crawler)
+
+
+def test_flush_on_start(redis_server: RedisServer) -> None:
+    _, first = open_worker(redis_server.url)
+    first.enqueue_request(Request("http://e.com/1"))
+    first.close("shutdown")
+    assert len(first) == 0  # closed: nothing here (the queue stays in Redis)
+    # a finished (or abandoned) crawl: its seen-set keeps a new run from fetching again
+    _, again = open_worker(redis_server.url)
+    assert not again.enqueue_request(Request("http://e.com/1"))
+    again.close("shutdown")
+    _, fresh = open_worker(redis_server.url, IRI_REDIS_FLUSH_ON_START=True)
+    assert len(fresh) == 0
+    assert fresh.enqueue_request(Request("http://e.com/1"))  # forgotten: fetched again
+    assert [r.url for r in drain(fresh)] == ["http://e.com/1"]
+    fresh.close("shutdown")
