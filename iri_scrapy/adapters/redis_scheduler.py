@@ -351,7 +351,7 @@ class RedisIRIScheduler(BaseScheduler):
         self._keys: dict[str, str] = {}
         self._counter = 0
         self._seq = 0
-        #: queue member -> state, for requests leased by this worker and not answered.
+        #: lease -> state, for requests leased by this worker and not answered.
         self._inflight: dict[str, int] = {}
         self._refs: dict[str, weakref.ref[Request]] = {}
         self._released: list[str] = []
@@ -543,8 +543,7 @@ class RedisIRIScheduler(BaseScheduler):
         try:
             client = self._client = self._new_client()
             client.ping()
-            fmt = client.execute_command("HSETNX", self._keys["meta"], "format", FORMAT_VERSION)
-            del fmt
+            client.execute_command("HSETNX", self._keys["meta"], "format", FORMAT_VERSION)
             stored = client.execute_command("HGET", self._keys["meta"], "format")
             if stored is not None and int(stored) != FORMAT_VERSION:
                 raise IRIRedisError(
