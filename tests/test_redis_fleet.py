@@ -230,7 +230,9 @@ def test_scrapy_redis_scheduler_loses_the_killed_workers_requests(
     try:
         wait_hits(srv, 50, [a])
         b = start_worker(project, "B")
-        wait_hits(srv, random.Random(SEED).randrange(200, 600), [a, b])
+        # early, while the pages in flight are inner pages of the tree (their subtrees
+        # are lost with them); later, with leaves in flight, the loss is smaller
+        wait_hits(srv, random.Random(SEED).randrange(100, 160), [a, b])
         os.kill(a.pid, signal.SIGKILL)
         a.wait(timeout=10)
         wait_exit(b, project, "B", timeout=120)
