@@ -103,7 +103,9 @@ def wait_hits(srv: SlowSiteServer, count: int, procs: list[subprocess.Popen[byte
 
 def queue_state(redis: RedisServer) -> dict[str, int]:
     client = redis.client()
-    base = "iri:{frontier}:sched:v1"
+    metas = client.keys("iri:{frontier}:sched:v1:*:meta")
+    assert len(metas) == 1, metas  # one crawl: one version and options tag
+    base = metas[0].decode().removesuffix(":meta")
     return {name: int(client.execute_command(cmd, f"{base}:{name}"))
             for name, cmd in (("ready", "ZCARD"), ("leases", "ZCARD"), ("bodies", "HLEN"),
                               ("intents", "HLEN"))}

@@ -40,7 +40,10 @@ Keys
 All keys of one crawl share the Redis Cluster hash tag ``{<spider>}``:
 ``<base>`` is ``IRI_REDIS_SCHEDULER_KEY % {"spider": name}`` (default
 ``iri:{%(spider)s}:sched``) followed by ``:v1`` (the format; another format
-uses other keys):
+uses other keys) and, with :class:`~iri_scrapy.RedisIRIDupeFilter`, by
+``:c<CANONICALIZATION_VERSION>:<tag>``, the dupefilter's version and options hash
+(the queue goes with its seen-set: other options use another queue, as they use
+other dupefilter keys):
 
 ``<base>:meta`` (HASH) ``format``.
 ``<base>:ready`` (ZSET) the queue: member ``<time, 16 digits>|<id>`` (the time in
@@ -119,6 +122,7 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.utils.request import request_from_dict
 
+from .. import CANONICALIZATION_VERSION
 from . import compat  # noqa: F401 - checks the installed Scrapy first
 from .config import load_object
 from .frontier import _FRONTIERS, FrontierSpiderMiddleware, max_inflight_setting
@@ -421,6 +425,10 @@ class RedisIRIScheduler(BaseScheduler):
                 f"%(spider)s: {exc}"
             ) from exc
         self.base = f"{base}:v{FORMAT_VERSION}"
+        df = self.df
+        if isinstance(df, RedisIRIDupeFilter):
+            # the queue goes with its seen-set: other canonicalization options, other keys
+            self.base += f":c{CANONICALIZATION_VERSION}:{df.tag_hash()}"
         self._keys = {name: f"{self.base}:{name}" for name in (
             "meta", "ready", "bodies", "leases", "workers", "intents")}
 
@@ -564,7 +572,7 @@ class RedisIRIScheduler(BaseScheduler):
             ) from exc
 
     def _flush(self) -> None:
-        """``IRI_REDIS_FLUSH_ON_START``: forget the crawl (queue and seen-set)."""
+        """``IRI_REDIS_FLUSH_ON_START``: forget the crawl (this queue and its seen-set)."""
         now_workers = self._client.execute_command("ZCARD", self._keys["workers"])
         if now_workers:
             logger.warning(
@@ -964,7 +972,10 @@ class RedisSchedulerSpiderMiddleware(FrontierSpiderMiddleware):
 
         if not isinstance(item, Request) or not isinstance(self.frontier, RedisIRIScheduler):
             return False
-        engine = self.crawler.engine
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # no engine (Scrapy 2.19 raises before the crawl)
+            return False
         if engine is None:
             return False
         engine.crawl(item)
