@@ -279,3 +279,14 @@ def test_flush_on_start(redis_server: RedisServer) -> None:
     assert fresh.enqueue_request(Request("http://e.com/1"))  # forgotten: fetched again
     assert [r.url for r in drain(fresh)] == ["http://e.com/1"]
     fresh.close("shutdown")
+
+
+def test_unserializable_request_kept_in_memory(redis_server: RedisServer, caplog: Any) -> None:
+    _, worker = open_worker(redis_server.url)
+    request = Request("http://e.com/lambda", callback=lambda response: None)
+    assert worker.enqueue_request(request)
+    assert worker.counts["unserializable"] == 1
+    assert worker.has_pending_requests() and len(worker) == 1
+    assert worker.next_request() is request  # handed out from memory, no lease
+    assert "cannot be stored in Redis" in caplog.text
+    worker.close("finished")
