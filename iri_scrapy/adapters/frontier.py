@@ -990,10 +990,32 @@ class _FrontierMiddleware:
 class FrontierSpiderMiddleware(_FrontierMiddleware):
     """Outermost spider middleware: a request is answered once its callback's output is consumed.
 
-    Its ``process_spider_output`` wraps every other middleware's, so when the
-    output ends every request in it has been scheduled (and stored).  An
-    exception from the callback or a middleware also answers the request.
+    Its ``process_spider_output`` wraps every other middleware's.  It schedules
+    each request of the output itself (``crawler.engine.crawl``, what Scrapy's
+    scraper would do) as soon as it comes out of the other middlewares, instead
+    of passing it on: on an asyncio reactor the scraper pulls the output into a
+    queue and schedules its requests on later turns of the loop, so when the
+    output ends some of them would not be stored yet, and answering the parent
+    then would lose them if the process died in between (the parent is not
+    fetched again).  So when the output ends every request in it has been
+    scheduled and stored, in the transaction that answers the parent.  Items go
+    on to the scraper as usual.  An exception from the callback or a middleware
+    also answers the request.
     """
+
+    def _scheduled(self, item: Any) -> bool:
+        from scrapy import Request
+
+        if not isinstance(item, Request) or self.frontier is None:
+            return False
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # no engine (Scrapy 2.19 raises before the crawl)
+            return False
+        if engine is None:
+            return False
+        engine.crawl(item)
+        return True
 
     def _done(self, response: Response) -> None:
         frontier = self.frontier
@@ -1008,7 +1030,9 @@ class FrontierSpiderMiddleware(_FrontierMiddleware):
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterator[Any]:
         try:
-            yield from result
+            for item in result:
+                if not self._scheduled(item):
+                    yield item
         except Exception:
             self._done(response)
             raise
@@ -1019,7 +1043,8 @@ class FrontierSpiderMiddleware(_FrontierMiddleware):
     ) -> AsyncIterator[Any]:
         try:
             async for item in result:
-                yield item
+                if not self._scheduled(item):
+                    yield item
         except Exception:
             self._done(response)
             raise

@@ -956,51 +956,8 @@ class RedisIRIScheduler(BaseScheduler):
 class RedisSchedulerSpiderMiddleware(FrontierSpiderMiddleware):
     """Outermost spider middleware for :class:`RedisIRIScheduler` (the add-on adds it).
 
-    It schedules each request of a callback's output itself
-    (``crawler.engine.crawl``) as soon as it comes out of the other middlewares,
-    instead of passing it on to Scrapy's scraper: on an asyncio reactor the
-    scraper pulls the output into a queue (``2 * CONCURRENT_ITEMS`` long) and
-    schedules its requests on later turns of the loop, so when the output ends
-    some of them may not be in Redis yet, and acknowledging the lease then would
-    lose them if the worker died in between (their parent is not fetched again).
-    With this middleware the lease is acknowledged (when the output ends) only
-    after every request in it is in Redis.  Items go on to the scraper as usual.
+    The frontier's middleware: it schedules each request of a callback's output
+    itself (``crawler.engine.crawl``) as soon as it comes out of the other
+    middlewares, so the lease is acknowledged (when the output ends) only after
+    every request in it is in Redis (see :class:`FrontierSpiderMiddleware`).
     """
-
-    def _scheduled(self, item: Any) -> bool:
-        from scrapy import Request
-
-        if not isinstance(item, Request) or not isinstance(self.frontier, RedisIRIScheduler):
-            return False
-        try:
-            engine = self.crawler.engine
-        except RuntimeError:  # no engine (Scrapy 2.19 raises before the crawl)
-            return False
-        if engine is None:
-            return False
-        engine.crawl(item)
-        return True
-
-    def process_spider_output(
-        self, response: Response, result: Iterable[Any], spider: Spider | None = None
-    ) -> Iterator[Any]:
-        try:
-            for item in result:
-                if not self._scheduled(item):
-                    yield item
-        except Exception:
-            self._done(response)
-            raise
-        self._done(response)
-
-    async def process_spider_output_async(
-        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
-    ) -> AsyncIterator[Any]:
-        try:
-            async for item in result:
-                if not self._scheduled(item):
-                    yield item
-        except Exception:
-            self._done(response)
-            raise
-        self._done(response)
