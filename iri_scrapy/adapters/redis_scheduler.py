@@ -137,7 +137,6 @@ from .redis_dupefilter import (
 from .refusal import REASON_REDIS_NOT_INSTALLED, REASON_REDIS_UNAVAILABLE, refuse_start
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Iterator
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
