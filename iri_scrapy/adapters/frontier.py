@@ -175,7 +175,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from weakref import WeakKeyDictionary
 
 from scrapy import signals
@@ -519,8 +519,16 @@ class FrontierStore:
 
 # --------------------------------------------------------------------------- scheduler
 
+class _Answering(Protocol):
+    """What the middlewares report to: this scheduler, or ``RedisIRIScheduler``."""
+
+    def answered(self, request: Request) -> None: ...
+
+    def failed(self, request: Request) -> None: ...
+
+
 #: crawler -> its frontier scheduler (for the middlewares).
-_FRONTIERS: WeakKeyDictionary[Any, IRIFrontierScheduler] = WeakKeyDictionary()
+_FRONTIERS: WeakKeyDictionary[Any, _Answering] = WeakKeyDictionary()
 
 
 def _local_iri_dupefilter(df_cls: Any) -> bool:
@@ -975,17 +983,39 @@ class _FrontierMiddleware:
         return cls(crawler)
 
     @property
-    def frontier(self) -> IRIFrontierScheduler | None:
+    def frontier(self) -> _Answering | None:
         return _FRONTIERS.get(self.crawler)
 
 
 class FrontierSpiderMiddleware(_FrontierMiddleware):
     """Outermost spider middleware: a request is answered once its callback's output is consumed.
 
-    Its ``process_spider_output`` wraps every other middleware's, so when the
-    output ends every request in it has been scheduled (and stored).  An
-    exception from the callback or a middleware also answers the request.
+    Its ``process_spider_output`` wraps every other middleware's.  It schedules
+    each request of the output itself (``crawler.engine.crawl``, what Scrapy's
+    scraper would do) as soon as it comes out of the other middlewares, instead
+    of passing it on: on an asyncio reactor the scraper pulls the output into a
+    queue and schedules its requests on later turns of the loop, so when the
+    output ends some of them would not be stored yet, and answering the parent
+    then would lose them if the process died in between (the parent is not
+    fetched again).  So when the output ends every request in it has been
+    scheduled and stored, in the transaction that answers the parent.  Items go
+    on to the scraper as usual.  An exception from the callback or a middleware
+    also answers the request.
     """
+
+    def _scheduled(self, item: Any) -> bool:
+        from scrapy import Request
+
+        if not isinstance(item, Request) or self.frontier is None:
+            return False
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # no engine (Scrapy 2.19 raises before the crawl)
+            return False
+        if engine is None:
+            return False
+        engine.crawl(item)
+        return True
 
     def _done(self, response: Response) -> None:
         frontier = self.frontier
@@ -1000,7 +1030,9 @@ class FrontierSpiderMiddleware(_FrontierMiddleware):
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterator[Any]:
         try:
-            yield from result
+            for item in result:
+                if not self._scheduled(item):
+                    yield item
         except Exception:
             self._done(response)
             raise
@@ -1011,7 +1043,8 @@ class FrontierSpiderMiddleware(_FrontierMiddleware):
     ) -> AsyncIterator[Any]:
         try:
             async for item in result:
-                yield item
+                if not self._scheduled(item):
+                    yield item
         except Exception:
             self._done(response)
             raise
