@@ -176,10 +176,11 @@ def _ladder_options() -> argparse.ArgumentParser:
 def _form_option(p: argparse.ArgumentParser, note: str = "") -> None:
     p.add_argument(
         "--form",
-        choices=["uri", "iri"],
+        choices=["uri", "iri", "surt"],
         default="uri",
-        help="write URIs (ASCII, %%-encoded UTF-8, A-label hosts: RFC 3987 section 3.1) "
-        f"or IRIs (readable Unicode: section 3.2){note}; default: %(default)s",
+        help="write URIs (ASCII, %%-encoded UTF-8, A-label hosts: RFC 3987 section 3.1), "
+        "IRIs (readable Unicode: section 3.2) or SURT keys (the canonical URI, host "
+        f"reversed: com,example)/a){note}; default: %(default)s",
     )
 
 
@@ -289,6 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "with a FILE (or stdin redirected from one) it shows the percentage "
                    "read and the time left")
     p.add_argument("-q", "--quiet", action="store_true", help="no closing report on stderr")
+    p.add_argument("--spark", nargs="?", const="local[*]", default=None, metavar="MASTER",
+                   help="run the job on Apache Spark (pip install 'iri-scrapy[spark]', Java "
+                   "17+) at MASTER (default local[*]); FILE is then a text file, directory "
+                   "or glob, or Parquet (FILE ending in .parquet, or --column); -o OUT "
+                   "ending in .parquet writes a Parquet directory; same report")
+    p.add_argument("--column", metavar="NAME", help="with --spark: the Parquet column of the "
+                   "URLs (default: url, uri, iri or the first string column)")
     p.set_defaults(func=cmd_dedupe)
 
     p = sub.add_parser(
@@ -514,7 +522,7 @@ def _report(stats: DedupeStats, args: argparse.Namespace, elapsed: float) -> str
                      f"{stats.unparseable:,}{where}):")
         for r in stats.rejects:
             lines.append(f"    line {r.line}: {r.error}")
-    if stats.unique >= MEMORY_REPORT_MIN_UNIQUE:
+    if stats.unique >= MEMORY_REPORT_MIN_UNIQUE and stats.fingerprint_bytes:  # not --spark
         # Below this the table's fixed minimum (4,096 slots, 32 KiB) dominates.
         lines.append(
             f"  fingerprints: {stats.fingerprint_bytes / 2**20:.1f} MiB "
@@ -549,6 +557,8 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
             raise _Error(f"dedupe: {other} is the input file")
     if args.json_report == "-" and args.output in (None, "-"):
         raise _Error("dedupe: --json-report - needs -o FILE (stdout carries the URLs)")
+    if args.spark is not None:
+        return _dedupe_spark(args)
     deduper = Deduper(
         args.level, keep_fragment=args.keep_fragment, nfc=args.nfc,
         canonical=args.canonical, form=args.form, max_rejects=args.max_listed,
@@ -587,6 +597,36 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
             _close(out)
     elapsed = time.monotonic() - start
     stats = deduper.finish()
+    return _finish_dedupe(stats, args, elapsed)
+
+
+def _dedupe_spark(args: argparse.Namespace) -> int:
+    """``iri-scrapy dedupe --spark [MASTER]``: the same job and report on Apache Spark."""
+    try:
+        from . import spark as spark_job
+    except ImportError as exc:
+        raise _Error(f"dedupe --spark needs pyspark (pip install 'iri-scrapy[spark]'): "
+                     f"{exc}") from None
+    if not spark_job.is_master(args.spark) and args.input == "-":
+        # "--spark FILE": argparse gave the file to the optional MASTER.
+        args.input, args.spark = args.spark, "local[*]"
+    if args.input == "-":
+        raise _Error("dedupe --spark reads a FILE (text or Parquet), not stdin")
+    start = time.monotonic()
+    try:
+        stats = spark_job.cli_dedupe(args)
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        raise _Error(f"dedupe: {exc}") from None
+    except Exception as exc:  # Spark's errors (Py4J, AnalysisException): no traceback
+        if exc.__class__.__module__.startswith(("pyspark", "py4j")):
+            raise _Error(f"dedupe --spark: {str(exc).strip().splitlines()[0]}") from None
+        raise
+    return _finish_dedupe(stats, args, time.monotonic() - start)
+
+
+def _finish_dedupe(stats: DedupeStats, args: argparse.Namespace, elapsed: float) -> int:
     if not args.quiet:
         sys.stderr.write(_report(stats, args, elapsed))
     if args.json_report:
@@ -596,6 +636,8 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
             nfc=args.nfc, canonical=args.canonical, form=args.form,
             elapsed_seconds=round(elapsed, 3), peak_rss_kib=_peak_rss_kib(),
         )
+        if args.spark is not None:
+            doc.update(spark_master=args.spark)
         text = json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
         if args.json_report == "-":
             sys.stdout.write(text)

@@ -186,16 +186,20 @@ class Deduper:
         self.out_options = NormalizeOptions(self.level, form, keep_fragment, nfc)
         self.stats = DedupeStats()
 
-    def process(self, line: str) -> tuple[Outcome, str]:
-        """Classify one line (without its end-of-line characters)."""
-        stats = self.stats
-        stats.lines += 1
+    def classify(self, line: str) -> tuple[Outcome | None, str, tuple[Rung, ...], str]:
+        """What the ladder says of one line, before the seen-set; counts nothing.
+
+        ``(None, key, rungs, out)`` for a URL: its canonical key (URI form), the
+        rungs that changed it (with *rung_stats*; empty when already canonical)
+        and the text to write if it is the first spelling; ``(Outcome.BLANK, "",
+        (), "")`` or ``(Outcome.REJECT, error, (), "")``.  :meth:`process` and
+        :mod:`iri_scrapy.spark` both decide through it.
+        """
         if not preprocess(line):
-            stats.blank += 1
-            return Outcome.BLANK, ""
+            return Outcome.BLANK, "", (), ""
         refused = refusal(line)
         if refused is not None:
-            return self._reject(refused)
+            return Outcome.REJECT, refused, (), ""
         rungs: tuple[Rung, ...] = ()
         try:
             if self.rung_stats:
@@ -208,11 +212,16 @@ class Deduper:
             elif self.canonical:
                 out = key
         except IRIError as exc:
-            return self._reject(str(exc))
-        seen = self.seen
-        if seen.add(fingerprint(key)):
+            return Outcome.REJECT, str(exc), (), ""
+        return None, key, rungs, out
+
+    def add(self, fp: int, rungs: tuple[Rung, ...]) -> bool:
+        """Count a URL of fingerprint *fp* (:func:`fingerprint` of its key): True when
+        it is the first of its resource, else a duplicate counted under its *rungs*."""
+        stats = self.stats
+        if self.seen.add(fp):
             stats.unique += 1
-            return Outcome.UNIQUE, out
+            return True
         stats.duplicates += 1
         if self.rung_stats:
             by_rung = stats.by_rung
@@ -220,6 +229,20 @@ class Deduper:
                 by_rung["simple"] += 1
             for rung in rungs:
                 by_rung[rung.key] += 1
+        return False
+
+    def process(self, line: str) -> tuple[Outcome, str]:
+        """Classify one line (without its end-of-line characters)."""
+        stats = self.stats
+        stats.lines += 1
+        outcome, key, rungs, out = self.classify(line)
+        if outcome is not None:
+            if outcome is Outcome.BLANK:
+                stats.blank += 1
+                return outcome, ""
+            return self._reject(key)
+        if self.add(fingerprint(key), rungs):
+            return Outcome.UNIQUE, out
         return Outcome.DUPLICATE, ""
 
     def _reject(self, error: str) -> tuple[Outcome, str]:

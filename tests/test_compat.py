@@ -99,9 +99,15 @@ PUBLIC: dict[str, set[str]] = {
     },
     "redis.retry": {"Retry"},
     "typing_extensions": {"Self"},
+    # iri_scrapy.spark; PySpark API reference (pyspark.TaskContext; pyspark.sql: Column,
+    # DataFrame, SparkSession, the functions and types modules; functions.arrow_udf, 4.1+)
+    "pyspark": {"TaskContext"},
+    "pyspark.sql": {"Column", "DataFrame", "SparkSession", "functions", "types"},
+    "pyspark.sql.functions": {"arrow_udf"},
 }
 #: Third-party modules the package may ``import`` as a whole.
-PUBLIC_MODULES = {"scrapy", "idna", "redis", "regex"}  # regex: \p{Script=...} (bidi.py)
+#: pyarrow, pyarrow.compute: Apache Arrow Python API reference (iri_scrapy.spark).
+PUBLIC_MODULES = {"scrapy", "idna", "redis", "regex", "pyarrow", "pyarrow.compute"}
 #: Standard-library modules without ``__all__`` whose non-underscore names are documented.
 STDLIB_WITHOUT_ALL: set[str] = set()
 #: Documented public methods of named tuples (``urllib.parse.SplitResult._replace``).

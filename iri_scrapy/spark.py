@@ -1,0 +1,684 @@
+"""iri_scrapy on Apache Spark: canonical keys as vectorized column functions, and dedupe.
+
+``pip install "iri-scrapy[spark]"`` (pyspark 4.1+, pyarrow; Spark 4 needs Java 17+).
+Nothing else in the package imports this module, so the core stays importable
+without pyspark.
+
+The column functions are Arrow UDFs (``arrow_udf``, Spark 4.1+): Spark hands the
+Python worker Arrow record batches (``spark.sql.execution.arrow.maxRecordsPerBatch``
+rows, 10,000 by default) and gets one Arrow array back, so the JVM-Python traffic
+is columnar, with no pandas in between.  Each value is decided by the very code of
+the local ``iri-scrapy dedupe``: :meth:`iri_scrapy.dedupe.Deduper.classify` (blank,
+refusal, canonical key and rungs), :func:`iri_scrapy.dedupe.fingerprint` (the
+64-bit key fingerprint the CLI's seen-set holds) and :meth:`Deduper.add`, so the
+keys are those of :func:`iri_scrapy.normalize`, row for row, and two lines are
+merged exactly when the CLI merges them.
+
+:func:`dedupe` makes one Python pass per partition (an iterator Arrow UDF: key,
+rung mask and fingerprint together; when the order column increases along each
+partition, the partition's duplicates are dropped there, before any shuffle, by a
+per-partition :class:`~iri_scrapy.dedupe.Deduper`), then one aggregation by the
+fingerprint (a ``long``) keeps the first row of each resource.
+
+Caches: the core's host caches (IDNA conversions) are module-level
+``functools.lru_cache`` s; each Python worker process has its own, warm for as
+long as Spark reuses the worker (``spark.python.worker.reuse``, on by default),
+shared by nothing.  They are a speed-up only: a cold cache gives the same keys.
+
+* :func:`retrieval_key` -- the canonical key of each value (``null`` when it has none);
+* :func:`rungs` -- the rungs of the RFC 3987 section 5.3 ladder that changed it;
+* :func:`classify` -- both at once, with the refusal message and a blank flag;
+* :func:`dedupe` -- the first spelling (by an order column) of each resource, the
+  rejected rows with their error (never dropped), and the report's counters.
+"""
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.functions import arrow_udf
+
+from .dedupe import RUNG_KEYS, Deduper, DedupeStats, Outcome, Reject, fingerprint
+from .errors import IRIError
+from .ladder import Form, Level, normalize
+
+__all__ = [
+    "CLASSIFY_SCHEMA", "classify", "retrieval_key", "rungs", "rung_names", "dedupe",
+    "SparkDedupe",
+]
+
+#: The struct :func:`classify` returns: ``key`` (the canonical URI that decides
+#: equality; null for a blank or rejected value), ``rungs`` (a bit mask: bit *i* set
+#: when rung ``RUNG_KEYS[i]`` changed the value; 0 when it was already canonical;
+#: :func:`rungs` gives the names), ``out`` (the value in *form* when asked, else
+#: null), ``error`` (why the value was refused; null otherwise), ``blank`` (empty or
+#: white space only).
+CLASSIFY_SCHEMA = T.StructType([
+    T.StructField("key", T.StringType()),
+    T.StructField("rungs", T.IntegerType()),
+    T.StructField("out", T.StringType()),
+    T.StructField("error", T.StringType()),
+    T.StructField("blank", T.BooleanType()),
+])
+
+#: Bit of each rung in the ``rungs`` mask.
+_BIT = {key: 1 << i for i, key in enumerate(RUNG_KEYS)}
+_MASK = {r: 1 << i for i, r in enumerate(RUNG_KEYS)}
+
+#: What :func:`dedupe`'s pass gives each row (column ``iri``).  ``kind``: 0 the
+#: first row of its resource in the partition (a candidate), 1 refused, 2 blank, 3 a
+#: duplicate within the partition; ``fp``: the CLI's 64-bit fingerprint of the key
+#: (signed); ``counts``: on the last row of each partition only, its counters
+#: (:data:`_COUNTS`).
+_PASS_SCHEMA = T.StructType([
+    T.StructField("kind", T.ByteType()),
+    T.StructField("fp", T.LongType()),
+    T.StructField("rungs", T.IntegerType()),
+    T.StructField("key", T.StringType()),
+    T.StructField("out", T.StringType()),
+    T.StructField("error", T.StringType()),
+    T.StructField("counts", T.ArrayType(T.LongType())),
+])
+_PASS_ARROW = pa.struct([
+    ("kind", pa.int8()), ("fp", pa.int64()), ("rungs", pa.int32()), ("key", pa.string()),
+    ("out", pa.string()), ("error", pa.string()), ("counts", pa.list_(pa.int64())),
+])
+#: The counters of one partition, in this order, then the per-rung counts of its
+#: duplicates (``by_rung``, RUNG_KEYS order), then the rungs of its candidates
+#: (``simple`` for a mask of 0).
+_COUNTS = ("partition", "lines", "blank", "unparseable", "candidates", "duplicates")
+_CANDIDATE, _REJECT, _BLANK, _DUPLICATE = 0, 1, 2, 3
+#: What a null value is (the CLI has none): refused.
+_NULL: tuple[Outcome | None, str, tuple[Any, ...], str] = (
+    Outcome.REJECT, "null value: not a URL", (), "")
+
+
+def _udf(fn: Any, return_type: T.DataType) -> Any:
+    # The type hints of fn say which Arrow UDF: pa.Array -> pa.Array, or iterators.
+    return arrow_udf(fn, return_type)  # type: ignore[call-overload]
+
+
+def _text(value: Any) -> str:
+    """A value as the local CLI reads a line: bytes decoded as UTF-8 with undecodable
+    bytes kept as surrogate escapes (refused later, with their column), a final CR
+    dropped (the line was split at LF)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        return raw.decode("utf-8", "surrogateescape")
+    return str(value)
+
+
+def _values(values: pa.Array) -> list[Any]:
+    """The Python values of an Arrow batch; a binary batch (lines of a text file) that
+    is all UTF-8 is decoded and stripped of a final CR by Arrow, in C (the common
+    case); otherwise each value goes through :func:`_text`."""
+    if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
+        try:
+            strings = values.cast(pa.string())
+        except pa.ArrowInvalid:  # a byte that is not UTF-8: value by value, with _text
+            return values.to_pylist()
+        import pyarrow.compute as pc
+
+        return pc.replace_substring_regex(strings, pattern="\r$", replacement="",
+                                          max_replacements=1).to_pylist()
+    return values.to_pylist()
+
+
+def _deduper(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
+             with_rungs: bool) -> Deduper:
+    return Deduper(level, keep_fragment=keep_fragment, nfc=nfc, canonical=form is not None,
+                   form=form or "uri", rung_stats=with_rungs)
+
+
+def _classifier(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
+                with_rungs: bool) -> Any:
+    """The per-batch function of :func:`classify`: ``Deduper.classify`` of each value."""
+
+    def run(values: pa.Array) -> pa.Array:
+        d = _deduper(level, keep_fragment, nfc, form, with_rungs)
+        decide = d.classify
+        keys: list[str | None] = []
+        masks: list[int | None] = []
+        outs: list[str | None] = []
+        errors: list[str | None] = []
+        blanks: list[bool] = []
+        for value in _values(values):
+            key = out = error = None
+            mask: int | None = None
+            blank = False
+            if value is None:
+                error = "null value: not a URL"
+            else:
+                outcome, text, found, written = decide(_text(value))
+                if outcome is None:
+                    key = text
+                    out = written if form is not None else None
+                    if with_rungs:
+                        mask = 0
+                        for rung in found:
+                            mask |= _MASK[rung.key]
+                elif outcome is Outcome.BLANK:
+                    blank = True
+                else:
+                    error = text
+            keys.append(key)
+            masks.append(mask)
+            outs.append(out)
+            errors.append(error)
+            blanks.append(blank)
+        return pa.StructArray.from_arrays(
+            [pa.array(keys, pa.string()), pa.array(masks, pa.int32()),
+             pa.array(outs, pa.string()), pa.array(errors, pa.string()),
+             pa.array(blanks, pa.bool_())],
+            names=["key", "rungs", "out", "error", "blank"])
+
+    return run
+
+
+def _col(c: "Column | str") -> Column:
+    return F.col(c) if isinstance(c, str) else c
+
+
+def classify(
+    col: "Column | str",
+    level: Level | int | str = Level.SCHEME,
+    *,
+    keep_fragment: bool = False,
+    nfc: bool = False,
+    form: Form | None = None,
+    with_rungs: bool = True,
+) -> Column:
+    """A struct column (:data:`CLASSIFY_SCHEMA`) for a string or binary column of URLs.
+
+    Binary values are read as the CLI reads a line (UTF-8, undecodable bytes
+    refused with their column); ``keep_fragment`` defaults to False, the
+    retrieval key (RFC 3987 section 5.1), as in ``iri-scrapy dedupe``.
+    """
+    fn = _classifier(Level.coerce(level), keep_fragment, nfc, form, with_rungs)
+    return _udf(fn, CLASSIFY_SCHEMA)(_col(col))
+
+
+def retrieval_key(
+    col: "Column | str",
+    level: Level | int | str = Level.SCHEME,
+    *,
+    form: Form = "uri",
+    keep_fragment: bool = False,
+    nfc: bool = False,
+) -> Column:
+    """``normalize(value, level, form=form, keep_fragment=..., nfc=...)`` of each value,
+    null when the value is blank, null, refused or has no canonical form (use
+    :func:`classify` for the reason)."""
+    lvl = Level.coerce(level)
+
+    def run(values: pa.Array) -> pa.Array:
+        out: list[str | None] = []
+        for value in _values(values):
+            if value is None:
+                out.append(None)
+                continue
+            try:
+                out.append(normalize(_text(value), lvl, form=form,
+                                     keep_fragment=keep_fragment, nfc=nfc))
+            except IRIError:
+                out.append(None)
+        return pa.array(out, pa.string())
+
+    return _udf(run, T.StringType())(_col(col))
+
+
+def rungs(
+    col: "Column | str",
+    level: Level | int | str = Level.SCHEME,
+    *,
+    keep_fragment: bool = False,
+    nfc: bool = False,
+) -> Column:
+    """The rungs (their keys: ``case``, ``percent``, ``path``, ``scheme``...) that changed
+    each value on its way to the canonical form, in ladder order; an empty array
+    when it was already canonical (``simple``), null when it has none."""
+    return rung_names(classify(col, level, keep_fragment=keep_fragment, nfc=nfc)["rungs"])
+
+
+def rung_names(mask: Column) -> Column:
+    """The rung keys of a ``rungs`` bit mask of :func:`classify`, in ladder order."""
+    picked = F.array_compact(F.array(*[
+        F.when(mask.bitwiseAND(bit) != 0, F.lit(key)) for key, bit in _BIT.items()]))
+    return F.when(mask.isNull(), F.lit(None)).otherwise(picked)
+
+
+def _signed(fp: int) -> int:
+    return fp - (1 << 64) if fp >> 63 else fp
+
+
+def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
+                 with_rungs: bool, first_wins: bool) -> Any:
+    """The one Python pass of :func:`dedupe` over a partition (an iterator Arrow UDF).
+
+    With *first_wins* (the order increases along the partition) a per-partition
+    :class:`Deduper` keeps the first row of each fingerprint and marks the others
+    duplicates, counted by rung as the CLI counts them; otherwise every URL is a
+    candidate.  The output is held back one batch so that the partition's counters
+    ride on its last row.
+    """
+    n_rungs = len(RUNG_KEYS)
+
+    def run(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        d = _deduper(level, keep_fragment, nfc, form, with_rungs)
+        decide, add, stats = d.classify, d.add, d.stats
+        cand_rungs = [0] * n_rungs
+        held: list[list[Any]] | None = None
+        for values in batches:
+            kinds: list[int] = []
+            fps: list[int | None] = []
+            masks: list[int | None] = []
+            keys: list[str | None] = []
+            outs: list[str | None] = []
+            errors: list[str | None] = []
+            batch = _values(values)
+            stats.lines += len(batch)
+            for value in batch:
+                outcome, text, found, written = (
+                    decide(value) if value.__class__ is str
+                    else _NULL if value is None else decide(_text(value)))
+                if outcome is None:
+                    fp = fingerprint(text)
+                    if first_wins and not add(fp, found):
+                        kinds.append(_DUPLICATE)
+                        fps.append(None)
+                        masks.append(None)
+                        keys.append(None)
+                        outs.append(None)
+                        errors.append(None)
+                        continue
+                    if not first_wins:
+                        stats.unique += 1
+                    mask = 0
+                    for rung in found:
+                        mask |= _MASK[rung.key]
+                    if with_rungs:
+                        if mask:
+                            for i in range(1, n_rungs):
+                                if mask >> i & 1:
+                                    cand_rungs[i] += 1
+                        else:
+                            cand_rungs[0] += 1
+                    kinds.append(_CANDIDATE)
+                    fps.append(_signed(fp))
+                    masks.append(mask if with_rungs else None)
+                    keys.append(text)
+                    outs.append(written if form is not None else None)
+                    errors.append(None)
+                    continue
+                if outcome is Outcome.BLANK:
+                    stats.blank += 1
+                    kinds.append(_BLANK)
+                    errors.append(None)
+                else:
+                    stats.unparseable += 1
+                    kinds.append(_REJECT)
+                    errors.append(text)
+                fps.append(None)
+                masks.append(None)
+                keys.append(None)
+                outs.append(None)
+            if held is not None:
+                yield _pass_array(held, None)
+            held = [kinds, fps, masks, keys, outs, errors]
+        if held is None:
+            return
+        ctx = TaskContext.get()
+        counts = [ctx.partitionId() if ctx is not None else 0, stats.lines, stats.blank,
+                  stats.unparseable, stats.unique, stats.duplicates]
+        counts += [stats.by_rung[k] for k in RUNG_KEYS] + cand_rungs
+        yield _pass_array(held, counts)
+
+    return run
+
+
+def _pass_array(cols: list[list[Any]], counts: list[int] | None) -> pa.Array:
+    n = len(cols[0])
+    last: list[list[int] | None] = [None] * n
+    if counts is not None:
+        last[-1] = counts
+    return pa.StructArray.from_arrays(
+        [pa.array(cols[0], pa.int8()), pa.array(cols[1], pa.int64()),
+         pa.array(cols[2], pa.int32()), pa.array(cols[3], pa.string()),
+         pa.array(cols[4], pa.string()), pa.array(cols[5], pa.string()),
+         pa.array(last, pa.list_(pa.int64()))],
+        fields=list(_PASS_ARROW))
+
+
+@dataclass
+class SparkDedupe:
+    """What :func:`dedupe` returns; the DataFrames are lazy, :meth:`stats` runs jobs.
+
+    ``unique``: the rows of the first spelling of each resource, with columns
+    ``iri_key`` (canonical URI) and ``iri_out`` (the value in *form* when
+    ``canonical`` was asked, else null) added.  ``rejects``: the refused rows
+    with ``iri_error``.  ``classified``: what leaves the Python pass (the
+    candidates, the refused rows and each partition's last row with its counters,
+    in column ``iri``), which all three read: :meth:`persist` it to pass once.
+    ``groups``: one row per resource (``iri_fp``, struct ``first``).
+    """
+
+    classified: DataFrame
+    groups: DataFrame
+    unique: DataFrame
+    rejects: DataFrame
+    order_by: str
+    col: str
+    level: Level
+    rung_stats: bool
+    unique_order: bool
+
+    def partition_lines(self) -> dict[int, int]:
+        """``{partition: lines}`` of the pass (a small job; cheap when persisted)."""
+        rows = self.classified.where(F.col("iri")["counts"].isNotNull()).select(
+            F.col("iri")["counts"][0], F.col("iri")["counts"][1]).collect()
+        return {int(r[0]): int(r[1]) for r in rows}
+
+    def persist(self) -> "SparkDedupe":
+        """Cache :attr:`classified` (the Python pass then runs once)."""
+        self.classified.persist()
+        return self
+
+    def unpersist(self) -> None:
+        self.classified.unpersist()
+
+    def stats(self, max_rejects: int = 20) -> DedupeStats:
+        """The counters of the run, as ``iri-scrapy dedupe`` reports them (one job; a
+        second one lists the rejects, when there are some).
+
+        ``rejects`` lists the first *max_rejects* refused rows by the order
+        column; their ``line`` is the order column's value (the CLI orders by
+        line number).
+        """
+        n = len(RUNG_KEYS)
+        base = len(_COUNTS)
+        iri = F.col("iri")
+        order = F.col(self.order_by)
+        # The rungs of each resource's first row: by the order alone when it has no
+        # ties (a hash aggregation, no sort), else ties broken by the value.
+        first_mask = (F.min_by(iri["rungs"], order) if self.unique_order
+                      else F.min(F.struct(order, F.col(self.col),
+                                          iri["rungs"].alias("m")))["m"])
+        width = base + 2 * n
+        counts = iri["counts"]
+        # Sums of the partitions' counters ride along (hashable longs: no sort).
+        per_fp = self.classified.where(
+            (iri["kind"] == _CANDIDATE) | counts.isNotNull()).groupBy(
+            F.when(iri["kind"] == _CANDIDATE, iri["fp"]).alias("fp")).agg(
+            first_mask.alias("m"), *[F.sum(counts[i]).alias(f"c{i}") for i in range(1, width)])
+        first = F.col("m")
+        ok = F.col("fp").isNotNull()
+        aggs = [F.count(F.when(ok, 1)).alias("unique"),
+                *[F.sum(f"c{i}").alias(f"c{i}") for i in range(1, width)]]
+        if self.rung_stats:
+            aggs.append(F.count(F.when(ok & (first == 0), 1)).alias("r_simple"))
+            aggs.extend(F.count(F.when(ok & (first.bitwiseAND(_BIT[k]) != 0), 1)
+                                ).alias(f"r_{k}") for k in RUNG_KEYS[1:])
+        row = per_fp.agg(*aggs).collect()[0].asDict()
+        total = [0] + [int(row[f"c{i}"] or 0) for i in range(1, width)]
+        valid = total[4] + total[5]
+        unique = int(row["unique"] or 0)
+        stats = DedupeStats(lines=total[1], unique=unique, duplicates=valid - unique,
+                            blank=total[2], unparseable=total[3])
+        if self.rung_stats:
+            for i, k in enumerate(RUNG_KEYS):
+                stats.by_rung[k] = (total[base + i] + total[base + n + i]
+                                    - int(row[f"r_{k}"] or 0))
+        if stats.unparseable and max_rejects:
+            first_rejects = (self.rejects.select(self.order_by, "iri_error")
+                             .orderBy(self.order_by).limit(max_rejects).collect())
+            stats.rejects = [Reject(int(r[0]), r[1]) for r in first_rejects]
+        return stats
+
+
+def dedupe(
+    df: DataFrame,
+    col: str,
+    level: Level | int | str = Level.SCHEME,
+    *,
+    order_by: str | None = None,
+    ordered_partitions: bool | None = None,
+    unique_order: bool | None = None,
+    keep_fragment: bool = False,
+    nfc: bool = False,
+    canonical: bool = False,
+    form: Form = "uri",
+    rung_stats: bool = True,
+) -> SparkDedupe:
+    """Keep the first spelling of each distinct resource of column *col* of *df*.
+
+    Two values are the same resource when the 64-bit fingerprints of their
+    canonical URIs at *level* are equal, as in :class:`iri_scrapy.dedupe.Deduper`
+    (the local CLI); "first" is the smallest *order_by* value (ties broken by the
+    value itself), so the result does not depend on partitioning.  Without
+    *order_by* a ``monotonically_increasing_id`` is used: the order of the input's
+    partitions, which for one text file is the order of its lines.
+    *ordered_partitions* (default: true without *order_by*) says that *order_by*
+    increases strictly along each partition (as such an id does): each partition's
+    duplicates are then dropped in the Python pass, before the shuffle;
+    *unique_order* (default: true without *order_by*) that no two rows share an
+    *order_by* value (the report's aggregation then needs no sort).  Rows that are
+    not URLs, or have no canonical form, go to ``rejects`` with their error message;
+    blank rows are counted and dropped.  Duplicates are counted per rung of the
+    ladder that changed their spelling (``simple`` when already canonical), like
+    the local CLI.
+    """
+    lvl = Level.coerce(level)
+    x = df
+    if order_by is None:
+        order_by = "iri_order"
+        x = x.withColumn(order_by, F.monotonically_increasing_id())
+        ordered_partitions = True if ordered_partitions is None else ordered_partitions
+        unique_order = True if unique_order is None else unique_order
+    fn = _dedupe_pass(lvl, keep_fragment, nfc, form if canonical else None, rung_stats,
+                      bool(ordered_partitions))
+    iri = F.col("iri")
+    x = x.withColumn("iri", _udf(fn, _PASS_SCHEMA).asNondeterministic()(F.col(col)))
+    # What leaves the pass: candidates, rejects, and each partition's last row (counters).
+    classified = x.where((iri["kind"] <= _REJECT) | iri["counts"].isNotNull())
+    columns = [*df.columns, *([order_by] if order_by not in df.columns else [])]
+    rest = [c for c in columns if c not in (order_by, col)]
+    groups = classified.where(iri["kind"] == _CANDIDATE).groupBy(
+        iri["fp"].alias("iri_fp")).agg(F.min(F.struct(
+            F.col(order_by), F.col(col), *[F.col(c) for c in rest],
+            iri["key"].alias("iri_key"), iri["out"].alias("iri_out"))).alias("first"))
+    first = F.col("first")
+    unique = groups.select(*[first[c].alias(c) for c in columns],
+                           first["iri_key"].alias("iri_key"),
+                           first["iri_out"].alias("iri_out"))
+    rejects = classified.where(iri["kind"] == _REJECT).select(
+        *columns, iri["error"].alias("iri_error"))
+    return SparkDedupe(classified, groups, unique, rejects, order_by, col, lvl, rung_stats,
+                       bool(unique_order))
+
+
+def _first_string_column(df: DataFrame, names: Iterable[str] = ("url", "uri", "iri")) -> str:
+    for name in names:
+        if name in df.columns:
+            return name
+    for f in df.schema.fields:
+        if isinstance(f.dataType, (T.StringType, T.BinaryType)):
+            return f.name
+    raise ValueError("no string column in the input")
+
+
+# --- iri-scrapy dedupe --spark --------------------------------------------------------
+
+_MASTER_PREFIXES = ("local", "spark://", "yarn", "k8s://", "mesos://")
+
+
+def is_master(text: str) -> bool:
+    """Whether *text* names a Spark master (``local[*]``, ``spark://h:7077``, ``yarn``...)."""
+    return text.startswith(_MASTER_PREFIXES)
+
+
+def session(master: str = "local[*]", app: str = "iri-scrapy dedupe") -> Any:
+    """A SparkSession for *master*; the Python workers run this interpreter."""
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app)
+    if master.startswith("local"):
+        inner = master[master.find("[") + 1 : master.find("]")] if "[" in master else "1"
+        cores = (os.cpu_count() or 1) if inner.strip() == "*" else int(inner.split(",")[0])
+        builder = builder.config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
+    builder = builder.config("spark.ui.enabled", "false").config(
+        "spark.ui.showConsoleProgress", "false").config(
+        "spark.sql.adaptive.enabled", "true")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def read_lines(spark: Any, path: str, column: str | None = None) -> tuple[DataFrame, str]:
+    """The input of ``dedupe --spark``: a text file (or directory, or glob; any
+    compression Spark reads) as one binary value per line split at LF, or a Parquet
+    file or directory (path ending in ``.parquet``, or a directory of them) with
+    *column* (default ``url``, ``uri``, ``iri`` or its first string column).
+
+    Returns the DataFrame with ``value`` and ``line_id`` (increasing in file order:
+    ``monotonically_increasing_id``, the partition index in the upper bits; see
+    :func:`_line_column`) and the name of the value column.
+    """
+    if path.endswith(".parquet") or column is not None:
+        df = spark.read.parquet(path)
+        name = column or _first_string_column(df)
+        if name not in df.columns:
+            raise ValueError(f"no column {name!r} in {path}")
+        df = df.select(F.col(name).alias("value"))
+    else:
+        # lineSep "\n": a CR inside a line stays (refused, as by the local CLI);
+        # the value is cast to binary, so bytes that are not UTF-8 reach the core.
+        df = spark.read.option("lineSep", "\n").text(path)
+        df = df.select(F.col("value").cast("binary").alias("value"))
+    return df.withColumn("line_id", F.monotonically_increasing_id()), "value"
+
+
+def _line_column(offsets: dict[int, int], id_col: str = "line_id") -> Column:
+    """The 1-based line number of an id of :func:`read_lines`, given the lines before
+    each partition."""
+    start = F.lit(0).cast("long")
+    for p, off in offsets.items():
+        start = F.when(F.shiftright(F.col(id_col), 33) == p, F.lit(off)).otherwise(start)
+    return start + F.col(id_col).bitwiseAND(F.lit((1 << 33) - 1)) + 1
+
+
+def _line(offsets: dict[int, int], line_id: int) -> int:
+    return offsets.get(line_id >> 33, 0) + (line_id & ((1 << 33) - 1)) + 1
+
+
+def _offsets(lines: dict[int, int]) -> dict[int, int]:
+    """Lines before each partition, from the lines of each (every partition with a
+    row has its counters; the ids of :func:`read_lines` carry the partition index in
+    their upper bits)."""
+    offsets, total = {}, 0
+    for p in sorted(lines):
+        offsets[p] = total
+        total += lines[p]
+    return offsets
+
+
+def _bytes(value: Any) -> bytes:
+    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
+
+
+def _write_local(unique: DataFrame, stream: Any, canonical: bool, out: str | None) -> None:
+    """Write the ``text`` of *unique* (ordered) to *stream* through Spark's text writer
+    into a temporary directory (next to OUT), then its part files in order: no row
+    passes through the driver's Python.  The unique lines are UTF-8 (a line that is
+    not was refused), so the cast to string keeps their bytes; a final CR is dropped,
+    as the local CLI drops it."""
+    import os
+    import shutil
+    import tempfile
+
+    text = F.col("text").cast("string")
+    if not canonical:
+        text = F.regexp_replace(text, "\r$", "")
+    where = os.path.dirname(os.path.abspath(out)) if out not in (None, "-") else None
+    tmp = tempfile.mkdtemp(prefix=".iri-dedupe-", dir=where)
+    try:
+        unique.select(text.alias("value")).write.mode("overwrite").option(
+            "lineSep", "\n").text(os.path.join(tmp, "lines"))
+        parts = sorted(n for n in os.listdir(os.path.join(tmp, "lines"))
+                       if n.startswith("part-"))
+        for name in parts:
+            with open(os.path.join(tmp, "lines", name), "rb") as f:
+                shutil.copyfileobj(f, stream, 1 << 20)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cli_dedupe(args: Any) -> DedupeStats:
+    """``iri-scrapy dedupe --spark``: the local command's job and report on Spark.
+
+    Writes the unique lines (as given, or canonical in ``--form`` with
+    ``--canonical``) in input order to ``-o`` (a text file, stdout, or a Parquet
+    directory when OUT ends in ``.parquet``) and the refused lines to
+    ``--rejects``.  Returns the statistics for the closing report.
+    """
+    import sys
+
+    spark = session(args.spark)
+    df, col = read_lines(spark, args.input, getattr(args, "column", None))
+    job = dedupe(df, col, args.level, order_by="line_id", ordered_partitions=True,
+                 unique_order=True,
+                 keep_fragment=args.keep_fragment, nfc=args.nfc, canonical=args.canonical,
+                 form=args.form, rung_stats=args.rung_stats).persist()
+    try:
+        stats = job.stats(args.max_listed)
+        parquet = (args.output or "").endswith(".parquet")
+        offsets = _offsets(job.partition_lines()) if stats.rejects or parquet else {}
+        stats.rejects = [Reject(_line(offsets, r.line), r.error) for r in stats.rejects]
+        if args.canonical:
+            text = F.col("iri_out")
+        elif isinstance(df.schema[col].dataType, T.BinaryType):
+            text = F.col(col)
+        else:
+            text = F.col(col).cast("binary")
+        unique = job.unique.select("line_id", text.alias("text")).orderBy("line_id")
+        out = args.output
+        if out is not None and out.endswith(".parquet"):
+            unique.select(F.col("text").cast("string").alias("url"),
+                          _line_column(offsets).alias("line")).write.mode(
+                "overwrite").parquet(out)
+        else:
+            stream = (sys.stdout.buffer if out in (None, "-")
+                      else open(out, "wb"))  # noqa: SIM115
+            try:
+                if args.spark.startswith("local"):
+                    _write_local(unique, stream, args.canonical, out)
+                else:
+                    for row in unique.toLocalIterator(prefetchPartitions=True):
+                        data = _bytes(row["text"])
+                        if not args.canonical and data.endswith(b"\r"):
+                            data = data[:-1]  # as the local CLI: the line without CR LF
+                        stream.write(data + b"\n")
+            finally:
+                if stream is sys.stdout.buffer:
+                    stream.flush()
+                else:
+                    stream.close()
+        if args.rejects:
+            rej = job.rejects.select("line_id", F.col(col).alias("text")).orderBy("line_id")
+            with open(args.rejects, "wb") as f:
+                for row in rej.toLocalIterator(prefetchPartitions=True):
+                    f.write(_bytes(row["text"]) + b"\n")
+    finally:
+        job.unpersist()
+    return stats
