@@ -155,6 +155,10 @@ __all__ = [
     "IRIRedisSpiderMixin",
     "CLOSE_REASON",
     "FORMAT_VERSION",
+    "SET_FORMAT_VERSION",
+    "SPLIT_SCRIPT",
+    "SPLIT_FANOUT",
+    "DEFAULT_ROOTS",
     "FIXED_FORMAT_VERSION",
     "FIELD_BYTES",
     "GROWTH",
@@ -170,6 +174,7 @@ __all__ = [
     "BUCKET_CAP",
     "DEFAULT_LOCAL_CACHE",
     "base_buckets_for",
+    "roots_for",
     "bucket_count",
     "generation_buckets",
     "redis_url_from_settings",
@@ -180,9 +185,11 @@ logger = logging.getLogger(__name__)
 
 #: ``finish_reason`` when Redis stayed unreachable past ``IRI_REDIS_RETRY_SECONDS``.
 CLOSE_REASON = "iri_redis_unavailable"
-#: Version of the key layout written by this code (stored in ``<base>:meta``):
-#: generations of SET buckets kept as intsets.
-FORMAT_VERSION = 3
+#: Version of the key layout written by this code (stored in ``<base>:meta``): a trie
+#: of intset SET buckets, one plain ``SADD`` per request.
+FORMAT_VERSION = 4
+#: Generations of intset SET buckets, one ``EVALSHA`` per request: still read and extended.
+SET_FORMAT_VERSION = 3
 #: Generations of HASH buckets (listpacks) of earlier versions: still read and extended.
 HASH_FORMAT_VERSION = 2
 #: The fixed-bucket layout of earlier versions: still read and extended.
@@ -196,6 +203,16 @@ SET_GROWTH = 16
 #: Format 3: a bucket reaching this many members closes its generation (intsets hold
 #: ``set-max-intset-entries``, 512 by default).
 BUCKET_CAP = 440
+#: Format 4: root buckets (a power of two); each is a Redis Cluster hash tag.
+DEFAULT_ROOTS = 1024
+_MAX_ROOTS = 1 << 20
+#: Format 4: a full bucket is split into this many children (by one decimal digit).
+SPLIT_FANOUT = 10
+#: Format 4: one call in ``_CHECK_EVERY`` also sends ``SCARD`` (same round trip) to
+#: notice a full bucket; chosen by fingerprint bits that pick neither bucket nor digit.
+_CHECK_EVERY = 8
+#: Format 4: the deepest bucket (19 decimal digits in a 64-bit member).
+_MAX_DEPTH = 19
 #: Fingerprints a process remembers as seen (``IRI_REDIS_LOCAL_CACHE``), about 13 MB.
 DEFAULT_LOCAL_CACHE = 1_000_000
 DEFAULT_KEY = "%(spider)s:iri-dupefilter"
@@ -270,6 +287,49 @@ return 1
 """
 _SET_SHA = hashlib.sha1(SET_SCRIPT.encode()).hexdigest()  # noqa: S324 - Redis's script id
 
+#: Format 4: split a full bucket (the only script; run about once per 400 new URLs).
+#: KEYS[1] the bucket; ARGV: the cap, the bucket's depth (0 for a root).  Unless it is
+#: no longer a SET (already split) or holds fewer than cap members, its members move to
+#: ``KEYS[1] .. digit`` (the member's decimal digit at depth + 1, from the right, on its
+#: absolute value, "0" past the last digit; a child that is itself already split passes
+#: them one level down), and KEYS[1] becomes an empty STRING: a marker on which a
+#: client's ``SADD`` fails with ``WRONGTYPE``, so that it learns of the split and goes
+#: one level down.  Every key it touches shares KEYS[1]'s hash tag (one cluster slot).
+#: Returns 1 if it split, 0 if not.
+SPLIT_SCRIPT = """
+local function digit(m, d)
+  local s = string.gsub(m, '^-', '')
+  local c = #s - d + 1
+  if c < 1 then return '0' end
+  return string.sub(s, c, c)
+end
+local function place(key, depth, members)
+  local t = redis.call('TYPE', key)['ok']
+  if t == 'set' or t == 'none' then
+    for i = 1, #members, 4000 do
+      redis.call('SADD', key, unpack(members, i, math.min(i + 3999, #members)))
+    end
+  elseif t == 'string' and depth < 19 then
+    local groups = {}
+    for _, m in ipairs(members) do
+      local k = key .. digit(m, depth + 1)
+      if not groups[k] then groups[k] = {} end
+      table.insert(groups[k], m)
+    end
+    for k, ms in pairs(groups) do place(k, depth + 1, ms) end
+  else
+    error('iri-dupefilter: cannot store into ' .. key .. ' (a ' .. t .. ')')
+  end
+end
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'set' then return 0 end
+if redis.call('SCARD', KEYS[1]) < tonumber(ARGV[1]) then return 0 end
+local members = redis.call('SMEMBERS', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[1], '')
+place(KEYS[1], tonumber(ARGV[2]), members)
+return 1
+"""
+
 #: Create the meta (ARGV: field, value, ...) unless it exists; return it (HGETALL).
 _INIT_SCRIPT = """
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
@@ -314,6 +374,17 @@ def base_buckets_for(expected_urls: int | None) -> int:
     return max(DEFAULT_BASE_BUCKETS, bucket_count(expected_urls) // _HINT_DIVISOR)
 
 
+def roots_for(expected_urls: int | None) -> int:
+    """Format 4 root buckets: 1024, or, with a size hint, ``bucket_count(hint)`` if more.
+
+    More roots mean fewer splits (a member moves once per level) and a finer spread
+    over a cluster's nodes, at the price of about 100 bytes per root key in use.
+    """
+    if not expected_urls or expected_urls <= 0:
+        return DEFAULT_ROOTS
+    return min(_MAX_ROOTS, max(DEFAULT_ROOTS, bucket_count(expected_urls)))
+
+
 def generation_buckets(base_buckets: int, generation: int) -> int:
     """Buckets of *generation* (format 2): ``base_buckets * 4**generation``."""
     return int(base_buckets) * GROWTH**generation
@@ -346,12 +417,19 @@ def redis_url_from_settings(settings: BaseSettings) -> str:
 
 
 def _retryable() -> tuple[type[BaseException], ...]:
+    from redis.exceptions import (
+        ClusterDownError,
+        ReadOnlyError,
+        RedisClusterException,
+        TryAgainError,
+    )
     from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import ReadOnlyError
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
-    # BusyLoadingError (a restarted server still loading its AOF/RDB) is a ConnectionError.
-    return (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OSError)
+    # BusyLoadingError (a restarted server still loading its AOF/RDB) is a ConnectionError;
+    # a cluster that lost a master (or every node) says CLUSTERDOWN / cannot be connected.
+    return (RedisConnectionError, RedisTimeoutError, ReadOnlyError, ClusterDownError,
+            TryAgainError, RedisClusterException, OSError)
 
 
 def _glob_escape(text: bytes) -> bytes:
@@ -393,6 +471,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         bucket_cap: int = BUCKET_CAP,
         key_format: int = FORMAT_VERSION,
         local_cache: int = DEFAULT_LOCAL_CACHE,
+        cluster: bool = False,
         retry_seconds: float = DEFAULT_RETRY_SECONDS,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
         redis_params: dict[str, Any] | None = None,
@@ -402,23 +481,36 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         if kwargs.get("jobdir"):
             raise IRIRedisError("RedisIRIDupeFilter keeps fingerprints in Redis, not in JOBDIR")
         if base_buckets is None:
-            base_buckets = base_buckets_for(expected_urls)
-        if not _is_power_of_two(int(base_buckets)) or int(base_buckets) > _MAX_BUCKETS:
-            raise IRIRedisError(f"base_buckets must be a power of two <= {_MAX_BUCKETS}")
+            if key_format == FORMAT_VERSION:
+                base_buckets = roots_for(expected_urls)
+            else:
+                base_buckets = base_buckets_for(expected_urls)
+        if not _is_power_of_two(int(base_buckets)) or int(base_buckets) > _MAX_ROOTS:
+            raise IRIRedisError(f"base_buckets must be a power of two <= {_MAX_ROOTS}")
         if not 1 <= int(bucket_fill) <= 400:
             raise IRIRedisError("bucket_fill must be between 1 and 400 (listpacks hold 512)")
         if not 1 <= int(bucket_cap) <= 512:
             raise IRIRedisError("bucket_cap must be between 1 and 512 (intsets hold 512)")
-        if key_format not in (FORMAT_VERSION, HASH_FORMAT_VERSION):
-            raise IRIRedisError(f"key_format must be {FORMAT_VERSION} or {HASH_FORMAT_VERSION}")
+        if key_format not in (FORMAT_VERSION, SET_FORMAT_VERSION, HASH_FORMAT_VERSION):
+            raise IRIRedisError(
+                f"key_format must be {FORMAT_VERSION}, {SET_FORMAT_VERSION} or "
+                f"{HASH_FORMAT_VERSION}"
+            )
         super().__init__(**kwargs)
         self.redis_url = redis_url
         self.retry_seconds = max(0.0, float(retry_seconds))
         self.socket_timeout = float(socket_timeout)
         self.redis_params = dict(redis_params or {})
+        #: Talk to a Redis Cluster (``redis.cluster.RedisCluster``), format 4 only.
+        self.cluster = bool(cluster)
         self.crawler = crawler
         self.expected_urls = expected_urls  # an optional hint (base_buckets_for)
         self.base_key = f"{key}:v{CANONICALIZATION_VERSION}:{self.tag_hash()}"
+        if self.cluster and ("{" in self.base_key or "}" in self.base_key):
+            raise IRIRedisError(
+                f"IRI_REDIS_KEY {key!r} has braces: on a Redis Cluster they would be the "
+                "hash tag of every key (all on one node); remove them"
+            )
         self.meta_key = f"{self.base_key}:meta"
         #: Layout in use (from the meta once connected): 3, or 2 or 1 for an old key set.
         self.format = int(key_format)
@@ -433,6 +525,11 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         self._max_gens = 1
         self._meta_key_b = self.meta_key.encode()
         self._set_prefix = (self.base_key + ":s").encode()
+        #: Format 4: root bucket keys (``<base>:{<root>}``), and the buckets this
+        #: process knows are split (learned from WRONGTYPE, or split by it).
+        self._root_keys: list[bytes] = []
+        self._split: set[bytes] = set()
+        self._conn: Any = None
         #: Fingerprints this process knows are stored in Redis (None: no local cache).
         self.local_cache = max(0, int(local_cache))
         self._local: FingerprintSet | None = FingerprintSet() if self.local_cache else None
@@ -485,6 +582,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         expected = settings.get("IRI_REDIS_EXPECTED_URLS")
         params = settings.getdict("IRI_REDIS_PARAMS")
         kwargs["local_cache"] = settings.getint("IRI_REDIS_LOCAL_CACHE", DEFAULT_LOCAL_CACHE)
+        kwargs["cluster"] = settings.getbool("IRI_REDIS_CLUSTER", False)
         kwargs.update(
             redis_url=redis_url_from_settings(settings),
             key=key,
@@ -533,6 +631,15 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
+        if self.cluster:
+            from redis.cluster import RedisCluster
+
+            cluster_params: dict[str, Any] = {
+                "socket_timeout": self.socket_timeout,
+                "socket_connect_timeout": min(self.socket_timeout, 2.0),
+            }
+            cluster_params.update(self.redis_params)
+            return RedisCluster.from_url(self.redis_url, **cluster_params)
         params: dict[str, Any] = {
             "socket_timeout": self.socket_timeout,
             "socket_connect_timeout": min(self.socket_timeout, 2.0),
@@ -548,14 +655,15 @@ class RedisIRIDupeFilter(IRIDupeFilter):
 
         Raises :class:`IRIRedisError` naming the (password-masked) URL.
         """
-        from redis.exceptions import RedisError
+        from redis.exceptions import RedisClusterException, RedisError
 
         try:
             if self._client is None:
                 self._client = self._new_client()  # connects at once (single connection)
+                self._conn = getattr(self._client, "connection", None)
             self._client.ping()
             self._ensure_meta()
-        except (RedisError, ValueError) as exc:
+        except (RedisError, RedisClusterException, ValueError) as exc:
             self._disconnect()
             error = IRIRedisError(
                 f"RedisIRIDupeFilter cannot use Redis at {self.safe_url}: {exc} "
@@ -569,6 +677,13 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 self.safe_url, self.base_key, self.buckets,
             )
         elif self.format == FORMAT_VERSION:
+            self._check_intset_limit()
+            logger.info(
+                "RedisIRIDupeFilter: Redis%s %s, keys %s:* (format 4, %d root buckets)",
+                " Cluster" if self.cluster else "", self.safe_url, self.base_key,
+                self.base_buckets,
+            )
+        elif self.format == SET_FORMAT_VERSION:
             self._check_intset_limit()
             logger.info(
                 "RedisIRIDupeFilter: Redis %s, keys %s:* (format 3, %d generation(s) open)",
@@ -589,6 +704,8 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             "field_bytes": FIELD_BYTES,
         }
         if self.key_format == FORMAT_VERSION:
+            wanted.update(roots=self.base_buckets, cap=self.bucket_cap, fanout=SPLIT_FANOUT)
+        elif self.key_format == SET_FORMAT_VERSION:
             wanted.update(growth=SET_GROWTH, b0=self.base_buckets, cap=self.bucket_cap,
                           generations=1)
         else:
@@ -610,13 +727,22 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         elif fmt == str(HASH_FORMAT_VERSION):
             self._adopt_generations(stored)
             self._client.execute_command("SCRIPT", "LOAD", SEEN_SCRIPT)
-        elif fmt == str(FORMAT_VERSION):
+        elif fmt == str(SET_FORMAT_VERSION):
             self._adopt_sets(stored)
             self._client.execute_command("SCRIPT", "LOAD", SET_SCRIPT)
+        elif fmt == str(FORMAT_VERSION):
+            self._adopt_trie(stored)
         else:
             self._refuse(
                 "format", fmt,
-                f"{FIXED_FORMAT_VERSION}, {HASH_FORMAT_VERSION} or {FORMAT_VERSION}",
+                f"{FIXED_FORMAT_VERSION}, {HASH_FORMAT_VERSION}, {SET_FORMAT_VERSION} or "
+                f"{FORMAT_VERSION}",
+            )
+        if self.cluster and self.format != FORMAT_VERSION:
+            raise IRIRedisError(
+                f"{self.meta_key} is a format-{self.format} key set: its scripts use keys of "
+                f"several hash slots, so only format {FORMAT_VERSION} works on a Redis Cluster "
+                "(use another IRI_REDIS_KEY, or delete the old keys)"
             )
         self._meta_ok = True
 
@@ -678,12 +804,34 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 "RedisIRIDupeFilter: %s was created with b0=%d, cap=%d: keeping them",
                 self.base_key, b0, cap,
             )
-        self.format = FORMAT_VERSION
+        self.format = SET_FORMAT_VERSION
         self.base_buckets, self.bucket_cap = b0, cap
         self._max_gens = 1
         while b0 * SET_GROWTH**self._max_gens <= _MAX_GENERATION_BUCKETS:
             self._max_gens += 1
         self._set_generations(gens)
+
+    def _adopt_trie(self, stored: dict[str, str]) -> None:
+        try:
+            roots, cap, fanout = int(stored["roots"]), int(stored["cap"]), int(stored["fanout"])
+        except (KeyError, ValueError) as exc:
+            raise IRIRedisError(f"{self.meta_key} has a damaged format-4 layout") from exc
+        if (fanout != SPLIT_FANOUT or not _is_power_of_two(roots) or roots > _MAX_ROOTS
+                or not 1 <= cap <= 512):
+            raise IRIRedisError(
+                f"{self.meta_key} has a bad layout (fanout={fanout}, roots={roots}, cap={cap})"
+            )
+        if (roots, cap) != (self.base_buckets, self.bucket_cap):
+            logger.info(
+                "RedisIRIDupeFilter: %s was created with roots=%d, cap=%d: keeping them",
+                self.base_key, roots, cap,
+            )
+        if self.format != FORMAT_VERSION or roots != len(self._root_keys):
+            self._split.clear()
+        self.format = FORMAT_VERSION
+        self.base_buckets, self.bucket_cap = roots, cap
+        prefix = self.base_key.encode()
+        self._root_keys = [prefix + b":{%x}" % r for r in range(roots)]
 
     def _set_generations(self, gens: int) -> None:
         """Format 3: adopt *gens* open generations (newest first in ``_gen_buckets``)."""
@@ -696,8 +844,13 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         from redis.exceptions import RedisError
 
         try:
-            reply = self._client.config_get("set-max-intset-entries")
-            limit = int(reply.get("set-max-intset-entries", 512))
+            if self.cluster:  # every master's own setting
+                nodes = self._client.get_primaries()
+                replies = [self._client.get_redis_connection(n).config_get(
+                    "set-max-intset-entries") for n in nodes]
+            else:
+                replies = [self._client.config_get("set-max-intset-entries")]
+            limit = min(int(r.get("set-max-intset-entries", 512)) for r in replies)
         except (RedisError, ValueError):  # CONFIG disabled (managed Redis): cannot tell
             return
         if limit < self.bucket_cap:
@@ -717,13 +870,13 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         return self._bucket_prefix + b"%x" % (bucket_hash & self._mask)
 
     def generations(self) -> int:
-        """Open generations (format 2), read from the meta; 0 for format 1."""
+        """Open generations (formats 2 and 3), read from the meta; 0 for formats 1 and 4."""
         if not self._meta_ok:
             self.connect()
-        if self.format == FIXED_FORMAT_VERSION:
+        if self.format in (FIXED_FORMAT_VERSION, FORMAT_VERSION):
             return 0
         gens = int(self._client.hget(self.meta_key, "generations") or 0)
-        if self.format == FORMAT_VERSION and gens:
+        if self.format == SET_FORMAT_VERSION and gens:
             self._set_generations(gens)
         return gens
 
@@ -731,9 +884,9 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         """Fields stored in each open generation (format 2, from the meta counters)."""
         if not self._meta_ok:
             self.connect()
-        if self.format == FIXED_FORMAT_VERSION:
+        if self.format in (FIXED_FORMAT_VERSION, FORMAT_VERSION):
             return []
-        if self.format == FORMAT_VERSION:  # no counters: SCARD of every existing bucket
+        if self.format == SET_FORMAT_VERSION:  # no counters: SCARD of every existing bucket
             counts = [0] * self.generations()
             keys = self._existing_set_keys()
             for i in range(0, len(keys), 1000):
@@ -754,12 +907,50 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         pattern = _glob_escape(self._set_prefix) + b"[0-9]*:*"
         return sorted(set(self._client.scan_iter(match=pattern, count=1000)))
 
+    def _existing_trie_keys(self, set_only: bool = False) -> list[bytes]:
+        """Format 4: the buckets that exist, and (unless *set_only*) the split markers.
+
+        ``SCAN`` (of every master, on a cluster).
+        """
+        pattern = _glob_escape(self.base_key.encode() + b":{") + b"*"
+        kwargs: dict[str, Any] = {"match": pattern, "count": 1000}
+        if set_only:
+            kwargs["_type"] = "set"
+        return sorted(set(self._client.scan_iter(**kwargs)))
+
+    def level_counts(self) -> dict[int, tuple[int, int]]:
+        """Format 4: ``{depth: (buckets, members)}`` over the existing buckets (0: roots)."""
+        if not self._meta_ok:
+            self.connect()
+        if self.format != FORMAT_VERSION:
+            return {}
+        keys = self._existing_trie_keys(set_only=True)
+        out: dict[int, tuple[int, int]] = {}
+        for key, n in zip(keys, self._each("SCARD", keys), strict=True):
+            depth = len(key) - key.rindex(b"}") - 1
+            buckets, members = out.get(depth, (0, 0))
+            out[depth] = (buckets + 1, members + int(n))
+        return dict(sorted(out.items()))
+
+    def _each(self, command: str, keys: list[bytes], *args: Any) -> list[Any]:
+        """``command key *args`` for every key (pipelined, 1000 at a time)."""
+        replies: list[Any] = []
+        for i in range(0, len(keys), 1000):
+            pipe = self._client.pipeline(transaction=False)
+            for key in keys[i : i + 1000]:
+                pipe.execute_command(command, key, *args)
+            replies += pipe.execute()
+        return replies
+
     def bucket_keys(self) -> list[bytes]:
         """Bucket key names: for formats 1 and 2 every bucket of the open generations
-        (whether it exists or not); for format 3 those that exist."""
+        (whether it exists or not); for format 3 those that exist; for format 4 the
+        buckets and split markers that exist."""
         if not self._meta_ok:
             self.connect()
         if self.format == FORMAT_VERSION:
+            return self._existing_trie_keys()
+        if self.format == SET_FORMAT_VERSION:
             return self._existing_set_keys()
         if self.format == FIXED_FORMAT_VERSION:
             return [self._bucket_prefix + b"%x" % i for i in range(self.buckets)]
@@ -787,6 +978,8 @@ class RedisIRIDupeFilter(IRIDupeFilter):
 
         field, bucket_hash = self._locate(fingerprint)
         if self.format == FORMAT_VERSION:
+            return self._apply_trie(field, bucket_hash, insert)
+        if self.format == SET_FORMAT_VERSION:
             return self._apply_sets(field, bucket_hash, insert)
         for _ in range(3):
             if self.format == FIXED_FORMAT_VERSION:
@@ -807,6 +1000,96 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 continue
             return bool(answer)
         raise IRIRedisError(f"{self.meta_key}: the dupefilter script cannot run")
+
+    def _apply_trie(self, field: bytes, bucket_hash: int, insert: bool) -> bool:
+        """Format 4: one ``SADD`` (one ``SISMEMBER`` to only look); True if not stored.
+
+        The root bucket is ``bucket_hash`` modulo the root count; below a bucket this
+        process knows is split, the child is the member's next decimal digit.  One call
+        in eight (by bits of ``bucket_hash`` that pick neither) sends ``SCARD`` in the
+        same round trip; a bucket found at the cap is split (:data:`SPLIT_SCRIPT`).
+        ``WRONGTYPE`` means another process split the bucket: go one level down.
+        """
+        from redis.exceptions import ResponseError
+
+        member = int.from_bytes(field, "big", signed=True)
+        check = insert and (bucket_hash >> 24) % _CHECK_EVERY == 0
+        split = self._split
+        key = self._root_keys[bucket_hash % len(self._root_keys)]
+        rest = abs(member)
+        depth = 0
+        for _ in range(_MAX_DEPTH + 2):
+            while key in split and depth < _MAX_DEPTH:
+                key += b"%d" % (rest % 10)
+                rest //= 10
+                depth += 1
+            command = "SADD" if insert else "SISMEMBER"
+            if check:
+                reply, card = self._two(command, key, member)
+            else:
+                card = None
+                try:
+                    reply = self._one(command, key, member)
+                except ResponseError as exc:
+                    reply = exc
+            if isinstance(reply, ResponseError):
+                if not str(reply).startswith("WRONGTYPE") or depth >= _MAX_DEPTH:
+                    raise reply
+                split.add(key)  # split by another process: one level down
+                continue
+            if isinstance(card, int) and card >= self.bucket_cap:
+                self._split_bucket(key, depth)
+            return bool(reply) if insert else not reply
+        raise IRIRedisError(f"{self.base_key}: no bucket takes {member}")
+
+    def _one(self, *command: Any) -> Any:
+        """One command, one round trip (the raw connection when there is one)."""
+        conn = self._conn
+        if conn is None:
+            return self._client.execute_command(*command)
+        try:
+            conn.send_packed_command(conn.pack_command(*command), check_health=False)
+            return conn.read_response()
+        except self._retryable:
+            conn.disconnect()
+            raise
+
+    def _two(self, command: str, key: bytes, member: int) -> tuple[Any, Any]:
+        """*command* and ``SCARD`` of *key* in one round trip; error replies returned."""
+        from redis.exceptions import ResponseError
+
+        conn = self._conn
+        if conn is None:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.execute_command(command, key, member)
+            pipe.execute_command("SCARD", key)
+            first, second = pipe.execute(raise_on_error=False)
+            return first, second
+        try:
+            conn.send_packed_command(
+                conn.pack_commands([(command, key, member), ("SCARD", key)]), check_health=False
+            )
+            replies: list[Any] = []
+            for _ in range(2):
+                try:
+                    replies.append(conn.read_response())
+                except ResponseError as exc:
+                    replies.append(exc)
+        except self._retryable:
+            conn.disconnect()
+            raise
+        return replies[0], replies[1]
+
+    def _split_bucket(self, key: bytes, depth: int) -> None:
+        """Split the full bucket *key* (atomic; a no-op if another process did)."""
+        try:
+            done = self._client.execute_command(
+                "EVAL", SPLIT_SCRIPT, 1, key, self.bucket_cap, depth
+            )
+        except self._retryable:
+            return  # the answer stands; a later check splits it
+        if done == 1:  # else another process split it first: WRONGTYPE will say so
+            self._split.add(key)
 
     def _apply_sets(self, field: bytes, bucket_hash: int, insert: bool) -> bool:
         """Format 3: one ``EVALSHA``; True if the member was not stored."""
@@ -891,6 +1174,8 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             time.sleep(min(delay, deadline - now))
             delay = min(delay * 2, _BACKOFF_MAX)
             self._inc(STAT_RETRIES)
+            # A Redis restarted without its data has no split buckets: learn them again.
+            self._split.clear()
             try:
                 added = self._apply(fingerprint)
             except self._retryable as exc:
@@ -983,6 +1268,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
 
     def _disconnect(self) -> None:
         client, self._client = self._client, None
+        self._conn = None
         self._meta_ok = False
         if client is not None:
             try:
@@ -1007,6 +1293,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         for i in range(0, len(keys), 1000):
             deleted += int(self._client.unlink(*keys[i : i + 1000]))
         deleted += int(self._client.unlink(self.meta_key))
+        self._split.clear()
         self._meta_ok = False
         self.format = self.key_format  # the next connect creates a new key set
         logger.warning(
@@ -1019,13 +1306,15 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     def __len__(self) -> int:
         """Fingerprints stored in Redis.
 
-        Format 3: ``SCARD`` of every bucket, pipelined.  Format 2: the sum of the
+        Formats 4 and 3: ``SCARD`` of every existing bucket, pipelined.  Format 2: the sum of the
         per-generation counters in the meta (exact: they change in the same script
         as the buckets).  Format 1: ``HLEN`` of every
         bucket, pipelined.
         """
         if not self._meta_ok:
             self.connect()
+        if self.format == FORMAT_VERSION:
+            return sum(int(n) for n in self._each("SCARD", self._existing_trie_keys(True)))
         if self.format != FIXED_FORMAT_VERSION:
             return sum(self.generation_counts())
         return self._sum_of("HLEN", self.bucket_keys())
@@ -1042,19 +1331,20 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         """``MEMORY USAGE`` (exact, ``SAMPLES 0``) of all existing keys, in bytes."""
         if not self._meta_ok:
             self.connect()
-        total = 0
         keys = [*self.bucket_keys(), self.meta_key.encode()]
-        for i in range(0, len(keys), 1000):
-            pipe = self._client.pipeline(transaction=False)
-            for key in keys[i : i + 1000]:
-                pipe.execute_command("MEMORY USAGE", key, "SAMPLES", 0)
-            total += sum(int(n) for n in pipe.execute() if n is not None)
-        return total
+        if self.cluster:  # redis-py routes MEMORY USAGE by key through its own method
+            return sum(int(self._client.memory_usage(k, samples=0) or 0) for k in keys)
+        return sum(int(n) for n in self._each("MEMORY USAGE", keys, "SAMPLES", 0)
+                   if n is not None)
 
     def __repr__(self) -> str:
         if self.format == FIXED_FORMAT_VERSION:
             layout = f"format=1 buckets={self.buckets}"
         elif self.format == FORMAT_VERSION:
+            layout = f"format=4 roots={self.base_buckets} cap={self.bucket_cap}"
+            if self.cluster:
+                layout += " cluster"
+        elif self.format == SET_FORMAT_VERSION:
             layout = f"format=3 b0={self.base_buckets} cap={self.bucket_cap}"
         else:
             layout = f"format=2 b0={self.base_buckets} fill={self.bucket_fill}"
