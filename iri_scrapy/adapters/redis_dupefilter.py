@@ -13,8 +13,8 @@ logging, ``dont_filter`` and ``meta["dont_normalize_iri"]`` behave exactly as in
 the local filter.  ``JOBDIR`` is not used for fingerprints (Redis holds them; the
 scheduler may still keep its queue there).
 
-Key layout (format 3: generations of intset buckets)
-====================================================
+Key layout (format 4: a trie of intset buckets, one plain ``SADD`` per request)
+==============================================================================
 
 ``<base>`` is ``IRI_REDIS_KEY % {"spider": spider.name}`` (default
 ``"%(spider)s:iri-dupefilter"``) followed by ``:v<CANONICALIZATION_VERSION>:<tag>``,
@@ -24,38 +24,50 @@ fingerprinter class).  A new ladder version or other options therefore use other
 keys: keys of different canonicalizations are never mixed.
 
 ``<base>:meta`` (HASH)
-    ``format`` (3), ``canonicalization_version``, ``options_tag`` (full text),
-    ``field_bytes`` (8), ``growth`` (16), ``b0`` (buckets of generation 0),
-    ``cap`` (440) and ``generations`` (how many are open).  Created atomically by
-    the first crawler; later crawlers adopt its ``b0``/``cap`` and refuse an
-    unknown format.
-``<base>:s<g>:<i>`` (SET), ``i`` in lowercase hex
-    Generation ``g`` has ``b0 * 16**g`` buckets.  One member per seen request: the
-    first 8 bytes of its fingerprint (the same 64 bits
-    :func:`~iri_scrapy.adapters.fpstore.fp64` keeps locally) as a *signed 64-bit
-    decimal*, so that Redis keeps the bucket as an **intset** (a sorted array of
-    8-byte integers, binary-searched) while it holds at most
-    ``set-max-intset-entries`` (512 by default) members.  The bucket ``i`` is 4
-    *other* bytes of the fingerprint modulo the generation's bucket count.
+    ``format`` (4), ``canonicalization_version``, ``options_tag`` (full text),
+    ``field_bytes`` (8), ``roots`` (1024), ``cap`` (440), ``fanout`` (10).  Created
+    atomically by the first crawler; later crawlers adopt ``roots``/``cap`` and
+    refuse an unknown format.
+``<base>:{<r>}<digits>`` (SET, or an empty STRING once split)
+    The member of a request is the first 8 bytes of its fingerprint (the same 64
+    bits :func:`~iri_scrapy.adapters.fpstore.fp64` keeps locally) as a *signed
+    64-bit decimal*, so that Redis keeps the bucket as an **intset** (a sorted
+    array of 8-byte integers) while it holds at most ``set-max-intset-entries``
+    (512 by default) members.  Its root ``r`` (lowercase hex) is 4 *other*
+    fingerprint bytes modulo ``roots``; ``{<r>}`` is the Redis Cluster hash tag,
+    so every bucket under a root is in one slot, on one node.  A bucket that
+    reached ``cap`` members is split (:data:`SPLIT_SCRIPT`, atomic): its members
+    move to ten children ``<key><d>``, ``d`` the member's next decimal digit from
+    the right, and the key becomes an empty STRING, a marker.
 
-``request_seen`` is one ``EVALSHA`` of a short Lua script (:data:`SET_SCRIPT`)
-whose keys the client computes from the generation count it holds (all keys are
-declared in ``KEYS``): ``HGET`` the count (a stale client is told so, re-reads it
-and calls again), ``SISMEMBER`` the bucket of each generation, newest first, and
-if the member is in none ``SADD`` it to the newest one and ``SCARD`` that bucket;
-the first bucket to reach ``cap`` (440) opens the next generation, sixteen times
-larger.  Nothing is ever moved, and the script is atomic across any number of
-crawlers.  Generations (estimated from bucket statistics): 1 up to about 6,000
-URLs, 2 up to about 100,000, 3 to 1.5 million, 4 to 25 million, 5 to 400
-million.  Memory is about 9 bytes per URL (an intset member is 8 bytes, plus the
-bucket key and allocator rounding); server time per call about 2.5 times
-scrapy-redis's ``SADD`` (``benchmarks/bench_redis.py``).  Empty buckets of a new
-generation do not exist until written, so the large new generation costs nothing
-up front.
+``request_seen`` is one ``SADD`` of the member to the deepest bucket this process
+knows of (its root, then one digit a level below buckets it knows are split):
+``SADD`` answers 1 if the member was new, an atomic test-and-set, and no script
+runs.  On a marker it fails with ``WRONGTYPE``: the process learns the split and
+sends the ``SADD`` one level down.  One call in eight also sends ``SCARD`` in the
+same round trip; a bucket found at the cap is split.  Members move once per
+level, about once per 400 new URLs a split; nothing else ever moves.  With
+1024 roots, the roots split from about 400,000 URLs on, the first level from about
+4 million, the second from 40 million.  Memory is about 9.5 bytes per URL from
+100,000 URLs on (an intset member is 8 bytes, plus the bucket keys and allocator
+rounding), more below (at most 1024 root keys, about 100 bytes each); server
+time per call about that of scrapy-redis's ``SADD``
+(``benchmarks/bench_redis.py``).
 
-The 8-byte member plus the bucket index are compared: the chance of any false
-"seen" among ``n`` URLs is below ``n * cap * generations / 2**64`` (about
-``1e-9`` at 10 million URLs).
+The 8-byte member plus the root are compared: the chance of any false "seen"
+among ``n`` URLs is below ``n**2 / (2 * roots * 2**64)`` (about ``3e-9`` at 10
+million URLs, ``3e-7`` at 100 million).
+
+Redis Cluster
+-------------
+
+``IRI_REDIS_CLUSTER = True`` makes the filter use redis-py's
+``redis.cluster.RedisCluster.from_url(IRI_REDIS_URL)`` (any node of the cluster
+as the URL; ``IRI_REDIS_PARAMS`` go to it).  The 1024 hash tags spread the
+buckets over the slots (so over the masters, within a few percent of even),
+and a request is still one command to one node.  Only format 4 key sets can be
+used on a cluster (older formats' scripts touch keys of several slots);
+``IRI_REDIS_KEY`` must not contain braces.
 
 Local cache
 -----------
@@ -73,16 +85,16 @@ saw, which is what deduplication wants anyway.  Stats at close:
 Older layouts
 -------------
 
-Format 2 (HASH buckets kept as listpacks, 8 raw bytes per field, generations
-four times larger with ``n<g>`` counters, keys ``<base>:g<g>:<i>``; one
-``EVALSHA`` of :data:`SEEN_SCRIPT` per request, about 20 microseconds of server
-time) and format 1 (a fixed bucket count sized from
+Format 3 (generations of intset SET buckets, keys ``<base>:s<g>:<i>``, one
+``EVALSHA`` of :data:`SET_SCRIPT` per request: about 7 times a ``SADD``'s server
+time for new URLs at a million), format 2 (HASH buckets kept as listpacks, keys
+``<base>:g<g>:<i>``; one ``EVALSHA`` of :data:`SEEN_SCRIPT`, about 20
+microseconds) and format 1 (a fixed bucket count sized from
 ``IRI_REDIS_EXPECTED_URLS``, keys ``<base>:<i>``, one ``HSETNX``), written by
 earlier versions, are still read and extended as they are: the meta's
 ``format`` selects the path.  Delete the keys (or change ``IRI_REDIS_KEY``) to
-move to format 3.  ``IRI_REDIS_EXPECTED_URLS``, optional, is a size hint
-(:func:`base_buckets_for`) for ``b0``.  Redis Cluster is not supported (the
-keys of one request are declared, but are not in one hash slot).
+move to format 4.  ``IRI_REDIS_EXPECTED_URLS``, optional, is a size hint:
+:func:`roots_for` (format 4), :func:`base_buckets_for` (formats 2 and 3).
 
 Faults
 ======
