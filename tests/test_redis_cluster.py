@@ -83,6 +83,7 @@ def test_splits_spread_and_clear(redis_cluster: RedisCluster) -> None:
     levels = df.level_counts()
     assert max(levels) >= 1  # roots split (cap 20, about 29 a root)
     sizes = redis_cluster.dbsizes()
+    print(f"keys per master: {sizes}, levels {levels}")  # shown with pytest -rP
     assert sum(sizes) == len(df.bucket_keys()) + 1  # buckets, markers and the meta
     _assert_even(sizes)
     # one request, one node: every key of a root shares its hash tag (one slot)
@@ -148,5 +149,6 @@ def test_two_crawls_share_the_cluster(redis_cluster: RedisCluster, big_site: Sit
     assert sum(int(r.stats.get("downloader/response_count", 0)) for r in results) == len(
         big_site.hits.hits)
     sizes = redis_cluster.dbsizes()
+    print(f"keys per master after the crawl: {sizes}")  # shown with pytest -rP
     assert sum(sizes) > 500  # the roots of about 1,000 URLs, and the meta
     _assert_even(sizes)

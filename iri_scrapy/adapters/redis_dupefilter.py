@@ -651,7 +651,13 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 "socket_connect_timeout": min(self.socket_timeout, 2.0),
             }
             cluster_params.update(self.redis_params)
-            return RedisCluster.from_url(self.redis_url, **cluster_params)
+            cluster = RedisCluster.from_url(self.redis_url, **cluster_params)
+            if not {"retry", "cluster_error_retry_attempts"} & set(self.redis_params):
+                # No retries inside redis-py: a SADD re-sent after a lost reply would answer
+                # "seen" for a request nobody fetched; request_seen's own retries know that.
+                cluster.cluster_error_retry_attempts = 0  # type: ignore[attr-defined]  # redis-py 5
+                cluster.retry = Retry(NoBackoff(), 0)  # redis-py 6+
+            return cluster
         params: dict[str, Any] = {
             "socket_timeout": self.socket_timeout,
             "socket_connect_timeout": min(self.socket_timeout, 2.0),
@@ -1054,10 +1060,30 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             return bool(reply) if insert else not reply
         raise IRIRedisError(f"{self.base_key}: no bucket takes {member}")
 
+    def _node(self, key: bytes) -> Any:
+        """Cluster: the client of the master that holds *key*'s slot (redis-py's map)."""
+        client = self._client
+        return client.get_redis_connection(client.get_node_from_key(key))
+
     def _one(self, *command: Any) -> Any:
-        """One command, one round trip (the raw connection when there is one)."""
+        """One command, one round trip (the raw connection when there is one).
+
+        On a cluster the command goes straight to the master that holds the key's
+        slot; a redirection (MOVED/ASK: slots moved, or TRYAGAIN/CLUSTERDOWN: not run)
+        is sent again through ``RedisCluster.execute_command``, which follows it and
+        refreshes the slot map.  A connection error is raised (the caller's retries
+        know a lost reply may have been applied).
+        """
         conn = self._conn
         if conn is None:
+            if self.cluster:
+                from redis.exceptions import AskError, ClusterDownError, TryAgainError
+
+                try:
+                    return self._node(command[1]).execute_command(*command)
+                except (AskError, ClusterDownError, TryAgainError):
+                    pass  # not run there (MovedError is an AskError): follow it
+
             return self._client.execute_command(*command)
         try:
             conn.send_packed_command(conn.pack_command(*command), check_health=False)
@@ -1072,6 +1098,19 @@ class RedisIRIDupeFilter(IRIDupeFilter):
 
         conn = self._conn
         if conn is None:
+            if self.cluster:
+                from redis.exceptions import AskError, ClusterDownError, TryAgainError
+
+                moved = (AskError, ClusterDownError, TryAgainError)
+                try:
+                    pipe = self._node(key).pipeline(transaction=False)
+                    pipe.execute_command(command, key, member)
+                    pipe.execute_command("SCARD", key)
+                    first, second = pipe.execute(raise_on_error=False)
+                    if not isinstance(first, moved):
+                        return first, second
+                except moved:
+                    pass  # not run there: through RedisCluster, which follows it
             pipe = self._client.pipeline(transaction=False)
             pipe.execute_command(command, key, member)
             pipe.execute_command("SCARD", key)
