@@ -270,3 +270,23 @@ def test_size_hint_sets_the_roots() -> None:
     assert roots_for(100_000) == 1024
     assert roots_for(10_000_000) == 65536
     assert roots_for(10**12) == 1 << 20
+
+
+def test_edge_members_split_the_same_in_lua_and_python(
+    redis_server_session: RedisServer,
+) -> None:
+    """Short, negative and extreme members: the script and the client pick one child."""
+    df = _direct(redis_server_session, base_buckets=1, bucket_cap=1)
+    values = [0, 1, -1, 9, -10, 10, 123, -123, 10**18, -(10**18), 2**63 - 1, -(2**63),
+              -(2**63) + 1, 99_999, -99_990, 5, -5, 10**18 + 5, -(10**18) - 5]
+    fps = [v.to_bytes(8, "big", signed=True) + bytes(12) for v in values]  # root 0, checked
+    for fp in fps:
+        assert df.seen_add(fp) is False
+    fresh = _direct(redis_server_session, df.base_key.split(":v")[0], base_buckets=1,
+                    bucket_cap=1)  # knows no split: learns each from WRONGTYPE
+    client = redis_server_session.client()
+    for fp in fps:
+        assert df.seen_add(fp) is True and fresh.seen_add(fp) is True
+        assert client.sismember(_leaf(df, client, fp), _member(fp))
+    assert len(df) == len(values)
+    assert max(df.level_counts()) >= 3

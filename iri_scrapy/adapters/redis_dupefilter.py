@@ -307,6 +307,7 @@ _SET_SHA = hashlib.sha1(SET_SCRIPT.encode()).hexdigest()  # noqa: S324 - Redis's
 #: them one level down), and KEYS[1] becomes an empty STRING: a marker on which a
 #: client's ``SADD`` fails with ``WRONGTYPE``, so that it learns of the split and goes
 #: one level down.  Every key it touches shares KEYS[1]'s hash tag (one cluster slot).
+#: A bucket at depth 19 (every digit used: only m and -m can share it) is never split.
 #: Returns 1 if it split, 0 if not.
 SPLIT_SCRIPT = """
 local function digit(m, d)
@@ -333,6 +334,7 @@ local function place(key, depth, members)
     error('iri-dupefilter: cannot store into ' .. key .. ' (a ' .. t .. ')')
   end
 end
+if tonumber(ARGV[2]) >= 19 then return 0 end
 if redis.call('TYPE', KEYS[1])['ok'] ~= 'set' then return 0 end
 if redis.call('SCARD', KEYS[1]) < tonumber(ARGV[1]) then return 0 end
 local members = redis.call('SMEMBERS', KEYS[1])
@@ -1055,7 +1057,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                     raise reply
                 split.add(key)  # split by another process: one level down
                 continue
-            if isinstance(card, int) and card >= self.bucket_cap:
+            if isinstance(card, int) and card >= self.bucket_cap and depth < _MAX_DEPTH:
                 self._split_bucket(key, depth)
             return bool(reply) if insert else not reply
         raise IRIRedisError(f"{self.base_key}: no bucket takes {member}")
