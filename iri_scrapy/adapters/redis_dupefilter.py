@@ -544,6 +544,9 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         self._root_keys: list[bytes] = []
         self._split: set[bytes] = set()
         self._conn: Any = None
+        #: Cluster: this filter's own connection to each master, by node name.
+        self._node_conns: dict[str, Any] = {}
+        self._via_cluster = False
         #: Fingerprints this process knows are stored in Redis (None: no local cache).
         self.local_cache = max(0, int(local_cache))
         self._local: FingerprintSet | None = FingerprintSet() if self.local_cache else None
@@ -1062,13 +1065,39 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             return bool(reply) if insert else not reply
         raise IRIRedisError(f"{self.base_key}: no bucket takes {member}")
 
-    def _node(self, key: bytes) -> Any:
-        """Cluster: the client of the master that holds *key*'s slot (redis-py's map)."""
+    def _conn_for(self, key: bytes) -> Any:
+        """The raw connection for a command on *key*, or None: use the client.
+
+        Single node: the client's one connection.  Cluster: a connection of this
+        filter's own to the master that holds *key*'s slot (redis-py's slot map), made
+        by that node's pool; None after a failure until the cluster client (which
+        refreshes the slot map on errors and follows redirections) has answered once.
+        """
+        if not self.cluster:
+            return self._conn
+        if self._via_cluster:
+            return None
         client = self._client
-        return client.get_redis_connection(client.get_node_from_key(key))
+        node = client.get_node_from_key(key)
+        conn = self._node_conns.get(node.name)
+        if conn is None:
+            conn = client.get_redis_connection(node).connection_pool.make_connection()
+            self._node_conns[node.name] = conn
+        return conn
+
+    def _conn_failed(self, conn: Any) -> None:
+        conn.disconnect()
+        if self.cluster:  # the next calls go through RedisCluster until one succeeds
+            self._via_cluster = True
+            self._close_node_conns()
+
+    def _close_node_conns(self) -> None:
+        conns, self._node_conns = list(self._node_conns.values()), {}
+        for conn in conns:
+            conn.disconnect()
 
     def _one(self, *command: Any) -> Any:
-        """One command, one round trip (the raw connection when there is one).
+        """One command, one round trip (error replies raised).
 
         On a cluster the command goes straight to the master that holds the key's
         slot; a redirection (MOVED/ASK: slots moved, or TRYAGAIN/CLUSTERDOWN: not run)
@@ -1076,62 +1105,56 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         refreshes the slot map.  A connection error is raised (the caller's retries
         know a lost reply may have been applied).
         """
-        conn = self._conn
+        from redis.exceptions import AskError, ClusterDownError, TryAgainError
+
+        conn = self._conn_for(command[1])
         if conn is None:
-            if self.cluster:
-                from redis.exceptions import AskError, ClusterDownError, TryAgainError
-
-                try:
-                    return self._node(command[1]).execute_command(*command)
-                except (AskError, ClusterDownError, TryAgainError):
-                    pass  # not run there (MovedError is an AskError): follow it
-
-            return self._client.execute_command(*command)
+            reply = self._client.execute_command(*command)
+            self._via_cluster = False
+            return reply
         try:
             conn.send_packed_command(conn.pack_command(*command), check_health=False)
             return conn.read_response()
+        except (AskError, ClusterDownError, TryAgainError):
+            if not self.cluster:
+                raise
+            self._close_node_conns()  # not run there (MovedError is an AskError)
+            return self._client.execute_command(*command)
         except self._retryable:
-            conn.disconnect()
+            self._conn_failed(conn)
             raise
 
     def _two(self, command: str, key: bytes, member: int) -> tuple[Any, Any]:
         """*command* and ``SCARD`` of *key* in one round trip; error replies returned."""
-        from redis.exceptions import ResponseError
+        from redis.exceptions import AskError, ClusterDownError, ResponseError, TryAgainError
 
-        conn = self._conn
-        if conn is None:
-            if self.cluster:
-                from redis.exceptions import AskError, ClusterDownError, TryAgainError
-
-                moved = (AskError, ClusterDownError, TryAgainError)
-                try:
-                    pipe = self._node(key).pipeline(transaction=False)
-                    pipe.execute_command(command, key, member)
-                    pipe.execute_command("SCARD", key)
-                    first, second = pipe.execute(raise_on_error=False)
-                    if not isinstance(first, moved):
-                        return first, second
-                except moved:
-                    pass  # not run there: through RedisCluster, which follows it
-            pipe = self._client.pipeline(transaction=False)
-            pipe.execute_command(command, key, member)
-            pipe.execute_command("SCARD", key)
-            first, second = pipe.execute(raise_on_error=False)
-            return first, second
-        try:
-            conn.send_packed_command(
-                conn.pack_commands([(command, key, member), ("SCARD", key)]), check_health=False
-            )
-            replies: list[Any] = []
-            for _ in range(2):
-                try:
-                    replies.append(conn.read_response())
-                except ResponseError as exc:
-                    replies.append(exc)
-        except self._retryable:
-            conn.disconnect()
-            raise
-        return replies[0], replies[1]
+        conn = self._conn_for(key)
+        replies: list[Any] = []
+        if conn is not None:
+            try:
+                conn.send_packed_command(
+                    conn.pack_commands([(command, key, member), ("SCARD", key)]),
+                    check_health=False,
+                )
+                for _ in range(2):
+                    try:
+                        replies.append(conn.read_response())
+                    except ResponseError as exc:
+                        replies.append(exc)
+            except self._retryable:
+                self._conn_failed(conn)
+                raise
+            if not (self.cluster and isinstance(replies[0], (AskError, ClusterDownError,
+                                                              TryAgainError))):
+                return replies[0], replies[1]
+            self._close_node_conns()  # not run there: through RedisCluster
+        pipe = self._client.pipeline(transaction=False)
+        pipe.execute_command(command, key, member)
+        pipe.execute_command("SCARD", key)
+        first, second = pipe.execute(raise_on_error=False)
+        if not isinstance(first, Exception):
+            self._via_cluster = False
+        return first, second
 
     def _split_bucket(self, key: bytes, depth: int) -> None:
         """Split the full bucket *key* (atomic; a no-op if another process did)."""
@@ -1322,6 +1345,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     def _disconnect(self) -> None:
         client, self._client = self._client, None
         self._conn = None
+        self._close_node_conns()
         self._meta_ok = False
         if client is not None:
             try:
