@@ -441,7 +441,8 @@ class RedisCluster:
     host = "127.0.0.1"
 
     def __init__(self, workdir: Path, *, masters: int = 3, binary: str | None = None,
-                 cli: str | None = None, timeout: float = 30.0) -> None:
+                 cli: str | None = None, timeout: float = 30.0,
+                 extra_args: tuple[str, ...] = ()) -> None:
         self.workdir = Path(workdir)
         self.masters = masters
         self.timeout = timeout
@@ -450,6 +451,7 @@ class RedisCluster:
             raise RedisServerError(REDIS_CLI_SKIP_REASON)
         self.cli: str = resolved
         self.binary = binary
+        self.extra_args = tuple(extra_args)
         self.nodes: list[RedisServer] = []
 
     @property
@@ -463,7 +465,7 @@ class RedisCluster:
 
     def start(self) -> RedisCluster:
         args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                "--cluster-node-timeout", "5000")
+                "--cluster-node-timeout", "5000", *self.extra_args)
         try:
             for i in range(self.masters):
                 node = RedisServer(self.workdir / f"node{i}", binary=self.binary,
