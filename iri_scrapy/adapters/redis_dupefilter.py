@@ -65,7 +65,9 @@ Redis Cluster
 ``redis.cluster.RedisCluster.from_url(IRI_REDIS_URL)`` (any node of the cluster
 as the URL; ``IRI_REDIS_PARAMS`` go to it).  The 1024 hash tags spread the
 buckets over the slots (so over the masters, within a few percent of even),
-and a request is still one command to one node.  Only format 4 key sets can be
+and a request is still one command to one node (over a connection of the
+filter's own to that master; after a connection failure, through ``RedisCluster``,
+which refreshes its slot map, until a call succeeds).  Only format 4 key sets can be
 used on a cluster (older formats' scripts touch keys of several slots);
 ``IRI_REDIS_KEY`` must not contain braces.
 
