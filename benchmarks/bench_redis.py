@@ -51,6 +51,13 @@ Then (``--no-scale`` skips them):
   in format 3 with the local cache (before), run alternately for each fleet
   size; and the share of calls answered from the local cache, per pass.  The
   machine's cores are shared: past its core count, processes compete for CPU.
+
+``--scheduler N`` runs only the fleet queue's part: ``RedisIRIScheduler``'s
+server time per request over N requests (enqueue with its intent write, lease,
+ack; the dupefilter left out: it is measured above), from ``INFO commandstats``
+(``usec_per_call`` of each command, summed per request), next to scrapy-redis's
+``PriorityQueue`` (push and pop, no lease: what its scheduler does) and to one
+``SADD`` (the SADD baseline of the dupefilter rows).
 """
 
 from __future__ import annotations
@@ -455,6 +462,103 @@ def fleet(server: RedisServer, urls: Sequence[str]) -> None:
                   f"{local[0]:>9.1%} {local[1]:>9.1%} {us:>14.2f}")
 
 
+def _commandstats(admin: Any) -> dict[str, tuple[int, float]]:
+    """command -> (calls, usec) since the last reset (CONFIG/INFO left out)."""
+    out = {}
+    for name, v in admin.info("commandstats").items():
+        cmd = name.removeprefix("cmdstat_")
+        if not cmd.startswith(("config", "info")):
+            out[cmd] = (int(v["calls"]), float(v["usec"]))
+    return out
+
+
+def scheduler_time(server: RedisServer, n: int) -> None:
+    """Server microseconds per request of the fleet queue (see the module doc)."""
+    from scrapy import Spider
+    from scrapy.dupefilters import BaseDupeFilter
+    from scrapy_redis.queue import PriorityQueue
+
+    from iri_scrapy.adapters.redis_scheduler import RedisIRIScheduler
+
+    admin = server.client()
+    spider = Spider(name="bench")
+    urls = [f"http://bench.example/p/{i}?q={i * 7919}" for i in range(n)]
+    rows: list[tuple[str, dict[str, tuple[int, float]], float]] = []
+
+    def record(name: str, wall: float) -> None:
+        stats = _commandstats(admin)
+        rows.append((name, stats, wall))
+
+    admin.flushall()
+    scheduler = RedisIRIScheduler(BaseDupeFilter(), redis_url=server.url, lease_seconds=60,
+                                  max_inflight=0)
+    scheduler.open(spider)
+    if scheduler._ticker is not None and scheduler._ticker.running:
+        scheduler._ticker.stop()  # no reactor runs here: ticks are not counted
+    requests = [Request(u) for u in urls]
+    admin.config_resetstat()
+    start = time.perf_counter()
+    for request in requests:
+        scheduler.enqueue_request(request)
+    held = []
+    while (request := scheduler.next_request()) is not None:
+        held.append(request)
+    for request in held:
+        scheduler.answered(request)
+    record("RedisIRIScheduler (intent+enqueue, lease, ack)", time.perf_counter() - start)
+    assert len(held) == n, len(held)
+    scheduler.close("finished")
+
+    admin.flushall()
+    from scrapy_redis import picklecompat
+
+    queue = PriorityQueue(server.client(), spider, "bench:requests", picklecompat)
+    requests = [Request(u) for u in urls]
+    admin.config_resetstat()
+    start = time.perf_counter()
+    for request in requests:
+        queue.push(request)
+    popped = 0
+    while queue.pop() is not None:
+        popped += 1
+    record("scrapy-redis PriorityQueue (push, pop)", time.perf_counter() - start)
+    assert popped == n, popped
+
+    admin.flushall()
+    client = server.client()
+    digests = [blake2b(u.encode(), digest_size=20).hexdigest() for u in urls]
+    admin.config_resetstat()
+    start = time.perf_counter()
+    for digest in digests:
+        client.sadd("bench:dupefilter", digest)
+    record("one SADD (the dupefilter baseline)", time.perf_counter() - start)
+
+    print(f"\nserver time per request of the queue (INFO commandstats), {n:,} requests")
+    print("(a command a script runs is counted in the script's EVALSHA time and in its own "
+          "row: only top-level commands are summed)")
+    totals = {}
+    for name, stats, wall in rows:
+        scripted = "evalsha" in stats
+        usec = 0.0
+        parts = []
+        for cmd, (calls, u) in sorted(stats.items()):
+            if not calls or cmd in ("hello", "script|load", "ping"):
+                continue
+            if scripted and cmd != "evalsha":
+                if cmd != "hset":
+                    continue
+                # top-level HSET: the intent, one a request; the others ran in scripts
+                u, calls = u / calls * n, n
+            usec += u
+            parts.append(f"{cmd} {calls / n:.0f} x {u / calls:.2f} us")
+        totals[name] = usec / n
+        print(f"{name:<48} {usec / n:6.2f} us/request  [{', '.join(parts)}]  "
+              f"client {wall / n * 1e6:.0f} us/request")
+    sadd = totals[rows[-1][0]]
+    print("ratios to one SADD: " + ", ".join(
+        f"{name.split(' (')[0]} {per / sadd:.1f}x" for name, per in totals.items()))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--urls", type=Path, default=DEFAULT_CORPUS)
@@ -470,8 +574,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also a storage-only run over this many random fingerprints")
     parser.add_argument("--only-synthetic", action="store_true",
                         help="only the storage-only run (--synthetic N)")
+    parser.add_argument("--scheduler", type=int, default=0,
+                        help="only the fleet queue's server time, over this many requests")
     args = parser.parse_args(argv)
 
+    if args.scheduler:
+        with tempfile.TemporaryDirectory(prefix="bench-redis-") as tmp, \
+                RedisServer(Path(tmp)) as server:
+            version = server.client().info("server")["redis_version"]
+            print(f"redis-server {version} on {server.url}")
+            scheduler_time(server, args.scheduler)
+        return 0
     urls = load_urls(args.urls, args.limit)
     n = len(urls)
     print(f"corpus: {args.urls} ({n} URLs accepted by scrapy.Request)")

@@ -57,6 +57,7 @@ __all__ = [
     "IRILinkExtractor",
     "IRICrawlSpider",
     "RedisIRIDupeFilter",
+    "RedisIRIScheduler",
 ]
 
 _LAZY = {
@@ -70,6 +71,7 @@ _LAZY = {
     "IRILinkExtractor": "iri_scrapy.adapters.linkextractor",
     "IRICrawlSpider": "iri_scrapy.adapters.linkextractor",
     "RedisIRIDupeFilter": "iri_scrapy.adapters.redis_dupefilter",
+    "RedisIRIScheduler": "iri_scrapy.adapters.redis_scheduler",
 }
 
 

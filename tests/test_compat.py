@@ -56,7 +56,8 @@ OURS = {"iri_scrapy", "sample_project", "tests"}
 PUBLIC: dict[str, set[str]] = {
     # docs: request-response.rst, spiders.rst, signals.rst, api.rst
     "scrapy": {"Request", "Spider", "signals", "Item", "Field"},
-    "scrapy.core.scheduler": {"Scheduler"},  # docs: scheduler.rst (autoclass, __init__)
+    # docs: scheduler.rst (autoclass BaseScheduler, the interface; Scheduler, __init__)
+    "scrapy.core.scheduler": {"Scheduler", "BaseScheduler"},
     "scrapy.crawler": {"Crawler", "CrawlerProcess"},  # docs: api.rst
     "scrapy.downloadermiddlewares.offsite": {"OffsiteMiddleware"},  # downloader-middleware.rst
     "scrapy.dupefilters": {"BaseDupeFilter"},  # docs: settings.rst (autoclass)
@@ -64,6 +65,7 @@ PUBLIC: dict[str, set[str]] = {
     # public warning category (used by the test harness only)
     "scrapy.exceptions": {
         "NotConfigured", "ScrapyDeprecationWarning", "IgnoreRequest", "CloseSpider",
+        "DontCloseSpider",
     },
     "scrapy.http": {"Response", "TextResponse", "HtmlResponse", "XmlResponse"},
     "scrapy.http.request": {"NO_CALLBACK"},  # docs: request-response.rst (autofunction)

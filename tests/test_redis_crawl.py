@@ -51,6 +51,9 @@ def _settings(redis_url: str, **extra: Any) -> dict[str, Any]:
         "ADDONS": {"iri_scrapy.Addon": 0},
         "DUPEFILTER_CLASS": "iri_scrapy.RedisIRIDupeFilter",
         "IRI_REDIS_URL": redis_url,
+        # these crawls test the dupefilter under Scrapy's scheduler (and JOBDIR); the
+        # add-on's fleet queue (RedisIRIScheduler) is tested in test_redis_fleet.py
+        "IRI_REDIS_SCHEDULER": False,
     }
     settings.update(extra)
     return settings

@@ -35,6 +35,13 @@ sets ``SCHEDULER = "iri_scrapy.adapters.frontier.IRIFrontierScheduler"`` (priori
 (:data:`PRIORITIES` ``"frontier"``): a crawl killed at any moment loses no
 scheduled request (:mod:`iri_scrapy.adapters.frontier`).
 
+With ``IRI_REDIS_URL`` set, the add-on selects ``DUPEFILTER_CLASS =
+"iri_scrapy.RedisIRIDupeFilter"`` and, unless ``IRI_REDIS_SCHEDULER = False``,
+``SCHEDULER = "iri_scrapy.RedisIRIScheduler"`` (a queue shared by a fleet of
+workers, with leases; :mod:`iri_scrapy.adapters.redis_scheduler`) with
+``RedisSchedulerSpiderMiddleware`` and ``FrontierDownloaderMiddleware``
+outermost, instead of the ``JOBDIR`` frontier (both at priority ``"addon"``).
+
 ``Request()`` URLs (IDNA 2008): unless ``IRI_IDNA2008_REQUESTS = False``, the
 add-on rebinds the ``safe_url_string`` that ``Request()`` and w3lib's
 ``<base href>``/meta refresh parsers call to
@@ -74,6 +81,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Addon", "FINGERPRINTER", "DUPEFILTER", "FRONTIER_SCHEDULER", "MEDIA_PIPELINES", "PRIORITIES",
+    "REDIS_DUPEFILTER", "REDIS_SCHEDULER",
 ]
 
 logger = logging.getLogger(__name__)
@@ -81,6 +89,8 @@ logger = logging.getLogger(__name__)
 FINGERPRINTER = "iri_scrapy.IRIRequestFingerprinter"
 DUPEFILTER = "iri_scrapy.IRIDupeFilter"
 FRONTIER_SCHEDULER = "iri_scrapy.adapters.frontier.IRIFrontierScheduler"
+REDIS_DUPEFILTER = "iri_scrapy.RedisIRIDupeFilter"
+REDIS_SCHEDULER = "iri_scrapy.RedisIRIScheduler"
 
 #: Stock media pipelines the add-on replaces (same priority) in ``ITEM_PIPELINES``.
 MEDIA_PIPELINES: tuple[tuple[type, type], ...] = (
@@ -135,9 +145,10 @@ class Addon:
             self._seam = True
             if self.crawler is not None:
                 self.crawler.signals.connect(self._engine_stopped, signal=signals.engine_stopped)
+        fleet = bool(settings.get("IRI_REDIS_URL"))
         for name, ours in (
             ("REQUEST_FINGERPRINTER_CLASS", FINGERPRINTER),
-            ("DUPEFILTER_CLASS", DUPEFILTER),
+            ("DUPEFILTER_CLASS", REDIS_DUPEFILTER if fleet else DUPEFILTER),
         ):
             settings.set(name, ours, priority="addon")
             self._check_class(settings, name, ours)
@@ -162,10 +173,20 @@ class Addon:
         settings.setdefault_in_component_priority_dict(
             "SPIDER_MIDDLEWARES", IRISpiderMiddleware, PRIORITIES["spider"]
         )
-        if settings.get("JOBDIR") and settings.getbool("IRI_FRONTIER", True):
-            settings.set("SCHEDULER", FRONTIER_SCHEDULER, priority="addon")
+        scheduler = None
+        if fleet and settings.getbool("IRI_REDIS_SCHEDULER", True):
+            scheduler = REDIS_SCHEDULER
+        elif settings.get("JOBDIR") and settings.getbool("IRI_FRONTIER", True):
+            scheduler = FRONTIER_SCHEDULER
+        if scheduler is not None:
+            settings.set("SCHEDULER", scheduler, priority="addon")
+            spider_mw: type = FrontierSpiderMiddleware
+            if scheduler == REDIS_SCHEDULER:
+                from .redis_scheduler import RedisSchedulerSpiderMiddleware
+
+                spider_mw = RedisSchedulerSpiderMiddleware
             settings.setdefault_in_component_priority_dict(
-                "SPIDER_MIDDLEWARES", FrontierSpiderMiddleware, PRIORITIES["frontier"]
+                "SPIDER_MIDDLEWARES", spider_mw, PRIORITIES["frontier"]
             )
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", FrontierDownloaderMiddleware, PRIORITIES["frontier"]

@@ -175,7 +175,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from weakref import WeakKeyDictionary
 
 from scrapy import signals
@@ -519,8 +519,16 @@ class FrontierStore:
 
 # --------------------------------------------------------------------------- scheduler
 
+class _Answering(Protocol):
+    """What the middlewares report to: this scheduler, or ``RedisIRIScheduler``."""
+
+    def answered(self, request: Request) -> None: ...
+
+    def failed(self, request: Request) -> None: ...
+
+
 #: crawler -> its frontier scheduler (for the middlewares).
-_FRONTIERS: WeakKeyDictionary[Any, IRIFrontierScheduler] = WeakKeyDictionary()
+_FRONTIERS: WeakKeyDictionary[Any, _Answering] = WeakKeyDictionary()
 
 
 def _local_iri_dupefilter(df_cls: Any) -> bool:
@@ -975,7 +983,7 @@ class _FrontierMiddleware:
         return cls(crawler)
 
     @property
-    def frontier(self) -> IRIFrontierScheduler | None:
+    def frontier(self) -> _Answering | None:
         return _FRONTIERS.get(self.crawler)
 
 

@@ -1232,6 +1232,15 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             local.add(value)
         return seen
 
+    def known_seen(self, fingerprint: bytes) -> bool:
+        """True if this process knows *fingerprint* is stored (its local cache).
+
+        :meth:`seen_add` would then answer "seen" without a round trip.
+        :class:`~iri_scrapy.RedisIRIScheduler` uses it to skip writing an intent.
+        """
+        local = self._local
+        return local is not None and int.from_bytes(fp64(fingerprint), "big") in local
+
     def _seen_add_retrying(self, fingerprint: bytes, first: BaseException) -> bool:
         """Retry (blocking, bounded by ``retry_seconds``) after a connection failure."""
         start = time.monotonic()
