@@ -131,6 +131,9 @@ def test_two_crawls_share_the_cluster(redis_cluster: RedisCluster, big_site: Sit
         "DUPEFILTER_CLASS": "iri_scrapy.RedisIRIDupeFilter",
         "IRI_REDIS_URL": redis_cluster.url,
         "IRI_REDIS_CLUSTER": True,
+        # Scrapy's scheduler: the add-on's fleet queue (RedisIRIScheduler) builds a
+        # single-node client and does not read IRI_REDIS_CLUSTER
+        "IRI_REDIS_SCHEDULER": False,
         "CONCURRENT_REQUESTS": 8,
     }
     starts = [list(SITE.start_urls), ["http://frontier.example/p/0"]]
