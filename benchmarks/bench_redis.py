@@ -23,10 +23,12 @@ and the fixed-bucket layout of format 1 (still read; the key set is created as a
 earlier version did) sized for the corpus and with its old default of 10 million.
 
 ``--synthetic N`` adds a storage-only run over N random 20-byte fingerprints
-(no Request, no fingerprinting): ``seen_add`` with default settings against
-``SADD`` of the 40-hex digest through scrapy-redis's client (what its
-``request_seen`` sends), memory per URL at several sizes up to N, and the
-speed over the last 20,000 new and 20,000 duplicate fingerprints.
+(no Request, no fingerprinting): ``seen_add`` with default settings (format 4,
+local cache off) against ``SADD`` of the 40-hex digest through scrapy-redis's
+client (what its ``request_seen`` sends); at 100,000, 1,000,000, 3,000,000 ...
+up to N: bytes per URL (``MEMORY USAGE``, and the ``used_memory`` delta of each
+filter's own load) and the server time per call of 5,000 new and 5,000
+duplicate fingerprints for each (``INFO commandstats``).
 
 Ratios are ours / theirs, for requests per second and for memory.
 
@@ -36,16 +38,17 @@ Then (``--no-scale`` skips them):
   divided by the ``request_seen`` calls that reached Redis; an ``EVALSHA``'s time
   includes the commands its script ran) over the same URLs, first pass (new) and
   second pass (duplicates), the local cache off: scrapy-redis's ``RFPDupeFilter``
-  (one ``SADD`` of the 40-hex digest: the SADD baseline), ours in format 3 and
-  in format 2 (the previous layout), and a bare ``SADD`` of the same 8-byte
-  integer member into the same intset bucket (the floor for a plain command);
-  with ``MEMORY USAGE`` per stored URL;
+  (one ``SADD`` of the 40-hex digest: the SADD baseline), ours in format 4
+  (now), 3 (before) and 2 (older), and a bare ``SADD`` of the same 8-byte
+  integer member into 256 intset buckets (the floor for a plain command); with
+  ``MEMORY USAGE`` per stored URL.  Format 4's rare split script (``EVAL``) is
+  counted whole, and the commands it runs once more in their own rows;
 * **fleet**: 1, 2 and 4 client processes against the one Redis, each replaying
   the first ``--fleet-limit`` URLs of the corpus (fresh Requests, its own order)
   twice (a crawl finds its links again), started together; requests per second
   of the whole fleet (all calls / the slowest process's time), for
-  scrapy-redis's filter, ours (format 3, local cache on: the default) and ours
-  in format 2 without a local cache (before), run alternately for each fleet
+  scrapy-redis's filter, ours (format 4, local cache on: the default) and ours
+  in format 3 with the local cache (before), run alternately for each fleet
   size; and the share of calls answered from the local cache, per pass.  The
   machine's cores are shared: past its core count, processes compete for CPU.
 
@@ -174,60 +177,82 @@ def _fingerprints(n: int, salt: bytes = b"") -> list[bytes]:
     return [blake2b(salt + b"%d" % i, digest_size=20).digest() for i in range(n)]
 
 
+def _probe_usec(admin: Any, call: Callable[[bytes], bool], fps: Sequence[bytes],
+                want: bool) -> float:
+    """Server microseconds per call (``INFO commandstats``) of *call* over *fps*."""
+    admin.config_resetstat()
+    for fp in fps:
+        assert call(fp) is want
+    usec, _ = _server_usec(admin)
+    return usec / len(fps)
+
+
 def bench_synthetic(server: RedisServer, n: int) -> None:
-    """Storage only: seen_add (defaults) vs scrapy-redis's SADD of 40-hex, at sizes up to n."""
+    """Storage only: seen_add (defaults, format 4) vs scrapy-redis's SADD of 40-hex.
+
+    At each size up to *n*: bytes per URL (``MEMORY USAGE`` and the ``used_memory``
+    delta of each filter's own load), and the server time per call of 5,000 new and
+    5,000 duplicate fingerprints (local cache off: every call reaches Redis).
+    """
     from scrapy.settings import Settings
     from scrapy_redis.connection import get_redis_from_settings
 
     admin = server.client()
     admin.flushall()
     fps = _fingerprints(n)
-    sizes = [s for s in (100, 1_000, 10_000, 100_000, 1_000_000, 2_000_000, 10_000_000)
-             if s < n] + [n]
-    df = RedisIRIDupeFilter(redis_url=server.url, key="synthetic")
+    sizes = [s for s in (100_000, 1_000_000, 3_000_000, 10_000_000) if s < n] + [n]
+    df = RedisIRIDupeFilter(redis_url=server.url, key="synthetic", local_cache=0)
     df.connect()
     theirs = get_redis_from_settings(Settings({"REDIS_URL": server.url}))
     key = "synthetic:dupefilter"
-    print(f"\nsynthetic: {n:,} random fingerprints, default settings, MEMORY USAGE B/URL")
-    print(f"{'URLs':>10} {'ours':>7} {'theirs':>7} {'ratio':>6} {'generations':>11}")
-    done = 0
+
+    def their_call(fp: bytes) -> bool:
+        return theirs.sadd(key, fp.hex()) == 0
+
+    print(f"\nsynthetic: up to {n:,} random fingerprints, default settings (format 4), "
+          "local cache off; server us/call over 5,000 new + 5,000 duplicates")
+    print(f"{'URLs':>10} {'B/URL mem':>9} {'B/URL used':>10} {'theirs mem':>10} "
+          f"{'us new':>7} {'us dup':>7} {'SADD new':>8} {'SADD dup':>8} {'x SADD':>7} "
+          f"{'levels':>10}")
+    done = ours_used = theirs_used = 0
     t0 = time.perf_counter()
     for size in sizes:
-        pipe = theirs.pipeline(transaction=False)
+        before = used_memory(admin)
         for fp in fps[done:size]:
             df.seen_add(fp)
-            pipe.sadd(key, fp.hex())
-        pipe.execute()
+        ours_used += used_memory(admin) - before
+        before = used_memory(admin)
+        for i in range(done, size, 10_000):
+            pipe = theirs.pipeline(transaction=False)
+            for fp in fps[i : min(size, i + 10_000)]:
+                pipe.sadd(key, fp.hex())
+            pipe.execute()
+        theirs_used += used_memory(admin) - before
         done = size
-        ours_b = df.memory_usage() / size
-        theirs_b = int(admin.memory_usage(key, samples=0)) / size
-        print(f"{size:>10,} {ours_b:>7.1f} {theirs_b:>7.1f} {ours_b / theirs_b:>6.3f} "
-              f"{df.generations():>11}")
+        stored = len(df)
+        ours_b = df.memory_usage() / stored
+        theirs_b = int(admin.memory_usage(key, samples=0)) / int(admin.scard(key))
+        salt = b"new%d" % size
+        new = _fingerprints(5_000, salt)
+        dup = fps[: size : max(1, size // 5_000)][:5_000]
+        o_new = _probe_usec(admin, df.seen_add, new, False)
+        o_dup = _probe_usec(admin, df.seen_add, dup, True)
+        new2 = _fingerprints(5_000, salt + b"t")
+        t_new = _probe_usec(admin, their_call, new2, False)
+        t_dup = _probe_usec(admin, their_call, dup, True)
+        levels = ",".join(f"{d}:{b}" for d, (b, _) in df.level_counts().items())
+        print(f"{size:>10,} {ours_b:>9.1f} {ours_used / size:>10.1f} {theirs_b:>10.1f} "
+              f"{o_new:>7.2f} {o_dup:>7.2f} {t_new:>8.2f} {t_dup:>8.2f} "
+              f"{(o_new + o_dup) / (t_new + t_dup):>7.2f} {levels:>10}", flush=True)
     load = time.perf_counter() - t0
     print(f"(loaded in {load:.0f} s; {len(df):,} stored, every bucket "
-          f"{sorted(set(_encodings(admin, df)))})")
-    probe_new, probe_dup = _fingerprints(20_000, b"new"), fps[-20_000:]
-    rates = {}
-    for name, call in (("ours", df.seen_add),
-                       ("theirs", lambda fp: theirs.sadd(key, fp.hex()) == 0)):
-        t_dup, d = timed(call, probe_dup)  # type: ignore[arg-type]
-        assert d == len(probe_dup), (name, d)
-        t_new, d = timed(call, probe_new)  # type: ignore[arg-type]
-        assert d == 0, (name, d)
-        rates[name] = (len(probe_new) / t_new, len(probe_dup) / t_dup)
-    print(f"storage req/s at {n:,}: ours new {rates['ours'][0]:,.0f} dup "
-          f"{rates['ours'][1]:,.0f}; theirs (SADD) new {rates['theirs'][0]:,.0f} dup "
-          f"{rates['theirs'][1]:,.0f}")
-    stats = admin.info("commandstats")
-    usec = stats.get("cmdstat_evalsha", {}).get("usec_per_call")
-    print(f"server time per request: ours (EVALSHA) {usec} us, theirs (SADD) "
-          f"{stats.get('cmdstat_sadd', {}).get('usec_per_call')} us")
+          f"{sorted(set(_encodings(admin, df)) - {'embstr'})}; levels depth:buckets)")
     df.close()
     theirs.close()
 
 
 def _encodings(admin: Any, df: RedisIRIDupeFilter) -> list[str]:
-    keys = df.bucket_keys()
+    keys = df._existing_trie_keys(set_only=True) if df.format == 4 else df.bucket_keys()
     found: list[str] = []
     for i in range(0, len(keys), 2000):
         pipe = admin.pipeline(transaction=False)
@@ -270,7 +295,8 @@ def bench_theirs(server: RedisServer, urls: Sequence[str], rounds: int) -> dict[
 
 
 #: Commands our scripts run: counted inside EVALSHA's time, and again in their own rows.
-_SCRIPT_INNER = {"hget", "hmget", "hset", "hexists", "hincrby", "sismember", "sadd", "scard"}
+_SCRIPT_INNER = {"hget", "hmget", "hset", "hexists", "hincrby", "sismember", "sadd", "scard",
+                 "type", "smembers", "del", "set"}
 
 
 def _server_usec(admin: Any) -> tuple[float, int]:
@@ -281,7 +307,7 @@ def _server_usec(admin: Any) -> tuple[float, int]:
     top-level ``HGET`` of a client re-reading the generation count with them).
     """
     stats = admin.info("commandstats")
-    scripted = "cmdstat_evalsha" in stats or "cmdstat_eval" in stats
+    scripted = "cmdstat_evalsha" in stats
     usec = calls = 0
     for name, v in stats.items():
         cmd = name.removeprefix("cmdstat_")
@@ -347,9 +373,11 @@ def server_time(server: RedisServer, urls: Sequence[str]) -> None:
 
     measure("scrapy-redis RFPDupeFilter (SADD 40-hex)", theirs,
             lambda: ["st:dupefilter"])
-    measure("RedisIRIDupeFilter format 3 (now)", ours(3),
+    measure("RedisIRIDupeFilter format 4 (now)", ours(4),
+            lambda: [*holder["df"].bucket_keys(), holder["df"].meta_key])
+    measure("RedisIRIDupeFilter format 3 (before)", ours(3),
             lambda: [*holder["df"]._existing_set_keys(), holder["df"].meta_key])
-    measure("RedisIRIDupeFilter format 2 (before)", ours(2),
+    measure("RedisIRIDupeFilter format 2 (older)", ours(2),
             lambda: [k for k in admin.keys("st2*")])
     measure("bare SADD int into 256 intset buckets", bare_sadd,
             lambda: [k for k in admin.keys("bare:*")])
@@ -381,9 +409,8 @@ def _fleet_worker(args: tuple[str, str, list[str], int, Any, Any]) -> None:
         seen = RFPDupeFilter(client, key="fleet:dupefilter").request_seen
         df = None
     else:
-        fmt = 3 if kind == "ours" else 2
-        df = RedisIRIDupeFilter(redis_url=url, key=f"fleet{fmt}", key_format=fmt,
-                                local_cache=0 if kind == "before" else 1_000_000)
+        fmt = 4 if kind == "ours" else 3
+        df = RedisIRIDupeFilter(redis_url=url, key=f"fleet{fmt}", key_format=fmt)
         df.connect()
         seen = df.request_seen
     barrier.wait()
@@ -401,8 +428,8 @@ def fleet(server: RedisServer, urls: Sequence[str]) -> None:
 
     ctx = mp.get_context("fork")
     admin = server.client()
-    names = {"theirs": "scrapy-redis RFPDupeFilter", "ours": "ours, format 3 + local cache",
-             "before": "ours, format 2, no cache (before)"}
+    names = {"theirs": "scrapy-redis RFPDupeFilter", "ours": "ours, format 4 + local cache",
+             "before": "ours, format 3 + local cache (before)"}
     results: dict[tuple[str, int], tuple[float, list[float], float]] = {}
     for procs in (1, 2, 4):
         for kind in ("theirs", "ours", "before"):
@@ -545,6 +572,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="URLs each fleet process replays (default 30,000)")
     parser.add_argument("--synthetic", type=int, default=0,
                         help="also a storage-only run over this many random fingerprints")
+    parser.add_argument("--only-synthetic", action="store_true",
+                        help="only the storage-only run (--synthetic N)")
     parser.add_argument("--scheduler", type=int, default=0,
                         help="only the fleet queue's server time, over this many requests")
     args = parser.parse_args(argv)
@@ -563,6 +592,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             RedisServer(Path(tmp)) as server:
         version = server.client().info("server")["redis_version"]
         print(f"redis-server {version} on {server.url}, rounds={args.rounds} (best of)")
+        if args.only_synthetic:
+            bench_synthetic(server, args.synthetic)
+            return 0
         if not args.no_scale:
             server_time(server, urls)
             fleet(server, urls[: args.fleet_limit])
@@ -589,8 +621,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{'filter':<44} {'req/s new':>10} {'req/s dup':>10} {'stored':>8} "
               f"{'B/URL mem':>9} {'B/URL used':>9}")
         print(row("scrapy-redis RFPDupeFilter (SET hex)", theirs))
-        print(row(f"RedisIRIDupeFilter default ({int(ours['generations'])} gen.)", ours))
-        print(row(f"  hint EXPECTED_URLS={n} ({int(hinted['generations'])} gen.)", hinted))
+        print(row(f"RedisIRIDupeFilter default (format {int(ours['format'])})", ours))
+        print(row(f"  hint EXPECTED_URLS={n}", hinted))
         print(row(f"  format 1, {int(fixed['buckets'])} fixed buckets", fixed))
         print(row(f"  format 1, {int(fixed_default['buckets'])} fixed buckets (10M)",
                   fixed_default))

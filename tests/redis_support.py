@@ -6,6 +6,12 @@ Fixtures
 --------
 ``redis_server``          function scope: a fresh server per test (safe to kill/restart).
 ``redis_server_session``  session scope: one shared server, FLUSHALL'd before each use.
+``redis_cluster``         a 3-master Redis Cluster (``--cluster-enabled yes`` x3, made with
+                          ``redis-cli --cluster create``), shared by the session and
+                          FLUSHALL'd on every master before each use.
+
+``IRI_REDIS_SERVER`` / ``IRI_REDIS_CLI`` name other binaries (e.g. ``valkey-server`` and
+``valkey-cli``) to run the same tests against them.
 
 Both yield a :class:`RedisServer`. The server listens on 127.0.0.1 only, on a free port,
 with persistence disabled (``--save "" --appendonly no``) and its ``--dir`` inside a pytest
@@ -32,7 +38,11 @@ from typing import Any
 import pytest
 
 __all__ = [
+    "REDIS_CLI_SKIP_REASON",
     "REDIS_SKIP_REASON",
+    "RedisCluster",
+    "redis_cli_binary",
+    "redis_cluster",
     "RedisServer",
     "RedisServerError",
     "find_free_port",
@@ -43,6 +53,7 @@ __all__ = [
 ]
 
 REDIS_SKIP_REASON = "redis-server not installed: apt-get install -y redis-server"
+REDIS_CLI_SKIP_REASON = "redis-cli not installed: apt-get install -y redis-tools"
 
 _TRUTHY = {"1", "true", "yes", "on"}
 
@@ -393,6 +404,171 @@ def redis_server_session(_redis_server_session_process: RedisServer) -> RedisSer
         server.restart()
     server.flushall()
     return server
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+def redis_cli_binary() -> str | None:
+    """Path of ``redis-cli`` (``IRI_REDIS_CLI`` overrides PATH lookup), or None."""
+    override = os.environ.get("IRI_REDIS_CLI")
+    if override:
+        return override if os.access(override, os.X_OK) else None
+    found = shutil.which("redis-cli")
+    if found is None:
+        for candidate in ("/usr/bin/redis-cli", "/usr/local/bin/redis-cli"):
+            if os.access(candidate, os.X_OK):
+                return candidate
+    return found
+
+
+def _info_field(reply: bytes, name: bytes) -> bytes | None:
+    for line in reply.splitlines():
+        if line.startswith(name + b":"):
+            return line.split(b":", 1)[1].strip()
+    return None
+
+
+class RedisCluster:
+    """Three ``redis-server --cluster-enabled yes`` masters on 127.0.0.1, no replicas.
+
+    :meth:`start` starts the servers (each a :class:`RedisServer` with its own
+    ``--dir`` and ``nodes.conf``), joins them with ``redis-cli --cluster create
+    ... --cluster-replicas 0 --cluster-yes`` (16,384 slots split in three) and waits,
+    bounded, until every node reports ``cluster_state:ok``.
+    """
+
+    host = "127.0.0.1"
+
+    def __init__(self, workdir: Path, *, masters: int = 3, binary: str | None = None,
+                 cli: str | None = None, timeout: float = 30.0,
+                 extra_args: tuple[str, ...] = ()) -> None:
+        self.workdir = Path(workdir)
+        self.masters = masters
+        self.timeout = timeout
+        resolved = cli or redis_cli_binary()
+        if resolved is None:
+            raise RedisServerError(REDIS_CLI_SKIP_REASON)
+        self.cli: str = resolved
+        self.binary = binary
+        self.extra_args = tuple(extra_args)
+        self.nodes: list[RedisServer] = []
+
+    @property
+    def url(self) -> str:
+        """A startup node's URL (redis-py's ``RedisCluster.from_url`` finds the others)."""
+        return f"redis://{self.host}:{self.nodes[0].port}"
+
+    @property
+    def ports(self) -> list[int]:
+        return [node.port for node in self.nodes]
+
+    def start(self) -> RedisCluster:
+        args = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", "5000", *self.extra_args)
+        try:
+            for i in range(self.masters):
+                node = RedisServer(self.workdir / f"node{i}", binary=self.binary,
+                                   extra_args=args)
+                self.nodes.append(node)
+                node.start()
+            addresses = [f"{self.host}:{port}" for port in self.ports]
+            proc = subprocess.run(
+                [self.cli, "--cluster", "create", *addresses, "--cluster-replicas", "0",
+                 "--cluster-yes"],
+                stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout,
+                check=False,
+            )
+            if proc.returncode != 0:
+                raise RedisServerError(
+                    f"redis-cli --cluster create failed ({proc.returncode}): "
+                    f"{(proc.stdout + proc.stderr).decode(errors='replace')[-2000:]}"
+                )
+            self._wait_ok()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _wait_ok(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        states: list[bytes | None] = []
+        while time.monotonic() < deadline:
+            states = [
+                _info_field(_request(self.host, port, b"CLUSTER INFO\r\n", 1.0),
+                            b"cluster_state")
+                for port in self.ports
+            ]
+            if all(state == b"ok" for state in states):
+                return
+            time.sleep(0.1)
+        raise RedisServerError(f"cluster not ok after {self.timeout}s: {states}")
+
+    def flushall(self) -> None:
+        for node in self.nodes:
+            node.flushall()
+
+    def dbsizes(self) -> list[int]:
+        """Keys held by each master (``DBSIZE``), in node order."""
+        sizes = []
+        for port in self.ports:
+            reply = _request(self.host, port, b"DBSIZE\r\n", 2.0)
+            if not reply.startswith(b":"):
+                raise RedisServerError(f"DBSIZE on {port}: {reply!r}")
+            sizes.append(int(reply[1:].strip()))
+        return sizes
+
+    def client(self, **kwargs: Any) -> Any:
+        """A ``redis.cluster.RedisCluster`` client (close it yourself)."""
+        from redis.cluster import RedisCluster as Client
+
+        kwargs.setdefault("socket_connect_timeout", 2.0)
+        kwargs.setdefault("socket_timeout", 5.0)
+        return Client.from_url(self.url, **kwargs)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()
+
+    def __enter__(self) -> RedisCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<RedisCluster {self.host} ports={[n._port for n in self.nodes]}>"
+
+
+@pytest.fixture(scope="session")
+def _redis_cluster_process(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[RedisCluster]:
+    binary = redis_server_binary()
+    cli = redis_cli_binary()
+    missing = REDIS_SKIP_REASON if binary is None else REDIS_CLI_SKIP_REASON
+    if binary is None or cli is None:
+        if redis_required():
+            pytest.fail(f"{missing} (Redis tests are required here: IRI_REQUIRE_REDIS=1 "
+                        "or CI=true)", pytrace=False)
+        pytest.skip(missing)
+    cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster"), binary=binary, cli=cli)
+    try:
+        cluster.start()
+    except RedisServerError as exc:
+        pytest.fail(f"could not start a Redis Cluster: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def redis_cluster(_redis_cluster_process: RedisCluster) -> RedisCluster:
+    """The session's 3-master cluster, every master emptied (FLUSHALL) for this test."""
+    cluster = _redis_cluster_process
+    cluster.flushall()
+    return cluster
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -94,8 +94,13 @@ PUBLIC: dict[str, set[str]] = {
     "lxml": {"etree"},
     "parsel": {"css2xpath"},  # parsel.__all__, parsel docs
     "redis.backoff": {"NoBackoff"},
+    "redis.cluster": {"RedisCluster"},  # redis-py docs: clustering (RedisCluster.from_url)
+    # redis-py docs: exceptions (automodule redis.exceptions); the cluster errors are the
+    # replies a cluster node gives (ASK/MOVED, CLUSTERDOWN, TRYAGAIN) and its client's own
     "redis.exceptions": {
         "ConnectionError", "NoScriptError", "ReadOnlyError", "RedisError", "TimeoutError",
+        "ResponseError", "AskError", "ClusterDownError", "TryAgainError",
+        "RedisClusterException",
     },
     "redis.retry": {"Retry"},
     "typing_extensions": {"Self"},

@@ -28,11 +28,11 @@ from iri_scrapy.adapters.fingerprinter import IRIRequestFingerprinter
 from iri_scrapy.adapters.redis_dupefilter import (
     BUCKET_CAP,
     DEFAULT_BASE_BUCKETS,
+    DEFAULT_ROOTS,
     FIELD_BYTES,
     GROWTH,
     HASH_FORMAT_VERSION,
     MAX_BUCKET_MEAN,
-    SET_GROWTH,
     STAT_AMBIGUOUS,
     STAT_OUTAGES,
     STAT_RETRIES,
@@ -43,6 +43,7 @@ from iri_scrapy.adapters.redis_dupefilter import (
     generation_buckets,
     mask_url,
     redis_url_from_settings,
+    roots_for,
 )
 from iri_scrapy.adapters.refusal import CLOSESPIDER_AT_OPEN
 from tests.redis_support import RedisServer, find_free_port
@@ -101,14 +102,13 @@ def test_key_names_version_and_options(redis_server_session: RedisServer) -> Non
     client = redis_server_session.client()
     meta = {k.decode(): v.decode() for k, v in client.hgetall(df.meta_key).items()}
     assert meta == {
-        "format": "3",
+        "format": "4",
         "canonicalization_version": str(CANONICALIZATION_VERSION),
         "options_tag": tag,
         "field_bytes": "8",
-        "growth": str(SET_GROWTH),
-        "b0": str(DEFAULT_BASE_BUCKETS),
+        "roots": str(DEFAULT_ROOTS),
         "cap": str(BUCKET_CAP),
-        "generations": "1",
+        "fanout": "10",
     }
     assert "fingerprinter=iri_scrapy.adapters.fingerprinter.IRIRequestFingerprinter" in tag
     # other options, other keys: a changed ladder never shares keys silently
@@ -128,14 +128,12 @@ def test_digests_are_8_byte_integers_in_intsets(redis_server_session: RedisServe
     for url in urls:
         assert df.request_seen(Request(url)) is False
     client = redis_server_session.client()
-    assert df.generations() == 1
-    assert len(df.bucket_keys()) == DEFAULT_BASE_BUCKETS
+    assert df.generations() == 0 and df.level_counts() == {0: (len(df.bucket_keys()), 50)}
     members: set[int] = set()
     for key in df.bucket_keys():
-        assert key.startswith(df.base_key.encode() + b":s0:")
-        assert client.type(key) in (b"set", b"none")
-        if client.exists(key):
-            assert client.object("encoding", key) == b"intset"
+        assert key.startswith(df.base_key.encode() + b":{")
+        assert client.type(key) == b"set"
+        assert client.object("encoding", key) == b"intset"
         members.update(int(m) for m in client.smembers(key))
     fps = [df.fingerprint(Request(u)) for u in urls]
     assert len(fps[0]) == 20
@@ -144,8 +142,8 @@ def test_digests_are_8_byte_integers_in_intsets(redis_server_session: RedisServe
         return int.from_bytes(fp[:FIELD_BYTES], "big", signed=True)
 
     assert members == {member(fp) for fp in fps}
-    for fp in fps:  # the bucket is 4 other bytes of the fingerprint, modulo the bucket count
-        key = df.base_key.encode() + b":s0:%x" % (_bucket_hash(fp) % DEFAULT_BASE_BUCKETS)
+    for fp in fps:  # the root is 4 other bytes of the fingerprint, modulo the root count
+        key = df.base_key.encode() + b":{%x}" % (_bucket_hash(fp) % DEFAULT_ROOTS)
         assert client.sismember(key, member(fp))
     assert len(df) == 50
     assert Request(urls[3]) in df and Request("http://example.com/other") not in df
@@ -163,11 +161,11 @@ def test_size_hint_and_adoption(redis_server_session: RedisServer) -> None:
     small = _filter(redis_server_session)
     assert small.request_seen(Request("http://example.com/x")) is False
     big = _filter(redis_server_session, IRI_REDIS_EXPECTED_URLS=10_000_000)
-    assert big.base_buckets == small.base_buckets == 16
+    assert big.base_buckets == small.base_buckets == DEFAULT_ROOTS
     assert big.request_seen(Request("http://EXAMPLE.com/x")) is True
     # a hinted key set (old configs set IRI_REDIS_EXPECTED_URLS: accepted)
     hinted = _filter(redis_server_session, name="hinted", IRI_REDIS_EXPECTED_URLS=10_000_000)
-    assert hinted.base_buckets == base_buckets_for(10_000_000)
+    assert hinted.base_buckets == roots_for(10_000_000)
     assert hinted.request_seen(Request("http://example.com/x")) is False
     assert hinted.request_seen(Request("http://example.com/x")) is True
 
@@ -178,10 +176,11 @@ def test_incompatible_meta_is_refused(redis_server_session: RedisServer) -> None
     client.hset(df.meta_key, "field_bytes", "16")
     with pytest.raises(IRIRedisError, match="field_bytes"):
         _filter(redis_server_session)
-    client.hset(df.meta_key, mapping={"field_bytes": "8", "format": "4"})
-    with pytest.raises(IRIRedisError, match="format='4'"):
+    client.hset(df.meta_key, mapping={"field_bytes": "8", "format": "5"})
+    with pytest.raises(IRIRedisError, match="format='5'"):
         _filter(redis_server_session)
-    client.hset(df.meta_key, mapping={"format": "3", "growth": "2"})
+    client.hset(df.meta_key, mapping={"format": "3", "growth": "2", "b0": "16",
+                                      "generations": "1"})
     with pytest.raises(IRIRedisError, match="growth=2"):
         _filter(redis_server_session)
     client.hset(df.meta_key, mapping={"format": "2", "growth": "2", "fill": "200"})
@@ -356,8 +355,8 @@ def test_format_1_key_set_is_read_and_extended(redis_server_session: RedisServer
     assert client.hget(df.meta_key, "format") == b"1"
     df.clear()
     assert client.keys(df.base_key + ":*") == []
-    assert df.request_seen(Request("http://example.com/new")) is False  # now format 3
-    assert df.format == 3 and client.hget(df.meta_key, "format") == b"3"
+    assert df.request_seen(Request("http://example.com/new")) is False  # now format 4
+    assert df.format == 4 and client.hget(df.meta_key, "format") == b"4"
 
 
 def test_lost_script_and_lost_meta_are_recovered(redis_server_session: RedisServer) -> None:
@@ -367,9 +366,20 @@ def test_lost_script_and_lost_meta_are_recovered(redis_server_session: RedisServ
     client.script_flush()  # NOSCRIPT: loaded again, same round trip count for the caller
     assert df.request_seen(Request("http://example.com/a")) is True
     assert df.request_seen(Request("http://example.com/b")) is False
-    client.flushall()  # data lost (a restart without persistence): the meta is re-created
+    client.flushall()  # data lost (a restart without persistence)
     assert df.request_seen(Request("http://example.com/a")) is False
-    assert client.hget(df.meta_key, "format") == b"3" and len(df) == 1
+    assert len(df) == 1
+    # format 4 never reads the meta per call: the next crawler to connect re-creates it
+    assert client.hget(df.meta_key, "format") is None
+    _filter(redis_server_session)
+    assert client.hget(df.meta_key, "format") == b"4"
+    # format 3 (still read): its script is loaded again, its meta re-created in the call
+    f3 = _direct(redis_server_session, key_format=3, local_cache=0)
+    assert f3.seen_add(_fp(1)) is False
+    client.script_flush()
+    assert f3.seen_add(_fp(1)) is True
+    client.flushall()
+    assert f3.seen_add(_fp(1)) is False and client.hget(f3.meta_key, "format") == b"3"
 
 
 # --------------------------------------------------------------------------- behaviour

@@ -21,6 +21,7 @@ from iri_scrapy.adapters.redis_dupefilter import (
     BUCKET_CAP,
     FORMAT_VERSION,
     HASH_FORMAT_VERSION,
+    SET_FORMAT_VERSION,
     SET_GROWTH,
 )
 from tests.redis_support import RedisServer
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.redis
 
 def _direct(server: RedisServer, key: str | None = None, **kwargs: Any) -> RedisIRIDupeFilter:
     kwargs.setdefault("local_cache", 0)  # every call reaches Redis unless a test says so
+    kwargs.setdefault("key_format", SET_FORMAT_VERSION)  # format 4: test_redis_format4.py
     df = RedisIRIDupeFilter(redis_url=server.url, key=key or f"t-{uuid.uuid4().hex}", **kwargs)
     df.connect()
     return df
@@ -48,7 +50,7 @@ def test_generations_open_when_a_bucket_reaches_the_cap(
     redis_server_session: RedisServer,
 ) -> None:
     df = _direct(redis_server_session, base_buckets=1, bucket_cap=3)
-    assert df.format == FORMAT_VERSION and df.generations() == 1
+    assert df.format == SET_FORMAT_VERSION and df.generations() == 1
     model: set[bytes] = set()
     rng = random.Random(8)
     pool = [_fp(i) for i in range(800)]
@@ -176,14 +178,14 @@ def test_format_2_key_set_is_read_and_extended(redis_server_session: RedisServer
                   base_buckets=1, bucket_fill=2)
     for i in range(50):
         assert old.seen_add(_fp(i)) is False
-    df = _direct(redis_server_session, key)  # asks for format 3: the meta says 2, it wins
+    df = _direct(redis_server_session, key, key_format=FORMAT_VERSION)  # the meta says 2: wins
     assert df.format == HASH_FORMAT_VERSION
     assert all(df.seen_add(_fp(i)) for i in range(50))
     assert df.seen_add(_fp(50)) is False and len(df) == 51
     client = redis_server_session.client()
     assert client.keys(df.base_key + ":s*") == []
     df.clear()
-    assert df.seen_add(_fp(0)) is False and df.format == FORMAT_VERSION
+    assert df.seen_add(_fp(0)) is False and df.format == FORMAT_VERSION  # a new key set: 4
 
 
 # --------------------------------------------------------------------------- local cache

@@ -13,8 +13,8 @@ logging, ``dont_filter`` and ``meta["dont_normalize_iri"]`` behave exactly as in
 the local filter.  ``JOBDIR`` is not used for fingerprints (Redis holds them; the
 scheduler may still keep its queue there).
 
-Key layout (format 3: generations of intset buckets)
-====================================================
+Key layout (format 4: a trie of intset buckets, one plain ``SADD`` per request)
+==============================================================================
 
 ``<base>`` is ``IRI_REDIS_KEY % {"spider": spider.name}`` (default
 ``"%(spider)s:iri-dupefilter"``) followed by ``:v<CANONICALIZATION_VERSION>:<tag>``,
@@ -24,38 +24,52 @@ fingerprinter class).  A new ladder version or other options therefore use other
 keys: keys of different canonicalizations are never mixed.
 
 ``<base>:meta`` (HASH)
-    ``format`` (3), ``canonicalization_version``, ``options_tag`` (full text),
-    ``field_bytes`` (8), ``growth`` (16), ``b0`` (buckets of generation 0),
-    ``cap`` (440) and ``generations`` (how many are open).  Created atomically by
-    the first crawler; later crawlers adopt its ``b0``/``cap`` and refuse an
-    unknown format.
-``<base>:s<g>:<i>`` (SET), ``i`` in lowercase hex
-    Generation ``g`` has ``b0 * 16**g`` buckets.  One member per seen request: the
-    first 8 bytes of its fingerprint (the same 64 bits
-    :func:`~iri_scrapy.adapters.fpstore.fp64` keeps locally) as a *signed 64-bit
-    decimal*, so that Redis keeps the bucket as an **intset** (a sorted array of
-    8-byte integers, binary-searched) while it holds at most
-    ``set-max-intset-entries`` (512 by default) members.  The bucket ``i`` is 4
-    *other* bytes of the fingerprint modulo the generation's bucket count.
+    ``format`` (4), ``canonicalization_version``, ``options_tag`` (full text),
+    ``field_bytes`` (8), ``roots`` (1024), ``cap`` (440), ``fanout`` (10).  Created
+    atomically by the first crawler; later crawlers adopt ``roots``/``cap`` and
+    refuse an unknown format.
+``<base>:{<r>}<digits>`` (SET, or an empty STRING once split)
+    The member of a request is the first 8 bytes of its fingerprint (the same 64
+    bits :func:`~iri_scrapy.adapters.fpstore.fp64` keeps locally) as a *signed
+    64-bit decimal*, so that Redis keeps the bucket as an **intset** (a sorted
+    array of 8-byte integers) while it holds at most ``set-max-intset-entries``
+    (512 by default) members.  Its root ``r`` (lowercase hex) is 4 *other*
+    fingerprint bytes modulo ``roots``; ``{<r>}`` is the Redis Cluster hash tag,
+    so every bucket under a root is in one slot, on one node.  A bucket that
+    reached ``cap`` members is split (:data:`SPLIT_SCRIPT`, atomic): its members
+    move to ten children ``<key><d>``, ``d`` the member's next decimal digit from
+    the right, and the key becomes an empty STRING, a marker.
 
-``request_seen`` is one ``EVALSHA`` of a short Lua script (:data:`SET_SCRIPT`)
-whose keys the client computes from the generation count it holds (all keys are
-declared in ``KEYS``): ``HGET`` the count (a stale client is told so, re-reads it
-and calls again), ``SISMEMBER`` the bucket of each generation, newest first, and
-if the member is in none ``SADD`` it to the newest one and ``SCARD`` that bucket;
-the first bucket to reach ``cap`` (440) opens the next generation, sixteen times
-larger.  Nothing is ever moved, and the script is atomic across any number of
-crawlers.  Generations (estimated from bucket statistics): 1 up to about 6,000
-URLs, 2 up to about 100,000, 3 to 1.5 million, 4 to 25 million, 5 to 400
-million.  Memory is about 9 bytes per URL (an intset member is 8 bytes, plus the
-bucket key and allocator rounding); server time per call about 2.5 times
-scrapy-redis's ``SADD`` (``benchmarks/bench_redis.py``).  Empty buckets of a new
-generation do not exist until written, so the large new generation costs nothing
-up front.
+``request_seen`` is one ``SADD`` of the member to the deepest bucket this process
+knows of (its root, then one digit a level below buckets it knows are split):
+``SADD`` answers 1 if the member was new, an atomic test-and-set, and no script
+runs.  On a marker it fails with ``WRONGTYPE``: the process learns the split and
+sends the ``SADD`` one level down.  One call in eight also sends ``SCARD`` in the
+same round trip; a bucket found at the cap is split.  Members move once per
+level, about once per 400 new URLs a split; nothing else ever moves.  With
+1024 roots, the roots split from about 400,000 URLs on, the first level from about
+4 million, the second from 40 million.  Memory is about 9.5 bytes per URL from
+100,000 URLs on (an intset member is 8 bytes, plus the bucket keys and allocator
+rounding), more below (at most 1024 root keys, about 100 bytes each); server
+time per call about that of scrapy-redis's ``SADD``
+(``benchmarks/bench_redis.py``).
 
-The 8-byte member plus the bucket index are compared: the chance of any false
-"seen" among ``n`` URLs is below ``n * cap * generations / 2**64`` (about
-``1e-9`` at 10 million URLs).
+The 8-byte member plus the root are compared: the chance of any false "seen"
+among ``n`` URLs is below ``n**2 / (2 * roots * 2**64)`` (about ``3e-9`` at 10
+million URLs, ``3e-7`` at 100 million).
+
+Redis Cluster
+-------------
+
+``IRI_REDIS_CLUSTER = True`` makes the filter use redis-py's
+``redis.cluster.RedisCluster.from_url(IRI_REDIS_URL)`` (any node of the cluster
+as the URL; ``IRI_REDIS_PARAMS`` go to it).  The 1024 hash tags spread the
+buckets over the slots (so over the masters, within a few percent of even),
+and a request is still one command to one node (over a connection of the
+filter's own to that master; after a connection failure, through ``RedisCluster``,
+which refreshes its slot map, until a call succeeds).  Only format 4 key sets can be
+used on a cluster (older formats' scripts touch keys of several slots);
+``IRI_REDIS_KEY`` must not contain braces.
 
 Local cache
 -----------
@@ -73,16 +87,16 @@ saw, which is what deduplication wants anyway.  Stats at close:
 Older layouts
 -------------
 
-Format 2 (HASH buckets kept as listpacks, 8 raw bytes per field, generations
-four times larger with ``n<g>`` counters, keys ``<base>:g<g>:<i>``; one
-``EVALSHA`` of :data:`SEEN_SCRIPT` per request, about 20 microseconds of server
-time) and format 1 (a fixed bucket count sized from
+Format 3 (generations of intset SET buckets, keys ``<base>:s<g>:<i>``, one
+``EVALSHA`` of :data:`SET_SCRIPT` per request: about 7 times a ``SADD``'s server
+time for new URLs at a million), format 2 (HASH buckets kept as listpacks, keys
+``<base>:g<g>:<i>``; one ``EVALSHA`` of :data:`SEEN_SCRIPT`, about 20
+microseconds) and format 1 (a fixed bucket count sized from
 ``IRI_REDIS_EXPECTED_URLS``, keys ``<base>:<i>``, one ``HSETNX``), written by
 earlier versions, are still read and extended as they are: the meta's
 ``format`` selects the path.  Delete the keys (or change ``IRI_REDIS_KEY``) to
-move to format 3.  ``IRI_REDIS_EXPECTED_URLS``, optional, is a size hint
-(:func:`base_buckets_for`) for ``b0``.  Redis Cluster is not supported (the
-keys of one request are declared, but are not in one hash slot).
+move to format 4.  ``IRI_REDIS_EXPECTED_URLS``, optional, is a size hint:
+:func:`roots_for` (format 4), :func:`base_buckets_for` (formats 2 and 3).
 
 Faults
 ======
@@ -155,6 +169,10 @@ __all__ = [
     "IRIRedisSpiderMixin",
     "CLOSE_REASON",
     "FORMAT_VERSION",
+    "SET_FORMAT_VERSION",
+    "SPLIT_SCRIPT",
+    "SPLIT_FANOUT",
+    "DEFAULT_ROOTS",
     "FIXED_FORMAT_VERSION",
     "FIELD_BYTES",
     "GROWTH",
@@ -170,6 +188,7 @@ __all__ = [
     "BUCKET_CAP",
     "DEFAULT_LOCAL_CACHE",
     "base_buckets_for",
+    "roots_for",
     "bucket_count",
     "generation_buckets",
     "redis_url_from_settings",
@@ -180,9 +199,11 @@ logger = logging.getLogger(__name__)
 
 #: ``finish_reason`` when Redis stayed unreachable past ``IRI_REDIS_RETRY_SECONDS``.
 CLOSE_REASON = "iri_redis_unavailable"
-#: Version of the key layout written by this code (stored in ``<base>:meta``):
-#: generations of SET buckets kept as intsets.
-FORMAT_VERSION = 3
+#: Version of the key layout written by this code (stored in ``<base>:meta``): a trie
+#: of intset SET buckets, one plain ``SADD`` per request.
+FORMAT_VERSION = 4
+#: Generations of intset SET buckets, one ``EVALSHA`` per request: still read and extended.
+SET_FORMAT_VERSION = 3
 #: Generations of HASH buckets (listpacks) of earlier versions: still read and extended.
 HASH_FORMAT_VERSION = 2
 #: The fixed-bucket layout of earlier versions: still read and extended.
@@ -196,6 +217,16 @@ SET_GROWTH = 16
 #: Format 3: a bucket reaching this many members closes its generation (intsets hold
 #: ``set-max-intset-entries``, 512 by default).
 BUCKET_CAP = 440
+#: Format 4: root buckets (a power of two); each is a Redis Cluster hash tag.
+DEFAULT_ROOTS = 1024
+_MAX_ROOTS = 1 << 20
+#: Format 4: a full bucket is split into this many children (by one decimal digit).
+SPLIT_FANOUT = 10
+#: Format 4: one call in ``_CHECK_EVERY`` also sends ``SCARD`` (same round trip) to
+#: notice a full bucket; chosen by fingerprint bits that pick neither bucket nor digit.
+_CHECK_EVERY = 8
+#: Format 4: the deepest bucket (19 decimal digits in a 64-bit member).
+_MAX_DEPTH = 19
 #: Fingerprints a process remembers as seen (``IRI_REDIS_LOCAL_CACHE``), about 13 MB.
 DEFAULT_LOCAL_CACHE = 1_000_000
 DEFAULT_KEY = "%(spider)s:iri-dupefilter"
@@ -270,6 +301,51 @@ return 1
 """
 _SET_SHA = hashlib.sha1(SET_SCRIPT.encode()).hexdigest()  # noqa: S324 - Redis's script id
 
+#: Format 4: split a full bucket (the only script; run about once per 400 new URLs).
+#: KEYS[1] the bucket; ARGV: the cap, the bucket's depth (0 for a root).  Unless it is
+#: no longer a SET (already split) or holds fewer than cap members, its members move to
+#: ``KEYS[1] .. digit`` (the member's decimal digit at depth + 1, from the right, on its
+#: absolute value, "0" past the last digit; a child that is itself already split passes
+#: them one level down), and KEYS[1] becomes an empty STRING: a marker on which a
+#: client's ``SADD`` fails with ``WRONGTYPE``, so that it learns of the split and goes
+#: one level down.  Every key it touches shares KEYS[1]'s hash tag (one cluster slot).
+#: A bucket at depth 19 (every digit used: only m and -m can share it) is never split.
+#: Returns 1 if it split, 0 if not.
+SPLIT_SCRIPT = """
+local function digit(m, d)
+  local s = string.gsub(m, '^-', '')
+  local c = #s - d + 1
+  if c < 1 then return '0' end
+  return string.sub(s, c, c)
+end
+local function place(key, depth, members)
+  local t = redis.call('TYPE', key)['ok']
+  if t == 'set' or t == 'none' then
+    for i = 1, #members, 4000 do
+      redis.call('SADD', key, unpack(members, i, math.min(i + 3999, #members)))
+    end
+  elseif t == 'string' and depth < 19 then
+    local groups = {}
+    for _, m in ipairs(members) do
+      local k = key .. digit(m, depth + 1)
+      if not groups[k] then groups[k] = {} end
+      table.insert(groups[k], m)
+    end
+    for k, ms in pairs(groups) do place(k, depth + 1, ms) end
+  else
+    error('iri-dupefilter: cannot store into ' .. key .. ' (a ' .. t .. ')')
+  end
+end
+if tonumber(ARGV[2]) >= 19 then return 0 end
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'set' then return 0 end
+if redis.call('SCARD', KEYS[1]) < tonumber(ARGV[1]) then return 0 end
+local members = redis.call('SMEMBERS', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[1], '')
+place(KEYS[1], tonumber(ARGV[2]), members)
+return 1
+"""
+
 #: Create the meta (ARGV: field, value, ...) unless it exists; return it (HGETALL).
 _INIT_SCRIPT = """
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
@@ -314,6 +390,17 @@ def base_buckets_for(expected_urls: int | None) -> int:
     return max(DEFAULT_BASE_BUCKETS, bucket_count(expected_urls) // _HINT_DIVISOR)
 
 
+def roots_for(expected_urls: int | None) -> int:
+    """Format 4 root buckets: 1024, or, with a size hint, ``bucket_count(hint)`` if more.
+
+    More roots mean fewer splits (a member moves once per level) and a finer spread
+    over a cluster's nodes, at the price of about 100 bytes per root key in use.
+    """
+    if not expected_urls or expected_urls <= 0:
+        return DEFAULT_ROOTS
+    return min(_MAX_ROOTS, max(DEFAULT_ROOTS, bucket_count(expected_urls)))
+
+
 def generation_buckets(base_buckets: int, generation: int) -> int:
     """Buckets of *generation* (format 2): ``base_buckets * 4**generation``."""
     return int(base_buckets) * GROWTH**generation
@@ -346,12 +433,19 @@ def redis_url_from_settings(settings: BaseSettings) -> str:
 
 
 def _retryable() -> tuple[type[BaseException], ...]:
+    from redis.exceptions import (
+        ClusterDownError,
+        ReadOnlyError,
+        RedisClusterException,
+        TryAgainError,
+    )
     from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import ReadOnlyError
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
-    # BusyLoadingError (a restarted server still loading its AOF/RDB) is a ConnectionError.
-    return (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OSError)
+    # BusyLoadingError (a restarted server still loading its AOF/RDB) is a ConnectionError;
+    # a cluster that lost a master (or every node) says CLUSTERDOWN / cannot be connected.
+    return (RedisConnectionError, RedisTimeoutError, ReadOnlyError, ClusterDownError,
+            TryAgainError, RedisClusterException, OSError)
 
 
 def _glob_escape(text: bytes) -> bytes:
@@ -393,6 +487,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         bucket_cap: int = BUCKET_CAP,
         key_format: int = FORMAT_VERSION,
         local_cache: int = DEFAULT_LOCAL_CACHE,
+        cluster: bool = False,
         retry_seconds: float = DEFAULT_RETRY_SECONDS,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
         redis_params: dict[str, Any] | None = None,
@@ -402,23 +497,36 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         if kwargs.get("jobdir"):
             raise IRIRedisError("RedisIRIDupeFilter keeps fingerprints in Redis, not in JOBDIR")
         if base_buckets is None:
-            base_buckets = base_buckets_for(expected_urls)
-        if not _is_power_of_two(int(base_buckets)) or int(base_buckets) > _MAX_BUCKETS:
-            raise IRIRedisError(f"base_buckets must be a power of two <= {_MAX_BUCKETS}")
+            if key_format == FORMAT_VERSION:
+                base_buckets = roots_for(expected_urls)
+            else:
+                base_buckets = base_buckets_for(expected_urls)
+        if not _is_power_of_two(int(base_buckets)) or int(base_buckets) > _MAX_ROOTS:
+            raise IRIRedisError(f"base_buckets must be a power of two <= {_MAX_ROOTS}")
         if not 1 <= int(bucket_fill) <= 400:
             raise IRIRedisError("bucket_fill must be between 1 and 400 (listpacks hold 512)")
         if not 1 <= int(bucket_cap) <= 512:
             raise IRIRedisError("bucket_cap must be between 1 and 512 (intsets hold 512)")
-        if key_format not in (FORMAT_VERSION, HASH_FORMAT_VERSION):
-            raise IRIRedisError(f"key_format must be {FORMAT_VERSION} or {HASH_FORMAT_VERSION}")
+        if key_format not in (FORMAT_VERSION, SET_FORMAT_VERSION, HASH_FORMAT_VERSION):
+            raise IRIRedisError(
+                f"key_format must be {FORMAT_VERSION}, {SET_FORMAT_VERSION} or "
+                f"{HASH_FORMAT_VERSION}"
+            )
         super().__init__(**kwargs)
         self.redis_url = redis_url
         self.retry_seconds = max(0.0, float(retry_seconds))
         self.socket_timeout = float(socket_timeout)
         self.redis_params = dict(redis_params or {})
+        #: Talk to a Redis Cluster (``redis.cluster.RedisCluster``), format 4 only.
+        self.cluster = bool(cluster)
         self.crawler = crawler
         self.expected_urls = expected_urls  # an optional hint (base_buckets_for)
         self.base_key = f"{key}:v{CANONICALIZATION_VERSION}:{self.tag_hash()}"
+        if self.cluster and ("{" in self.base_key or "}" in self.base_key):
+            raise IRIRedisError(
+                f"IRI_REDIS_KEY {key!r} has braces: on a Redis Cluster they would be the "
+                "hash tag of every key (all on one node); remove them"
+            )
         self.meta_key = f"{self.base_key}:meta"
         #: Layout in use (from the meta once connected): 3, or 2 or 1 for an old key set.
         self.format = int(key_format)
@@ -433,6 +541,14 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         self._max_gens = 1
         self._meta_key_b = self.meta_key.encode()
         self._set_prefix = (self.base_key + ":s").encode()
+        #: Format 4: root bucket keys (``<base>:{<root>}``), and the buckets this
+        #: process knows are split (learned from WRONGTYPE, or split by it).
+        self._root_keys: list[bytes] = []
+        self._split: set[bytes] = set()
+        self._conn: Any = None
+        #: Cluster: this filter's own connection to each master, by node name.
+        self._node_conns: dict[str, Any] = {}
+        self._via_cluster = False
         #: Fingerprints this process knows are stored in Redis (None: no local cache).
         self.local_cache = max(0, int(local_cache))
         self._local: FingerprintSet | None = FingerprintSet() if self.local_cache else None
@@ -485,6 +601,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         expected = settings.get("IRI_REDIS_EXPECTED_URLS")
         params = settings.getdict("IRI_REDIS_PARAMS")
         kwargs["local_cache"] = settings.getint("IRI_REDIS_LOCAL_CACHE", DEFAULT_LOCAL_CACHE)
+        kwargs["cluster"] = settings.getbool("IRI_REDIS_CLUSTER", False)
         kwargs.update(
             redis_url=redis_url_from_settings(settings),
             key=key,
@@ -533,6 +650,21 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
+        if self.cluster:
+            from redis.cluster import RedisCluster
+
+            cluster_params: dict[str, Any] = {
+                "socket_timeout": self.socket_timeout,
+                "socket_connect_timeout": min(self.socket_timeout, 2.0),
+            }
+            cluster_params.update(self.redis_params)
+            cluster = RedisCluster.from_url(self.redis_url, **cluster_params)
+            if not {"retry", "cluster_error_retry_attempts"} & set(self.redis_params):
+                # No retries inside redis-py: a SADD re-sent after a lost reply would answer
+                # "seen" for a request nobody fetched; request_seen's own retries know that.
+                cluster.cluster_error_retry_attempts = 0  # type: ignore[attr-defined]  # redis-py 5
+                cluster.retry = Retry(NoBackoff(), 0)  # redis-py 6+
+            return cluster
         params: dict[str, Any] = {
             "socket_timeout": self.socket_timeout,
             "socket_connect_timeout": min(self.socket_timeout, 2.0),
@@ -548,14 +680,15 @@ class RedisIRIDupeFilter(IRIDupeFilter):
 
         Raises :class:`IRIRedisError` naming the (password-masked) URL.
         """
-        from redis.exceptions import RedisError
+        from redis.exceptions import RedisClusterException, RedisError
 
         try:
             if self._client is None:
                 self._client = self._new_client()  # connects at once (single connection)
+                self._conn = getattr(self._client, "connection", None)
             self._client.ping()
             self._ensure_meta()
-        except (RedisError, ValueError) as exc:
+        except (RedisError, RedisClusterException, ValueError) as exc:
             self._disconnect()
             error = IRIRedisError(
                 f"RedisIRIDupeFilter cannot use Redis at {self.safe_url}: {exc} "
@@ -569,6 +702,13 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 self.safe_url, self.base_key, self.buckets,
             )
         elif self.format == FORMAT_VERSION:
+            self._check_intset_limit()
+            logger.info(
+                "RedisIRIDupeFilter: Redis%s %s, keys %s:* (format 4, %d root buckets)",
+                " Cluster" if self.cluster else "", self.safe_url, self.base_key,
+                self.base_buckets,
+            )
+        elif self.format == SET_FORMAT_VERSION:
             self._check_intset_limit()
             logger.info(
                 "RedisIRIDupeFilter: Redis %s, keys %s:* (format 3, %d generation(s) open)",
@@ -589,6 +729,8 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             "field_bytes": FIELD_BYTES,
         }
         if self.key_format == FORMAT_VERSION:
+            wanted.update(roots=self.base_buckets, cap=self.bucket_cap, fanout=SPLIT_FANOUT)
+        elif self.key_format == SET_FORMAT_VERSION:
             wanted.update(growth=SET_GROWTH, b0=self.base_buckets, cap=self.bucket_cap,
                           generations=1)
         else:
@@ -610,13 +752,22 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         elif fmt == str(HASH_FORMAT_VERSION):
             self._adopt_generations(stored)
             self._client.execute_command("SCRIPT", "LOAD", SEEN_SCRIPT)
-        elif fmt == str(FORMAT_VERSION):
+        elif fmt == str(SET_FORMAT_VERSION):
             self._adopt_sets(stored)
             self._client.execute_command("SCRIPT", "LOAD", SET_SCRIPT)
+        elif fmt == str(FORMAT_VERSION):
+            self._adopt_trie(stored)
         else:
             self._refuse(
                 "format", fmt,
-                f"{FIXED_FORMAT_VERSION}, {HASH_FORMAT_VERSION} or {FORMAT_VERSION}",
+                f"{FIXED_FORMAT_VERSION}, {HASH_FORMAT_VERSION}, {SET_FORMAT_VERSION} or "
+                f"{FORMAT_VERSION}",
+            )
+        if self.cluster and self.format != FORMAT_VERSION:
+            raise IRIRedisError(
+                f"{self.meta_key} is a format-{self.format} key set: its scripts use keys of "
+                f"several hash slots, so only format {FORMAT_VERSION} works on a Redis Cluster "
+                "(use another IRI_REDIS_KEY, or delete the old keys)"
             )
         self._meta_ok = True
 
@@ -678,12 +829,34 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 "RedisIRIDupeFilter: %s was created with b0=%d, cap=%d: keeping them",
                 self.base_key, b0, cap,
             )
-        self.format = FORMAT_VERSION
+        self.format = SET_FORMAT_VERSION
         self.base_buckets, self.bucket_cap = b0, cap
         self._max_gens = 1
         while b0 * SET_GROWTH**self._max_gens <= _MAX_GENERATION_BUCKETS:
             self._max_gens += 1
         self._set_generations(gens)
+
+    def _adopt_trie(self, stored: dict[str, str]) -> None:
+        try:
+            roots, cap, fanout = int(stored["roots"]), int(stored["cap"]), int(stored["fanout"])
+        except (KeyError, ValueError) as exc:
+            raise IRIRedisError(f"{self.meta_key} has a damaged format-4 layout") from exc
+        if (fanout != SPLIT_FANOUT or not _is_power_of_two(roots) or roots > _MAX_ROOTS
+                or not 1 <= cap <= 512):
+            raise IRIRedisError(
+                f"{self.meta_key} has a bad layout (fanout={fanout}, roots={roots}, cap={cap})"
+            )
+        if (roots, cap) != (self.base_buckets, self.bucket_cap):
+            logger.info(
+                "RedisIRIDupeFilter: %s was created with roots=%d, cap=%d: keeping them",
+                self.base_key, roots, cap,
+            )
+        if self.format != FORMAT_VERSION or roots != len(self._root_keys):
+            self._split.clear()
+        self.format = FORMAT_VERSION
+        self.base_buckets, self.bucket_cap = roots, cap
+        prefix = self.base_key.encode()
+        self._root_keys = [prefix + b":{%x}" % r for r in range(roots)]
 
     def _set_generations(self, gens: int) -> None:
         """Format 3: adopt *gens* open generations (newest first in ``_gen_buckets``)."""
@@ -696,8 +869,13 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         from redis.exceptions import RedisError
 
         try:
-            reply = self._client.config_get("set-max-intset-entries")
-            limit = int(reply.get("set-max-intset-entries", 512))
+            if self.cluster:  # every master's own setting
+                nodes = self._client.get_primaries()
+                replies = [self._client.get_redis_connection(n).config_get(
+                    "set-max-intset-entries") for n in nodes]
+            else:
+                replies = [self._client.config_get("set-max-intset-entries")]
+            limit = min(int(r.get("set-max-intset-entries", 512)) for r in replies)
         except (RedisError, ValueError):  # CONFIG disabled (managed Redis): cannot tell
             return
         if limit < self.bucket_cap:
@@ -717,13 +895,13 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         return self._bucket_prefix + b"%x" % (bucket_hash & self._mask)
 
     def generations(self) -> int:
-        """Open generations (format 2), read from the meta; 0 for format 1."""
+        """Open generations (formats 2 and 3), read from the meta; 0 for formats 1 and 4."""
         if not self._meta_ok:
             self.connect()
-        if self.format == FIXED_FORMAT_VERSION:
+        if self.format in (FIXED_FORMAT_VERSION, FORMAT_VERSION):
             return 0
         gens = int(self._client.hget(self.meta_key, "generations") or 0)
-        if self.format == FORMAT_VERSION and gens:
+        if self.format == SET_FORMAT_VERSION and gens:
             self._set_generations(gens)
         return gens
 
@@ -731,9 +909,9 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         """Fields stored in each open generation (format 2, from the meta counters)."""
         if not self._meta_ok:
             self.connect()
-        if self.format == FIXED_FORMAT_VERSION:
+        if self.format in (FIXED_FORMAT_VERSION, FORMAT_VERSION):
             return []
-        if self.format == FORMAT_VERSION:  # no counters: SCARD of every existing bucket
+        if self.format == SET_FORMAT_VERSION:  # no counters: SCARD of every existing bucket
             counts = [0] * self.generations()
             keys = self._existing_set_keys()
             for i in range(0, len(keys), 1000):
@@ -754,12 +932,50 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         pattern = _glob_escape(self._set_prefix) + b"[0-9]*:*"
         return sorted(set(self._client.scan_iter(match=pattern, count=1000)))
 
+    def _existing_trie_keys(self, set_only: bool = False) -> list[bytes]:
+        """Format 4: the buckets that exist, and (unless *set_only*) the split markers.
+
+        ``SCAN`` (of every master, on a cluster).
+        """
+        pattern = _glob_escape(self.base_key.encode() + b":{") + b"*"
+        kwargs: dict[str, Any] = {"match": pattern, "count": 1000}
+        if set_only:
+            kwargs["_type"] = "set"
+        return sorted(set(self._client.scan_iter(**kwargs)))
+
+    def level_counts(self) -> dict[int, tuple[int, int]]:
+        """Format 4: ``{depth: (buckets, members)}`` over the existing buckets (0: roots)."""
+        if not self._meta_ok:
+            self.connect()
+        if self.format != FORMAT_VERSION:
+            return {}
+        keys = self._existing_trie_keys(set_only=True)
+        out: dict[int, tuple[int, int]] = {}
+        for key, n in zip(keys, self._each("SCARD", keys), strict=True):
+            depth = len(key) - key.rindex(b"}") - 1
+            buckets, members = out.get(depth, (0, 0))
+            out[depth] = (buckets + 1, members + int(n))
+        return dict(sorted(out.items()))
+
+    def _each(self, command: str, keys: list[bytes], *args: Any) -> list[Any]:
+        """``command key *args`` for every key (pipelined, 1000 at a time)."""
+        replies: list[Any] = []
+        for i in range(0, len(keys), 1000):
+            pipe = self._client.pipeline(transaction=False)
+            for key in keys[i : i + 1000]:
+                pipe.execute_command(command, key, *args)
+            replies += pipe.execute()
+        return replies
+
     def bucket_keys(self) -> list[bytes]:
         """Bucket key names: for formats 1 and 2 every bucket of the open generations
-        (whether it exists or not); for format 3 those that exist."""
+        (whether it exists or not); for format 3 those that exist; for format 4 the
+        buckets and split markers that exist."""
         if not self._meta_ok:
             self.connect()
         if self.format == FORMAT_VERSION:
+            return self._existing_trie_keys()
+        if self.format == SET_FORMAT_VERSION:
             return self._existing_set_keys()
         if self.format == FIXED_FORMAT_VERSION:
             return [self._bucket_prefix + b"%x" % i for i in range(self.buckets)]
@@ -787,6 +1003,8 @@ class RedisIRIDupeFilter(IRIDupeFilter):
 
         field, bucket_hash = self._locate(fingerprint)
         if self.format == FORMAT_VERSION:
+            return self._apply_trie(field, bucket_hash, insert)
+        if self.format == SET_FORMAT_VERSION:
             return self._apply_sets(field, bucket_hash, insert)
         for _ in range(3):
             if self.format == FIXED_FORMAT_VERSION:
@@ -807,6 +1025,149 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 continue
             return bool(answer)
         raise IRIRedisError(f"{self.meta_key}: the dupefilter script cannot run")
+
+    def _apply_trie(self, field: bytes, bucket_hash: int, insert: bool) -> bool:
+        """Format 4: one ``SADD`` (one ``SISMEMBER`` to only look); True if not stored.
+
+        The root bucket is ``bucket_hash`` modulo the root count; below a bucket this
+        process knows is split, the child is the member's next decimal digit.  One call
+        in eight (by bits of ``bucket_hash`` that pick neither) sends ``SCARD`` in the
+        same round trip; a bucket found at the cap is split (:data:`SPLIT_SCRIPT`).
+        ``WRONGTYPE`` means another process split the bucket: go one level down.
+        """
+        from redis.exceptions import ResponseError
+
+        member = int.from_bytes(field, "big", signed=True)
+        check = insert and (bucket_hash >> 24) % _CHECK_EVERY == 0
+        split = self._split
+        key = self._root_keys[bucket_hash % len(self._root_keys)]
+        rest = abs(member)
+        depth = 0
+        for _ in range(_MAX_DEPTH + 2):
+            while key in split and depth < _MAX_DEPTH:
+                key += b"%d" % (rest % 10)
+                rest //= 10
+                depth += 1
+            command = "SADD" if insert else "SISMEMBER"
+            if check:
+                reply, card = self._two(command, key, member)
+            else:
+                card = None
+                try:
+                    reply = self._one(command, key, member)
+                except ResponseError as exc:
+                    reply = exc
+            if isinstance(reply, ResponseError):
+                if not str(reply).startswith("WRONGTYPE") or depth >= _MAX_DEPTH:
+                    raise reply
+                split.add(key)  # split by another process: one level down
+                continue
+            if isinstance(card, int) and card >= self.bucket_cap and depth < _MAX_DEPTH:
+                self._split_bucket(key, depth)
+            return bool(reply) if insert else not reply
+        raise IRIRedisError(f"{self.base_key}: no bucket takes {member}")
+
+    def _conn_for(self, key: bytes) -> Any:
+        """The raw connection for a command on *key*, or None: use the client.
+
+        Single node: the client's one connection.  Cluster: a connection of this
+        filter's own to the master that holds *key*'s slot (redis-py's slot map), made
+        by that node's pool; None after a failure until the cluster client (which
+        refreshes the slot map on errors and follows redirections) has answered once.
+        """
+        if not self.cluster:
+            return self._conn
+        if self._via_cluster:
+            return None
+        client = self._client
+        node = client.get_node_from_key(key)
+        conn = self._node_conns.get(node.name)
+        if conn is None:
+            conn = client.get_redis_connection(node).connection_pool.make_connection()
+            self._node_conns[node.name] = conn
+        return conn
+
+    def _conn_failed(self, conn: Any) -> None:
+        conn.disconnect()
+        if self.cluster:  # the next calls go through RedisCluster until one succeeds
+            self._via_cluster = True
+            self._close_node_conns()
+
+    def _close_node_conns(self) -> None:
+        conns, self._node_conns = list(self._node_conns.values()), {}
+        for conn in conns:
+            conn.disconnect()
+
+    def _one(self, *command: Any) -> Any:
+        """One command, one round trip (error replies raised).
+
+        On a cluster the command goes straight to the master that holds the key's
+        slot; a redirection (MOVED/ASK: slots moved, or TRYAGAIN/CLUSTERDOWN: not run)
+        is sent again through ``RedisCluster.execute_command``, which follows it and
+        refreshes the slot map.  A connection error is raised (the caller's retries
+        know a lost reply may have been applied).
+        """
+        from redis.exceptions import AskError, ClusterDownError, TryAgainError
+
+        conn = self._conn_for(command[1])
+        if conn is None:
+            reply = self._client.execute_command(*command)
+            self._via_cluster = False
+            return reply
+        try:
+            conn.send_packed_command(conn.pack_command(*command), check_health=False)
+            return conn.read_response()
+        except (AskError, ClusterDownError, TryAgainError):
+            if not self.cluster:
+                raise
+            self._close_node_conns()  # not run there (MovedError is an AskError)
+            return self._client.execute_command(*command)
+        except self._retryable:
+            self._conn_failed(conn)
+            raise
+
+    def _two(self, command: str, key: bytes, member: int) -> tuple[Any, Any]:
+        """*command* and ``SCARD`` of *key* in one round trip; error replies returned."""
+        from redis.exceptions import AskError, ClusterDownError, ResponseError, TryAgainError
+
+        conn = self._conn_for(key)
+        replies: list[Any] = []
+        if conn is not None:
+            try:
+                conn.send_packed_command(
+                    conn.pack_commands([(command, key, member), ("SCARD", key)]),
+                    check_health=False,
+                )
+                for _ in range(2):
+                    try:
+                        replies.append(conn.read_response())
+                    except ResponseError as exc:
+                        replies.append(exc)
+            except self._retryable:
+                self._conn_failed(conn)
+                raise
+            if not (self.cluster and isinstance(replies[0], (AskError, ClusterDownError,
+                                                              TryAgainError))):
+                return replies[0], replies[1]
+            self._close_node_conns()  # not run there: through RedisCluster
+        pipe = self._client.pipeline(transaction=False)
+        pipe.execute_command(command, key, member)
+        pipe.execute_command("SCARD", key)
+        first, second = pipe.execute(raise_on_error=False)
+        if not isinstance(first, Exception):
+            self._via_cluster = False
+        return first, second
+
+    def _split_bucket(self, key: bytes, depth: int) -> None:
+        """Split the full bucket *key* (atomic; a no-op if another process did)."""
+        try:
+            done = self._client.execute_command(
+                "EVAL", SPLIT_SCRIPT, 1, key, self.bucket_cap, depth
+            )
+        except self._retryable:
+            return  # the answer stands; a later check splits it
+        if done == 1:  # else another process split it first: WRONGTYPE will say so
+            self._split.add(key)
 
     def _apply_sets(self, field: bytes, bucket_hash: int, insert: bool) -> bool:
         """Format 3: one ``EVALSHA``; True if the member was not stored."""
@@ -900,6 +1261,8 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             time.sleep(min(delay, deadline - now))
             delay = min(delay * 2, _BACKOFF_MAX)
             self._inc(STAT_RETRIES)
+            # A Redis restarted without its data has no split buckets: learn them again.
+            self._split.clear()
             try:
                 added = self._apply(fingerprint)
             except self._retryable as exc:
@@ -992,6 +1355,8 @@ class RedisIRIDupeFilter(IRIDupeFilter):
 
     def _disconnect(self) -> None:
         client, self._client = self._client, None
+        self._conn = None
+        self._close_node_conns()
         self._meta_ok = False
         if client is not None:
             try:
@@ -1016,6 +1381,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         for i in range(0, len(keys), 1000):
             deleted += int(self._client.unlink(*keys[i : i + 1000]))
         deleted += int(self._client.unlink(self.meta_key))
+        self._split.clear()
         self._meta_ok = False
         self.format = self.key_format  # the next connect creates a new key set
         logger.warning(
@@ -1028,13 +1394,15 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     def __len__(self) -> int:
         """Fingerprints stored in Redis.
 
-        Format 3: ``SCARD`` of every bucket, pipelined.  Format 2: the sum of the
+        Formats 4 and 3: ``SCARD`` of every existing bucket, pipelined.  Format 2: the sum of the
         per-generation counters in the meta (exact: they change in the same script
         as the buckets).  Format 1: ``HLEN`` of every
         bucket, pipelined.
         """
         if not self._meta_ok:
             self.connect()
+        if self.format == FORMAT_VERSION:
+            return sum(int(n) for n in self._each("SCARD", self._existing_trie_keys(True)))
         if self.format != FIXED_FORMAT_VERSION:
             return sum(self.generation_counts())
         return self._sum_of("HLEN", self.bucket_keys())
@@ -1051,19 +1419,20 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         """``MEMORY USAGE`` (exact, ``SAMPLES 0``) of all existing keys, in bytes."""
         if not self._meta_ok:
             self.connect()
-        total = 0
         keys = [*self.bucket_keys(), self.meta_key.encode()]
-        for i in range(0, len(keys), 1000):
-            pipe = self._client.pipeline(transaction=False)
-            for key in keys[i : i + 1000]:
-                pipe.execute_command("MEMORY USAGE", key, "SAMPLES", 0)
-            total += sum(int(n) for n in pipe.execute() if n is not None)
-        return total
+        if self.cluster:  # redis-py routes MEMORY USAGE by key through its own method
+            return sum(int(self._client.memory_usage(k, samples=0) or 0) for k in keys)
+        return sum(int(n) for n in self._each("MEMORY USAGE", keys, "SAMPLES", 0)
+                   if n is not None)
 
     def __repr__(self) -> str:
         if self.format == FIXED_FORMAT_VERSION:
             layout = f"format=1 buckets={self.buckets}"
         elif self.format == FORMAT_VERSION:
+            layout = f"format=4 roots={self.base_buckets} cap={self.bucket_cap}"
+            if self.cluster:
+                layout += " cluster"
+        elif self.format == SET_FORMAT_VERSION:
             layout = f"format=3 b0={self.base_buckets} cap={self.bucket_cap}"
         else:
             layout = f"format=2 b0={self.base_buckets} fill={self.bucket_fill}"
