@@ -124,16 +124,22 @@ def big_site() -> Iterator[SiteServer]:
 
 
 @pytest.mark.slow
-def test_two_crawls_share_the_cluster(redis_cluster: RedisCluster, big_site: SiteServer) -> None:
+@pytest.mark.parametrize("fleet_queue", [False, True], ids=["scrapy-scheduler", "fleet-queue"])
+def test_two_crawls_share_the_cluster(
+    redis_cluster: RedisCluster, big_site: SiteServer, fleet_queue: bool
+) -> None:
+    """Two processes on the cluster: with Scrapy's scheduler and the shared seen-set,
+    and with the add-on's default fleet queue (RedisIRIScheduler, its keys under one
+    hash tag) on top of it."""
     big_site.reset()
+    redis_cluster.flushall()
     settings = {
         "ADDONS": {"iri_scrapy.Addon": 0},
         "DUPEFILTER_CLASS": "iri_scrapy.RedisIRIDupeFilter",
         "IRI_REDIS_URL": redis_cluster.url,
         "IRI_REDIS_CLUSTER": True,
-        # Scrapy's scheduler: the add-on's fleet queue (RedisIRIScheduler) builds a
-        # single-node client and does not read IRI_REDIS_CLUSTER
-        "IRI_REDIS_SCHEDULER": False,
+        "IRI_REDIS_SCHEDULER": fleet_queue,
+        "IRI_REDIS_IDLE_TIMEOUT": 20,
         "CONCURRENT_REQUESTS": 8,
     }
     starts = [list(SITE.start_urls), ["http://frontier.example/p/0"]]

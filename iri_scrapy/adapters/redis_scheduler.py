@@ -331,8 +331,12 @@ class RedisIRIScheduler(BaseScheduler):
         max_inflight: int = 16,
         flush_on_start: bool = False,
         stall_seconds: float = 360.0,
+        cluster: bool = False,
     ) -> None:
         self.df = dupefilter
+        #: Talk to a Redis Cluster (``redis.cluster.RedisCluster``): every key of one
+        #: crawl's queue has the same hash tag, so each script runs on one master.
+        self.cluster = cluster
         self.crawler = crawler
         self.stats = stats
         self.redis_url = redis_url
@@ -393,6 +397,7 @@ class RedisIRIScheduler(BaseScheduler):
             max_inflight=max_inflight_setting(settings),
             flush_on_start=settings.getbool("IRI_REDIS_FLUSH_ON_START", False),
             stall_seconds=max(60.0, 2 * settings.getfloat("DOWNLOAD_TIMEOUT", 180)),
+            cluster=settings.getbool("IRI_REDIS_CLUSTER", False),
         )
         df_cls = load_object(settings["DUPEFILTER_CLASS"])
         from_crawler = getattr(df_cls, "from_crawler", None)
@@ -406,6 +411,20 @@ class RedisIRIScheduler(BaseScheduler):
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
+        if self.cluster:
+            from redis.cluster import RedisCluster
+
+            cluster_params: dict[str, Any] = {
+                "socket_timeout": self.socket_timeout,
+                "socket_connect_timeout": min(self.socket_timeout, 2.0),
+            }
+            cluster_params.update(self.redis_params)
+            cluster = RedisCluster.from_url(self.redis_url, **cluster_params)
+            if not {"retry", "cluster_error_retry_attempts"} & set(self.redis_params):
+                # retried here, with a deadline (as the dupefilter does)
+                cluster.cluster_error_retry_attempts = 0  # type: ignore[attr-defined]  # redis-py 5
+                cluster.retry = Retry(NoBackoff(), 0)  # redis-py 6+
+            return cluster
         params: dict[str, Any] = {
             "socket_timeout": self.socket_timeout,
             "socket_connect_timeout": min(self.socket_timeout, 2.0),
