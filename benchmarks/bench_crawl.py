@@ -28,8 +28,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from iri_scrapy.testing.crawl import run_crawl  # noqa: E402
+from iri_scrapy.testing.dirsite import DirServer  # noqa: E402
 from iri_scrapy.testing.server import serve_site  # noqa: E402
 from iri_scrapy.testing.site import DEMO_SITE, Host, Link, Resource, Site  # noqa: E402
+
+#: The host a ``--site DIR`` tree is served as.
+DIR_HOST = "docs.example"
 
 SETTINGS = {
     "stock": {},
@@ -75,46 +79,92 @@ def crawl_rate(hits: list[Any]) -> float:
     return (len(hits) - 1) / span if span > 0 else 0.0
 
 
+def seen_calls(stats: dict[str, Any]) -> int:
+    """The scheduler's ``request_seen`` calls: requests enqueued plus those it dropped
+    (start requests with ``dont_filter=True`` are enqueued without a call; few)."""
+    return int(stats.get("scheduler/enqueued") or 0) + int(stats.get("dupefilter/filtered") or 0)
+
+
+class Sample:
+    """One crawl's figures."""
+
+    def __init__(self, result: Any, hits: list[Any]) -> None:
+        self.hits = len(hits)
+        self.keys = frozenset(h.key for h in hits if h.key is not None and h.status == 200)
+        self.rate = crawl_rate(hits)
+        self.wall = float(result.stats.get("elapsed_time_seconds") or 0)
+        self.cpu = float(result.cpu_seconds or 0)
+        self.seen = seen_calls(result.stats)
+        self.per_request = self.cpu / self.hits if self.hits else 0.0
+
+
+def run_site(name: str, server: Any, start_urls: list[str], runs: int, timeout: float,
+             spider_kwargs: dict[str, Any] | None = None) -> int:
+    """Crawl with each of :data:`SETTINGS` in interleaved rounds; print the figures."""
+    samples: dict[str, list[Sample]] = {k: [] for k in SETTINGS}
+    ratios: list[float] = []
+    with server as srv:
+        for r in range(runs):
+            # alternate which goes first, so that drift weighs on both alike
+            order = list(SETTINGS) if r % 2 == 0 else list(reversed(SETTINGS))
+            for setting in order:
+                srv.reset()
+                settings = {**SETTINGS[setting], "CLOSESPIDER_TIMEOUT": timeout}
+                result = run_crawl(settings, start_urls, srv.proxy_url,
+                                   timeout=timeout, spider_kwargs=spider_kwargs)
+                if result.finish_reason != "finished":
+                    print(f"{setting}: crawl did not finish ({result.finish_reason})",
+                          file=sys.stderr)
+                    return 1
+                samples[setting].append(Sample(result, srv.hits.hits))
+            stock, plugin = samples["stock"][-1], samples["plugin"][-1]
+            lost = stock.keys - plugin.keys
+            if lost:
+                print(f"the plugin did not fetch {len(lost)} resource(s) stock fetched, "
+                      f"e.g. {sorted(map(str, lost))[:3]}", file=sys.stderr)
+                return 1
+            ratios.append(plugin.per_request / stock.per_request)
+    print(f"site={name} runs={runs}")
+    for setting, got in samples.items():
+        last = got[-1]
+        med = statistics.median(s.per_request for s in got)
+        print(f"{setting:>6}: pages fetched {last.hits} (distinct 200: {len(last.keys)}); "
+              f"request_seen calls {last.seen}; CPU per request median {med * 1e3:.3f} ms "
+              f"(runs: {', '.join(f'{s.per_request * 1e3:.3f}' for s in got)}); "
+              f"CPU {statistics.median(s.cpu for s in got):.2f} s; "
+              f"{statistics.median(s.rate for s in got):.1f} pages/s while crawling; "
+              f"crawl time {statistics.median(s.wall for s in got):.2f} s")
+    print(f"  CPU per request plugin/stock, median of paired ratios: "
+          f"{statistics.median(ratios):.3f} (rounds: {', '.join(f'{x:.3f}' for x in ratios)})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--site", choices=["demo", "big", "plain", "all"], default="all")
+    parser.add_argument("--site", default="all",
+                        help="demo, big, plain, all (plain and big), or a directory to serve")
     parser.add_argument("--pages", type=int, default=400)
-    parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--timeout", type=float, default=300)
     args = parser.parse_args(argv)
     runs = max(1, min(args.runs, 15))
+    if args.site not in ("demo", "big", "plain", "all"):
+        root = Path(args.site)
+        if not root.is_dir():
+            parser.error(f"--site: not a directory: {args.site}")
+        server = DirServer(root, host=DIR_HOST)
+        return run_site(str(root), server, [server.start_url], runs, args.timeout,
+                        spider_kwargs={"allowed_domains": [DIR_HOST]})
     sites = ["plain", "big"] if args.site == "all" else [args.site]
     for site_name in sites:
         if site_name == "demo":
             site = DEMO_SITE
         else:
             site = big_site(args.pages, aliases=site_name == "big")
-        rates: dict[str, list[float]] = {name: [] for name in SETTINGS}
-        walls: dict[str, list[float]] = {name: [] for name in SETTINGS}
-        fetched: dict[str, int] = {}
-        with serve_site(site) as srv:
-            for _ in range(runs):
-                for name, settings in SETTINGS.items():
-                    srv.reset()
-                    result = run_crawl(settings, list(site.start_urls), srv.proxy_url,
-                                       timeout=args.timeout)
-                    if result.finish_reason != "finished":
-                        print(f"{name}: crawl did not finish ({result.finish_reason})",
-                              file=sys.stderr)
-                        return 1
-                    hits = srv.hits.hits
-                    rates[name].append(crawl_rate(hits))
-                    walls[name].append(float(result.stats.get("elapsed_time_seconds") or 0))
-                    fetched[name] = len(hits)
-        med = {name: statistics.median(r) for name, r in rates.items()}
-        wall = {name: statistics.median(r) for name, r in walls.items()}
-        print(f"site={site_name} resources={len(site.keys)} runs={runs}")
-        for name in SETTINGS:
-            print(f"{name:>6}: median {med[name]:8.1f} pages/s while crawling  "
-                  f"(runs: {', '.join(f'{r:.1f}' for r in rates[name])}); "
-                  f"requests to the server: {fetched[name]}; crawl time {wall[name]:.2f} s")
-        print(f"  ratio plugin/stock, pages/s (medians): {med['plugin'] / med['stock']:.3f}; "
-              f"crawl time plugin/stock: {wall['plugin'] / wall['stock']:.3f}")
+        label = f"{site_name} resources={len(site.keys)}"
+        code = run_site(label, serve_site(site), list(site.start_urls), runs, args.timeout)
+        if code:
+            return code
     return 0
 
 

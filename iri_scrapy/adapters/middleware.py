@@ -52,7 +52,7 @@ from w3lib.html import get_base_url
 from w3lib.url import safe_url_string
 
 from ..errors import IRIError
-from ..ladder import Level, normalize
+from ..ladder import Level, fast_path, normalize
 from ..mapping import iri_to_uri
 from ..resolve import resolve
 from . import compat  # noqa: F401 - checks the installed Scrapy first
@@ -114,6 +114,9 @@ def fetch_form(url: str, query_encoding: str | None = None) -> str:
 
     Raises :class:`~iri_scrapy.IRIError` when *url* has no canonical form.
     """
+    fast = fast_path(url, True)  # already canonical: most links (what normalize tries first)
+    if fast is not None:
+        return fast
     if (
         query_encoding is not None
         and not url.isascii()
