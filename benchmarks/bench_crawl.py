@@ -124,6 +124,9 @@ def run_site(name: str, server: Any, start_urls: list[str], runs: int, timeout: 
                       f"e.g. {sorted(map(str, lost))[:3]}", file=sys.stderr)
                 return 1
             ratios.append(plugin.per_request / stock.per_request)
+            print(f"  round {r + 1}: CPU per request stock {stock.per_request * 1e3:.3f} ms, "
+                  f"plugin {plugin.per_request * 1e3:.3f} ms, ratio {ratios[-1]:.3f}",
+                  file=sys.stderr, flush=True)
     print(f"site={name} runs={runs}")
     for setting, got in samples.items():
         last = got[-1]
