@@ -1,19 +1,29 @@
-"""Crawl of the local alias web: the plugin (``ADDONS``) vs stock Scrapy settings.
+"""Crawls side by side: the plugin (``ADDONS``) vs stock Scrapy settings, same spider.
 
 Each crawl runs in its own subprocess (:func:`iri_scrapy.testing.crawl.run_crawl`)
-against the same in-process alias-web server.  The runs
-alternate (stock, plugin, stock, ...) to spread drift evenly; medians are
-reported, with the ratio of the medians (plugin / stock).
+against the same in-process server, following every link of the site.  The
+two crawls run in rounds, the first of each round alternating (stock, plugin;
+plugin, stock; ...), so that drift on a shared machine weighs on both alike.
 
-Run: ``python benchmarks/bench_crawl.py [--runs N] [--site all|plain|big|demo]``.
+Run: ``python benchmarks/bench_crawl.py [--runs N] [--site all|plain|big|demo|DIR]``.
 ``big`` is the demo web plus ``--pages`` extra pages on one host, each linking
-to several aliases of its neighbours, so that the crawl lasts long enough to
-time; ``plain`` is the same pages linked by their canonical URIs only, so that
-both crawls fetch the same pages and the ratio is the plugin's own cost.
-Pages/second is measured on the server: hits over the time from the first
-request to the last (Scrapy's start-up and its idle wait before closing, a
-fixed cost that weighs more on the shorter plugin crawl, are excluded); the
-crawl time from Scrapy's ``elapsed_time_seconds`` is printed too.
+to several aliases of its neighbours; ``plain`` is the same pages linked by
+their canonical URIs only, so that both crawls fetch the same pages and the
+ratio is the plugin's own cost.  ``DIR``, any directory, is the real-site
+mode: the HTML tree is served as ``http://docs.example/`` by a static file
+server (:class:`iri_scrapy.testing.dirsite.DirServer`) and crawled within that
+host (``allowed_domains``), e.g. Debian's ``python3-doc``:
+``--site /usr/share/doc/python3/html``.
+
+The main figure is the CPU time of the crawl process (user + system, from
+``spider_opened`` to ``spider_closed``: start-up excluded) per request the
+server answered, and the median over rounds of each round's plugin/stock
+ratio (timings on a busy machine are noisy; paired ratios cancel most of the
+drift).  Also printed: pages fetched (and distinct resources answered 200),
+``request_seen`` calls (requests enqueued plus duplicates dropped), CPU per
+``request_seen`` call, pages/second while crawling (server hits over the time
+from the first request to the last) and Scrapy's ``elapsed_time_seconds``.
+Each round checks that the plugin fetched every resource stock fetched.
 Bounded: every crawl has a timeout, ``--runs`` is capped at 15.
 """
 
@@ -96,6 +106,7 @@ class Sample:
         self.cpu = float(result.cpu_seconds or 0)
         self.seen = seen_calls(result.stats)
         self.per_request = self.cpu / self.hits if self.hits else 0.0
+        self.per_seen = self.cpu / self.seen if self.seen else 0.0
 
 
 def run_site(name: str, server: Any, start_urls: list[str], runs: int, timeout: float,
@@ -103,6 +114,7 @@ def run_site(name: str, server: Any, start_urls: list[str], runs: int, timeout: 
     """Crawl with each of :data:`SETTINGS` in interleaved rounds; print the figures."""
     samples: dict[str, list[Sample]] = {k: [] for k in SETTINGS}
     ratios: list[float] = []
+    seen_ratios: list[float] = []
     with server as srv:
         for r in range(runs):
             # alternate which goes first, so that drift weighs on both alike
@@ -124,6 +136,7 @@ def run_site(name: str, server: Any, start_urls: list[str], runs: int, timeout: 
                       f"e.g. {sorted(map(str, lost))[:3]}", file=sys.stderr)
                 return 1
             ratios.append(plugin.per_request / stock.per_request)
+            seen_ratios.append(plugin.per_seen / stock.per_seen if stock.per_seen else 0.0)
             print(f"  round {r + 1}: CPU per request stock {stock.per_request * 1e3:.3f} ms, "
                   f"plugin {plugin.per_request * 1e3:.3f} ms, ratio {ratios[-1]:.3f}",
                   file=sys.stderr, flush=True)
@@ -139,6 +152,8 @@ def run_site(name: str, server: Any, start_urls: list[str], runs: int, timeout: 
               f"crawl time {statistics.median(s.wall for s in got):.2f} s")
     print(f"  CPU per request plugin/stock, median of paired ratios: "
           f"{statistics.median(ratios):.3f} (rounds: {', '.join(f'{x:.3f}' for x in ratios)})")
+    print(f"  CPU per request_seen call plugin/stock, median of paired ratios: "
+          f"{statistics.median(seen_ratios):.3f}")
     return 0
 
 
