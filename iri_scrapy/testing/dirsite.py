@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import mimetypes
 import os
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,6 +40,12 @@ class _DirHTTPServer(ThreadingHTTPServer):
         self.files: dict[str, tuple[bytes, str] | None] = {}
         self.files_lock = threading.Lock()
         super().__init__(addr, _DirHandler)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """Stay quiet when a crawl that has finished drops its idle connections."""
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
     def load(self, path: str) -> tuple[bytes, str] | None:
         """``(body, content type)`` of the file *path* (decoded, from the root), or None."""
