@@ -1,19 +1,29 @@
-"""Crawl of the local alias web: the plugin (``ADDONS``) vs stock Scrapy settings.
+"""Crawls side by side: the plugin (``ADDONS``) vs stock Scrapy settings, same spider.
 
 Each crawl runs in its own subprocess (:func:`iri_scrapy.testing.crawl.run_crawl`)
-against the same in-process alias-web server.  The runs
-alternate (stock, plugin, stock, ...) to spread drift evenly; medians are
-reported, with the ratio of the medians (plugin / stock).
+against the same in-process server, following every link of the site.  The
+two crawls run in rounds, the first of each round alternating (stock, plugin;
+plugin, stock; ...), so that drift on a shared machine weighs on both alike.
 
-Run: ``python benchmarks/bench_crawl.py [--runs N] [--site all|plain|big|demo]``.
+Run: ``python benchmarks/bench_crawl.py [--runs N] [--site all|plain|big|demo|DIR]``.
 ``big`` is the demo web plus ``--pages`` extra pages on one host, each linking
-to several aliases of its neighbours, so that the crawl lasts long enough to
-time; ``plain`` is the same pages linked by their canonical URIs only, so that
-both crawls fetch the same pages and the ratio is the plugin's own cost.
-Pages/second is measured on the server: hits over the time from the first
-request to the last (Scrapy's start-up and its idle wait before closing, a
-fixed cost that weighs more on the shorter plugin crawl, are excluded); the
-crawl time from Scrapy's ``elapsed_time_seconds`` is printed too.
+to several aliases of its neighbours; ``plain`` is the same pages linked by
+their canonical URIs only, so that both crawls fetch the same pages and the
+ratio is the plugin's own cost.  ``DIR``, any directory, is the real-site
+mode: the HTML tree is served as ``http://docs.example/`` by a static file
+server (:class:`iri_scrapy.testing.dirsite.DirServer`) and crawled within that
+host (``allowed_domains``), e.g. Debian's ``python3-doc``:
+``--site /usr/share/doc/python3/html``.
+
+The main figure is the CPU time of the crawl process (user + system, from
+``spider_opened`` to ``spider_closed``: start-up excluded) per request the
+server answered, and the median over rounds of each round's plugin/stock
+ratio (timings on a busy machine are noisy; paired ratios cancel most of the
+drift).  Also printed: pages fetched (and distinct resources answered 200),
+``request_seen`` calls (requests enqueued plus duplicates dropped), CPU per
+``request_seen`` call, pages/second while crawling (server hits over the time
+from the first request to the last) and Scrapy's ``elapsed_time_seconds``.
+Each round checks that the plugin fetched every resource stock fetched.
 Bounded: every crawl has a timeout, ``--runs`` is capped at 15.
 """
 
@@ -28,8 +38,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from iri_scrapy.testing.crawl import run_crawl  # noqa: E402
+from iri_scrapy.testing.dirsite import DirServer  # noqa: E402
 from iri_scrapy.testing.server import serve_site  # noqa: E402
 from iri_scrapy.testing.site import DEMO_SITE, Host, Link, Resource, Site  # noqa: E402
+
+#: The host a ``--site DIR`` tree is served as.
+DIR_HOST = "docs.example"
 
 SETTINGS = {
     "stock": {},
@@ -75,46 +89,100 @@ def crawl_rate(hits: list[Any]) -> float:
     return (len(hits) - 1) / span if span > 0 else 0.0
 
 
+def seen_calls(stats: dict[str, Any]) -> int:
+    """The scheduler's ``request_seen`` calls: requests enqueued plus those it dropped
+    (start requests with ``dont_filter=True`` are enqueued without a call; few)."""
+    return int(stats.get("scheduler/enqueued") or 0) + int(stats.get("dupefilter/filtered") or 0)
+
+
+class Sample:
+    """One crawl's figures."""
+
+    def __init__(self, result: Any, hits: list[Any]) -> None:
+        self.hits = len(hits)
+        self.keys = frozenset(h.key for h in hits if h.key is not None and h.status == 200)
+        self.rate = crawl_rate(hits)
+        self.wall = float(result.stats.get("elapsed_time_seconds") or 0)
+        self.cpu = float(result.cpu_seconds or 0)
+        self.seen = seen_calls(result.stats)
+        self.per_request = self.cpu / self.hits if self.hits else 0.0
+        self.per_seen = self.cpu / self.seen if self.seen else 0.0
+
+
+def run_site(name: str, server: Any, start_urls: list[str], runs: int, timeout: float,
+             spider_kwargs: dict[str, Any] | None = None) -> int:
+    """Crawl with each of :data:`SETTINGS` in interleaved rounds; print the figures."""
+    samples: dict[str, list[Sample]] = {k: [] for k in SETTINGS}
+    ratios: list[float] = []
+    seen_ratios: list[float] = []
+    with server as srv:
+        for r in range(runs):
+            # alternate which goes first, so that drift weighs on both alike
+            order = list(SETTINGS) if r % 2 == 0 else list(reversed(SETTINGS))
+            for setting in order:
+                srv.reset()
+                settings = {**SETTINGS[setting], "CLOSESPIDER_TIMEOUT": timeout}
+                result = run_crawl(settings, start_urls, srv.proxy_url,
+                                   timeout=timeout, spider_kwargs=spider_kwargs)
+                if result.finish_reason != "finished":
+                    print(f"{setting}: crawl did not finish ({result.finish_reason})",
+                          file=sys.stderr)
+                    return 1
+                samples[setting].append(Sample(result, srv.hits.hits))
+            stock, plugin = samples["stock"][-1], samples["plugin"][-1]
+            lost = stock.keys - plugin.keys
+            if lost:
+                print(f"the plugin did not fetch {len(lost)} resource(s) stock fetched, "
+                      f"e.g. {sorted(map(str, lost))[:3]}", file=sys.stderr)
+                return 1
+            ratios.append(plugin.per_request / stock.per_request)
+            seen_ratios.append(plugin.per_seen / stock.per_seen if stock.per_seen else 0.0)
+            print(f"  round {r + 1}: CPU per request stock {stock.per_request * 1e3:.3f} ms, "
+                  f"plugin {plugin.per_request * 1e3:.3f} ms, ratio {ratios[-1]:.3f}",
+                  file=sys.stderr, flush=True)
+    print(f"site={name} runs={runs}")
+    for setting, got in samples.items():
+        last = got[-1]
+        med = statistics.median(s.per_request for s in got)
+        print(f"{setting:>6}: pages fetched {last.hits} (distinct 200: {len(last.keys)}); "
+              f"request_seen calls {last.seen}; CPU per request median {med * 1e3:.3f} ms "
+              f"(runs: {', '.join(f'{s.per_request * 1e3:.3f}' for s in got)}); "
+              f"CPU {statistics.median(s.cpu for s in got):.2f} s; "
+              f"{statistics.median(s.rate for s in got):.1f} pages/s while crawling; "
+              f"crawl time {statistics.median(s.wall for s in got):.2f} s")
+    print(f"  CPU per request plugin/stock, median of paired ratios: "
+          f"{statistics.median(ratios):.3f} (rounds: {', '.join(f'{x:.3f}' for x in ratios)})")
+    print(f"  CPU per request_seen call plugin/stock, median of paired ratios: "
+          f"{statistics.median(seen_ratios):.3f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--site", choices=["demo", "big", "plain", "all"], default="all")
+    parser.add_argument("--site", default="all",
+                        help="demo, big, plain, all (plain and big), or a directory to serve")
     parser.add_argument("--pages", type=int, default=400)
-    parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--timeout", type=float, default=300)
     args = parser.parse_args(argv)
     runs = max(1, min(args.runs, 15))
+    if args.site not in ("demo", "big", "plain", "all"):
+        root = Path(args.site)
+        if not root.is_dir():
+            parser.error(f"--site: not a directory: {args.site}")
+        server = DirServer(root, host=DIR_HOST)
+        return run_site(str(root), server, [server.start_url], runs, args.timeout,
+                        spider_kwargs={"allowed_domains": [DIR_HOST]})
     sites = ["plain", "big"] if args.site == "all" else [args.site]
     for site_name in sites:
         if site_name == "demo":
             site = DEMO_SITE
         else:
             site = big_site(args.pages, aliases=site_name == "big")
-        rates: dict[str, list[float]] = {name: [] for name in SETTINGS}
-        walls: dict[str, list[float]] = {name: [] for name in SETTINGS}
-        fetched: dict[str, int] = {}
-        with serve_site(site) as srv:
-            for _ in range(runs):
-                for name, settings in SETTINGS.items():
-                    srv.reset()
-                    result = run_crawl(settings, list(site.start_urls), srv.proxy_url,
-                                       timeout=args.timeout)
-                    if result.finish_reason != "finished":
-                        print(f"{name}: crawl did not finish ({result.finish_reason})",
-                              file=sys.stderr)
-                        return 1
-                    hits = srv.hits.hits
-                    rates[name].append(crawl_rate(hits))
-                    walls[name].append(float(result.stats.get("elapsed_time_seconds") or 0))
-                    fetched[name] = len(hits)
-        med = {name: statistics.median(r) for name, r in rates.items()}
-        wall = {name: statistics.median(r) for name, r in walls.items()}
-        print(f"site={site_name} resources={len(site.keys)} runs={runs}")
-        for name in SETTINGS:
-            print(f"{name:>6}: median {med[name]:8.1f} pages/s while crawling  "
-                  f"(runs: {', '.join(f'{r:.1f}' for r in rates[name])}); "
-                  f"requests to the server: {fetched[name]}; crawl time {wall[name]:.2f} s")
-        print(f"  ratio plugin/stock, pages/s (medians): {med['plugin'] / med['stock']:.3f}; "
-              f"crawl time plugin/stock: {wall['plugin'] / wall['stock']:.3f}")
+        label = f"{site_name} resources={len(site.keys)}"
+        code = run_site(label, serve_site(site), list(site.start_urls), runs, args.timeout)
+        if code:
+            return code
     return 0
 
 

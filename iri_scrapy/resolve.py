@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from .errors import IRIError
 from .parsing import IRIReference, check_str, parse
 
@@ -56,6 +58,10 @@ def _merge(base: IRIReference, path: str) -> str:
     return base.path[: base.path.rfind("/") + 1] + path
 
 
+# A page's links are all resolved against its base: parsed once (IRIReference is frozen).
+_parse_base = lru_cache(maxsize=256)(parse)
+
+
 def resolve(base: str, reference: str, *, strict: bool = True) -> str:
     """Resolve *reference* against the absolute IRI *base* (RFC 3986 section 5.2.2).
 
@@ -67,7 +73,7 @@ def resolve(base: str, reference: str, *, strict: bool = True) -> str:
     """
     check_str(base, "resolve")
     check_str(reference, "resolve")
-    b = parse(base)
+    b = _parse_base(base)
     r = parse(reference)
     if b.scheme is None:
         raise IRIError(

@@ -585,3 +585,50 @@ def test_fetch_command_seam() -> None:
     assert not compat.addon_wants_idna2008(Settings({}))
     assert not compat.addon_wants_idna2008(Settings(
         {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_IDNA2008_REQUESTS": False}))
+
+
+def test_idna2008_safe_url_string_shortcut_only_where_w3lib_keeps_the_url() -> None:
+    """URLs the shortcut returns as they are (no w3lib call) are exactly ones w3lib's
+    safe_url_string returns unchanged: random http(s) URLs of that shape and near it."""
+    import random
+
+    from w3lib.url import safe_url_string
+
+    rnd = random.Random(12)
+    good = "aZ09_.~!$&()*+,;=:@/-'"
+    bad = "?#[]|\\ \"<>^`{}\x7f\té%"
+    tricky = ["/.", "/..", "xn--", "%2e", "%2E", "//", "?", "#", "%41", "%7e", "%zz", "%C3%A9"]
+    hosts = ["1.2.3.4", "123", "a.1", "xn--bcher-kva.example", "a..b", ".a", "a.", "-a.b-",
+             "a" * 64 + ".com", "a" * 63 + ".com", "0x1.com", "a.0x1", "docs.example"]
+
+    def component(n: int) -> str:
+        out = []
+        for _ in range(rnd.randint(0, n)):
+            r = rnd.random()
+            out.append(rnd.choice(tricky) if r < 0.08 else rnd.choice(bad) if r < 0.12
+                       else rnd.choice(good))
+        return "".join(out)
+
+    kept = 0
+    for _ in range(30000):
+        host = rnd.choice(hosts) if rnd.random() < 0.3 else ".".join(
+            "".join(rnd.choice("abz09-") for _ in range(rnd.randint(1, 6)))
+            for _ in range(rnd.randint(1, 3)))
+        url = f"{rnd.choice(['http', 'https'])}://{host}/{component(12)}"
+        if rnd.random() < 0.5:
+            url += "?" + component(8)
+        if rnd.random() < 0.5:
+            url += "#" + component(8)
+        if compat._w3lib_keeps(url):
+            kept += 1
+            assert safe_url_string(url) == url
+            assert compat.idna2008_safe_url_string(url) == url
+    assert kept > 3000
+    for url in ("http://docs.example/library/os.path.html#os.path.join",
+                "https://a-b.example/x/y;p=1?q=a&b=%C3%A9#f?x'"):
+        assert compat._w3lib_keeps(url)
+        assert safe_url_string(url) == url
+    for url in ("http://h.example/?", "http://h.example/#", "http://h.example:81/",
+                "http://h.example/?q='", "http://H.example/", "http://h.example/a/../b",
+                "http://1.2.3.4/", "http://h.example/%7e", "http://u@h.example/"):
+        assert not compat._w3lib_keeps(url) or safe_url_string(url) == url

@@ -388,3 +388,33 @@ def test_testing_package_does_not_import_the_core() -> None:
                 ):
                     offenders.append((py.name, name))
     assert offenders == []
+
+
+def test_dir_server_serves_a_local_tree_as_one_host(tmp_path: Path) -> None:
+    """bench_crawl's real-site mode: files under the root, index.html for a directory,
+    %-decoded paths; other hosts, missing files and paths out of the root are 404."""
+    from iri_scrapy.testing.dirsite import DirServer
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "index.html").write_text("<a href='lib/os.html#x'>os</a>", encoding="utf-8")
+    (tmp_path / "lib" / "os path.html").write_text("<title>os</title>", encoding="utf-8")
+    (tmp_path.parent / "secret.txt").write_text("no", encoding="utf-8")
+    with DirServer(tmp_path, host="docs.example") as srv:
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({"http": srv.proxy_url}))
+
+        def get(url: str) -> tuple[int, bytes, str]:
+            try:
+                with opener.open(url, timeout=10) as resp:
+                    return resp.status, resp.read(), resp.headers["Content-Type"]
+            except urllib.error.HTTPError as exc:
+                return exc.code, b"", ""
+
+        assert srv.start_url == "http://docs.example/"
+        assert get(srv.start_url) == (
+            200, b"<a href='lib/os.html#x'>os</a>", "text/html; charset=utf-8")
+        assert get("http://DOCS.example/lib/os%20path.html")[:2] == (200, b"<title>os</title>")
+        assert get("http://other.example/")[0] == 404
+        assert get("http://docs.example/lib/missing.html")[0] == 404
+        assert get("http://docs.example/%2E%2E/secret.txt")[0] == 404
+        assert [h.status for h in srv.hits.hits] == [200, 200, 404, 404, 404]

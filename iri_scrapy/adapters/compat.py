@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import threading
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
@@ -194,6 +195,38 @@ def _uts46_host(url: str) -> str:
     return url[:start] + ascii_netloc + url[start + len(netloc):]
 
 
+# An http(s) URL that w3lib's safe_url_string returns unchanged (its URL parser,
+# IDNA and quoting all leave it alone; tests/test_compat.py checks it on random
+# URLs of this shape): a host of lowercase LDH labels, not punycode, whose last
+# label starts with a letter (so not read as IPv4), no port, userinfo or empty
+# query/fragment; path, query and fragment of characters w3lib never quotes
+# ("'" is quoted in an http query), escapes of two uppercase hex digits.
+_KEPT = "\\-A-Za-z0-9_.~!$&()*+,;=:@/%"
+_W3LIB_KEPT_RE = re.compile(
+    "https?://(?:[a-z0-9-]{1,63}\\.)*[a-z][a-z0-9-]{0,62}"
+    f"/[{_KEPT}']*"
+    f"(?:\\?[{_KEPT}?]+)?"
+    f"(?:#[{_KEPT}'?]+)?"
+)
+_BAD_ESCAPE_RE = re.compile("%(?![0-9A-F]{2})")
+#: Encodings in which the ASCII characters of such a URL are their ASCII bytes.
+_ASCII_ENCODINGS = frozenset({"utf8", "utf-8", "UTF-8", "ascii", "latin-1", "latin1", "cp1252",
+                              "windows-1252", "iso-8859-1", "cp1251", "windows-1251"})
+
+
+def _w3lib_keeps(url: str) -> bool:
+    """True if w3lib's ``safe_url_string`` surely returns *url* unchanged (see above)."""
+    return (
+        _W3LIB_KEPT_RE.fullmatch(url) is not None
+        and "/." not in url  # dot segments (WHATWG removes them)
+        and "xn--" not in url  # punycode labels (WHATWG validates them)
+        and ("%" not in url or (
+            "%2E" not in url  # an escaped dot segment
+            and _BAD_ESCAPE_RE.search(url) is None
+        ))
+    )
+
+
 def idna2008_safe_url_string(
     url: str | bytes, encoding: str = "utf8", path_encoding: str = "utf8",
     quote_path: bool = True,
@@ -207,6 +240,9 @@ def idna2008_safe_url_string(
     query (``/search?``, another resource than ``/search``, RFC 3987 5.3.3)
     is kept.  Everything else is w3lib's function, unchanged.
     """
+    if (url.__class__ is str and encoding in _ASCII_ENCODINGS
+            and path_encoding in _ASCII_ENCODINGS and _w3lib_keeps(url)):
+        return url  # what w3lib's function returns for it, without its URL parser
     if isinstance(url, str) and not url.isascii():
         with contextlib.suppress(IRIError, ValueError):  # no A-label: w3lib's, as before
             url = _uts46_host(url)

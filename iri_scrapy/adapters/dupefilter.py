@@ -353,10 +353,11 @@ class IRIDupeFilter(BaseDupeFilter):
         keys = self.rung_keys(request)
         stats = self.stats
         if stats is not None:
-            stats.inc_value(STAT_FILTERED)
-            stats.inc_value(STAT_IRI_FILTERED)
+            inc = stats.inc_value  # one look-up (Scrapy's collector wraps each one)
+            inc(STAT_FILTERED)
+            inc(STAT_IRI_FILTERED)
             for key in keys:
-                stats.inc_value(STAT_RUNG_PREFIX + key)
+                inc(STAT_RUNG_PREFIX + key)
         extra = {"spider": spider} if spider is not None else None
         if self.debug:
             first = self._first_seen.get(fp64(self.fingerprint(request)))

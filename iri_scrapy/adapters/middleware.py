@@ -52,7 +52,7 @@ from w3lib.html import get_base_url
 from w3lib.url import safe_url_string
 
 from ..errors import IRIError
-from ..ladder import Level, normalize
+from ..ladder import Level, fast_path, normalize
 from ..mapping import iri_to_uri
 from ..resolve import resolve
 from . import compat  # noqa: F401 - checks the installed Scrapy first
@@ -114,6 +114,9 @@ def fetch_form(url: str, query_encoding: str | None = None) -> str:
 
     Raises :class:`~iri_scrapy.IRIError` when *url* has no canonical form.
     """
+    fast = fast_path(url, True)  # already canonical: most links (what normalize tries first)
+    if fast is not None:
+        return fast
     if (
         query_encoding is not None
         and not url.isascii()
@@ -325,7 +328,9 @@ class IRINormalizationMiddleware:
 
     ``process_response``: the response is handed on as an IRI-aware subclass of
     its class (see :func:`iri_response_class`), so links the spider follows
-    with ``response.follow()`` are resolved by the IRI core.
+    with ``response.follow()`` are resolved by the IRI core.  It is the same
+    object, its class switched (the subclass adds methods only), so its body
+    is not copied nor decoded twice; a copy only for a class with ``__slots__``.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -363,12 +368,18 @@ class IRINormalizationMiddleware:
         return new
 
     def process_response(self, request: Request, response: Response) -> Response:
-        """Hand the spider an IRI-aware response (same data, subclass of its class)."""
+        """Hand the spider an IRI-aware response (the same one, as a subclass of its class)."""
         if request.meta.get(META_DONT_NORMALIZE) or isinstance(response, _IRIFollowMixin):
             return response
-        new = response.replace(cls=iri_response_class(type(response)))
-        new._iri_canon = self.canon  # type: ignore[attr-defined]
-        return new
+        cls = iri_response_class(type(response))
+        try:
+            # The same object, switched to the subclass (which adds methods only):
+            # no copy of the response, nor a second decoding of its body.
+            response.__class__ = cls
+        except TypeError:  # a class whose layout forbids it (__slots__): a copy
+            response = response.replace(cls=cls)
+        response._iri_canon = self.canon  # type: ignore[attr-defined]
+        return response
 
 
 def _setting_is_subclass(crawler: Crawler, name: str, ours: str) -> bool:

@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -82,6 +83,9 @@ class CrawlResult:
     stdout: str = ""
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    cpu_seconds: float | None = None
+    """CPU time of the crawl process from ``spider_opened`` to ``spider_closed``
+    (start-up and imports excluded), or None if the spider never opened."""
 
     @property
     def ok(self) -> bool:
@@ -220,6 +224,7 @@ def run_crawl(
         stdout=proc.stdout,
         warnings=data.get("warnings", []),
         errors=data.get("errors", []),
+        cpu_seconds=data.get("cpu_seconds"),
     )
 
 
@@ -261,7 +266,17 @@ def _child(config_path: str, result_path: str) -> int:
     def on_item(item: Any, **_: Any) -> None:
         items.append(dict(item))
 
+    cpu: dict[str, float] = {}
+
+    def on_opened(**_: Any) -> None:
+        cpu["opened"] = time.process_time()
+
+    def on_closed(**_: Any) -> None:
+        cpu["closed"] = time.process_time()
+
     crawler.signals.connect(on_item, signal=signals.item_scraped)
+    crawler.signals.connect(on_opened, signal=signals.spider_opened)
+    crawler.signals.connect(on_closed, signal=signals.spider_closed)
     deferred = process.crawl(crawler, start_urls=config["start_urls"], **config["spider_kwargs"])
     deferred.addErrback(lambda failure: errors.append(failure.getTraceback()))
     process.start()
@@ -272,6 +287,8 @@ def _child(config_path: str, result_path: str) -> int:
         "finish_reason": stats.get("finish_reason"),
         "warnings": recorded,
         "errors": errors,
+        # CPU time (user + system) of this process from spider_opened to spider_closed
+        "cpu_seconds": cpu["closed"] - cpu["opened"] if len(cpu) == 2 else None,
     }
     Path(result_path).write_text(json.dumps(result, default=str, ensure_ascii=False),
                                  encoding="utf-8")
