@@ -937,8 +937,8 @@ def canonical_and_rungs(text: str, options: NormalizeOptions) -> tuple[str, tupl
     Raises :class:`IRIError` as :func:`normalize` does (the same error).
     """
     level = options.level
-    if level >= Level.SCHEME and not options.nfc and (
-        options.rules is None or level < Level.PROTOCOL
+    if level >= _SCHEME and not options.nfc and text.isascii() and (
+        options.rules is None or level < _PROTOCOL
     ):
         fast = fast_path(text, options.keep_fragment)
         if fast is not None:
