@@ -103,6 +103,12 @@ class Level(IntEnum):
         return cls(value)
 
 
+# The levels as module constants for the per-URL code: reading an enum member as a
+# class attribute (``Level.SCHEME``) costs about as much as a short regex search
+# on CPython 3.11.
+_SYNTAX, _SCHEME, _PROTOCOL = Level.SYNTAX, Level.SCHEME, Level.PROTOCOL
+
+
 class Rung(Enum):
     """One rung of the ladder: its section, its name and the level it belongs to."""
 
@@ -593,15 +599,24 @@ def _host_chain(host: str, scheme_based: bool) -> str:
     return _dns_host(host) if scheme_based else host
 
 
+@lru_cache(maxsize=65536)
+def _dns_host_chain(host: str) -> str:
+    """The host of a DNS scheme through the case, percent and scheme rungs (5.3.2.1,
+    5.3.2.3, 5.3.3) and on the wire (``hosts.dns_wire_host``, 5.3.3), or the
+    :class:`IRIHostError` they raise: one cache for both (a host costs one lookup)."""
+    return dns_wire_host.__wrapped__(_host_chain.__wrapped__(host, True), host)
+
+
 def fused_path(text: str, lvl: Level, keep_fragment: bool) -> str | None:
     """Levels SYNTAX to PROTOCOL (without NFC nor protocol rules) in one pass, in
     URI form; ``None`` means "climb the rungs" (RFC 3987 sections 5.3.2-5.3.3)."""
     scheme, authority, path, query, fragment = split_match(text.strip(WHITESPACE)).groups()
     if scheme is not None:
-        scheme = lower_ascii(scheme)
+        if not scheme.islower():  # a scheme is ASCII and starts with a letter
+            scheme = lower_ascii(scheme)
         if scheme == "mailto":
             return None
-    scheme_based = lvl >= Level.SCHEME
+    scheme_based = lvl >= _SCHEME
     dns = scheme_based and scheme in DNS_SCHEMES
     out = [] if scheme is None else [scheme, ":"]
     if authority is not None:
@@ -609,8 +624,7 @@ def fused_path(text: str, lvl: Level, keep_fragment: bool) -> str | None:
         out.append("//")
         if userinfo is not None:
             out += (_percent(userinfo, "userinfo"), "@")
-        out.append(dns_wire_host(_host_chain(host, True), host) if dns
-                   else _host_chain(host, False))
+        out.append(_dns_host_chain(host) if dns else _host_chain(host, False))
         if port is not None:
             port = encode_component(port, "port")
             if scheme_based:
@@ -827,20 +841,21 @@ def normalize(
 
         return surt(iri, lvl, keep_fragment=keep_fragment, nfc=nfc, rules=rules)
     # --- end of form="surt" ---
-    if form == "uri" and lvl >= Level.SCHEME and not nfc and iri.__class__ is str:
+    # fast_path's pattern holds ASCII characters only: an IRI with others fails it.
+    if form == "uri" and lvl >= _SCHEME and not nfc and iri.__class__ is str and iri.isascii():
         fast = fast_path(iri, keep_fragment)
         if fast is not None:
-            if lvl is Level.PROTOCOL and rules is not None:
+            if lvl is _PROTOCOL and rules is not None:
                 return rules.apply(fast)
             return fast
     check_str(iri, "normalize")
     if form not in FORMS:
         raise bad_form(form)
     try:
-        if lvl >= Level.SYNTAX and not nfc:
+        if lvl >= _SYNTAX and not nfc:
             uri = fused_path(iri, lvl, keep_fragment)
             if uri is not None:
-                if lvl is Level.PROTOCOL and rules is not None:
+                if lvl is _PROTOCOL and rules is not None:
                     uri = rules.apply(uri)
                 return uri if form == "uri" else render_uri(uri, lvl, form)
     except IRIError as exc:
@@ -922,8 +937,8 @@ def canonical_and_rungs(text: str, options: NormalizeOptions) -> tuple[str, tupl
     Raises :class:`IRIError` as :func:`normalize` does (the same error).
     """
     level = options.level
-    if level >= Level.SCHEME and not options.nfc and (
-        options.rules is None or level < Level.PROTOCOL
+    if level >= _SCHEME and not options.nfc and text.isascii() and (
+        options.rules is None or level < _PROTOCOL
     ):
         fast = fast_path(text, options.keep_fragment)
         if fast is not None:
@@ -973,5 +988,5 @@ def rungs_applied(
 
 def clear_caches() -> None:
     """Empty the host caches of the ladder (benchmarks measure cold caches with it)."""
-    for fn in (_host_chain, _dns_host):
+    for fn in (_host_chain, _dns_host_chain, _dns_host):
         fn.cache_clear()

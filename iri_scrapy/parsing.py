@@ -33,10 +33,14 @@ WHITESPACE = " \t\r\n"
 # Groups: 1 scheme, 2 authority, 3 path, 4 query, 5 fragment.
 _AFTER_SCHEME = r"(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?"
 SPLIT_RE = re.compile(r"(?:([^:/?#]+):)?" + _AFTER_SCHEME, re.DOTALL)
-# The same for a relative reference: group 1 (the scheme) can never match.
-_SPLIT_RELATIVE_RE = re.compile(r"(?:(?!)():)?" + _AFTER_SCHEME, re.DOTALL)
 # scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )   (RFC 3986 3.1)
-SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*"
+SCHEME_RE = re.compile(_SCHEME)
+# SPLIT_RE whose group 1 is only a scheme: the same split as SPLIT_RE then, when
+# its group 1 is not a scheme, the text read as a relative reference (the
+# optional group fails and the match starts again at index 0).  A scheme has no
+# ":", "/", "?" nor "#", so when group 1 matches here it is SPLIT_RE's group 1.
+_SPLIT_SCHEME_RE = re.compile("(?:(" + _SCHEME + "):)?" + _AFTER_SCHEME, re.DOTALL)
 
 
 def split_match(text: str) -> re.Match[str]:
@@ -47,12 +51,8 @@ def split_match(text: str) -> re.Match[str]:
     The one split of the package: :func:`parse`, :func:`component_starts` and the
     fused path of :mod:`iri_scrapy.ladder` all use it.
     """
-    m = SPLIT_RE.match(text)
+    m = _SPLIT_SCHEME_RE.match(text)
     assert m is not None  # the pattern matches every string
-    scheme = m.group(1)
-    if scheme is not None and not SCHEME_RE.fullmatch(scheme):
-        m = _SPLIT_RELATIVE_RE.match(text)
-        assert m is not None
     return m
 
 
