@@ -271,7 +271,7 @@ def call_times(add, values) -> tuple[float, float, float, int]:
     return worst, worst_cpu, total / len(values), slow
 
 
-def scale(sizes: list[int], scrapy_up_to: int) -> None:
+def scale(sizes: list[int], scrapy_up_to: int, reference: bool = True) -> None:
     """Bytes/URL (typical and worst) and the longest call, at each size."""
     n = max(sizes)
     print(f"\nscale: {n:,} synthetic SHA-1 fingerprints (tracemalloc; worst case = the "
@@ -280,8 +280,10 @@ def scale(sizes: list[int], scrapy_up_to: int) -> None:
     values = Stream(n, _value)
     scrapy = scrapy_memory([s for s in sizes if s <= scrapy_up_to])
     rows = {}
-    for name, make in (("FingerprintSet (segments)", FingerprintSet),
-                       ("one table doubling (before)", DoublingSet)):
+    contenders = [("FingerprintSet (segments)", FingerprintSet)]
+    if reference:
+        contenders.append(("one table doubling (before)", DoublingSet))
+    for name, make in contenders:
         curve = memory_curve(make, values, sizes, 1_000_000)
         gc.collect()
         gc.disable()
@@ -300,15 +302,16 @@ def scale(sizes: list[int], scrapy_up_to: int) -> None:
         print(f"  {name}: longest call {worst_cpu * 1e3:.1f} ms CPU, {worst * 1e3:.1f} ms "
               f"wall ({slow} calls over 50 ms wall), "
               f"{mean * 1e6:.2f} us/call" + (f", largest segment {segment:,} slots"
-                                             if segment else ""))
+                                             if segment else ""), flush=True)
+    old_rows = rows.get("one table doubling (before)")
     print(f"  {'URLs':>12} {'Scrapy set':>10} | {'segments':>8} {'worst':>6} | "
           f"{'doubling':>8} {'worst':>6}   (bytes/URL)")
     for size in sizes:
-        ours, old = rows["FingerprintSet (segments)"][0][size], rows[
-            "one table doubling (before)"][0][size]
+        ours = rows["FingerprintSet (segments)"][0][size]
+        old = old_rows[0][size] if old_rows else (float("nan"), float("nan"))
         theirs = f"{scrapy[size]:10.1f}" if size in scrapy else f"{'-':>10}"
         print(f"  {size:>12,} {theirs} | {ours[0]:8.1f} {ours[1]:6.1f} | "
-              f"{old[0]:8.1f} {old[1]:6.1f}")
+              f"{old[0]:8.1f} {old[1]:6.1f}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,13 +320,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big", action="store_true", help="also 30M and 100M fingerprints")
     parser.add_argument("--max-size", type=int, default=0, help="stop at this size")
     parser.add_argument("--no-scale", action="store_true", help="throughput only")
+    parser.add_argument("--scale-only", action="store_true", help="no throughput section")
+    parser.add_argument("--no-reference", action="store_true",
+                        help="scale: FingerprintSet only, not the doubling table of before")
     args = parser.parse_args(argv)
     warnings.simplefilter("error")
     if not CORPUS.exists():
         print(f"SKIP: corpus not found at {CORPUS}")
         return 0
-    urls = load_urls(CORPUS)
-    throughput(urls, args.repeat)
+    if not args.scale_only:
+        throughput(load_urls(CORPUS), args.repeat)
     if args.no_scale:
         return 0
     sizes = [100_000, 1_000_000, 3_000_000, 10_000_000]
@@ -331,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes += [30_000_000, 100_000_000]
     if args.max_size:
         sizes = [s for s in sizes if s <= args.max_size]
-    scale(sizes, scrapy_up_to=10_000_000)
+    scale(sizes, scrapy_up_to=10_000_000, reference=not args.no_reference)
     return 0
 
 
