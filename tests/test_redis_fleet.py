@@ -101,6 +101,25 @@ def wait_hits(srv: SlowSiteServer, count: int, procs: list[subprocess.Popen[byte
         time.sleep(0.001)
 
 
+def wait_both_leasing(redis: RedisServer, procs: list[subprocess.Popen[bytes]],
+                      timeout: float = 60) -> None:
+    """Wait until leases of two different workers are in Redis at once: both are
+    crawling (on a busy machine one worker can start so late that the other has
+    fetched the kill's count of pages alone, and the kill then takes over nothing)."""
+    client = redis.client()
+    deadline = time.monotonic() + timeout
+    while True:
+        assert all(p.poll() is None for p in procs), "a worker ended before the kill"
+        holders = set()
+        for meta in client.keys("iri:{frontier}:sched:v1:*:meta"):
+            leases = meta.decode().removesuffix(":meta") + ":leases"
+            holders.update(m.split(b" ", 1)[0] for m in client.zrange(leases, 0, -1))
+        if len(holders) >= 2:
+            return
+        assert time.monotonic() < deadline, f"not two workers leasing after {timeout}s"
+        time.sleep(0.005)
+
+
 def queue_state(redis: RedisServer) -> dict[str, int]:
     client = redis.client()
     metas = client.keys("iri:{frontier}:sched:v1:*:meta")
@@ -123,7 +142,8 @@ def test_kill_9_one_of_two_workers(site_server: SlowSiteServer, redis_server: Re
     started = time.monotonic()
     a, b = start_worker(project, "A"), start_worker(project, "B")
     try:
-        wait_hits(srv, kill_at, [a, b])
+        wait_both_leasing(redis_server, [a, b])
+        wait_hits(srv, max(kill_at, len(srv.hits.hits) + 50), [a, b])
         os.kill(a.pid, signal.SIGKILL)
         a.wait(timeout=10)
         killed_at = len(srv.hits.hits)
