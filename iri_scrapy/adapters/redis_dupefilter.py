@@ -432,6 +432,40 @@ def redis_url_from_settings(settings: BaseSettings) -> str:
     return f"redis://{host}:{port}/{db}"
 
 
+def new_client(url: str, socket_timeout: float, redis_params: dict[str, Any],
+               cluster: bool) -> Any:
+    """A redis-py client for *url* with no retries of its own (the filter and the fleet
+    queue retry with their own deadline: a ``SADD`` re-sent after a lost reply would
+    answer "seen" for a request nobody fetched).  ``RedisCluster`` when *cluster*,
+    otherwise one ``Redis`` socket (no pool lock per command).  *redis_params*
+    (``IRI_REDIS_PARAMS``) override the defaults."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    if cluster:
+        from redis.cluster import RedisCluster
+
+        cluster_params: dict[str, Any] = {
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": min(socket_timeout, 2.0),
+        }
+        cluster_params.update(redis_params)
+        client = RedisCluster.from_url(url, **cluster_params)
+        if not {"retry", "cluster_error_retry_attempts"} & set(redis_params):
+            client.cluster_error_retry_attempts = 0  # type: ignore[attr-defined]  # redis-py 5
+            client.retry = Retry(NoBackoff(), 0)  # redis-py 6+
+        return client
+    params: dict[str, Any] = {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": min(socket_timeout, 2.0),
+        "retry": Retry(NoBackoff(), 0),
+        "single_connection_client": True,
+    }
+    params.update(redis_params)
+    return redis.Redis.from_url(url, **params)
+
+
 def _retryable() -> tuple[type[BaseException], ...]:
     from redis.exceptions import (
         ClusterDownError,
@@ -646,34 +680,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         return mask_url(self.redis_url)
 
     def _new_client(self) -> Any:
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-
-        if self.cluster:
-            from redis.cluster import RedisCluster
-
-            cluster_params: dict[str, Any] = {
-                "socket_timeout": self.socket_timeout,
-                "socket_connect_timeout": min(self.socket_timeout, 2.0),
-            }
-            cluster_params.update(self.redis_params)
-            cluster = RedisCluster.from_url(self.redis_url, **cluster_params)
-            if not {"retry", "cluster_error_retry_attempts"} & set(self.redis_params):
-                # No retries inside redis-py: a SADD re-sent after a lost reply would answer
-                # "seen" for a request nobody fetched; request_seen's own retries know that.
-                cluster.cluster_error_retry_attempts = 0  # type: ignore[attr-defined]  # redis-py 5
-                cluster.retry = Retry(NoBackoff(), 0)  # redis-py 6+
-            return cluster
-        params: dict[str, Any] = {
-            "socket_timeout": self.socket_timeout,
-            "socket_connect_timeout": min(self.socket_timeout, 2.0),
-            # no retries inside redis-py: request_seen retries with its own deadline
-            "retry": Retry(NoBackoff(), 0),
-            "single_connection_client": True,  # one socket; no pool lock per command
-        }
-        params.update(self.redis_params)
-        return redis.Redis.from_url(self.redis_url, **params)
+        return new_client(self.redis_url, self.socket_timeout, self.redis_params, self.cluster)
 
     def connect(self) -> None:
         """Open the client, check Redis answers and agree on the key layout.

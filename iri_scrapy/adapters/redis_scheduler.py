@@ -132,6 +132,7 @@ from .redis_dupefilter import (
     IRIRedisError,
     RedisIRIDupeFilter,
     mask_url,
+    new_client,
     redis_url_from_settings,
 )
 from .refusal import REASON_REDIS_NOT_INSTALLED, REASON_REDIS_UNAVAILABLE, refuse_start
@@ -407,32 +408,7 @@ class RedisIRIScheduler(BaseScheduler):
     # --- Redis plumbing ------------------------------------------------------------
 
     def _new_client(self) -> Any:
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-
-        if self.cluster:
-            from redis.cluster import RedisCluster
-
-            cluster_params: dict[str, Any] = {
-                "socket_timeout": self.socket_timeout,
-                "socket_connect_timeout": min(self.socket_timeout, 2.0),
-            }
-            cluster_params.update(self.redis_params)
-            cluster = RedisCluster.from_url(self.redis_url, **cluster_params)
-            if not {"retry", "cluster_error_retry_attempts"} & set(self.redis_params):
-                # retried here, with a deadline (as the dupefilter does)
-                cluster.cluster_error_retry_attempts = 0  # type: ignore[attr-defined]  # redis-py 5
-                cluster.retry = Retry(NoBackoff(), 0)  # redis-py 6+
-            return cluster
-        params: dict[str, Any] = {
-            "socket_timeout": self.socket_timeout,
-            "socket_connect_timeout": min(self.socket_timeout, 2.0),
-            "retry": Retry(NoBackoff(), 0),  # retried here, with a deadline
-            "single_connection_client": True,
-        }
-        params.update(self.redis_params)
-        return redis.Redis.from_url(self.redis_url, **params)
+        return new_client(self.redis_url, self.socket_timeout, self.redis_params, self.cluster)
 
     def _set_base(self, spider_name: str) -> None:
         try:
