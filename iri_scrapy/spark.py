@@ -17,7 +17,10 @@ merged exactly when the CLI merges them.
 :func:`dedupe` makes one Python pass per partition (an iterator Arrow UDF: key,
 rung mask and fingerprint together; when the order column increases along each
 partition, the partition's duplicates are dropped there, before any shuffle, by a
-per-partition :class:`~iri_scrapy.dedupe.Deduper`), then one aggregation by the
+per-partition :class:`~iri_scrapy.dedupe.Deduper`).  The pass gives each row an
+array of what leaves it, exploded by Spark: nothing for a duplicate or a blank
+line, one element for a first spelling or a refused line, and on the partition's
+last row also its counters, one element each; then one aggregation by the
 fingerprint (a ``long``) keeps the first row of each resource.
 
 Caches: the core's host caches (IDNA conversions) are module-level
@@ -70,29 +73,28 @@ CLASSIFY_SCHEMA = T.StructType([
 _BIT = {key: 1 << i for i, key in enumerate(RUNG_KEYS)}
 _MASK = {r: 1 << i for i, r in enumerate(RUNG_KEYS)}
 
-#: What :func:`dedupe`'s pass gives each row (column ``iri``).  ``kind``: 0 the
-#: first row of its resource in the partition (a candidate), 1 refused, 2 blank, 3 a
-#: duplicate within the partition; ``fp``: the CLI's 64-bit fingerprint of the key
-#: (signed); ``counts``: on the last row of each partition only, its counters
-#: (:data:`_COUNTS`).
-_PASS_SCHEMA = T.StructType([
-    T.StructField("kind", T.ByteType()),
-    T.StructField("fp", T.LongType()),
-    T.StructField("rungs", T.IntegerType()),
-    T.StructField("key", T.StringType()),
-    T.StructField("out", T.StringType()),
-    T.StructField("error", T.StringType()),
-    T.StructField("counts", T.ArrayType(T.LongType())),
-])
-_PASS_ARROW = pa.struct([
-    ("kind", pa.int8()), ("fp", pa.int64()), ("rungs", pa.int32()), ("key", pa.string()),
-    ("out", pa.string()), ("error", pa.string()), ("counts", pa.list_(pa.int64())),
-])
-#: The counters of one partition, in this order, then the per-rung counts of its
-#: duplicates (``by_rung``, RUNG_KEYS order), then the rungs of its candidates
-#: (``simple`` for a mask of 0).
-_COUNTS = ("partition", "lines", "blank", "unparseable", "candidates", "duplicates")
-_CANDIDATE, _REJECT, _BLANK, _DUPLICATE = 0, 1, 2, 3
+#: What :func:`dedupe`'s pass gives each row: an array of these (column
+#: :data:`_PASS` once exploded).  ``kind``: 0 the first row of its resource in the
+#: partition (a candidate), 1 refused, 4 a counter of the partition (on its last row, one element
+#: per counter; duplicates and blank lines give no element); ``fp``: the CLI's 64-bit
+#: fingerprint of the key (signed), or for a counter its index in :data:`_COUNTS`;
+#: ``count``: a counter's value; ``part``: a counter's partition.
+_ELEMENT_FIELDS = [
+    ("kind", T.ByteType(), pa.int8()), ("fp", T.LongType(), pa.int64()),
+    ("rungs", T.IntegerType(), pa.int32()), ("key", T.StringType(), pa.string()),
+    ("out", T.StringType(), pa.string()), ("error", T.StringType(), pa.string()),
+    ("count", T.LongType(), pa.int64()), ("part", T.IntegerType(), pa.int32()),
+]
+_PASS_SCHEMA = T.ArrayType(T.StructType(
+    [T.StructField(name, spark_type) for name, spark_type, _ in _ELEMENT_FIELDS]))
+_ELEMENT_ARROW = pa.struct([(name, arrow_type) for name, _, arrow_type in _ELEMENT_FIELDS])
+#: The counters of one partition, in this order (``fp`` of a counter element), then
+#: the per-rung counts of its duplicates (``by_rung``, RUNG_KEYS order), then the
+#: rungs of its candidates (``simple`` for a mask of 0).
+_COUNTS = ("lines", "blank", "unparseable", "candidates", "duplicates")
+_CANDIDATE, _REJECT, _COUNTER = 0, 1, 4
+#: The column of the pass's element in :attr:`SparkDedupe.classified`.
+_PASS = "iri_pass"
 #: What a null value is (the CLI has none): refused.
 _NULL: tuple[Outcome | None, str, tuple[Any, ...], str] = (
     Outcome.REJECT, "null value: not a URL", (), "")
@@ -263,10 +265,12 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
     """The one Python pass of :func:`dedupe` over a partition (an iterator Arrow UDF).
 
     With *first_wins* (the order increases along the partition) a per-partition
-    :class:`Deduper` keeps the first row of each fingerprint and marks the others
-    duplicates, counted by rung as the CLI counts them; otherwise every URL is a
-    candidate.  The output is held back one batch so that the partition's counters
-    ride on its last row.
+    :class:`Deduper` keeps the first row of each fingerprint and counts the others
+    as duplicates, by rung as the CLI counts them; otherwise every URL is a
+    candidate.  Each row gets an array (:data:`_PASS_SCHEMA`): empty for a
+    duplicate or a blank line, so that only candidates and refused rows leave the
+    pass.  The output is held back one batch so that the partition's counters ride
+    on its last row, one element each.
     """
     n_rungs = len(RUNG_KEYS)
 
@@ -276,6 +280,7 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
         cand_rungs = [0] * n_rungs
         held: list[list[Any]] | None = None
         for values in batches:
+            ends: list[int] = [0]  # the list offsets: element count before each row
             kinds: list[int] = []
             fps: list[int | None] = []
             masks: list[int | None] = []
@@ -284,6 +289,7 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
             errors: list[str | None] = []
             batch = _values(values)
             stats.lines += len(batch)
+            n = 0
             for value in batch:
                 outcome, text, found, written = (
                     decide(value) if value.__class__ is str
@@ -291,12 +297,7 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
                 if outcome is None:
                     fp = fingerprint(text)
                     if first_wins and not add(fp, found):
-                        kinds.append(_DUPLICATE)
-                        fps.append(None)
-                        masks.append(None)
-                        keys.append(None)
-                        outs.append(None)
-                        errors.append(None)
+                        ends.append(n)
                         continue
                     if not first_wins:
                         stats.unique += 1
@@ -310,50 +311,57 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
                                     cand_rungs[i] += 1
                         else:
                             cand_rungs[0] += 1
+                    n += 1
+                    ends.append(n)
                     kinds.append(_CANDIDATE)
                     fps.append(_signed(fp))
                     masks.append(mask if with_rungs else None)
                     keys.append(text)
                     outs.append(written if form is not None else None)
                     errors.append(None)
-                    continue
-                if outcome is Outcome.BLANK:
+                elif outcome is Outcome.BLANK:
                     stats.blank += 1
-                    kinds.append(_BLANK)
-                    errors.append(None)
+                    ends.append(n)
                 else:
                     stats.unparseable += 1
+                    n += 1
+                    ends.append(n)
                     kinds.append(_REJECT)
+                    fps.append(None)
+                    masks.append(None)
+                    keys.append(None)
+                    outs.append(None)
                     errors.append(text)
-                fps.append(None)
-                masks.append(None)
-                keys.append(None)
-                outs.append(None)
             if held is not None:
-                yield _pass_array(held, None)
-            held = [kinds, fps, masks, keys, outs, errors]
+                yield _pass_array(held, [], 0)
+            held = [ends, kinds, fps, masks, keys, outs, errors]
         if held is None:
             return
         ctx = TaskContext.get()
-        counts = [ctx.partitionId() if ctx is not None else 0, stats.lines, stats.blank,
-                  stats.unparseable, stats.unique, stats.duplicates]
+        counts = [stats.lines, stats.blank, stats.unparseable, stats.unique, stats.duplicates]
         counts += [stats.by_rung[k] for k in RUNG_KEYS] + cand_rungs
-        yield _pass_array(held, counts)
+        yield _pass_array(held, counts, ctx.partitionId() if ctx is not None else 0)
 
     return run
 
 
-def _pass_array(cols: list[list[Any]], counts: list[int] | None) -> pa.Array:
-    n = len(cols[0])
-    last: list[list[int] | None] = [None] * n
-    if counts is not None:
-        last[-1] = counts
-    return pa.StructArray.from_arrays(
-        [pa.array(cols[0], pa.int8()), pa.array(cols[1], pa.int64()),
-         pa.array(cols[2], pa.int32()), pa.array(cols[3], pa.string()),
-         pa.array(cols[4], pa.string()), pa.array(cols[5], pa.string()),
-         pa.array(last, pa.list_(pa.int64()))],
-        fields=list(_PASS_ARROW))
+def _pass_array(cols: list[list[Any]], counts: list[int], part: int) -> pa.Array:
+    """The pass's arrays for one batch; *counts* become elements of its last row."""
+    ends, kinds, fps, masks, keys, outs, errors = cols
+    n, k = len(kinds), len(counts)
+    if k:
+        ends[-1] += k
+        kinds = kinds + [_COUNTER] * k
+        fps = fps + list(range(k))
+        masks, keys, outs, errors = (c + [None] * k for c in (masks, keys, outs, errors))
+    elements = pa.StructArray.from_arrays(
+        [pa.array(kinds, pa.int8()), pa.array(fps, pa.int64()), pa.array(masks, pa.int32()),
+         pa.array(keys, pa.string()), pa.array(outs, pa.string()),
+         pa.array(errors, pa.string()),
+         pa.array([None] * n + counts, pa.int64()) if k else pa.nulls(n, pa.int64()),
+         pa.array([None] * n + [part] * k, pa.int32()) if k else pa.nulls(n, pa.int32())],
+        fields=list(_ELEMENT_ARROW))
+    return pa.ListArray.from_arrays(pa.array(ends, pa.int32()), elements)
 
 
 @dataclass
@@ -381,8 +389,10 @@ class SparkDedupe:
 
     def partition_lines(self) -> dict[int, int]:
         """``{partition: lines}`` of the pass (a small job; cheap when persisted)."""
-        rows = self.classified.where(F.col("iri")["counts"].isNotNull()).select(
-            F.col("iri")["counts"][0], F.col("iri")["counts"][1]).collect()
+        iri = F.col(_PASS)
+        rows = self.classified.where(
+            (iri["kind"] == _COUNTER) & (iri["fp"] == _COUNTS.index("lines"))).select(
+            iri["part"], iri["count"]).collect()
         return {int(r[0]): int(r[1]) for r in rows}
 
     def persist(self) -> "SparkDedupe":
@@ -403,38 +413,41 @@ class SparkDedupe:
         """
         n = len(RUNG_KEYS)
         base = len(_COUNTS)
-        iri = F.col("iri")
+        iri = F.col(_PASS)
         order = F.col(self.order_by)
         # The rungs of each resource's first row: by the order alone when it has no
         # ties (a hash aggregation, no sort), else ties broken by the value.
         first_mask = (F.min_by(iri["rungs"], order) if self.unique_order
                       else F.min(F.struct(order, F.col(self.col),
                                           iri["rungs"].alias("m")))["m"])
-        width = base + 2 * n
-        counts = iri["counts"]
-        # Sums of the partitions' counters ride along (hashable longs: no sort).
-        per_fp = self.classified.where(
-            (iri["kind"] == _CANDIDATE) | counts.isNotNull()).groupBy(
-            F.when(iri["kind"] == _CANDIDATE, iri["fp"]).alias("fp")).agg(
-            first_mask.alias("m"), *[F.sum(counts[i]).alias(f"c{i}") for i in range(1, width)])
+        # One hash aggregation on (kind, fp): a resource per candidate fingerprint,
+        # a counter per index (summed over the partitions); then ~20 rows.
+        per_fp = self.classified.where(iri["kind"] != _REJECT).groupBy(
+            iri["kind"].alias("kind"), iri["fp"].alias("fp")).agg(
+            first_mask.alias("m"), F.sum(iri["count"]).alias("s"))
         first = F.col("m")
-        ok = F.col("fp").isNotNull()
-        aggs = [F.count(F.when(ok, 1)).alias("unique"),
-                *[F.sum(f"c{i}").alias(f"c{i}") for i in range(1, width)]]
+        aggs = [F.count(F.lit(1)).alias("n"), F.sum("s").alias("s")]
         if self.rung_stats:
-            aggs.append(F.count(F.when(ok & (first == 0), 1)).alias("r_simple"))
-            aggs.extend(F.count(F.when(ok & (first.bitwiseAND(_BIT[k]) != 0), 1)
-                                ).alias(f"r_{k}") for k in RUNG_KEYS[1:])
-        row = per_fp.agg(*aggs).collect()[0].asDict()
-        total = [0] + [int(row[f"c{i}"] or 0) for i in range(1, width)]
-        valid = total[4] + total[5]
-        unique = int(row["unique"] or 0)
-        stats = DedupeStats(lines=total[1], unique=unique, duplicates=valid - unique,
-                            blank=total[2], unparseable=total[3])
+            aggs.append(F.count(F.when(first == 0, 1)).alias("r_simple"))
+            aggs.extend(F.count(F.when(first.bitwiseAND(_BIT[k]) != 0, 1)).alias(f"r_{k}")
+                        for k in RUNG_KEYS[1:])
+        rows = per_fp.groupBy(F.when(F.col("kind") == _COUNTER, F.col("fp")).alias("i")).agg(
+            *aggs).collect()
+        total = [0] * (base + 2 * n)
+        row: dict[str, Any] = {}
+        for r in rows:
+            if r["i"] is None:
+                row = r.asDict()
+            else:
+                total[int(r["i"])] = int(r["s"] or 0)
+        valid = total[3] + total[4]
+        unique = int(row.get("n") or 0)
+        stats = DedupeStats(lines=total[0], unique=unique, duplicates=valid - unique,
+                            blank=total[1], unparseable=total[2])
         if self.rung_stats:
             for i, k in enumerate(RUNG_KEYS):
                 stats.by_rung[k] = (total[base + i] + total[base + n + i]
-                                    - int(row[f"r_{k}"] or 0))
+                                    - int(row.get(f"r_{k}") or 0))
         if stats.unparseable and max_rejects:
             first_rejects = (self.rejects.select(self.order_by, "iri_error")
                              .orderBy(self.order_by).limit(max_rejects).collect())
@@ -483,10 +496,10 @@ def dedupe(
         unique_order = True if unique_order is None else unique_order
     fn = _dedupe_pass(lvl, keep_fragment, nfc, form if canonical else None, rung_stats,
                       bool(ordered_partitions))
-    iri = F.col("iri")
-    x = x.withColumn("iri", _udf(fn, _PASS_SCHEMA).asNondeterministic()(F.col(col)))
-    # What leaves the pass: candidates, rejects, and each partition's last row (counters).
-    classified = x.where((iri["kind"] <= _REJECT) | iri["counts"].isNotNull())
+    # The pass's array per row, exploded: duplicates and blank lines leave no row.
+    classified = x.select("*", F.explode(_udf(fn, _PASS_SCHEMA).asNondeterministic()(
+        F.col(col))).alias(_PASS))
+    iri = F.col(_PASS)
     columns = [*df.columns, *([order_by] if order_by not in df.columns else [])]
     rest = [c for c in columns if c not in (order_by, col)]
     groups = classified.where(iri["kind"] == _CANDIDATE).groupBy(
