@@ -2,12 +2,19 @@
 
 Run from the repository root (needs the ``spark`` extra and Java 17+)::
 
-    python benchmarks/bench_spark.py [--rows 300000] [--master local[2]] [--input FILE]
-                                     [--repeat 3] [--profile]
+    python benchmarks/bench_spark.py [--rows 300000,1200000] [--master local[2]]
+                                     [--input FILE] [--repeat 3] [--profile]
 
-The data: ``../shared/corpus/urls_real.txt`` (relative to the repository),
-replicated to ``--rows`` lines in a temporary file.  Jobs on it, in interleaved
-rounds (best of ``--repeat`` each):
+The data: ``../shared/corpus/urls_real.txt`` (relative to the repository, 91,424
+lines, 91,336 distinct resources), replicated to each ``--rows`` size in a
+temporary file (1.2M lines is about the 1.19M-line dump of issue 14's CLI figure;
+the copies are exact duplicates, which the Python pass drops within a partition).
+The fixed cost of each job (the same jobs on 5,000 lines in the warm session:
+planning, code generation, task start-up) is printed first: it weighs on small
+inputs only.  With ``--distinct`` each copy after the first is made a different
+resource (``c<N>.`` put before what follows ``://``), so that nothing is dropped
+within a partition and the aggregation sees every line.  Jobs on each size, in
+interleaved rounds (best of ``--repeat`` each):
 
 1. ``iri-scrapy dedupe FILE -o /dev/null --json-report R -q``: the local CLI, one
    process, one core; its time is the report's ``elapsed_seconds`` (the job, without
@@ -55,14 +62,18 @@ sys.path.insert(0, str(ROOT))
 CORPUS = ROOT.parent / "shared" / "corpus" / "urls_real.txt"
 
 
-def _replicate(src: Path, rows: int, dest: Path) -> int:
+def _replicate(src: Path, rows: int, dest: Path, distinct: bool = False) -> int:
     lines = src.read_bytes().splitlines()
     with open(dest, "wb") as f:
-        n = 0
+        n = copy = 0
         while n < rows:
             chunk = lines[: rows - n]
+            if distinct and copy:
+                tag = b"://c%d." % copy
+                chunk = [line.replace(b"://", tag, 1) for line in chunk]
             f.write(b"\n".join(chunk) + b"\n")
             n += len(chunk)
+            copy += 1
     return n
 
 
@@ -192,46 +203,8 @@ def _spark_jobs(spark: Any, path: Path, master: str, profile: bool) -> dict[str,
     return jobs
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=300_000)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--input", type=Path, default=CORPUS)
-    parser.add_argument("--profile", action="store_true")
-    args = parser.parse_args()
-    if not args.input.exists():
-        print(f"skip: {args.input} not found")
-        return 0
-    from iri_scrapy.spark import session
-
-    cores = _cores(args.master)
-    best: dict[str, float] = {}
-    cpu: dict[str, float] = {}
-    unique: dict[str, int] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "urls.txt"
-        rows = _replicate(args.input, args.rows, data)
-        warm = Path(tmp) / "warm.txt"
-        _replicate(args.input, 5_000, warm)
-        print(f"{rows:,} rows ({args.input.name} replicated), master {args.master} "
-              f"({cores} cores), load average {os.getloadavg()[0]:.1f} on "
-              f"{os.cpu_count()} CPUs")
-        spark = session(args.master, "bench_spark")
-        for fn in _spark_jobs(spark, warm, args.master, args.profile).values():  # warm up
-            fn()
-        jobs = _spark_jobs(spark, data, args.master, args.profile)
-        for r in range(args.repeat):  # interleaved, best of each
-            t, unique["cli"], c = _local_cli(data, Path(tmp))
-            best["cli"] = min(best.get("cli", t), t)
-            cpu["cli"] = min(cpu.get("cli", c), c)
-            for name, fn in jobs.items():
-                t, unique[name], c = _timed(fn)
-                best[name] = min(best.get(name, t), t)
-                cpu[name] = min(cpu.get(name, c), c)
-            print(f"round {r + 1}: " + ", ".join(f"{k} {v:.2f}s" for k, v in best.items()),
-                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
-        spark.stop()
+def _report(rows: int, cores: int, best: dict[str, float], cpu: dict[str, float],
+            unique: dict[str, int]) -> None:
     rate = {k: rows / v / (1 if k == "cli" else cores) for k, v in best.items()}
     labels = {
         "cli": "local CLI (iri-scrapy dedupe), 1 core",
@@ -243,6 +216,7 @@ def main() -> int:
         "pass": "profile: + the Python pass (no aggregation)",
     }
     per_cpu = {k: rows / v for k, v in cpu.items()}
+    print(f"\n{rows:,} rows")
     print(f"{'job':<46} {'seconds':>8} {'rows/s/core':>12} {'CPU s':>7} {'rows/CPU s':>11}")
     for k, v in best.items():
         print(f"{labels[k]:<46} {v:>8.2f} {rate[k]:>12,.0f} {cpu[k]:>7.2f} "
@@ -256,6 +230,64 @@ def main() -> int:
     print(f"by CPU seconds: Spark / w3lib {per_cpu['spark'] / per_cpu['w3lib']:.2f}x, "
           f"CLI / Spark {per_cpu['cli'] / per_cpu['spark']:.2f}x, "
           f"CLI / Spark with the lines written {per_cpu['cli'] / per_cpu['spark-cli']:.2f}x")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", default="300000,1200000",
+                        help="input sizes, comma-separated (default: 300000,1200000)")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--input", type=Path, default=CORPUS)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--distinct", action="store_true",
+                        help="make each copy of the corpus a different set of resources")
+    args = parser.parse_args()
+    if not args.input.exists():
+        print(f"skip: {args.input} not found")
+        return 0
+    from iri_scrapy.spark import session
+
+    sizes = [int(x) for x in str(args.rows).replace("_", "").split(",") if x.strip()]
+    cores = _cores(args.master)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        warm = Path(tmp) / "warm.txt"
+        _replicate(args.input, 5_000, warm)
+        print(f"sizes {', '.join(f'{n:,}' for n in sizes)} rows ({args.input.name} "
+              f"replicated{', copies distinct' if args.distinct else ''}), "
+              f"master {args.master} ({cores} cores), load average "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        spark = session(args.master, "bench_spark")
+        small: dict[str, float] = {}
+        for fn in _spark_jobs(spark, warm, args.master, args.profile).values():  # warm up
+            fn()
+        for name, fn in _spark_jobs(spark, warm, args.master, args.profile).items():
+            small[name] = _timed(fn)[0]
+        print("fixed cost of a job (the same jobs on 5,000 rows, warm): "
+              + ", ".join(f"{k} {v:.2f}s" for k, v in small.items()))
+        for size in sizes:
+            best: dict[str, float] = {}
+            cpu: dict[str, float] = {}
+            unique: dict[str, int] = {}
+            data = Path(tmp) / "urls.txt"
+            rows = _replicate(args.input, size, data, args.distinct)
+            jobs = _spark_jobs(spark, data, args.master, args.profile)
+            for r in range(args.repeat):  # interleaved, best of each
+                t, unique["cli"], c = _local_cli(data, Path(tmp))
+                best["cli"] = min(best.get("cli", t), t)
+                cpu["cli"] = min(cpu.get("cli", c), c)
+                for name, fn in jobs.items():
+                    t, unique[name], c = _timed(fn)
+                    best[name] = min(best.get(name, t), t)
+                    cpu[name] = min(cpu.get(name, c), c)
+                print(f"{rows:,} rows, round {r + 1}: "
+                      + ", ".join(f"{k} {v:.2f}s" for k, v in best.items()),
+                      f"(load {os.getloadavg()[0]:.1f})", flush=True)
+            results.append((rows, best, cpu, unique))
+        spark.stop()
+    for rows, best, cpu, unique in results:
+        _report(rows, cores, best, cpu, unique)
     return 0
 
 
