@@ -37,6 +37,7 @@ shared by nothing.  They are a speed-up only: a cold cache gives the same keys.
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -372,20 +373,42 @@ class SparkDedupe:
     ``iri_key`` (canonical URI) and ``iri_out`` (the value in *form* when
     ``canonical`` was asked, else null) added.  ``rejects``: the refused rows
     with ``iri_error``.  ``classified``: what leaves the Python pass (the
-    candidates, the refused rows and each partition's last row with its counters,
-    in column ``iri``), which all three read: :meth:`persist` it to pass once.
-    ``groups``: one row per resource (``iri_fp``, struct ``first``).
+    candidates, the refused rows, and each partition's counters as extra copies of
+    its last row; the pass's element in struct column ``iri_pass``), which all
+    three read: :meth:`persist` it to pass once.  ``groups``: one row per resource
+    (``iri_fp``, struct ``first``).  ``groups``, ``unique`` and ``rejects`` are
+    built when first read (a job that only asks for :meth:`stats` does not pay
+    for their plans).
     """
 
     classified: DataFrame
-    groups: DataFrame
-    unique: DataFrame
-    rejects: DataFrame
+    columns: list[str]
     order_by: str
     col: str
     level: Level
     rung_stats: bool
     unique_order: bool
+
+    @cached_property
+    def groups(self) -> DataFrame:
+        iri = F.col(_PASS)
+        rest = [c for c in self.columns if c not in (self.order_by, self.col)]
+        return self.classified.where(iri["kind"] == _CANDIDATE).groupBy(
+            iri["fp"].alias("iri_fp")).agg(F.min(F.struct(
+                F.col(self.order_by), F.col(self.col), *[F.col(c) for c in rest],
+                iri["key"].alias("iri_key"), iri["out"].alias("iri_out"))).alias("first"))
+
+    @cached_property
+    def unique(self) -> DataFrame:
+        first = F.col("first")
+        return self.groups.select(*[first[c].alias(c) for c in self.columns],
+                                  first["iri_key"].alias("iri_key"),
+                                  first["iri_out"].alias("iri_out"))
+
+    @cached_property
+    def rejects(self) -> DataFrame:
+        return self.classified.where(F.col(_PASS)["kind"] == _REJECT).select(
+            *self.columns, F.col(_PASS)["error"].alias("iri_error"))
 
     def partition_lines(self) -> dict[int, int]:
         """``{partition: lines}`` of the pass (a small job; cheap when persisted)."""
@@ -499,21 +522,8 @@ def dedupe(
     # The pass's array per row, exploded: duplicates and blank lines leave no row.
     classified = x.select("*", F.explode(_udf(fn, _PASS_SCHEMA).asNondeterministic()(
         F.col(col))).alias(_PASS))
-    iri = F.col(_PASS)
     columns = [*df.columns, *([order_by] if order_by not in df.columns else [])]
-    rest = [c for c in columns if c not in (order_by, col)]
-    groups = classified.where(iri["kind"] == _CANDIDATE).groupBy(
-        iri["fp"].alias("iri_fp")).agg(F.min(F.struct(
-            F.col(order_by), F.col(col), *[F.col(c) for c in rest],
-            iri["key"].alias("iri_key"), iri["out"].alias("iri_out"))).alias("first"))
-    first = F.col("first")
-    unique = groups.select(*[first[c].alias(c) for c in columns],
-                           first["iri_key"].alias("iri_key"),
-                           first["iri_out"].alias("iri_out"))
-    rejects = classified.where(iri["kind"] == _REJECT).select(
-        *columns, iri["error"].alias("iri_error"))
-    return SparkDedupe(classified, groups, unique, rejects, order_by, col, lvl, rung_stats,
-                       bool(unique_order))
+    return SparkDedupe(classified, columns, order_by, col, lvl, rung_stats, bool(unique_order))
 
 
 def _first_string_column(df: DataFrame, names: Iterable[str] = ("url", "uri", "iri")) -> str:
