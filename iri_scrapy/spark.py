@@ -262,7 +262,7 @@ def _signed(fp: int) -> int:
 
 
 def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
-                 with_rungs: bool, first_wins: bool) -> Any:
+                 with_rungs: bool, first_wins: bool, with_keys: bool = True) -> Any:
     """The one Python pass of :func:`dedupe` over a partition (an iterator Arrow UDF).
 
     With *first_wins* (the order increases along the partition) a per-partition
@@ -271,7 +271,8 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
     candidate.  Each row gets an array (:data:`_PASS_SCHEMA`): empty for a
     duplicate or a blank line, so that only candidates and refused rows leave the
     pass.  The output is held back one batch so that the partition's counters ride
-    on its last row, one element each.
+    on its last row, one element each.  Without *with_keys* the ``key`` of a
+    candidate is null (its fingerprint decides; the key string is not moved).
     """
     n_rungs = len(RUNG_KEYS)
 
@@ -317,7 +318,7 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
                     kinds.append(_CANDIDATE)
                     fps.append(_signed(fp))
                     masks.append(mask if with_rungs else None)
-                    keys.append(text)
+                    keys.append(text if with_keys else None)
                     outs.append(written if form is not None else None)
                     errors.append(None)
                 elif outcome is Outcome.BLANK:
@@ -491,6 +492,7 @@ def dedupe(
     canonical: bool = False,
     form: Form = "uri",
     rung_stats: bool = True,
+    keys: bool = True,
 ) -> SparkDedupe:
     """Keep the first spelling of each distinct resource of column *col* of *df*.
 
@@ -508,7 +510,9 @@ def dedupe(
     not URLs, or have no canonical form, go to ``rejects`` with their error message;
     blank rows are counted and dropped.  Duplicates are counted per rung of the
     ladder that changed their spelling (``simple`` when already canonical), like
-    the local CLI.
+    the local CLI.  ``keys=False`` leaves ``iri_key`` null: the canonical key of
+    each first spelling is then not moved from the Python workers to the JVM
+    (``iri-scrapy dedupe --spark`` writes the lines or ``iri_out``, never the key).
     """
     lvl = Level.coerce(level)
     x = df
@@ -518,7 +522,7 @@ def dedupe(
         ordered_partitions = True if ordered_partitions is None else ordered_partitions
         unique_order = True if unique_order is None else unique_order
     fn = _dedupe_pass(lvl, keep_fragment, nfc, form if canonical else None, rung_stats,
-                      bool(ordered_partitions))
+                      bool(ordered_partitions), keys)
     # The pass's array per row, exploded: duplicates and blank lines leave no row.
     classified = x.select("*", F.explode(_udf(fn, _PASS_SCHEMA).asNondeterministic()(
         F.col(col))).alias(_PASS))
@@ -662,7 +666,7 @@ def cli_dedupe(args: Any) -> DedupeStats:
     job = dedupe(df, col, args.level, order_by="line_id", ordered_partitions=True,
                  unique_order=True,
                  keep_fragment=args.keep_fragment, nfc=args.nfc, canonical=args.canonical,
-                 form=args.form, rung_stats=args.rung_stats).persist()
+                 form=args.form, rung_stats=args.rung_stats, keys=False).persist()
     try:
         stats = job.stats(args.max_listed)
         parquet = (args.output or "").endswith(".parquet")

@@ -218,6 +218,11 @@ def test_dedupe_dataframe_keeps_the_first_by_order_and_every_reject(spark: Any) 
     assert stats.by_rung["simple"] == 2  # ~a and b.example/x were already canonical
     assert stats.by_rung["percent"] == 1  # %7Ea
     assert [r.line for r in stats.rejects] == [3, 7]
+    # keys=False (what dedupe --spark runs): the same rows and report, no key moved.
+    lean = dedupe(df, "u", order_by="n", keys=False)
+    assert sorted((r["n"], r["u"], r["iri_key"]) for r in lean.unique.collect()) == [
+        (n, u, None) for n, u, _ in unique]
+    assert lean.stats() == stats
 
 
 def test_the_core_does_not_import_pyspark() -> None:
