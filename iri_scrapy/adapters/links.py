@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, ref
 
 from scrapy import Request
 from scrapy.http import HtmlResponse
@@ -216,14 +216,22 @@ class ResponseState:
 
 
 _STATES: WeakKeyDictionary[Any, ResponseState] = WeakKeyDictionary()
+# the last response asked about (a weak reference) and its state: the calls for
+# one link (follow, urljoin, base URL) ask about the same response in a row
+_last: tuple[ref[Any], ResponseState] = (ref(ResponseState), ResponseState())
 
 
 def response_state(response: Any) -> ResponseState:
     """The :class:`ResponseState` of *response* (made on first use)."""
-    state = _STATES.get(response)
-    if state is None:
-        state = _STATES[response] = ResponseState()
-    return state
+    global _last
+    last_ref, state = _last
+    if last_ref() is response:
+        return state
+    found = _STATES.get(response)
+    if found is None:
+        found = _STATES[response] = ResponseState()
+    _last = (ref(response), found)
+    return found
 
 
 class SkippingFollowMixin:
