@@ -40,7 +40,12 @@ Those crawls run one request at a time (``CONCURRENT_REQUESTS = 1``): with
 several in flight, how many responses one event-loop turn handles depends on
 timing, and the count varies by about 1 % between identical crawls; with one,
 by about 0.05 %.  Under valgrind a crawl runs about 50 times slower; the
-default N = 300 takes about 5 minutes for both settings.
+default N = 300 takes about 5 minutes for both settings.  Caveat: a full
+(generation 2) garbage collection costs about 65 ms, and comes about once
+every 250 pages; whether one falls between the N-page and the 2N-page mark
+moves the figure by several per cent (plain site, same code: 1.000 from 100
+to 300 pages, 1.052 from 200 to 400), so compare settings at one N, and
+prefer a large one.
 """
 
 from __future__ import annotations
