@@ -5,7 +5,8 @@ against the same in-process server, following every link of the site.  The
 two crawls run in rounds, the first of each round alternating (stock, plugin;
 plugin, stock; ...), so that drift on a shared machine weighs on both alike.
 
-Run: ``python benchmarks/bench_crawl.py [--runs N] [--site all|plain|big|demo|DIR]``.
+Run: ``python benchmarks/bench_crawl.py [--runs N] [--site all|plain|big|demo|DIR]
+[--pages N] [--pin] [--instructions [--instr-pages N]]``.
 ``big`` is the demo web plus ``--pages`` extra pages on one host, each linking
 to several aliases of its neighbours; ``plain`` is the same pages linked by
 their canonical URIs only, so that both crawls fetch the same pages and the
@@ -25,13 +26,36 @@ drift).  Also printed: pages fetched (and distinct resources answered 200),
 from the first request to the last) and Scrapy's ``elapsed_time_seconds``.
 Each round checks that the plugin fetched every resource stock fetched.
 Bounded: every crawl has a timeout, ``--runs`` is capped at 15.
+
+``--pin`` puts the server (this process and its threads) on one CPU and every
+crawl process on another (``os.sched_setaffinity``; the first two CPUs this
+process may use), so that the two do not compete for a core nor migrate.
+
+``--instructions`` (generated sites only; needs ``valgrind``) adds a
+deterministic figure: the instructions the crawl process executes per page,
+counted by callgrind, for each setting.  Start-up (interpreter, imports,
+Scrapy's set-up) is the same whatever the site's size, so it cancels out of
+``(I(crawl of 2N pages) - I(crawl of N pages)) / N``, N = ``--instr-pages``.
+Those crawls run one request at a time (``CONCURRENT_REQUESTS = 1``): with
+several in flight, how many responses one event-loop turn handles depends on
+timing, and the count varies by about 1 % between identical crawls; with one,
+by about 0.05 %.  Under valgrind a crawl runs about 50 times slower; the
+default N = 300 takes about 5 minutes for both settings.  Caveat: a full
+(generation 2) garbage collection costs about 65 ms, and comes about once
+every 250 pages; whether one falls between the N-page and the 2N-page mark
+moves the figure by several per cent (plain site, same code: 1.000 from 100
+to 300 pages, 1.052 from 200 to 400), so compare settings at one N, and
+prefer a large one.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +133,22 @@ class Sample:
         self.per_seen = self.cpu / self.seen if self.seen else 0.0
 
 
+def pin_cpus() -> tuple[int, int] | None:
+    """Pin this process (the server) to one CPU; the CPU for the crawls, or None.
+
+    The first two CPUs this process may use: the server gets the first, the
+    crawl processes the second.  None (nothing pinned) with fewer than two.
+    """
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None
+    os.sched_setaffinity(0, {cpus[0]})  # before the server starts its threads: they inherit it
+    return cpus[0], cpus[1]
+
+
 def run_site(name: str, server: Any, start_urls: list[str], runs: int, timeout: float,
-             spider_kwargs: dict[str, Any] | None = None) -> int:
+             spider_kwargs: dict[str, Any] | None = None,
+             crawl_cpu: int | None = None) -> int:
     """Crawl with each of :data:`SETTINGS` in interleaved rounds; print the figures."""
     samples: dict[str, list[Sample]] = {k: [] for k in SETTINGS}
     ratios: list[float] = []
@@ -123,7 +161,8 @@ def run_site(name: str, server: Any, start_urls: list[str], runs: int, timeout: 
                 srv.reset()
                 settings = {**SETTINGS[setting], "CLOSESPIDER_TIMEOUT": timeout}
                 result = run_crawl(settings, start_urls, srv.proxy_url,
-                                   timeout=timeout, spider_kwargs=spider_kwargs)
+                                   timeout=timeout, spider_kwargs=spider_kwargs,
+                                   cpus=None if crawl_cpu is None else [crawl_cpu])
                 if result.finish_reason != "finished":
                     print(f"{setting}: crawl did not finish ({result.finish_reason})",
                           file=sys.stderr)
@@ -157,6 +196,63 @@ def run_site(name: str, server: Any, start_urls: list[str], runs: int, timeout: 
     return 0
 
 
+#: Settings of the ``--instructions`` crawls (see the module docstring), over
+#: :data:`SETTINGS`; the timeouts allow for valgrind's slowdown.
+INSTR_SETTINGS: dict[str, Any] = {
+    "CONCURRENT_REQUESTS": 1,
+    "DOWNLOAD_TIMEOUT": 600,
+}
+
+
+def instructions(site_name: str, pages: int, timeout: float,
+                 crawl_cpu: int | None = None) -> int:
+    """Print instructions per page for each setting: (I(2N) - I(N)) / N, N = *pages*."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("--instructions: valgrind not found", file=sys.stderr)
+        return 1
+    counts: dict[str, list[int]] = {k: [] for k in SETTINGS}
+    with tempfile.TemporaryDirectory(prefix="iri-bench-cg-") as tmp:
+        for n in (pages, 2 * pages):
+            site = big_site(n, aliases=site_name == "big")
+            with serve_site(site) as srv:
+                for setting in SETTINGS:
+                    srv.reset()
+                    out = Path(tmp, f"callgrind-{setting}-{n}.out")
+                    settings = {**SETTINGS[setting], **INSTR_SETTINGS,
+                                "CLOSESPIDER_TIMEOUT": timeout}
+                    result = run_crawl(
+                        settings, list(site.start_urls), srv.proxy_url, timeout=timeout,
+                        env={"PYTHONHASHSEED": "0"},
+                        cpus=None if crawl_cpu is None else [crawl_cpu],
+                        wrapper=[valgrind, "--tool=callgrind", "--quiet",
+                                 f"--callgrind-out-file={out}"],
+                    )
+                    if result.finish_reason != "finished":
+                        print(f"{setting}: crawl did not finish ({result.finish_reason})",
+                              file=sys.stderr)
+                        return 1
+                    counts[setting].append(_callgrind_total(out))
+                    print(f"  {setting}, {n} pages ({len(srv.hits.hits)} fetched): "
+                          f"{counts[setting][-1]:,} instructions", file=sys.stderr, flush=True)
+    per_page = {k: (v[1] - v[0]) / pages for k, v in counts.items()}
+    print(f"site={site_name} instructions per page, (I({2 * pages} pages) - I({pages} pages)) "
+          f"/ {pages}, one request at a time:")
+    for setting, value in per_page.items():
+        print(f"{setting:>6}: {value / 1e6:.3f} M (start-up and the first {pages} pages: "
+              f"{counts[setting][0] / 1e9:.3f} G)")
+    print(f"  instructions per page plugin/stock: {per_page['plugin'] / per_page['stock']:.4f}")
+    return 0
+
+
+def _callgrind_total(path: Path) -> int:
+    """The instruction count (``totals:``/``summary:`` line) of a callgrind output file."""
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith(("totals:", "summary:")):
+            return int(line.split()[1])
+    raise ValueError(f"no totals in {path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -164,15 +260,33 @@ def main(argv: list[str] | None = None) -> int:
                         help="demo, big, plain, all (plain and big), or a directory to serve")
     parser.add_argument("--pages", type=int, default=400)
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--pin", action="store_true",
+                        help="server on one CPU, crawls on another (sched_setaffinity)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also instructions per page under callgrind (plain, big)")
+    parser.add_argument("--instr-pages", type=int, default=300,
+                        help="N of --instructions: crawls of N and 2N pages")
     args = parser.parse_args(argv)
-    runs = max(1, min(args.runs, 15))
+    runs = max(0, min(args.runs, 15))
+    if runs == 0 and not args.instructions:
+        parser.error("--runs 0: only with --instructions")
+    crawl_cpu = None
+    if args.pin:
+        pinned = pin_cpus()
+        if pinned is None:
+            print("--pin: fewer than two CPUs, nothing pinned", file=sys.stderr)
+        else:
+            crawl_cpu = pinned[1]
+            print(f"pinned: server on CPU {pinned[0]}, crawls on CPU {pinned[1]}")
     if args.site not in ("demo", "big", "plain", "all"):
         root = Path(args.site)
         if not root.is_dir():
             parser.error(f"--site: not a directory: {args.site}")
         server = DirServer(root, host=DIR_HOST)
+        if args.instructions:
+            parser.error("--instructions: generated sites only (plain, big)")
         return run_site(str(root), server, [server.start_url], runs, args.timeout,
-                        spider_kwargs={"allowed_domains": [DIR_HOST]})
+                        spider_kwargs={"allowed_domains": [DIR_HOST]}, crawl_cpu=crawl_cpu)
     sites = ["plain", "big"] if args.site == "all" else [args.site]
     for site_name in sites:
         if site_name == "demo":
@@ -180,9 +294,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             site = big_site(args.pages, aliases=site_name == "big")
         label = f"{site_name} resources={len(site.keys)}"
-        code = run_site(label, serve_site(site), list(site.start_urls), runs, args.timeout)
-        if code:
-            return code
+        if runs:
+            code = run_site(label, serve_site(site), list(site.start_urls), runs, args.timeout,
+                            crawl_cpu=crawl_cpu)
+            if code:
+                return code
+        if args.instructions and site_name != "demo":
+            instr_timeout = max(args.timeout, 1200.0)
+            code = instructions(site_name, max(1, args.instr_pages), instr_timeout, crawl_cpu)
+            if code:
+                return code
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -349,6 +350,22 @@ def test_deprecation_warnings_recorded_or_fatal(srv: SiteServer, tmp_path: Path)
                        env={**env, "IRI_SCRAPY_DEPRECATIONS_AS_ERRORS": "1"})
     assert strict.returncode == 1 and not strict.ok and strict.finish_reason is None
     assert any("ScrapyDeprecationWarning" in e for e in strict.errors)
+
+
+def test_run_crawl_cpus_and_wrapper(srv: SiteServer, tmp_path: Path) -> None:
+    """``cpus`` pins the crawl process (bench_crawl --pin); ``wrapper`` runs it under a
+    command (bench_crawl --instructions: valgrind), here a shell script that marks a file."""
+    cpu = min(os.sched_getaffinity(0))
+    mark = tmp_path / "ran"
+    wrapper = tmp_path / "wrap.sh"
+    wrapper.write_text(f'#!/bin/sh\necho yes > "{mark}"\nexec "$@"\n')
+    wrapper.chmod(0o755)
+    settings = {"CLOSESPIDER_PAGECOUNT": 1}
+    result = run_crawl(settings, list(DEMO_SITE.start_urls), srv.proxy_url, timeout=60,
+                       cpus=[cpu], wrapper=[str(wrapper)])
+    assert result.returncode == 0 and result.finish_reason == "closespider_pagecount"
+    assert mark.read_text().strip() == "yes"
+    assert result.cpu_seconds is not None
 
 
 @pytest.mark.slow

@@ -53,7 +53,7 @@ from ..ladder import Level, normalize
 from ..resolve import resolve
 from .compat import LinkRequestCrawlSpider
 from .config import META_ORIGINAL, META_VERBATIM
-from .links import error_reason, report_skipped, request_refusal
+from .links import error_reason, report_skipped, request_refusal, response_state
 from .middleware import base_url, fetch_form
 from .offsite import canonical_domain
 
@@ -187,7 +187,7 @@ class IRILinkExtractor(LxmlLinkExtractor):
         Duplicates (spellings of one IRI, fragment kept) are dropped if ``unique``.
         """
         base = base_url(response)
-        canon = getattr(response, "_iri_canon", None)  # set by IRINormalizationMiddleware
+        canon = response_state(response).canon  # set by IRINormalizationMiddleware
         stats = canon.stats if canon is not None else None
         if self._iri_restrict:
             docs = [sub for xpath in self._iri_restrict for sub in response.xpath(xpath)]

@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, ref
 
 from scrapy import Request
 from scrapy.http import HtmlResponse
@@ -55,10 +55,12 @@ __all__ = [
     "REASONS",
     "STAT_SKIPPED",
     "STAT_UNNORMALIZABLE",
+    "ResponseState",
     "count_unnormalizable",
     "error_reason",
     "report_skipped",
     "request_refusal",
+    "response_state",
     "SkippingFollowMixin",
     "skip_unusable_redirect",
 ]
@@ -186,6 +188,52 @@ def _wire_unsendable(request: Request) -> str | None:
     return None if wire is None else wire[1]
 
 
+class ResponseState:
+    """What the plugin keeps for one IRI-aware response, beside it.
+
+    Scrapy's response classes have ``__slots__`` (2.17+), so the IRI-aware
+    subclasses add none either (``__slots__ = ()``): they keep the layout of
+    their class, which lets :class:`~iri_scrapy.IRINormalizationMiddleware`
+    switch a response to its subclass in place instead of copying it.  What
+    they need per response lives here, in :data:`_STATES` (weak keys: it goes
+    with the response).
+    """
+
+    __slots__ = ("base", "canon", "joined", "last", "stock", "tried")
+
+    def __init__(self) -> None:
+        #: the crawler's Canonicalizer (set by the downloader middleware)
+        self.canon: Any = None
+        #: the base URL (``<base href>`` joined with the response URL), once computed
+        self.base: str | None = None
+        #: resolve the stock way (set while ``follow()`` retries a link)
+        self.stock = False
+        #: the href ``urljoin()`` was last asked to resolve, and what it resolved it to
+        self.tried: str | None = None
+        self.joined: str | None = None
+        #: (resolved IRI, its fetch form) of the last ``urljoin()`` by the IRI core
+        self.last: tuple[str, str] | None = None
+
+
+_STATES: WeakKeyDictionary[Any, ResponseState] = WeakKeyDictionary()
+# the last response asked about (a weak reference) and its state: the calls for
+# one link (follow, urljoin, base URL) ask about the same response in a row
+_last: tuple[ref[Any], ResponseState] = (ref(ResponseState), ResponseState())
+
+
+def response_state(response: Any) -> ResponseState:
+    """The :class:`ResponseState` of *response* (made on first use)."""
+    global _last
+    last_ref, state = _last
+    if last_ref() is response:
+        return state
+    found = _STATES.get(response)
+    if found is None:
+        found = _STATES[response] = ResponseState()
+    _last = (ref(response), found)
+    return found
+
+
 class SkippingFollowMixin:
     """``follow()``/``follow_all()`` that skip a link no request can be made for.
 
@@ -197,37 +245,36 @@ class SkippingFollowMixin:
     with ``meta["iri_skipped_link"]`` and ``callback=NO_CALLBACK``, which
     :class:`~iri_scrapy.IRISpiderMiddleware` drops (and
     :class:`~iri_scrapy.IRINormalizationMiddleware` ignores, should it get
-    there), and ``follow_all()`` leaves it out.
+    there), and ``follow_all()`` leaves it out.  Per-response state: a
+    :class:`ResponseState`.
     """
 
-    _iri_tried: str | None = None  # the href urljoin() was last asked to resolve
-    _iri_stock: bool = False  # resolve the stock way (set by the class this precedes)
-    _iri_canon: Any = None  # the crawler's Canonicalizer (set by the middleware)
-
-    _iri_joined: str | None = None  # what it resolved that href to
+    __slots__ = ()
 
     def urljoin(self, url: str) -> str:
-        self._iri_tried, self._iri_joined = url, None
-        self._iri_joined = joined = super().urljoin(url)  # type: ignore[misc]
+        state = response_state(self)
+        state.tried, state.joined = url, None
+        state.joined = joined = super().urljoin(url)  # type: ignore[misc]
         return joined  # type: ignore[no-any-return]
 
     def follow(self, url: Any, *args: Any, **kwargs: Any) -> Request:
         """``Response.follow``; a placeholder request for a link it cannot use."""
-        self._iri_tried = None
+        state = response_state(self)
+        state.tried = None
         error: Exception
         try:
             request: Request = super().follow(url, *args, **kwargs)  # type: ignore[misc]
             wire = _wire_unsendable(request)
             if wire is None:
                 return request
-            href, error = self._iri_tried, ValueError(wire)
+            href, error = state.tried, ValueError(wire)
         except ValueError as exc:
-            href = self._iri_tried
-            if not self._url_refused():  # not about the URL: the caller's error
+            href = state.tried
+            if not _url_refused(state):  # not about the URL: the caller's error
                 raise
             error = exc
-        if not self._iri_stock:
-            self._iri_stock = True
+        if not state.stock:
+            state.stock = True
             try:
                 request = super().follow(url, *args, **kwargs)  # type: ignore[misc]
                 wire = _wire_unsendable(request)
@@ -235,14 +282,14 @@ class SkippingFollowMixin:
                     return request
                 error = ValueError(wire)
             except ValueError as exc:
-                if not self._url_refused():
+                if not _url_refused(state):
                     raise
                 error = exc
             finally:
-                self._iri_stock = False
-        reason = _refusal_reason(self._iri_joined or str(href).strip(" \t\n\r\f"))
+                state.stock = False
+        reason = _refusal_reason(state.joined or str(href).strip(" \t\n\r\f"))
         page = str(self.url)  # type: ignore[attr-defined]
-        stats = getattr(self._iri_canon, "stats", None)
+        stats = getattr(state.canon, "stats", None)
         report_skipped(stats, page, str(href), reason, str(error))
         return Request(
             page,
@@ -252,17 +299,18 @@ class SkippingFollowMixin:
                                  "error": str(error)}},
         )
 
-    def _url_refused(self) -> bool:
-        """After ``follow()`` raised: True if it was the link's URL that failed."""
-        if self._iri_tried is None:
-            return False  # raised before any URL was resolved (a bad argument)
-        joined = self._iri_joined
-        return joined is None or request_refusal(joined) is not None
-
     def follow_all(self, *args: Any, **kwargs: Any) -> Iterable[Request]:
         """``Response.follow_all`` without the links it cannot use (see :meth:`follow`)."""
         requests = super().follow_all(*args, **kwargs)  # type: ignore[misc]
         return (r for r in requests if META_SKIPPED not in r.meta)
+
+
+def _url_refused(state: ResponseState) -> bool:
+    """After ``follow()`` raised: True if it was the link's URL that failed."""
+    if state.tried is None:
+        return False  # raised before any URL was resolved (a bad argument)
+    joined = state.joined
+    return joined is None or request_refusal(joined) is not None
 
 
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})

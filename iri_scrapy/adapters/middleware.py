@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
@@ -65,7 +64,13 @@ from .config import (
     IRIConfig,
     load_object,
 )
-from .links import META_SKIPPED, SkippingFollowMixin, count_unnormalizable, error_reason
+from .links import (
+    META_SKIPPED,
+    SkippingFollowMixin,
+    count_unnormalizable,
+    error_reason,
+    response_state,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -329,8 +334,9 @@ class IRINormalizationMiddleware:
     ``process_response``: the response is handed on as an IRI-aware subclass of
     its class (see :func:`iri_response_class`), so links the spider follows
     with ``response.follow()`` are resolved by the IRI core.  It is the same
-    object, its class switched (the subclass adds methods only), so its body
-    is not copied nor decoded twice; a copy only for a class with ``__slots__``.
+    object, its class switched (the subclass adds methods only, no slots, so
+    the layout is the same), so its body is not copied nor decoded twice; a
+    copy only for a class whose layout still forbids the switch.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -373,12 +379,12 @@ class IRINormalizationMiddleware:
             return response
         cls = iri_response_class(type(response))
         try:
-            # The same object, switched to the subclass (which adds methods only):
-            # no copy of the response, nor a second decoding of its body.
+            # The same object, switched to the subclass (which adds methods only,
+            # and no slots): no copy of the response, nor a second decoding of its body.
             response.__class__ = cls
-        except TypeError:  # a class whose layout forbids it (__slots__): a copy
+        except TypeError:  # a class whose layout forbids it: a copy
             response = response.replace(cls=cls)
-        response._iri_canon = self.canon  # type: ignore[attr-defined]
+        response_state(response).canon = self.canon
         return response
 
 
@@ -393,20 +399,17 @@ def _setting_is_subclass(crawler: Crawler, name: str, ours: str) -> bool:
 
 # ------------------------------------------------------------------------- responses
 
-_BASE_URLS: WeakKeyDictionary[TextResponse, str] = WeakKeyDictionary()
-
-
 def base_url(response: TextResponse) -> str:
     """The base URL of *response* (its ``<base href>`` joined with its URL, else its URL).
 
     What Scrapy's ``response.urljoin`` and link extractor use: w3lib's
-    ``get_base_url`` over the first 4096 characters of the text, once per response.
+    ``get_base_url`` over the first 4096 characters of the text, once per response
+    (kept in its :class:`~iri_scrapy.adapters.links.ResponseState`).
     """
-    url = _BASE_URLS.get(response)
+    state = response_state(response)
+    url = state.base
     if url is None:
-        url = _BASE_URLS[response] = get_base_url(
-            response.text[0:4096], response.url, response.encoding
-        )
+        url = state.base = get_base_url(response.text[0:4096], response.url, response.encoding)
     return url
 
 
@@ -426,14 +429,13 @@ class _IRIFollowMixin:
     stock way and made ASCII by ``safe_url_string``, as Scrapy does.
     """
 
-    _iri_stock: bool = False
-    _iri_last: tuple[str, str] | None = None  # (resolved IRI, its fetch form)
-    _iri_canon: Canonicalizer | None = None  # set by IRINormalizationMiddleware
+    __slots__ = ()
 
     def urljoin(self, url: str) -> str:
         """Resolve *url* against this response's base URL; the fetch form of the result."""
-        self._iri_last = None
-        if self._iri_stock:
+        state = response_state(self)
+        state.last = None
+        if state.stock:
             return super().urljoin(url)  # type: ignore[misc,no-any-return]
         base = base_url(self) if isinstance(self, TextResponse) else self.url  # type: ignore[attr-defined]
         try:
@@ -441,25 +443,26 @@ class _IRIFollowMixin:
             uri = fetch_form(joined, getattr(self, "encoding", None))
         except (IRIError, ValueError, TypeError):
             return safe_url_string(super().urljoin(url))  # type: ignore[misc]
-        self._iri_last = (joined, uri)
+        state.last = (joined, uri)
         return uri
 
     def follow(self, url: Any, *args: Any, **kwargs: Any) -> Request:
         """``Response.follow`` with IRI-core link resolution (see the class docstring)."""
+        state = response_state(self)
         meta = kwargs.get("meta") or {}
         if len(args) >= 6 or meta.get(META_DONT_NORMALIZE):
-            self._iri_stock = True
+            state.stock = True
             try:
                 return super().follow(url, *args, **kwargs)  # type: ignore[misc,no-any-return]
             finally:
-                self._iri_stock = False
+                state.stock = False
         request: Request = super().follow(url, *args, **kwargs)  # type: ignore[misc]
-        last, self._iri_last = self._iri_last, None
+        last, state.last = state.last, None
         if last is None:
             return request
         joined, uri = last
         if request.url != uri:  # Request() altered the fetch form (a bare "?")
-            canon = self._iri_canon or Canonicalizer(IRIConfig(), None)
+            canon = state.canon or Canonicalizer(IRIConfig(), None)
             request = canon.rewrite(request, uri)
         if joined != request.url:
             request.meta[META_ORIGINAL] = joined
@@ -469,17 +472,25 @@ class _IRIFollowMixin:
 class IRIResponse(SkippingFollowMixin, _IRIFollowMixin, Response):
     """:class:`~scrapy.http.Response` with IRI-core ``urljoin``/``follow``."""
 
+    __slots__ = ()
+
 
 class IRITextResponse(SkippingFollowMixin, _IRIFollowMixin, TextResponse):
     """:class:`~scrapy.http.TextResponse` with IRI-core ``urljoin``/``follow``."""
+
+    __slots__ = ()
 
 
 class IRIHtmlResponse(SkippingFollowMixin, _IRIFollowMixin, HtmlResponse):
     """:class:`~scrapy.http.HtmlResponse` with IRI-core ``urljoin``/``follow``."""
 
+    __slots__ = ()
+
 
 class IRIXmlResponse(SkippingFollowMixin, _IRIFollowMixin, XmlResponse):
     """:class:`~scrapy.http.XmlResponse` with IRI-core ``urljoin``/``follow``."""
+
+    __slots__ = ()
 
 
 _RESPONSE_CLASSES: dict[type[Response], type[Response]] = {
@@ -497,6 +508,7 @@ def iri_response_class(cls: type[Response]) -> type[Response]:
         if issubclass(cls, _IRIFollowMixin):
             return cls
         sub = type(f"IRI{cls.__name__}", (SkippingFollowMixin, _IRIFollowMixin, cls), {
+            "__slots__": (),  # the layout of cls: process_response switches, no copy
             "__module__": __name__,
             "__doc__": f"{cls.__name__} with IRI-core ``urljoin``/``follow``.",
         })

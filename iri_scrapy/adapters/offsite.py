@@ -44,15 +44,30 @@ def canonical_domain(domain: str) -> str:
     return host_to_ascii(domain.strip().rstrip(".")).rstrip(".")
 
 
+#: host (as ``urlparse`` reads it) -> its canonical form; a crawl meets few hosts
+_HOSTS: dict[str, str] = {}
+_HOSTS_MAX = 4096
+
+
 def _request_host(request: Request) -> str:
-    """The canonical host of *request* ('' when it has none or no canonical form)."""
+    """The canonical host of *request* ('' when it has none or no canonical form).
+
+    The canonical form of each host is computed once (a table of at most
+    :data:`_HOSTS_MAX` hosts, emptied when full).
+    """
     host = urlsplit(request.url).hostname or ""
     if not host:
         return ""
-    try:
-        return canonical_domain(host)
-    except IRIError:
-        return host
+    canonical = _HOSTS.get(host)
+    if canonical is None:
+        try:
+            canonical = canonical_domain(host)
+        except IRIError:
+            canonical = host
+        if len(_HOSTS) >= _HOSTS_MAX:
+            _HOSTS.clear()
+        _HOSTS[host] = canonical
+    return canonical
 
 
 class IRIOffsiteMiddleware(OffsiteMiddleware):

@@ -170,6 +170,8 @@ def run_crawl(
     env: Mapping[str, str] | None = None,
     spider_kwargs: Mapping[str, Any] | None = None,
     spider: str | None = None,
+    cpus: Sequence[int] | None = None,
+    wrapper: Sequence[str] = (),
 ) -> CrawlResult:
     """Crawl *start_urls* with :class:`AliasSpider` in a subprocess, through *proxy_url*.
 
@@ -178,6 +180,9 @@ def run_crawl(
     ``JOBDIR`` (run twice with the same *jobdir* to resume).  *env* adds environment
     variables for the child.  *spider* is the import path of another spider class
     (it gets ``start_urls`` and *spider_kwargs*; default :class:`AliasSpider`).
+    *cpus* pins the child to those CPUs (``os.sched_setaffinity``, set by the
+    child itself first thing).  *wrapper* is an argv the child command is run
+    under (e.g. ``["valgrind", "--tool=callgrind", ...]``).
     Raises :class:`CrawlTimeout` after *timeout* seconds (the child is killed) and
     :class:`CrawlError` if no result was written.
     """
@@ -194,12 +199,14 @@ def run_crawl(
         "start_urls": list(start_urls),
         "spider_kwargs": _jsonable(dict(spider_kwargs or {})),
         "spider": spider,
+        "cpus": list(cpus) if cpus is not None else None,
     }
     with tempfile.TemporaryDirectory(prefix="iri-crawl-") as tmp:
         cfg_path = Path(tmp, "config.json")
         out_path = Path(tmp, "result.json")
         cfg_path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
-        cmd = [sys.executable, "-m", "iri_scrapy.testing.crawl", str(cfg_path), str(out_path)]
+        cmd = [*wrapper, sys.executable, "-m", "iri_scrapy.testing.crawl", str(cfg_path),
+               str(out_path)]
         try:
             proc = subprocess.run(  # noqa: S603 - fixed argv, our own module
                 cmd, capture_output=True, text=True, encoding="utf-8", errors="replace",
@@ -233,6 +240,9 @@ def run_crawl(
 
 def _child(config_path: str, result_path: str) -> int:
     """Run one crawl as described by *config_path*; write the JSON result."""
+    config = json.loads(Path(config_path).read_text(encoding="utf-8"))
+    if config.get("cpus") is not None:
+        os.sched_setaffinity(0, config["cpus"])
     from scrapy.exceptions import ScrapyDeprecationWarning
 
     if os.environ.get(DEPRECATIONS_ENV, "") not in ("", "0"):
@@ -245,7 +255,6 @@ def _child(config_path: str, result_path: str) -> int:
 
     from iri_scrapy.testing.spider import AliasSpider, load_object
 
-    config = json.loads(Path(config_path).read_text(encoding="utf-8"))
     items: list[dict[str, Any]] = []
     errors: list[str] = []
     recorded: list[str] = []
