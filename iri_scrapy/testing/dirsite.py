@@ -22,7 +22,13 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import unquote
 
-from iri_scrapy.testing.server import Hit, HitLog, resolve_target
+from iri_scrapy.testing.server import (
+    Hit,
+    HitLog,
+    resolve_target,
+    serve_in_thread,
+    stop_serving,
+)
 
 __all__ = ["DirServer"]
 
@@ -123,19 +129,12 @@ class DirServer:
 
     def __enter__(self) -> DirServer:
         self._httpd = _DirHTTPServer(self._addr, self.root, self.host, self.hits)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
-            name="iri-dir-site", daemon=True,
-        )
-        self._thread.start()
+        self._thread = serve_in_thread(self._httpd, "iri-dir-site")
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            if self._thread is not None:
-                self._thread.join(timeout=5)
+            stop_serving(self._httpd, self._thread)
             self._httpd = None
             self._thread = None

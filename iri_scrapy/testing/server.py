@@ -341,6 +341,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.hits.record(Hit(self.command, self.path, host_header, key, status))
         self._send(status, body, send_body, html, location=location)
 
+def serve_in_thread(httpd: ThreadingHTTPServer, name: str) -> threading.Thread:
+    """Serve *httpd* in a started daemon thread (polling for shutdown every 0.1 s)."""
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                              name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def stop_serving(httpd: ThreadingHTTPServer, thread: threading.Thread | None) -> None:
+    """Stop :func:`serve_in_thread`'s loop, close the socket, wait for the thread (5 s)."""
+    httpd.shutdown()
+    httpd.server_close()
+    if thread is not None:
+        thread.join(timeout=5)
+
+
 class SiteServer:
     """The alias web on ``127.0.0.1``, in a daemon thread; a context manager."""
 
@@ -380,20 +396,13 @@ class SiteServer:
         if self._thread is None:
             self.bind()
             assert self._httpd is not None
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                name="iri-alias-web", daemon=True,
-            )
-            self._thread.start()
+            self._thread = serve_in_thread(self._httpd, "iri-alias-web")
         return self
 
     def stop(self) -> None:
         """Stop serving and close the socket."""
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            if self._thread is not None:
-                self._thread.join(timeout=5)
+            stop_serving(self._httpd, self._thread)
             self._httpd = None
             self._thread = None
 

@@ -29,7 +29,7 @@ from urllib.parse import unquote_to_bytes
 
 import idna
 
-from iri_scrapy.testing.server import Hit, HitLog
+from iri_scrapy.testing.server import Hit, HitLog, serve_in_thread, stop_serving
 from iri_scrapy.testing.site import ResourceKey, remove_dot_segments
 
 __all__ = ["WireHost", "WirePage", "WireRoute", "WireSite", "WireServer", "RAW"]
@@ -224,19 +224,12 @@ class WireServer:
 
     def __enter__(self) -> WireServer:
         self._httpd = _Server(("127.0.0.1", 0), self.site, self.hits)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
-            name="iri-wire-web", daemon=True,
-        )
-        self._thread.start()
+        self._thread = serve_in_thread(self._httpd, "iri-wire-web")
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+            stop_serving(self._httpd, self._thread)
             self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
