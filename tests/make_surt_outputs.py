@@ -20,6 +20,7 @@ from typing import Any
 
 from iri_scrapy import IRIError, normalize, parse
 from tests.generated_urls import lines
+from tests.vectors import vector_inputs
 
 DATA = Path(__file__).resolve().parent / "data"
 OUT = DATA / "surt_package_outputs.jsonl.gz"  # over 200 KB: gzip, as the README says
@@ -31,17 +32,7 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
 
 
 def inputs() -> list[str]:
-    out: list[str] = []
-    for path in sorted(DATA.glob("*.jsonl*")):
-        if path.name == OUT.name:
-            continue
-        opener: Any = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    value = json.loads(line).get("input")
-                    if isinstance(value, str):
-                        out.append(value)
+    out = vector_inputs(skip=OUT.name)
     return out + lines("crawl", 400) + lines("bait", 400) + lines("iris", 200)
 
 

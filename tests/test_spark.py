@@ -8,7 +8,6 @@ install the ``spark`` extra and a Java 17+ runtime (Debian: default-jre-headless
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import subprocess
@@ -24,7 +23,7 @@ from iri_scrapy.cli import main
 from iri_scrapy.dedupe import RUNG_KEYS
 from iri_scrapy.ladder import rungs_applied
 from tests.generated_urls import lines as generated_lines
-from tests.vectors import DATA
+from tests.vectors import vector_inputs
 
 
 @pytest.fixture(scope="session")
@@ -53,20 +52,6 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-def _vector_inputs() -> list[str]:
-    """Every ``input`` string of the conformance files in tests/data."""
-    out: list[str] = []
-    for path in sorted(DATA.glob("*.jsonl*")):
-        opener: Any = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    value = json.loads(line).get("input")
-                    if isinstance(value, str):
-                        out.append(value)
-    return out
-
-
 def _utf8(value: str) -> bool:
     """Whether a Spark string can hold *value*: a lone surrogate has no UTF-8 form (Spark
     would carry U+FFFD instead; bytes that are not UTF-8 are read as binary, below)."""
@@ -79,7 +64,7 @@ def _utf8(value: str) -> bool:
 
 def _corpus() -> list[str]:
     """Test strings: the test data's inputs, then generated lines of the three kinds."""
-    lines = _vector_inputs()
+    lines = vector_inputs()
     for kind in ("crawl", "bait", "iris"):
         lines += generated_lines(kind, 400)
     return [v for v in lines if _utf8(v)]

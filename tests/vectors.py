@@ -43,3 +43,20 @@ def params(records: list[dict[str, Any]], name: str) -> list[Any]:
         where = src.split(" section ")[-1].split(" line ")[0] if " section " in src else src[-40:]
         out.append(pytest.param(r, id=f"{name}-{i}-{r['kind']}-{where}".replace(" ", "_")))
     return out
+
+
+def vector_inputs(skip: str | None = None) -> list[str]:
+    """Every string ``input`` of the JSON Lines files in tests/data (gzipped or not), in
+    file-name order; *skip* names a file to leave out."""
+    out: list[str] = []
+    for path in sorted(DATA.glob("*.jsonl*")):
+        if path.name == skip:
+            continue
+        opener: Any = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    value = json.loads(line).get("input")
+                    if isinstance(value, str):
+                        out.append(value)
+    return out
