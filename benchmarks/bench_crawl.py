@@ -1,6 +1,6 @@
 """Crawls side by side: the plugin (``ADDONS``) vs stock Scrapy settings, same spider.
 
-Each crawl runs in its own subprocess (:func:`iri_scrapy.testing.crawl.run_crawl`)
+Each crawl runs in its own subprocess (:func:`tests.support.crawl.run_crawl`)
 against the same in-process server, following every link of the site.  The
 two crawls run in rounds, the first of each round alternating (stock, plugin;
 plugin, stock; ...), so that drift on a shared machine weighs on both alike.
@@ -12,7 +12,7 @@ to several aliases of its neighbours; ``plain`` is the same pages linked by
 their canonical URIs only, so that both crawls fetch the same pages and the
 ratio is the plugin's own cost.  ``DIR``, any directory, is the real-site
 mode: the HTML tree is served as ``http://docs.example/`` by a static file
-server (:class:`iri_scrapy.testing.dirsite.DirServer`) and crawled within that
+server (:class:`tests.support.dirsite.DirServer`) and crawled within that
 host (``allowed_domains``), e.g. Debian's ``python3-doc``:
 ``--site /usr/share/doc/python3/html``.
 
@@ -61,10 +61,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from iri_scrapy.testing.crawl import run_crawl  # noqa: E402
-from iri_scrapy.testing.dirsite import DirServer  # noqa: E402
-from iri_scrapy.testing.server import serve_site  # noqa: E402
-from iri_scrapy.testing.site import DEMO_SITE, Host, Link, Resource, Site  # noqa: E402
+from tests.support.crawl import run_crawl  # noqa: E402
+from tests.support.dirsite import DirServer  # noqa: E402
+from tests.support.server import serve_site  # noqa: E402
+from tests.support.site import DEMO_SITE, Host, Link, Resource, Site  # noqa: E402
 
 #: The host a ``--site DIR`` tree is served as.
 DIR_HOST = "docs.example"

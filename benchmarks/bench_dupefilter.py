@@ -13,7 +13,7 @@ Run from the repository root::
    URL of the store alone (``tracemalloc``), at each size and in the worst case
    (read right after every growth step from 1M URLs up to that size), for
    Scrapy's ``set`` of 20-byte ``bytes`` (up to 10M),
-   :class:`~iri_scrapy.fpstore.FingerprintSet` and, for reference, the
+   :class:`~iri_scrapy.store.fpstore.FingerprintSet` and, for reference, the
    previous design (one table doubling); and the longest single call of
    ``IRIDupeFilter.seen_add`` (what ``request_seen`` does after fingerprinting)
    against the doubling table's ``add``, timed one by one with the garbage
@@ -43,9 +43,9 @@ from scrapy import Request  # noqa: E402
 from scrapy.dupefilters import RFPDupeFilter  # noqa: E402
 from scrapy.utils.request import RequestFingerprinter  # noqa: E402
 
-from iri_scrapy.adapters.dupefilter import IRIDupeFilter  # noqa: E402
-from iri_scrapy.adapters.fingerprinter import IRIRequestFingerprinter  # noqa: E402
-from iri_scrapy.fpstore import FingerprintSet, fp64  # noqa: E402
+from iri_scrapy.plugin.dupefilter import IRIDupeFilter  # noqa: E402
+from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter  # noqa: E402
+from iri_scrapy.store.fpstore import FingerprintSet, fp64  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "urls_real.txt"
 

@@ -6,7 +6,7 @@ Run from the repository root::
 
 ``bench_dupefilter.py --big`` measures memory under ``tracemalloc`` and then times
 every call in a second pass; at 100M on a busy 2-core machine that takes well
-over an hour.  This script fills one :class:`~iri_scrapy.fpstore.FingerprintSet`
+over an hour.  This script fills one :class:`~iri_scrapy.store.fpstore.FingerprintSet`
 with synthetic 64-bit fingerprint records once, and on the way reads:
 
 * bytes per URL of the table's own arrays (``slots * 8`` plus each segment
@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from iri_scrapy.fpstore import FingerprintSet, fp64  # noqa: E402
+from iri_scrapy.store.fpstore import FingerprintSet, fp64  # noqa: E402
 
 STOPS = (1_000_000, 3_000_000, 10_000_000, 30_000_000, 100_000_000, 300_000_000)
 

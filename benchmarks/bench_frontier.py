@@ -1,8 +1,8 @@
 """Cost of the crash-safe frontier: a crawl of the local 1,500-page site, side by side.
 
 Three (or four) settings, each crawl in its own subprocess
-(:func:`iri_scrapy.testing.crawl.run_crawl`) against the same in-process server
-(:func:`iri_scrapy.testing.bigsite.large_site`, every link under three alias
+(:func:`tests.support.crawl.run_crawl`) against the same in-process server
+(:func:`tests.support.bigsite.large_site`, every link under three alias
 spellings), in alternating order, each with a fresh ``JOBDIR``:
 
 * ``frontier``: the add-on with ``JOBDIR`` -- the crash-safe default
@@ -41,8 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from iri_scrapy.testing.bigsite import SlowSiteServer, large_site  # noqa: E402
-from iri_scrapy.testing.crawl import run_crawl  # noqa: E402
+from tests.support.bigsite import SlowSiteServer, large_site  # noqa: E402
+from tests.support.crawl import run_crawl  # noqa: E402
 
 ADDON: dict[str, Any] = {"ADDONS": {"iri_scrapy.Addon": 0}, "CLOSESPIDER_TIMEOUT": 0}
 SETTINGS: dict[str, tuple[dict[str, Any], bool]] = {

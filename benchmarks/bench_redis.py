@@ -77,13 +77,13 @@ sys.path.insert(0, str(REPO))
 from scrapy import Request  # noqa: E402
 
 from iri_scrapy import CANONICALIZATION_VERSION  # noqa: E402
-from iri_scrapy.adapters.redis_dupefilter import (  # noqa: E402
+from iri_scrapy.frontier.redis_dupefilter import (  # noqa: E402
     DEFAULT_EXPECTED_URLS,
     FIELD_BYTES,
     RedisIRIDupeFilter,
     bucket_count,
 )
-from tests.redis_support import RedisServer  # noqa: E402
+from tests.support.redis_support import RedisServer  # noqa: E402
 
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "urls_real.txt"
 
@@ -478,7 +478,7 @@ def scheduler_time(server: RedisServer, n: int) -> None:
     from scrapy.dupefilters import BaseDupeFilter
     from scrapy_redis.queue import PriorityQueue
 
-    from iri_scrapy.adapters.redis_scheduler import RedisIRIScheduler
+    from iri_scrapy.frontier.redis_scheduler import RedisIRIScheduler
 
     admin = server.client()
     spider = Spider(name="bench")

@@ -1,4 +1,4 @@
-"""Benchmark: the dedupe job on Spark (iri_scrapy.spark) vs the local CLI and vs w3lib.
+"""Benchmark: the dedupe job on Spark (iri_scrapy.integrations.spark) vs the local CLI and vs w3lib.
 
 Run from the repository root (needs the ``spark`` extra and Java 17+)::
 
@@ -146,8 +146,9 @@ def _spark_jobs(spark: Any, path: Path, master: str, profile: bool) -> dict[str,
     from pyspark.sql.functions import arrow_udf
     from w3lib.url import canonicalize_url
 
-    from iri_scrapy.cli import build_parser
-    from iri_scrapy.spark import cli_dedupe, dedupe, read_lines
+    from iri_scrapy.cli.main import build_parser
+    from iri_scrapy.cli.spark import cli_dedupe, read_lines
+    from iri_scrapy.integrations.spark import dedupe
 
     def ours() -> int:
         df, col = read_lines(spark, str(path))
@@ -208,7 +209,7 @@ def _report(rows: int, cores: int, best: dict[str, float], cpu: dict[str, float]
     rate = {k: rows / v / (1 if k == "cli" else cores) for k, v in best.items()}
     labels = {
         "cli": "local CLI (iri-scrapy dedupe), 1 core",
-        "spark": "Spark: iri_scrapy.spark dedupe + report",
+        "spark": "Spark: iri_scrapy.integrations.spark dedupe + report",
         "spark-cli": "Spark: all of dedupe --spark -o /dev/null",
         "w3lib": "Spark: w3lib canonicalize_url, Python UDF",
         "read": "profile: JVM read of the lines only",
@@ -246,7 +247,7 @@ def main() -> int:
     if not args.input.exists():
         print(f"skip: {args.input} not found")
         return 0
-    from iri_scrapy.spark import session
+    from iri_scrapy.cli.spark import session
 
     sizes = [int(x) for x in str(args.rows).replace("_", "").split(",") if x.strip()]
     cores = _cores(args.master)

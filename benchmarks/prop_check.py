@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Check the ladder's invariants (tests/props.py) on a million generated strings.
+"""Check the ladder's invariants (tests/support/props.py) on a million generated strings.
 
 Strings are drawn (seeded, reproducible) from the adversarial alphabet of
-tests/test_properties.py: "%", hex digits, escapes of unreserved and non-ASCII
+tests/core/test_properties.py: "%", hex digits, escapes of unreserved and non-ASCII
 characters, delimiters, combining marks, a KELVIN SIGN..., after a prefix such
 as ``http://h/``, ``foo:``, ``mailto:`` or nothing.  For each string, one
 (keep_fragment, nfc) combination, drawn too, is checked for idempotence of every
@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests import props  # noqa: E402
-from tests.test_properties import ADVERSARIAL_PREFIXES, ADVERSARIAL_TOKENS  # noqa: E402
+from tests.core.test_properties import ADVERSARIAL_PREFIXES, ADVERSARIAL_TOKENS  # noqa: E402
+from tests.support import props  # noqa: E402
 
 TOKENS = tuple(dict.fromkeys(props.TOKENS + ADVERSARIAL_TOKENS))
 

@@ -9,22 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import IRIEncodingError, IRIError, IRIHostError, IRISyntaxError
-from .explain import Explanation, explain
-from .ladder import Level, Rung, equivalent, normalize, retrieval_key
-from .mapping import iri_to_uri, uri_to_iri
-from .parsing import IRIReference, parse, validate
-from .protocol import ProtocolRules
-from .resolve import resolve
-
-__version__ = "0.1.0"
-
-#: Version of the canonical form.  Stored keys (JOBDIR files, Redis keys) record
-#: it, so that a change of the ladder never mixes keys silently.
-#: 2: an escape at index 0 of a component is decoded like any other; escapes that
-#: would make a scheme of a relative reference's first segment stay; a non-ASCII
-#: mailto domain keeps its case (and uppercase hex).
-CANONICALIZATION_VERSION = 2
+from iri_scrapy.core.errors import IRIEncodingError, IRIError, IRIHostError, IRISyntaxError
+from iri_scrapy.core.explain import Explanation, explain
+from iri_scrapy.core.ladder import (
+    CANONICALIZATION_VERSION,
+    Level,
+    Rung,
+    equivalent,
+    normalize,
+    retrieval_key,
+    surt,
+)
+from iri_scrapy.core.mapping import iri_to_uri, uri_to_iri
+from iri_scrapy.core.parsing import IRIReference, parse, validate
+from iri_scrapy.core.protocol import ProtocolRules
+from iri_scrapy.core.resolve import resolve
+from iri_scrapy.version import __version__
 
 __all__ = [
     "parse",
@@ -45,7 +45,9 @@ __all__ = [
     "explain",
     "Explanation",
     "ProtocolRules",
+    "surt",
     "CANONICALIZATION_VERSION",
+    "__version__",
     # Scrapy adapters, imported lazily:
     "Addon",
     "IRIRequestFingerprinter",
@@ -61,17 +63,17 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Addon": "iri_scrapy.adapters.addon",
-    "IRIRequestFingerprinter": "iri_scrapy.adapters.fingerprinter",
-    "IRIDupeFilter": "iri_scrapy.adapters.dupefilter",
-    "IRINormalizationMiddleware": "iri_scrapy.adapters.middleware",
-    "IRISpiderMiddleware": "iri_scrapy.adapters.middleware",
-    "IRIOffsiteMiddleware": "iri_scrapy.adapters.offsite",
-    "IRIProtocolMiddleware": "iri_scrapy.adapters.protocol_mw",
-    "IRILinkExtractor": "iri_scrapy.adapters.linkextractor",
-    "IRICrawlSpider": "iri_scrapy.adapters.linkextractor",
-    "RedisIRIDupeFilter": "iri_scrapy.adapters.redis_dupefilter",
-    "RedisIRIScheduler": "iri_scrapy.adapters.redis_scheduler",
+    "Addon": "iri_scrapy.addon",
+    "IRIRequestFingerprinter": "iri_scrapy.plugin.fingerprinter",
+    "IRIDupeFilter": "iri_scrapy.plugin.dupefilter",
+    "IRINormalizationMiddleware": "iri_scrapy.plugin.middleware",
+    "IRISpiderMiddleware": "iri_scrapy.plugin.middleware",
+    "IRIOffsiteMiddleware": "iri_scrapy.plugin.offsite",
+    "IRIProtocolMiddleware": "iri_scrapy.plugin.protocol_mw",
+    "IRILinkExtractor": "iri_scrapy.plugin.linkextractor",
+    "IRICrawlSpider": "iri_scrapy.plugin.linkextractor",
+    "RedisIRIDupeFilter": "iri_scrapy.frontier.redis_dupefilter",
+    "RedisIRIScheduler": "iri_scrapy.frontier.redis_scheduler",
 }
 
 

@@ -4,8 +4,8 @@ Run from the repository root::
 
     python -m sample_project            # or: python sample_project/run_demo.py
 
-The demo web (:data:`iri_scrapy.testing.site.DEMO_SITE`) is served on 127.0.0.1 by
-:func:`iri_scrapy.testing.server.serve_site` for the length of the command; its hit
+The demo web (:data:`tests.support.site.DEMO_SITE`) is served on 127.0.0.1 by
+:func:`tests.support.server.serve_site` for the length of the command; its hit
 log is the referee (it resolves every request on its own, without the IRI core).
 Each crawl is ``scrapy crawl demo`` of this project in a subprocess (a fresh
 Twisted reactor each time); the stock run only adds ``-s ADDONS={}``.
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iri_scrapy.testing.server import Hit, serve_site
-from iri_scrapy.testing.site import DEMO_SITE, Resource, ResourceKey, Site
+from tests.support.server import Hit, serve_site
+from tests.support.site import DEMO_SITE, Resource, ResourceKey, Site
 
 __all__ = [
     "OUTPUT_DIR",

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.paths import PATHS
+from tests.support.paths import PATHS
 
 settings.register_profile(
     "dev", max_examples=100, deadline=None, suppress_health_check=list(HealthCheck)
@@ -33,7 +33,7 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
-pytest_plugins = ["tests.redis_support"]
+pytest_plugins = ["tests.support.redis_support"]
 
 
 def pytest_configure() -> None:
@@ -54,13 +54,13 @@ def _no_leftover_request_seam() -> Iterator[None]:
     process-wide IDNA 2008 ``Request()`` seam and never stops its engine: undo it
     after each test so that the next one starts from Scrapy's own ``Request()``."""
     yield
-    if "iri_scrapy.adapters.compat" in sys.modules:
-        compat = sys.modules["iri_scrapy.adapters.compat"]
+    if "iri_scrapy.plugin.compat" in sys.modules:
+        compat = sys.modules["iri_scrapy.plugin.compat"]
         while compat.idna2008_installed():
             compat.uninstall_idna2008()
 
 
 @pytest.fixture(params=PATHS)
 def path(request: pytest.FixtureRequest) -> str:
-    """Each code path of ``normalize`` in turn (tests/paths.py): climb, fused, fast."""
+    """Each code path of ``normalize`` in turn (tests/support/paths.py): climb, fused, fast."""
     return str(request.param)

@@ -16,7 +16,7 @@ NEWSPIDER_MODULE = "demo.spiders"
 ADDONS = {"iri_scrapy.Addon": 0}
 
 # ---- the demo web (see demo/middlewares.py) ----
-# Start it with `python -m iri_scrapy.testing.server --port 8080`; override with
+# Start it with `python -m tests.support.server --port 8080`; override with
 # `scrapy crawl demo -s DEMO_WEB_PROXY=http://127.0.0.1:PORT`.
 DEMO_WEB_PROXY = "http://127.0.0.1:8080"
 DOWNLOADER_MIDDLEWARES = {"demo.middlewares.DemoWebProxyMiddleware": 40}

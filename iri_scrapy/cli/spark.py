@@ -1,0 +1,197 @@
+"""``iri-scrapy dedupe --spark``: read a text or Parquet file into Spark, run
+:func:`iri_scrapy.integrations.spark.dedupe`, write what the local command writes.
+
+Imported by :mod:`iri_scrapy.cli.main` only when ``--spark`` is given (pyspark is
+an optional dependency).
+"""
+
+from collections.abc import Iterable
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from iri_scrapy.integrations.spark import dedupe
+from iri_scrapy.store.dedupe import DedupeStats, Reject
+
+__all__ = ["cli_dedupe", "is_master", "read_lines", "session"]
+
+
+def _first_string_column(df: DataFrame, names: Iterable[str] = ("url", "uri", "iri")) -> str:
+    for name in names:
+        if name in df.columns:
+            return name
+    for f in df.schema.fields:
+        if isinstance(f.dataType, (T.StringType, T.BinaryType)):
+            return f.name
+    raise ValueError("no string column in the input")
+
+
+_MASTER_PREFIXES = ("local", "spark://", "yarn", "k8s://", "mesos://")
+
+
+def is_master(text: str) -> bool:
+    """Whether *text* names a Spark master (``local[*]``, ``spark://h:7077``, ``yarn``...)."""
+    return text.startswith(_MASTER_PREFIXES)
+
+
+def session(master: str = "local[*]", app: str = "iri-scrapy dedupe") -> Any:
+    """A SparkSession for *master*; the Python workers run this interpreter."""
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app)
+    if master.startswith("local"):
+        inner = master[master.find("[") + 1 : master.find("]")] if "[" in master else "1"
+        cores = (os.cpu_count() or 1) if inner.strip() == "*" else int(inner.split(",")[0])
+        builder = builder.config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
+    builder = builder.config("spark.ui.enabled", "false").config(
+        "spark.ui.showConsoleProgress", "false").config(
+        "spark.sql.adaptive.enabled", "true")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def read_lines(spark: Any, path: str, column: str | None = None) -> tuple[DataFrame, str]:
+    """The input of ``dedupe --spark``: a text file (or directory, or glob; any
+    compression Spark reads) as one binary value per line split at LF, or a Parquet
+    file or directory (path ending in ``.parquet``, or a directory of them) with
+    *column* (default ``url``, ``uri``, ``iri`` or its first string column).
+
+    Returns the DataFrame with ``value`` and ``line_id`` (increasing in file order:
+    ``monotonically_increasing_id``, the partition index in the upper bits; see
+    :func:`_line_column`) and the name of the value column.
+    """
+    if path.endswith(".parquet") or column is not None:
+        df = spark.read.parquet(path)
+        name = column or _first_string_column(df)
+        if name not in df.columns:
+            raise ValueError(f"no column {name!r} in {path}")
+        df = df.select(F.col(name).alias("value"))
+    else:
+        # lineSep "\n": a CR inside a line stays (refused, as by the local CLI);
+        # the value is cast to binary, so bytes that are not UTF-8 reach the core.
+        df = spark.read.option("lineSep", "\n").text(path)
+        df = df.select(F.col("value").cast("binary").alias("value"))
+    return df.withColumn("line_id", F.monotonically_increasing_id()), "value"
+
+
+def _line_column(offsets: dict[int, int], id_col: str = "line_id") -> Column:
+    """The 1-based line number of an id of :func:`read_lines`, given the lines before
+    each partition."""
+    start = F.lit(0).cast("long")
+    for p, off in offsets.items():
+        start = F.when(F.shiftright(F.col(id_col), 33) == p, F.lit(off)).otherwise(start)
+    return start + F.col(id_col).bitwiseAND(F.lit((1 << 33) - 1)) + 1
+
+
+def _line(offsets: dict[int, int], line_id: int) -> int:
+    return offsets.get(line_id >> 33, 0) + (line_id & ((1 << 33) - 1)) + 1
+
+
+def _offsets(lines: dict[int, int]) -> dict[int, int]:
+    """Lines before each partition, from the lines of each (every partition with a
+    row has its counters; the ids of :func:`read_lines` carry the partition index in
+    their upper bits)."""
+    offsets, total = {}, 0
+    for p in sorted(lines):
+        offsets[p] = total
+        total += lines[p]
+    return offsets
+
+
+def _bytes(value: Any) -> bytes:
+    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
+
+
+def _write_local(unique: DataFrame, stream: Any, canonical: bool, out: str | None) -> None:
+    """Write the ``text`` of *unique* (ordered) to *stream* through Spark's text writer
+    into a temporary directory (next to OUT), then its part files in order: no row
+    passes through the driver's Python.  The unique lines are UTF-8 (a line that is
+    not was refused), so the cast to string keeps their bytes; a final CR is dropped,
+    as the local CLI drops it."""
+    import os
+    import shutil
+    import tempfile
+
+    text = F.col("text").cast("string")
+    if not canonical:
+        text = F.regexp_replace(text, "\r$", "")
+    where = os.path.dirname(os.path.abspath(out)) if out not in (None, "-") else None
+    tmp = tempfile.mkdtemp(prefix=".iri-dedupe-", dir=where)
+    try:
+        unique.select(text.alias("value")).write.mode("overwrite").option(
+            "lineSep", "\n").text(os.path.join(tmp, "lines"))
+        parts = sorted(n for n in os.listdir(os.path.join(tmp, "lines"))
+                       if n.startswith("part-"))
+        for name in parts:
+            with open(os.path.join(tmp, "lines", name), "rb") as f:
+                shutil.copyfileobj(f, stream, 1 << 20)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cli_dedupe(args: Any) -> DedupeStats:
+    """``iri-scrapy dedupe --spark``: the local command's job and report on Spark.
+
+    Writes the unique lines (as given, or canonical in ``--form`` with
+    ``--canonical``) in input order to ``-o`` (a text file, stdout, or a Parquet
+    directory when OUT ends in ``.parquet``) and the refused lines to
+    ``--rejects``.  Returns the statistics for the closing report.
+    """
+    import sys
+
+    spark = session(args.spark)
+    df, col = read_lines(spark, args.input, getattr(args, "column", None))
+    job = dedupe(df, col, args.level, order_by="line_id", ordered_partitions=True,
+                 unique_order=True,
+                 keep_fragment=args.keep_fragment, nfc=args.nfc, canonical=args.canonical,
+                 form=args.form, rung_stats=args.rung_stats, keys=False).persist()
+    try:
+        stats = job.stats(args.max_listed)
+        parquet = (args.output or "").endswith(".parquet")
+        offsets = _offsets(job.partition_lines()) if stats.rejects or parquet else {}
+        stats.rejects = [Reject(_line(offsets, r.line), r.error) for r in stats.rejects]
+        if args.canonical:
+            text = F.col("iri_out")
+        elif isinstance(df.schema[col].dataType, T.BinaryType):
+            text = F.col(col)
+        else:
+            text = F.col(col).cast("binary")
+        unique = job.unique.select("line_id", text.alias("text")).orderBy("line_id")
+        out = args.output
+        if out is not None and out.endswith(".parquet"):
+            unique.select(F.col("text").cast("string").alias("url"),
+                          _line_column(offsets).alias("line")).write.mode(
+                "overwrite").parquet(out)
+        else:
+            stream = (sys.stdout.buffer if out in (None, "-")
+                      else open(out, "wb"))  # noqa: SIM115
+            try:
+                if args.spark.startswith("local"):
+                    _write_local(unique, stream, args.canonical, out)
+                else:
+                    for row in unique.toLocalIterator(prefetchPartitions=True):
+                        data = _bytes(row["text"])
+                        if not args.canonical and data.endswith(b"\r"):
+                            data = data[:-1]  # as the local CLI: the line without CR LF
+                        stream.write(data + b"\n")
+            finally:
+                if stream is sys.stdout.buffer:
+                    stream.flush()
+                else:
+                    stream.close()
+        if args.rejects:
+            rej = job.rejects.select("line_id", F.col(col).alias("text")).orderBy("line_id")
+            with open(args.rejects, "wb") as f:
+                for row in rej.toLocalIterator(prefetchPartitions=True):
+                    f.write(_bytes(row["text"]) + b"\n")
+    finally:
+        job.unpersist()
+    return stats

@@ -1,0 +1,60 @@
+"""Scrapy commands registered by the package (entry point group ``scrapy.commands``).
+
+``fetch``: :class:`FetchCommand`, Scrapy's ``scrapy fetch`` that, when the
+settings enable ``iri_scrapy.Addon``, builds its request with the add-on's
+IDNA 2008 ``Request()`` (Scrapy builds it before any add-on runs).  Without the
+add-on it is Scrapy's command unchanged.  If the installed Scrapy is outside the
+supported range, Scrapy's own command is registered instead, so that no
+``scrapy`` command breaks because this package is installed.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__all__ = ["FetchCommand", "addon_wants_idna2008"]
+
+
+def addon_wants_idna2008(settings: Any) -> bool:
+    """True if *settings* enable ``iri_scrapy.Addon`` and leave ``IRI_IDNA2008_REQUESTS`` on."""
+    from iri_scrapy.addon import Addon
+    from iri_scrapy.plugin.config import load_object
+
+    if not settings.getbool("IRI_IDNA2008_REQUESTS", True):
+        return False
+    for key, value in settings.getwithbase("ADDONS").items():
+        try:
+            cls = load_object(key)
+        except (ImportError, AttributeError, NameError, ValueError, TypeError):
+            continue
+        if value is not None and isinstance(cls, type) and issubclass(cls, Addon):
+            return True
+    return False
+
+
+FetchCommand: Any
+try:
+    from iri_scrapy.plugin import compat
+except ImportError:  # an unsupported Scrapy: the stock command, untouched
+    FetchCommand = import_module("scrapy.commands.fetch").Command
+else:
+
+    class FetchCommand(compat.FetchCommand):  # type: ignore[no-redef]
+        """``scrapy fetch``, with the IDNA 2008 ``Request()`` of the add-on when it is enabled.
+
+        Scrapy's ``fetch`` command builds its ``Request(url)`` before any crawler (so
+        before add-ons run): the add-on's :func:`~iri_scrapy.plugin.compat.install_idna2008`
+        would come too late and ``straße.test`` would be fetched as ``strasse.test``.
+        It behaves exactly as Scrapy's unless the settings enable ``iri_scrapy.Addon``.
+        """
+
+        def run(self, args: list[str], opts: Any) -> None:
+            if not addon_wants_idna2008(self.settings):
+                super().run(args, opts)
+                return
+            compat.install_idna2008()
+            try:
+                super().run(args, opts)
+            finally:
+                compat.uninstall_idna2008()

@@ -1,0 +1,1067 @@
+"""A crash-tolerant frontier: ``kill -9`` at any moment loses no scheduled request.
+
+The problem
+===========
+
+Scrapy's ``JOBDIR`` keeps two things on disk: the dupefilter's seen fingerprints
+(here ``iri_fingerprints.bin``) and the scheduler's request queue
+(``requests.queue/``).  The queue's index is written only on a clean close, and
+the two are written at different moments, so after ``kill -9``, an OOM kill or a
+power cut every request that was waiting in the queue is *seen* but *not
+pending*: the resumed crawl drops it as a duplicate and never fetches it (a
+1,500-page crawl killed once lost 1,185 pages; Scrapy itself is not crash-safe,
+scrapy#7978).
+
+The guarantee
+=============
+
+With the add-on and ``JOBDIR`` (``IRI_FRONTIER = True``, the default), after the
+crawling process dies for any reason, running the same command again:
+
+* every request that was scheduled and not yet *answered* (below) is fetched:
+  none is lost;
+* at most the requests that were in flight (handed to the engine and not
+  answered) are fetched again, and the start requests (which the spider
+  yields again; with ``IRI_DEDUPE_START_REQUESTS`` they are dropped as seen);
+  nothing else is fetched twice and the dedup state survives (no alias is
+  fetched again).  The scheduler hands out at most ``IRI_FRONTIER_MAX_INFLIGHT``
+  (default ``CONCURRENT_REQUESTS``) unanswered requests at a time, so that is
+  the bound (Scrapy alone would keep fetching while responses wait for their
+  callbacks); a request whose download failed while its errback runs is not
+  counted against it;
+* a process kill loses nothing committed; a power loss or OS crash loses at
+  most the last ``IRI_FRONTIER_FSYNC`` milliseconds, and then the seen-set and
+  the pending requests are lost *together* (the requests answered in that
+  window are fetched again, nothing is lost);
+* the stats say what happened: ``iri/frontier/recovered`` (requests rescheduled
+  from the store), ``iri/frontier/unclean_shutdown`` (the previous run did not
+  close: killed or crashed), see *Stats* below.
+
+Design
+======
+
+**One store for both.**  The seen-set and the pending requests must agree on
+disk after any kill, so they live in one SQLite database
+(``<JOBDIR>/iri_frontier.sqlite3``, stdlib :mod:`sqlite3`, WAL journal).  A
+request that passes the dupefilter is written, with its 64-bit fingerprint
+record, in the same transaction; the transaction that deletes a pending row
+(its request was answered) also holds every request its callback scheduled.
+SQLite's write-ahead log makes each commit atomic: a torn write at the end of
+the log (a frame cut short, or with a bad checksum) is ignored when the
+database is next opened, so after any crash the store is exactly its last
+commit.  No home-made file format, no torn-record handling of our own.
+
+**The dupefilter consults the store's seen-set.**  The scheduler builds
+:class:`~iri_scrapy.IRIDupeFilter` without its ``JOBDIR`` file (the store
+replaces it) and preloads its in-memory 8-byte table from the store
+(:meth:`IRIDupeFilter.preload`), so deduplication costs what it costs without
+``JOBDIR``; the store is written only for requests that pass.  A
+``DUPEFILTER_CLASS`` that keeps its seen-set elsewhere (Redis, or any class that
+is not an ``IRIDupeFilter`` with local storage) cannot agree with a local store:
+the scheduler then falls back to Scrapy's own ``JOBDIR`` queue and says so.
+
+**Commits: every reactor turn; fsync: every ``IRI_FRONTIER_FSYNC`` ms.**  As with
+Redis's ``appendfsync everysec``, writing and syncing are separate.  Changes
+are collected in one open transaction, committed at the end of the current
+reactor turn (``callLater(0)``) and before the scheduler hands out a request:
+a commit in WAL mode with ``synchronous=NORMAL`` is a ``write()`` to the log
+without ``fsync``, cheap, and survives the process being killed, so a
+``kill -9`` loses at most the changes of the current turn -- which only ever
+concern requests in flight, and since every answer is committed before the
+next request goes out, the rows a kill leaves pending among the requests
+handed out are never more than the in-flight cap.
+Every ``IRI_FRONTIER_FSYNC`` milliseconds (default 250) a WAL checkpoint makes
+everything committed durable (SQLite syncs the log, then the database).
+``IRI_FRONTIER_FSYNC = "always"`` syncs every commit (``synchronous=FULL``).
+
+**What "answered" means** (when a pending row is deleted):
+
+* a response reached the spider and the callback's output, through every
+  spider middleware, has been consumed to the end (every request it yielded
+  is then in the store: Scrapy schedules a request as soon as it is pulled
+  from the output), or the callback or a spider middleware raised.  This is
+  observed by :class:`FrontierSpiderMiddleware`, the outermost spider
+  middleware;
+* a downloader middleware replaced the request by another (a redirect, a
+  retry, a re-issued canonical request): when the replacement reaches the
+  scheduler (scheduled or dropped as a duplicate) in the same transaction.
+  The replacement is recognised by ``meta["iri_frontier_id"]``, which the
+  scheduler sets on each request it hands out and which ``Request.replace()``
+  and ``copy()`` carry over; a request carrying the id of a request whose
+  response already arrived is an ordinary child (a spider that passes
+  ``meta=response.meta``), not a replacement;
+* the download failed for good (the outermost downloader middleware,
+  :class:`FrontierDownloaderMiddleware`, sees the exception no other
+  middleware handled): at once if the request has no errback; with an
+  errback, whose output no middleware sees, once Scrapy releases the request
+  (next item; a failure's traceback is a reference cycle that keeps its
+  request alive, so while such requests are out the young generations of the
+  garbage collector are collected every ``IRI_FRONTIER_FSYNC`` interval).  They
+  do not count against the in-flight cap, so after a kill the ones whose
+  errback was running are fetched again on top of it;
+* Scrapy released the request object: the engine holds every request it took
+  from the scheduler until it has finished with it (callback or errback output
+  processed, replacement scheduled), so a request that became garbage was
+  answered, never early.  A weak reference catches this path, which covers
+  what no middleware or signal shows: an errback's output, an exception raised
+  in a downloader middleware's ``process_response``, a replacement dropped by a
+  ``request_scheduled`` handler (``iri/frontier/answered_on_release``; at the
+  in-flight cap with no progress for a second, reference cycles are collected
+  so that a failure's traceback does not hold its request);
+* when the spider goes idle (``spider_idle``: nothing in the downloader or
+  the scraper), every request still marked in flight is answered.
+
+A clean close with any other reason (``closespider_*``, Ctrl-C) leaves the
+unanswered requests pending for the next run, as it should.
+
+**Serialization**: Scrapy's public ``Request.to_dict`` / ``request_from_dict``
+(callbacks and errbacks by name, priority, ``dont_filter``, meta, cb_kwargs),
+pickled like Scrapy's own disk queues.  A request that cannot be serialized (a
+lambda callback, an unpicklable meta value) is kept in memory, counted
+(``iri/frontier/unserializable``) and logged once; its fingerprint goes into the
+store only once it is answered, so a crash never makes it "seen but lost"
+(the page that links to it is fetched again instead).
+
+**Ordering** is Scrapy's: pending requests are kept in the scheduler's memory
+priority queue (``SCHEDULER_PRIORITY_QUEUE`` over ``SCHEDULER_MEMORY_QUEUE``,
+start requests in ``SCHEDULER_START_MEMORY_QUEUE``), so the crawl order is that
+of a crawl without ``JOBDIR``; on resume the pending rows are pushed back in
+the order they were first scheduled.  The price: pending requests are held in
+memory as well as on disk (Scrapy's ``JOBDIR`` queue keeps them on disk only).
+
+Settings
+========
+
+``IRI_FRONTIER`` (default ``True``): with ``JOBDIR``, the add-on sets
+``SCHEDULER`` to :class:`IRIFrontierScheduler` (at priority ``"addon"``; a
+``SCHEDULER`` of your own wins) and adds the two middlewares; ``False`` keeps
+Scrapy's ``JOBDIR`` queue.  ``IRI_FRONTIER_FSYNC`` (default ``250``):
+milliseconds between syncs to stable storage, or ``"always"``.
+``IRI_FRONTIER_MAX_INFLIGHT`` (default ``CONCURRENT_REQUESTS``): unanswered
+requests handed out at most (the refetch bound after a kill); ``0``: no cap
+(the scheduler then returns ``None`` only when it is empty; with a cap, it
+also returns ``None`` while the cap is reached, and Scrapy asks again as soon
+as a request finishes).  With slow callbacks, a higher cap lets downloads go
+on while responses wait for their callback, at the price of more refetches
+after a kill.
+``IRI_JOBDIR_ALLOW_RESET`` applies to the store as to the fingerprint file.
+
+A ``JOBDIR`` that was started without the frontier (it has Scrapy's queue or
+``iri_fingerprints.bin`` and no store) is continued the way it was started,
+with a warning: mixing the two would lose either the queue or the seen-set.
+
+Stats
+=====
+
+``iri/frontier/recovered`` requests rescheduled from the store at start;
+``iri/frontier/unclean_shutdown`` 1 if the previous run did not close;
+``iri/frontier/stored``, ``iri/frontier/answered``, ``iri/frontier/replaced``
+(answered by a replacement request), ``iri/frontier/answered_on_release``,
+``iri/frontier/unserializable``,
+``iri/frontier/inflight_max``, ``iri/frontier/commits``, ``iri/frontier/syncs``,
+``iri/frontier/pending_at_close`` (left for the next run), and Scrapy's
+``scheduler/enqueued/disk`` (stored) and ``scheduler/enqueued/memory``
+(unserializable).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import pickle
+import sqlite3
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, cast
+from weakref import WeakKeyDictionary
+
+from scrapy import signals
+from scrapy.core.scheduler import Scheduler
+from scrapy.utils.request import request_from_dict
+
+from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin.config import load_object
+from iri_scrapy.plugin.dupefilter import IRIDupeFilter, jobdir_setting
+from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
+from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
+from iri_scrapy.store.fpstore import FingerprintFileError, FingerprintFileMismatch, fp64
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.dupefilters import BaseDupeFilter
+    from scrapy.http import Response
+    from scrapy.settings import BaseSettings
+    from scrapy.statscollectors import StatsCollector
+    from twisted.internet.task import LoopingCall
+    from typing_extensions import Self
+
+__all__ = [
+    "FILENAME",
+    "FORMAT_VERSION",
+    "META_FRONTIER_ID",
+    "DEFAULT_FSYNC_MS",
+    "FrontierStore",
+    "IRIFrontierScheduler",
+    "FrontierSpiderMiddleware",
+    "FrontierDownloaderMiddleware",
+    "fsync_setting",
+    "max_inflight_setting",
+]
+
+logger = logging.getLogger(__name__)
+
+FILENAME = "iri_frontier.sqlite3"
+FORMAT_VERSION = 1
+#: Request meta key: the store row of a request the scheduler handed out.
+META_FRONTIER_ID = "iri_frontier_id"
+DEFAULT_FSYNC_MS = 250
+
+_U64 = 1 << 64
+_I64 = 1 << 63
+
+# in-flight states
+_DOWNLOADING = 0
+_RESPONDED = 1
+_FAILED = 2
+
+
+def fsync_setting(value: Any) -> int | None:
+    """``IRI_FRONTIER_FSYNC`` as milliseconds, or ``None`` for ``"always"``.
+
+    Raises :class:`ValueError` for anything else (a positive number of
+    milliseconds, ``0`` meaning ``"always"``).
+    """
+    if value is None:
+        return DEFAULT_FSYNC_MS
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "always":
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(
+                f"IRI_FRONTIER_FSYNC must be a number of milliseconds or 'always', got {value!r}"
+            ) from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(
+            f"IRI_FRONTIER_FSYNC must be a number of milliseconds or 'always', got {value!r}"
+        )
+    return None if value == 0 else value
+
+
+def max_inflight_setting(settings: BaseSettings) -> int:
+    """``IRI_FRONTIER_MAX_INFLIGHT``: default ``CONCURRENT_REQUESTS``; ``0``: no cap."""
+    value = settings.get("IRI_FRONTIER_MAX_INFLIGHT")
+    if value is None:
+        return max(0, settings.getint("CONCURRENT_REQUESTS", 16))
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = -1
+    if isinstance(value, bool) or number < 0 or str(number) != str(value).strip():
+        raise ValueError(
+            f"IRI_FRONTIER_MAX_INFLIGHT must be a number of requests >= 0, got {value!r}"
+        )
+    return number
+
+
+def _on_release(released: list[int], rowid: int) -> Callable[[Any], None]:
+    """A weak reference callback that only records *rowid* (no store access in GC)."""
+
+    def callback(_: Any) -> None:
+        released.append(rowid)
+
+    return callback
+
+
+def _signed(value: int) -> int:
+    return value - _U64 if value >= _I64 else value
+
+
+def _unsigned(value: int) -> int:
+    return value + _U64 if value < 0 else value
+
+
+class FrontierStore:
+    """The SQLite store of one ``JOBDIR``: seen fingerprint records and pending requests.
+
+    Tables: ``meta(key, value)`` (format and canonicalization versions, the
+    options tag, the ``clean`` flag), ``seen(fp)`` (64-bit records, signed,
+    append-only: the dupefilter's table deduplicates them on load) and
+    ``pending(id, request)`` (pickled ``Request.to_dict``; ``AUTOINCREMENT`` so
+    an id is never reused).  Writes go into one open transaction until
+    :meth:`commit`; :meth:`sync` makes every commit durable.  *fsync_ms*
+    ``None`` means every commit is synced.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        canonicalization_version: int = CANONICALIZATION_VERSION,
+        tag: str = "",
+        fsync_ms: int | None = DEFAULT_FSYNC_MS,
+        allow_reset: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.canonicalization_version = canonicalization_version
+        self.tag = tag
+        self.fsync_ms = fsync_ms
+        self.reset_from: Path | None = None
+        #: True if the store existed and its last run did not close it.
+        self.unclean = False
+        self.commits = 0
+        self.syncs = 0
+        self._unsynced = False
+        self._in_tx = False
+        existed = self.path.exists()
+        self._conn = self._connect()
+        problem = self._check(existed)
+        if problem is not None:
+            if not allow_reset:
+                self._conn.close()
+                raise problem
+            self._conn.close()
+            aside = self.path.with_name(f"{self.path.name}.{int(time.time())}.old")
+            os.replace(self.path, aside)
+            for suffix in ("-wal", "-shm"):
+                side = Path(str(self.path) + suffix)
+                if side.exists():
+                    os.replace(side, Path(str(aside) + suffix))
+            self.reset_from = aside
+            logger.warning(
+                "%s; renamed it to %s and started a new frontier store (allowed by "
+                "IRI_JOBDIR_ALLOW_RESET): requests seen before will be fetched again",
+                problem, aside,
+            )
+            existed = False
+            self._conn = self._connect()
+            self._check(False)
+        self.unclean = existed and self._get("clean") == "0"
+        self._set("clean", "0")
+        self.commit()
+        self.sync()
+
+    # --- opening -------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise FingerprintFileError(
+                f"{self.path} is not an iri_scrapy frontier store ({exc}); remove it or "
+                "point JOBDIR elsewhere"
+            ) from exc
+        if str(mode).lower() != "wal":  # pragma: no cover - e.g. a read-only medium
+            logger.warning("%s: SQLite refused WAL mode (%s)", self.path, mode)
+        conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync_ms is None else 'NORMAL'}")
+        return conn
+
+    def _check(self, existed: bool) -> FingerprintFileError | None:
+        conn = self._conn
+        try:
+            tables = {row[0] for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            return FingerprintFileError(
+                f"{self.path} is not an iri_scrapy frontier store ({exc}); remove it or "
+                "point JOBDIR elsewhere"
+            )
+        if existed and tables and "meta" not in tables:
+            return FingerprintFileError(
+                f"{self.path} is not an iri_scrapy frontier store (no meta table); remove it "
+                "or point JOBDIR elsewhere"
+            )
+        if "meta" not in tables:
+            conn.execute("BEGIN")
+            conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            conn.execute("CREATE TABLE seen (fp INTEGER NOT NULL)")
+            conn.execute(
+                "CREATE TABLE pending (id INTEGER PRIMARY KEY AUTOINCREMENT, request BLOB NOT NULL)"
+            )
+            for key, value in (
+                ("format", str(FORMAT_VERSION)),
+                ("canonicalization", str(self.canonicalization_version)),
+                ("tag", self.tag),
+                ("clean", "1"),
+            ):
+                conn.execute("INSERT INTO meta VALUES (?, ?)", (key, value))
+            conn.execute("COMMIT")
+            return None
+        fmt = self._get("format")
+        if fmt != str(FORMAT_VERSION):
+            return FingerprintFileError(
+                f"{self.path} has frontier format {fmt}; this iri_scrapy reads format "
+                f"{FORMAT_VERSION}"
+            )
+        canon, tag = self._get("canonicalization"), self._get("tag")
+        if canon != str(self.canonicalization_version) or tag != self.tag:
+            return FingerprintFileMismatch(
+                f"{self.path} holds keys of canonicalization version {canon} with options "
+                f"{tag!r}, but this crawl uses version {self.canonicalization_version} with "
+                f"options {self.tag!r}: refusing to mix keys (set IRI_JOBDIR_ALLOW_RESET = "
+                "True to start a new store, or use a new JOBDIR)"
+            )
+        return None
+
+    def _get(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _set(self, key: str, value: str) -> None:
+        self._begin()
+        self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # --- reading -------------------------------------------------------------
+
+    def seen_records(self) -> Iterator[int]:
+        """Every stored fingerprint record, as an unsigned 64-bit integer."""
+        for (value,) in self._conn.execute("SELECT fp FROM seen"):
+            yield _unsigned(value)
+
+    def pending_rows(self) -> list[tuple[int, bytes]]:
+        """``(id, serialized request)`` of every pending request, oldest first."""
+        return list(self._conn.execute("SELECT id, request FROM pending ORDER BY id"))
+
+    def pending_count(self) -> int:
+        return int(self._conn.execute("SELECT count(*) FROM pending").fetchone()[0])
+
+    def seen_count(self) -> int:
+        return int(self._conn.execute("SELECT count(*) FROM seen").fetchone()[0])
+
+    # --- writing (into the open transaction) ---------------------------------
+
+    def _begin(self) -> None:
+        if not self._in_tx:
+            self._conn.execute("BEGIN")
+            self._in_tx = True
+
+    def add(self, record: int | None, data: bytes) -> int:
+        """Store a pending request (and its fingerprint *record*, if any); its row id."""
+        self._begin()
+        if record is not None:
+            self._conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(record),))
+        cur = self._conn.execute("INSERT INTO pending (request) VALUES (?)", (data,))
+        rowid = cur.lastrowid
+        assert rowid is not None
+        return rowid
+
+    def add_seen(self, record: int) -> None:
+        """Store a fingerprint record without a pending request."""
+        self._begin()
+        self._conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(record),))
+
+    def done(self, rowid: int) -> None:
+        """Delete the pending row *rowid* (its request was answered)."""
+        self._begin()
+        self._conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
+
+    def remove(self, rowid: int) -> None:
+        """Alias of :meth:`done` for rows that cannot be read back."""
+        self.done(rowid)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_tx
+
+    def commit(self) -> bool:
+        """Commit the open transaction (survives the process being killed)."""
+        if not self._in_tx:
+            return False
+        self._conn.execute("COMMIT")
+        self._in_tx = False
+        self.commits += 1
+        self._unsynced = self.fsync_ms is not None
+        return True
+
+    def sync(self) -> bool:
+        """Make every commit durable (survives power loss): a WAL checkpoint.
+
+        With ``synchronous=NORMAL`` SQLite syncs the log before a checkpoint and
+        the database after it.  The open transaction is committed first (any
+        point between two changes is a consistent state, see the module
+        docstring).  A no-op when nothing was committed since.
+        """
+        self.commit()
+        if not self._unsynced:
+            return False
+        self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        self._unsynced = False
+        self.syncs += 1
+        return True
+
+    def close(self, clean: bool = True) -> None:
+        """Commit, mark the store cleanly closed (if *clean*), sync and close."""
+        if self.closed:
+            return
+        try:
+            if clean:
+                self._set("clean", "1")
+            self.commit()
+            self._unsynced = True
+            self.sync()
+        finally:
+            self._conn.close()
+            self._conn = None  # type: ignore[assignment]
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+
+# --------------------------------------------------------------------------- scheduler
+
+class _Answering(Protocol):
+    """What the middlewares report to: this scheduler, or ``RedisIRIScheduler``."""
+
+    def answered(self, request: Request) -> None: ...
+
+    def failed(self, request: Request) -> None: ...
+
+
+#: crawler -> its frontier scheduler (for the middlewares).
+_FRONTIERS: WeakKeyDictionary[Any, _Answering] = WeakKeyDictionary()
+
+
+def _local_iri_dupefilter(df_cls: Any) -> bool:
+    """True if *df_cls* is an IRIDupeFilter keeping its seen-set in this process."""
+    return (
+        isinstance(df_cls, type)
+        and issubclass(df_cls, IRIDupeFilter)
+        and df_cls.seen_add is IRIDupeFilter.seen_add
+    )
+
+
+def _legacy_state(jobdir: str) -> str | None:
+    """The Scrapy-queue ``JOBDIR`` state file found in *jobdir*, if any."""
+    for name in (FP_FILENAME, "requests.queue", "requests.seen"):
+        if Path(jobdir, name).exists():
+            return name
+    return None
+
+
+class IRIFrontierScheduler(Scheduler):
+    """Scrapy's scheduler with a crash-tolerant ``JOBDIR`` (see the module docstring).
+
+    Without ``JOBDIR``, with ``IRI_FRONTIER = False``, with a dupefilter that
+    keeps its seen-set elsewhere, or on a ``JOBDIR`` started without the
+    frontier, it is Scrapy's :class:`~scrapy.core.scheduler.Scheduler` unchanged.
+    """
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        jobdir = jobdir_setting(settings)
+        df_cls = load_object(settings["DUPEFILTER_CLASS"])
+        use = cls._frontier_wanted(settings, jobdir, df_cls)
+        dupefilter: BaseDupeFilter
+        if use:
+            kwargs = df_cls.kwargs_from_crawler(crawler)
+            kwargs["jobdir"] = None  # the store replaces the fingerprint file
+            dupefilter = df_cls(**kwargs)
+        else:
+            from_crawler = getattr(df_cls, "from_crawler", None)
+            dupefilter = from_crawler(crawler) if from_crawler is not None else df_cls()
+        return cls(
+            dupefilter=dupefilter,
+            jobdir=jobdir,
+            dqclass=load_object(settings["SCHEDULER_DISK_QUEUE"]),
+            mqclass=load_object(settings["SCHEDULER_MEMORY_QUEUE"]),
+            logunser=settings.getbool("SCHEDULER_DEBUG"),
+            stats=crawler.stats,
+            pqclass=load_object(settings["SCHEDULER_PRIORITY_QUEUE"]),
+            crawler=crawler,
+            frontier=use,
+            fsync_ms=fsync_setting(settings.get("IRI_FRONTIER_FSYNC", DEFAULT_FSYNC_MS)),
+            max_inflight=max_inflight_setting(settings),
+            stall_seconds=max(60.0, 2 * settings.getfloat("DOWNLOAD_TIMEOUT", 180)),
+            allow_reset=settings.getbool("IRI_JOBDIR_ALLOW_RESET", False),
+        )
+
+    @staticmethod
+    def _frontier_wanted(settings: BaseSettings, jobdir: str | None, df_cls: Any) -> bool:
+        if not jobdir or not settings.getbool("IRI_FRONTIER", True):
+            return False
+        if not _local_iri_dupefilter(df_cls):
+            logger.warning(
+                "IRIFrontierScheduler: DUPEFILTER_CLASS %s keeps its seen-set outside the "
+                "frontier store, so the two cannot agree after a crash: using Scrapy's JOBDIR "
+                "queue instead (not crash-safe)", getattr(df_cls, "__qualname__", df_cls),
+            )
+            return False
+        legacy = _legacy_state(jobdir)
+        if legacy is not None and not Path(jobdir, FILENAME).exists():
+            logger.warning(
+                "IRIFrontierScheduler: JOBDIR %s was started without the crash-safe frontier "
+                "(it has %s): continuing it with Scrapy's JOBDIR queue (not crash-safe); "
+                "start a new JOBDIR for crash safety", jobdir, legacy,
+            )
+            return False
+        return True
+
+    def __init__(
+        self,
+        dupefilter: BaseDupeFilter,
+        jobdir: str | None = None,
+        dqclass: type[Any] | None = None,
+        mqclass: type[Any] | None = None,
+        logunser: bool = False,
+        stats: StatsCollector | None = None,
+        pqclass: type[Any] | None = None,
+        crawler: Crawler | None = None,
+        *,
+        frontier: bool = False,
+        fsync_ms: int | None = DEFAULT_FSYNC_MS,
+        allow_reset: bool = False,
+        max_inflight: int = 0,
+        stall_seconds: float = 360.0,
+    ) -> None:
+        self.frontier_dir: str | None = jobdir if frontier else None
+        super().__init__(
+            dupefilter, jobdir=None if frontier else jobdir, dqclass=dqclass, mqclass=mqclass,
+            logunser=logunser, stats=stats, pqclass=pqclass, crawler=crawler,
+        )
+        self.fsync_ms = fsync_ms
+        self.allow_reset = allow_reset
+        self.store: FrontierStore | None = None
+        #: row id -> state, for requests handed out and not answered.
+        self._inflight: dict[int, int] = {}
+        #: row id -> weak reference to the request handed out (see _reap).
+        self._refs: dict[int, weakref.ref[Request]] = {}
+        #: row ids whose request object was released (appended by weakref callbacks).
+        self._released: list[int] = []
+        self._failed = 0
+        self.max_inflight = max_inflight
+        self.stall_seconds = stall_seconds
+        self._last_progress = time.monotonic()
+        self._last_gc = 0.0
+        #: memory-only (unserializable) request id -> its fingerprint record or None.
+        self._unser: dict[int, int | None] = {}
+        self._next_memory_id = -1
+        self._commit_call: Any = None
+        self._syncer: LoopingCall | None = None
+        self._warned_unser = False
+        self._inflight_max = 0
+
+    # --- life cycle ------------------------------------------------------------
+
+    def open(self, spider: Spider) -> Any:
+        result = super().open(spider)
+        if self.frontier_dir is None:
+            return result
+        df = self.df
+        assert isinstance(df, IRIDupeFilter)
+        Path(self.frontier_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            store = FrontierStore(
+                Path(self.frontier_dir, FILENAME),
+                canonicalization_version=CANONICALIZATION_VERSION,
+                tag=df.options_tag(),
+                fsync_ms=self.fsync_ms,
+                allow_reset=self.allow_reset,
+            )
+        except FingerprintFileMismatch as exc:
+            # one ERROR line, finish_reason iri_jobdir_mismatch, exit status 1 (the
+            # store is left untouched); the spider is closed before any request
+            self.frontier_dir = None
+            refuse_start(self.crawler, REASON_JOBDIR_MISMATCH, str(exc), exc)
+            return result
+        self.store = store
+        seen = df.preload(store.seen_records())
+        recovered = unloadable = 0
+        for rowid, data in store.pending_rows():
+            try:
+                request = request_from_dict(pickle.loads(data), spider=spider)  # noqa: S301
+            except Exception as exc:  # a callback renamed since, a class gone...
+                unloadable += 1
+                logger.error(
+                    "Frontier store %s: pending request %d cannot be read back (%s): dropped",
+                    store.path, rowid, exc, extra={"spider": spider},
+                )
+                store.remove(rowid)
+                continue
+            request.meta[META_FRONTIER_ID] = rowid
+            self.mqs.push(request)
+            recovered += 1
+        store.commit()
+        self._inc("iri/frontier/recovered", recovered)
+        if unloadable:
+            self._inc("iri/frontier/unloadable", unloadable)
+        if store.unclean:
+            self._inc("iri/frontier/unclean_shutdown")
+            logger.warning(
+                "Frontier store %s: the previous run did not close (killed or crashed); "
+                "rescheduling its %d pending requests (the ones in flight then are fetched "
+                "again)", store.path, recovered, extra={"spider": spider},
+            )
+        if recovered or seen:
+            logger.info(
+                "Resuming crawl (%(queuesize)d requests scheduled)",
+                {"queuesize": recovered}, extra={"spider": spider},
+            )
+        crawler = self.crawler
+        assert crawler is not None
+        _FRONTIERS[crawler] = self
+        crawler.signals.connect(self._on_response, signal=signals.response_received)
+        crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
+        from twisted.internet.task import LoopingCall
+
+        # with "always" every commit is synced already: the loop then only
+        # releases failed requests (see _sync)
+        self._syncer = LoopingCall(self._sync)
+        self._syncer.start((self.fsync_ms or DEFAULT_FSYNC_MS) / 1000.0, now=False)
+        return result
+
+    def close(self, reason: str) -> Any:
+        store = self.store
+        if store is not None:
+            if self._syncer is not None and self._syncer.running:
+                self._syncer.stop()
+            self._syncer = None
+            if self._commit_call is not None and self._commit_call.active():
+                self._commit_call.cancel()
+            self._commit_call = None
+            lost = len(self._unser)
+            if lost and reason != "finished":
+                logger.warning(
+                    "%d requests that could not be serialized were still pending or in "
+                    "flight: they are not in the frontier store and are lost with this run",
+                    lost, extra={"spider": self.spider},
+                )
+            self._set_stat("iri/frontier/pending_at_close", store.pending_count())
+            self._set_stat("iri/frontier/inflight_max", self._inflight_max)
+            store.close(clean=True)
+            self._set_stat("iri/frontier/commits", store.commits)
+            self._set_stat("iri/frontier/syncs", store.syncs)
+            crawler = self.crawler
+            if crawler is not None:
+                crawler.signals.disconnect(self._on_response, signal=signals.response_received)
+                crawler.signals.disconnect(self._on_idle, signal=signals.spider_idle)
+                _FRONTIERS.pop(crawler, None)
+            self.store = None
+        return super().close(reason)
+
+    # --- the queue -------------------------------------------------------------
+
+    def enqueue_request(self, request: Request) -> bool:
+        store = self.store
+        if store is None:
+            return super().enqueue_request(request)
+        meta = request.meta
+        parent = meta.get(META_FRONTIER_ID)
+        if parent is not None and self._inflight.get(parent) == _DOWNLOADING:
+            # a downloader middleware's replacement (redirect, retry, re-issue)
+            self._answered_id(parent)
+            self._inc("iri/frontier/replaced")
+        record: int | None = None
+        if not request.dont_filter:
+            if self.df.request_seen(request):
+                self.df.log(request, self.spider)
+                self._touch()
+                return False
+            fingerprint = self.df.fingerprint(request)  # type: ignore[attr-defined]
+            record = int.from_bytes(fp64(fingerprint), "big")
+        data = self._serialize(request)
+        stats = self.stats
+        assert stats is not None
+        if data is None:
+            rowid = self._next_memory_id
+            self._next_memory_id -= 1
+            self._unser[rowid] = record
+            stats.inc_value("scheduler/enqueued/memory")
+        else:
+            rowid = store.add(record, data)
+            stats.inc_value("scheduler/enqueued/disk")
+            stats.inc_value("iri/frontier/stored")
+        meta[META_FRONTIER_ID] = rowid
+        self.mqs.push(request)
+        stats.inc_value("scheduler/enqueued")
+        self._touch()
+        return True
+
+    def next_request(self) -> Request | None:
+        if self.store is None:
+            return super().next_request()
+        if self._released:
+            self._reap()
+        if self.max_inflight and len(self._inflight) - self._failed >= self.max_inflight:
+            self._collect_leaks()
+            if len(self._inflight) - self._failed >= self.max_inflight:
+                if time.monotonic() - self._last_progress <= self.stall_seconds:
+                    return None  # has_pending_requests() stays True: asked again later
+                logger.warning(
+                    "%(n)d requests handed out have not been answered for %(s).0f s (does "
+                    "the spider keep references to its requests?): lifting the in-flight "
+                    "cap for the rest of this run; after a kill, up to every request "
+                    "handed out since may be fetched again",
+                    {"n": len(self._inflight), "s": self.stall_seconds},
+                    extra={"spider": self.spider},
+                )
+                self._inc("iri/frontier/cap_lifted")
+                self.max_inflight = 0
+        request: Request | None = self.mqs.pop()
+        if request is None:
+            return None
+        store = self.store
+        if store.in_transaction:
+            # every answer so far is on disk before another request goes out, so
+            # the rows a kill leaves pending are at most the ones handed out
+            store.commit()
+        stats = self.stats
+        assert stats is not None
+        rowid = request.meta.get(META_FRONTIER_ID)
+        if rowid is not None:
+            self._inflight[rowid] = _DOWNLOADING
+            released = self._released
+            self._refs[rowid] = weakref.ref(request, _on_release(released, rowid))
+            if len(self._inflight) > self._inflight_max:
+                self._inflight_max = len(self._inflight)
+        stats.inc_value(
+            "scheduler/dequeued/memory" if rowid is None or rowid < 0 else "scheduler/dequeued/disk"
+        )
+        stats.inc_value("scheduler/dequeued")
+        return request
+
+    # --- answers ---------------------------------------------------------------
+
+    def answered(self, request: Request) -> None:
+        """*request* was answered: its pending row goes (see "What answered means")."""
+        rowid = request.meta.get(META_FRONTIER_ID)
+        if rowid is not None:
+            self._answered_id(rowid)
+
+    def failed(self, request: Request) -> None:
+        """The download of *request* failed for good (no downloader middleware handled it)."""
+        rowid = request.meta.get(META_FRONTIER_ID)
+        if rowid is None or rowid not in self._inflight:
+            return
+        if request.errback is None:
+            self._answered_id(rowid)
+        elif self._inflight[rowid] != _FAILED:
+            # the errback's output is not observable: answered once Scrapy has
+            # released the request (see _reap), or at the next idle
+            self._inflight[rowid] = _FAILED
+            self._failed += 1
+
+    def _answered_id(self, rowid: int) -> None:
+        state = self._inflight.pop(rowid, None)
+        if state is None:
+            return
+        if state == _FAILED:
+            self._failed -= 1
+        self._refs.pop(rowid, None)
+        self._last_progress = time.monotonic()
+        store = self.store
+        if store is None:
+            return
+        if rowid > 0:
+            store.done(rowid)
+        else:
+            record = self._unser.pop(rowid, None)
+            if record is not None:
+                store.add_seen(record)
+        self._inc("iri/frontier/answered")
+        self._touch()
+
+    def _on_response(self, response: Response, request: Request, **_: Any) -> None:
+        rowid = request.meta.get(META_FRONTIER_ID)
+        if rowid is not None and rowid in self._inflight:
+            self._inflight[rowid] = _RESPONDED
+
+    def _on_idle(self, **_: Any) -> None:
+        """Nothing is in the downloader or the scraper: every request out was answered."""
+        self._released.clear()
+        for rowid in list(self._inflight):
+            self._answered_id(rowid)
+        self._commit()
+
+    def _reap(self) -> None:
+        """Answer the requests Scrapy has released without our seeing an answer.
+
+        The engine holds every request it got from :meth:`next_request` until it
+        has finished with it (the callback's or errback's output processed, or
+        the replacement scheduled), so a request object that is garbage is
+        certainly answered, never early: this catches the paths no middleware
+        or signal shows (an errback's output, an exception raised in a
+        downloader middleware's ``process_response``, a replacement dropped by
+        a ``request_scheduled`` handler).  The weak reference callback only
+        appends the row id; the store is written here, never from inside the
+        garbage collector.
+        """
+        released = self._released
+        while released:
+            rowid = released.pop()
+            if rowid in self._inflight:
+                self._answered_id(rowid)
+                self._inc("iri/frontier/answered_on_release")
+
+    def _collect_leaks(self) -> None:
+        """At the in-flight cap with no answer for a while: collect reference cycles
+        (a failure's traceback keeps its request alive until then), then reap."""
+        now = time.monotonic()
+        if now - self._last_progress > 1.0 and now - self._last_gc > 1.0:
+            self._last_gc = now
+            gc.collect()
+        self._reap()
+
+    # --- persistence -------------------------------------------------------------
+
+    def _serialize(self, request: Request) -> bytes | None:
+        try:
+            d = request.to_dict(spider=self.spider)
+            meta = d.get("meta")
+            if meta and META_FRONTIER_ID in meta:
+                d["meta"] = {k: v for k, v in meta.items() if k != META_FRONTIER_ID}
+            return pickle.dumps(d, protocol=4)
+        except Exception as exc:
+            self._inc("iri/frontier/unserializable")
+            if not self._warned_unser:
+                self._warned_unser = True
+                logger.warning(
+                    "Request %(request)s cannot be stored in the frontier (%(reason)s): kept in "
+                    "memory, lost if the crawl is killed before it is answered (counted in "
+                    "iri/frontier/unserializable; no more such requests will be logged)",
+                    {"request": request, "reason": exc}, extra={"spider": self.spider},
+                )
+            return None
+
+    def _touch(self) -> None:
+        """Commit at the end of the current reactor turn."""
+        if self._commit_call is None and self.store is not None and self.store.in_transaction:
+            from twisted.internet import reactor
+
+            self._commit_call = cast(Any, reactor).callLater(0, self._commit)
+
+    def _commit(self) -> None:
+        self._commit_call = None
+        if self._released:
+            self._reap()
+        if self.store is not None:
+            self.store.commit()
+
+    def _sync(self) -> None:
+        if self.store is None:
+            return
+        if self._failed:
+            # a failure's traceback is a reference cycle that keeps its request
+            # alive: collect the young generations so that failed requests whose
+            # errback has run are released (and answered) within this interval
+            gc.collect(1)
+        if self._released:
+            self._reap()
+        try:
+            self.store.sync()
+        except sqlite3.Error as exc:  # keep syncing later; commits still go on
+            logger.error("Frontier store %s: sync failed: %s", self.store.path, exc)
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(key, count)
+
+    def _set_stat(self, key: str, value: int) -> None:
+        if self.stats is not None:
+            self.stats.set_value(key, value)
+
+
+# --------------------------------------------------------------------------- middlewares
+
+
+class _FrontierMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    @property
+    def frontier(self) -> _Answering | None:
+        return _FRONTIERS.get(self.crawler)
+
+
+class FrontierSpiderMiddleware(_FrontierMiddleware):
+    """Outermost spider middleware: a request is answered once its callback's output is consumed.
+
+    Its ``process_spider_output`` wraps every other middleware's.  It schedules
+    each request of the output itself (``crawler.engine.crawl``, what Scrapy's
+    scraper would do) as soon as it comes out of the other middlewares, instead
+    of passing it on: on an asyncio reactor the scraper pulls the output into a
+    queue and schedules its requests on later turns of the loop, so when the
+    output ends some of them would not be stored yet, and answering the parent
+    then would lose them if the process died in between (the parent is not
+    fetched again).  So when the output ends every request in it has been
+    scheduled and stored, in the transaction that answers the parent.  Items go
+    on to the scraper as usual.  An exception from the callback or a middleware
+    also answers the request.
+    """
+
+    def _scheduled(self, item: Any) -> bool:
+        from scrapy import Request
+
+        if not isinstance(item, Request) or self.frontier is None:
+            return False
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # no engine (Scrapy 2.19 raises before the crawl)
+            return False
+        if engine is None:
+            return False
+        engine.crawl(item)
+        return True
+
+    def _done(self, response: Response) -> None:
+        frontier = self.frontier
+        request = getattr(response, "request", None)
+        if frontier is not None and request is not None:
+            frontier.answered(request)
+
+    # ``spider`` is optional: Scrapy 2.13 passes it, later versions do not (and warn
+    # only when it is required).
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Spider | None = None
+    ) -> Iterator[Any]:
+        try:
+            for item in result:
+                if not self._scheduled(item):
+                    yield item
+        except Exception:
+            self._done(response)
+            raise
+        self._done(response)
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
+    ) -> AsyncIterator[Any]:
+        try:
+            async for item in result:
+                if not self._scheduled(item):
+                    yield item
+        except Exception:
+            self._done(response)
+            raise
+        self._done(response)
+
+    def process_spider_exception(
+        self, response: Response, exception: Exception, spider: Spider | None = None
+    ) -> None:
+        self._done(response)
+
+
+class FrontierDownloaderMiddleware(_FrontierMiddleware):
+    """Outermost downloader middleware: sees the download failures no one handled."""
+
+    def process_exception(
+        self, request: Request, exception: Exception, spider: Spider | None = None
+    ) -> None:
+        frontier = self.frontier
+        if frontier is not None:
+            frontier.failed(request)

@@ -1,0 +1,1504 @@
+"""``RedisIRIDupeFilter``: IRI deduplication shared by many crawlers through one Redis.
+
+``DUPEFILTER_CLASS = "iri_scrapy.RedisIRIDupeFilter"`` with ``IRI_REDIS_URL`` (or
+scrapy-redis's ``REDIS_URL``).  Works under Scrapy's own scheduler and under
+``SCHEDULER = "scrapy_redis.scheduler.Scheduler"`` (scrapy-redis 0.9.1), which builds
+dupefilters through :meth:`from_spider`.
+
+It is :class:`~iri_scrapy.IRIDupeFilter` with the storage hook
+(:meth:`IRIDupeFilter.seen_add`) moved to Redis: fingerprints come from the same
+fingerprinter, and the redirect-same-key and renormalized passes, the per-rung
+stats (``iri/dupefilter/rung/...``, ``dupefilter/filtered``), ``DUPEFILTER_DEBUG``
+logging, ``dont_filter`` and ``meta["dont_normalize_iri"]`` behave exactly as in
+the local filter.  ``JOBDIR`` is not used for fingerprints (Redis holds them; the
+scheduler may still keep its queue there).
+
+Key layout (format 4: a trie of intset buckets, one plain ``SADD`` per request)
+==============================================================================
+
+``<base>`` is ``IRI_REDIS_KEY % {"spider": spider.name}`` (default
+``"%(spider)s:iri-dupefilter"``) followed by ``:v<CANONICALIZATION_VERSION>:<tag>``,
+where ``<tag>`` is the first 8 hex digits of the SHA-1 of
+:meth:`IRIDupeFilter.options_tag` (IRI level, fragments, NFC, heuristics,
+fingerprinter class).  A new ladder version or other options therefore use other
+keys: keys of different canonicalizations are never mixed.
+
+``<base>:meta`` (HASH)
+    ``format`` (4), ``canonicalization_version``, ``options_tag`` (full text),
+    ``field_bytes`` (8), ``roots`` (1024), ``cap`` (440), ``fanout`` (10).  Created
+    atomically by the first crawler; later crawlers adopt ``roots``/``cap`` and
+    refuse an unknown format.
+``<base>:{<r>}<digits>`` (SET, or an empty STRING once split)
+    The member of a request is the first 8 bytes of its fingerprint (the same 64
+    bits :func:`~iri_scrapy.store.fpstore.fp64` keeps locally) as a *signed
+    64-bit decimal*, so that Redis keeps the bucket as an **intset** (a sorted
+    array of 8-byte integers) while it holds at most ``set-max-intset-entries``
+    (512 by default) members.  Its root ``r`` (lowercase hex) is 4 *other*
+    fingerprint bytes modulo ``roots``; ``{<r>}`` is the Redis Cluster hash tag,
+    so every bucket under a root is in one slot, on one node.  A bucket that
+    reached ``cap`` members is split (:data:`SPLIT_SCRIPT`, atomic): its members
+    move to ten children ``<key><d>``, ``d`` the member's next decimal digit from
+    the right, and the key becomes an empty STRING, a marker.
+
+``request_seen`` is one ``SADD`` of the member to the deepest bucket this process
+knows of (its root, then one digit a level below buckets it knows are split):
+``SADD`` answers 1 if the member was new, an atomic test-and-set, and no script
+runs.  On a marker it fails with ``WRONGTYPE``: the process learns the split and
+sends the ``SADD`` one level down.  One call in eight also sends ``SCARD`` in the
+same round trip; a bucket found at the cap is split.  Members move once per
+level, about once per 400 new URLs a split; nothing else ever moves.  With
+1024 roots, the roots split from about 400,000 URLs on, the first level from about
+4 million, the second from 40 million.  Memory is about 9.5 bytes per URL from
+100,000 URLs on (an intset member is 8 bytes, plus the bucket keys and allocator
+rounding), more below (at most 1024 root keys, about 100 bytes each); server
+time per call about that of scrapy-redis's ``SADD``
+(``benchmarks/bench_redis.py``).
+
+The 8-byte member plus the root are compared: the chance of any false "seen"
+among ``n`` URLs is below ``n**2 / (2 * roots * 2**64)`` (about ``3e-9`` at 10
+million URLs, ``3e-7`` at 100 million).
+
+Redis Cluster
+-------------
+
+``IRI_REDIS_CLUSTER = True`` makes the filter use redis-py's
+``redis.cluster.RedisCluster.from_url(IRI_REDIS_URL)`` (any node of the cluster
+as the URL; ``IRI_REDIS_PARAMS`` go to it).  The 1024 hash tags spread the
+buckets over the slots (so over the masters, within a few percent of even),
+and a request is still one command to one node (over a connection of the
+filter's own to that master; after a connection failure, through ``RedisCluster``,
+which refreshes its slot map, until a call succeeds).  Only format 4 key sets can be
+used on a cluster (older formats' scripts touch keys of several slots);
+``IRI_REDIS_KEY`` must not contain braces.
+
+Local cache
+-----------
+
+Each process keeps the fingerprints it already got an answer for (stored by it,
+or reported seen by Redis) in a :class:`~iri_scrapy.store.fpstore.FingerprintSet`
+of at most ``IRI_REDIS_LOCAL_CACHE`` entries (default 1,000,000, about 13 MB;
+emptied when full; ``0`` disables it).  A repeat is answered from it without a
+round trip: Redis never forgets a stored fingerprint, so that "seen" is always
+true.  Only after Redis *lost* its data (a restart without persistence, or
+another crawler's :meth:`clear`) may a process not fetch again a page it already
+saw, which is what deduplication wants anyway.  Stats at close:
+``iri/redis/local_hits`` and ``iri/redis/remote_calls``.
+
+Older layouts
+-------------
+
+Format 3 (generations of intset SET buckets, keys ``<base>:s<g>:<i>``, one
+``EVALSHA`` of :data:`SET_SCRIPT` per request: about 7 times a ``SADD``'s server
+time for new URLs at a million), format 2 (HASH buckets kept as listpacks, keys
+``<base>:g<g>:<i>``; one ``EVALSHA`` of :data:`SEEN_SCRIPT`, about 20
+microseconds) and format 1 (a fixed bucket count sized from
+``IRI_REDIS_EXPECTED_URLS``, keys ``<base>:<i>``, one ``HSETNX``), written by
+earlier versions, are still read and extended as they are: the meta's
+``format`` selects the path.  Delete the keys (or change ``IRI_REDIS_KEY``) to
+move to format 4.  ``IRI_REDIS_EXPECTED_URLS``, optional, is a size hint:
+:func:`roots_for` (format 4), :func:`base_buckets_for` (formats 2 and 3).
+
+Faults
+======
+
+* Redis unreachable when the crawl starts (or the ``redis`` package missing):
+  one ERROR line naming the URL (password masked) and what to do; the spider is
+  closed before any request with ``finish_reason`` ``iri_redis_unavailable``
+  (``iri_redis_not_installed``) and ``scrapy crawl`` exits with 1 (Scrapy
+  2.18+; on 2.17 :class:`IRIRedisError` is raised from ``open()``).  Through
+  scrapy-redis's scheduler (:meth:`from_spider`) :class:`IRIRedisError` is raised.
+* Redis lost mid-crawl: ``request_seen`` retries with exponential backoff (50 ms
+  doubling to 1 s) for up to ``IRI_REDIS_RETRY_SECONDS`` (default 60).  It runs
+  in the Twisted reactor thread, so **the whole crawl is stalled meanwhile**
+  (downloads in flight wait too); when Redis answers again the crawl continues.
+  No request gets a "not seen" answer while Redis is down.  After the deadline
+  the spider is closed with reason ``iri_redis_unavailable`` and an error is
+  logged; requests scheduled after that are enqueued unchecked (counted in
+  ``iri/redis/unchecked``): they survive only in a persistent queue (``JOBDIR``,
+  or scrapy-redis's queue if Redis comes back).
+* A command whose reply was lost (connection cut after sending) may or may not
+  have been applied; if the retry then says "seen", that request is fetched
+  anyway (``iri/redis/ambiguous_refetch``): one possible duplicate per outage
+  rather than a lost request.
+* Redis restarted *without* its data (no persistence) forgets every seen
+  request: they are fetched again (duplicates, never losses).
+
+Stats: ``iri/redis/outages``, ``iri/redis/retries``, ``iri/redis/outage_seconds``
+(longest), ``iri/redis/ambiguous_refetch``, ``iri/redis/unchecked``.
+
+Start URLs
+==========
+
+Scrapy's ``Spider.start()`` and scrapy-redis's ``RedisSpider.make_request_from_data``
+make start requests with ``dont_filter=True``: the scheduler never asks the
+dupefilter about them, so every crawler (and every resumed run) would fetch them
+again.  The add-on's ``IRISpiderMiddleware`` clears ``dont_filter`` on
+``start()`` requests (``IRI_DEDUPE_START_REQUESTS``, default ``True``).  URLs
+pushed to a scrapy-redis ``RedisSpider`` never pass spider middlewares: use
+:class:`IRIRedisSpiderMixin`, :class:`IRIRedisSpider` or
+:class:`IRIRedisCrawlSpider`, which honour the same setting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from hashlib import blake2b
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from scrapy import Request
+
+from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin.dupefilter import IRIDupeFilter
+from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter
+from iri_scrapy.plugin.refusal import (
+    REASON_REDIS_NOT_INSTALLED,
+    REASON_REDIS_UNAVAILABLE,
+    refuse_start,
+)
+from iri_scrapy.store.fpstore import FingerprintSet, fp64
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+    from typing_extensions import Self
+
+__all__ = [
+    "RedisIRIDupeFilter",
+    "IRIRedisError",
+    "IRIRedisSpiderMixin",
+    "CLOSE_REASON",
+    "FORMAT_VERSION",
+    "SET_FORMAT_VERSION",
+    "SPLIT_SCRIPT",
+    "SPLIT_FANOUT",
+    "DEFAULT_ROOTS",
+    "FIXED_FORMAT_VERSION",
+    "FIELD_BYTES",
+    "GROWTH",
+    "DEFAULT_KEY",
+    "DEFAULT_BASE_BUCKETS",
+    "DEFAULT_EXPECTED_URLS",
+    "DEFAULT_RETRY_SECONDS",
+    "MAX_BUCKET_MEAN",
+    "SEEN_SCRIPT",
+    "SET_SCRIPT",
+    "HASH_FORMAT_VERSION",
+    "SET_GROWTH",
+    "BUCKET_CAP",
+    "DEFAULT_LOCAL_CACHE",
+    "base_buckets_for",
+    "roots_for",
+    "bucket_count",
+    "generation_buckets",
+    "redis_url_from_settings",
+    "mask_url",
+]
+
+logger = logging.getLogger(__name__)
+
+#: ``finish_reason`` when Redis stayed unreachable past ``IRI_REDIS_RETRY_SECONDS``.
+CLOSE_REASON = "iri_redis_unavailable"
+#: Version of the key layout written by this code (stored in ``<base>:meta``): a trie
+#: of intset SET buckets, one plain ``SADD`` per request.
+FORMAT_VERSION = 4
+#: Generations of intset SET buckets, one ``EVALSHA`` per request: still read and extended.
+SET_FORMAT_VERSION = 3
+#: Generations of HASH buckets (listpacks) of earlier versions: still read and extended.
+HASH_FORMAT_VERSION = 2
+#: The fixed-bucket layout of earlier versions: still read and extended.
+FIXED_FORMAT_VERSION = 1
+#: Bytes of the fingerprint stored per request (the HASH field).
+FIELD_BYTES = 8
+#: Format 2: each generation has this many times the buckets of the previous one.
+GROWTH = 4
+#: Format 3: each generation has this many times the buckets of the previous one.
+SET_GROWTH = 16
+#: Format 3: a bucket reaching this many members closes its generation (intsets hold
+#: ``set-max-intset-entries``, 512 by default).
+BUCKET_CAP = 440
+#: Format 4: root buckets (a power of two); each is a Redis Cluster hash tag.
+DEFAULT_ROOTS = 1024
+_MAX_ROOTS = 1 << 20
+#: Format 4: a full bucket is split into this many children (by one decimal digit).
+SPLIT_FANOUT = 10
+#: Format 4: one call in ``_CHECK_EVERY`` also sends ``SCARD`` (same round trip) to
+#: notice a full bucket; chosen by fingerprint bits that pick neither bucket nor digit.
+_CHECK_EVERY = 8
+#: Format 4: the deepest bucket (19 decimal digits in a 64-bit member).
+_MAX_DEPTH = 19
+#: Fingerprints a process remembers as seen (``IRI_REDIS_LOCAL_CACHE``), about 13 MB.
+DEFAULT_LOCAL_CACHE = 1_000_000
+DEFAULT_KEY = "%(spider)s:iri-dupefilter"
+#: Buckets of generation 0 (a power of two) when no size hint is given.
+DEFAULT_BASE_BUCKETS = 16
+#: Format 1's default sizing (kept for callers of :func:`bucket_count`).
+DEFAULT_EXPECTED_URLS = 10_000_000
+#: With a size hint, generation 3 (4**3 times generation 0) is sized for it.
+_HINT_DIVISOR = GROWTH**3
+DEFAULT_RETRY_SECONDS = 60.0
+DEFAULT_SOCKET_TIMEOUT = 5.0
+#: A generation is full at this mean number of fields per bucket (listpacks hold 512).
+MAX_BUCKET_MEAN = 200
+_MAX_BUCKETS = 1 << 24
+#: No generation beyond this many buckets is opened (4 bytes pick the bucket).
+_MAX_GENERATION_BUCKETS = 1 << 30
+_BACKOFF_FIRST = 0.05
+_BACKOFF_MAX = 1.0
+
+#: ``request_seen`` in Redis.  KEYS[1] meta; ARGV: field, bucket hash (0 .. 2^32-1),
+#: "1" to insert or "0" to only look, key prefix ``<base>:g``.  Returns 0 if the
+#: field was there, 1 if it was not (and, when inserting, now is), -1 if the meta is
+#: missing (Redis lost its data, or a clear()): the client re-creates it and retries.
+SEEN_SCRIPT = f"""
+local m = redis.call('HMGET', KEYS[1], 'generations', 'b0', 'fill')
+local gens, b0, fill = tonumber(m[1]), tonumber(m[2]), tonumber(m[3])
+if not gens or not b0 or not fill then return -1 end
+local field, h, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+local newest = gens - 1
+local buckets = b0 * {GROWTH} ^ newest
+local key = prefix .. newest .. ':' .. string.format('%x', h % buckets)
+if redis.call('HEXISTS', key, field) == 1 then return 0 end
+local b = buckets
+for g = newest - 1, 0, -1 do
+  b = b / {GROWTH}
+  if redis.call('HEXISTS', prefix .. g .. ':' .. string.format('%x', h % b), field) == 1 then
+    return 0
+  end
+end
+if ARGV[3] ~= '1' then return 1 end
+redis.call('HSET', key, field, '')
+local n = redis.call('HINCRBY', KEYS[1], 'n' .. newest, 1)
+if n >= buckets * fill and buckets * {GROWTH} <= {_MAX_GENERATION_BUCKETS} then
+  redis.call('HSET', KEYS[1], 'generations', gens + 1, 'n' .. gens, 0)
+end
+return 1
+"""
+_SEEN_SHA = hashlib.sha1(SEEN_SCRIPT.encode()).hexdigest()  # noqa: S324 - Redis's script id
+
+#: ``request_seen`` in Redis, format 3.  KEYS[1] meta, KEYS[2] the fingerprint's
+#: bucket in the newest generation, KEYS[3..] its buckets in the older ones
+#: (newest first): the client computes them from the generation count it holds.
+#: ARGV: member (the first 8 fingerprint bytes as a signed 64-bit decimal, so the
+#: bucket SET stays an intset), that generation count, "1" to insert or "0" to only
+#: look, the bucket cap, the last generation that may be opened.  Returns 0 seen,
+#: 1 not seen (and, when inserting, now stored), -1 meta missing (re-create it),
+#: -2 the client's generation count is stale (re-read it and call again).
+SET_SCRIPT = """
+local g = redis.call('HGET', KEYS[1], 'generations')
+if not g then return -1 end
+if g ~= ARGV[2] then return -2 end
+local m = ARGV[1]
+for i = 2, #KEYS do
+  if redis.call('SISMEMBER', KEYS[i], m) == 1 then return 0 end
+end
+if ARGV[3] ~= '1' then return 1 end
+redis.call('SADD', KEYS[2], m)
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[4]) and tonumber(g) < tonumber(ARGV[5]) then
+  redis.call('HSET', KEYS[1], 'generations', tonumber(g) + 1)
+end
+return 1
+"""
+_SET_SHA = hashlib.sha1(SET_SCRIPT.encode()).hexdigest()  # noqa: S324 - Redis's script id
+
+#: Format 4: split a full bucket (the only script; run about once per 400 new URLs).
+#: KEYS[1] the bucket; ARGV: the cap, the bucket's depth (0 for a root).  Unless it is
+#: no longer a SET (already split) or holds fewer than cap members, its members move to
+#: ``KEYS[1] .. digit`` (the member's decimal digit at depth + 1, from the right, on its
+#: absolute value, "0" past the last digit; a child that is itself already split passes
+#: them one level down), and KEYS[1] becomes an empty STRING: a marker on which a
+#: client's ``SADD`` fails with ``WRONGTYPE``, so that it learns of the split and goes
+#: one level down.  Every key it touches shares KEYS[1]'s hash tag (one cluster slot).
+#: A bucket at depth 19 (every digit used: only m and -m can share it) is never split.
+#: Returns 1 if it split, 0 if not.
+SPLIT_SCRIPT = """
+local function digit(m, d)
+  local s = string.gsub(m, '^-', '')
+  local c = #s - d + 1
+  if c < 1 then return '0' end
+  return string.sub(s, c, c)
+end
+local function place(key, depth, members)
+  local t = redis.call('TYPE', key)['ok']
+  if t == 'set' or t == 'none' then
+    for i = 1, #members, 4000 do
+      redis.call('SADD', key, unpack(members, i, math.min(i + 3999, #members)))
+    end
+  elseif t == 'string' and depth < 19 then
+    local groups = {}
+    for _, m in ipairs(members) do
+      local k = key .. digit(m, depth + 1)
+      if not groups[k] then groups[k] = {} end
+      table.insert(groups[k], m)
+    end
+    for k, ms in pairs(groups) do place(k, depth + 1, ms) end
+  else
+    error('iri-dupefilter: cannot store into ' .. key .. ' (a ' .. t .. ')')
+  end
+end
+if tonumber(ARGV[2]) >= 19 then return 0 end
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'set' then return 0 end
+if redis.call('SCARD', KEYS[1]) < tonumber(ARGV[1]) then return 0 end
+local members = redis.call('SMEMBERS', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[1], '')
+place(KEYS[1], tonumber(ARGV[2]), members)
+return 1
+"""
+
+#: Create the meta (ARGV: field, value, ...) unless it exists; return it (HGETALL).
+_INIT_SCRIPT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
+return redis.call('HGETALL', KEYS[1])
+"""
+
+STAT_OUTAGES = "iri/redis/outages"
+STAT_RETRIES = "iri/redis/retries"
+STAT_OUTAGE_SECONDS = "iri/redis/outage_seconds"
+STAT_AMBIGUOUS = "iri/redis/ambiguous_refetch"
+STAT_UNCHECKED = "iri/redis/unchecked"
+#: request_seen answered by the process-local cache / by a Redis call (set at close).
+STAT_LOCAL_HITS = "iri/redis/local_hits"
+STAT_REMOTE_CALLS = "iri/redis/remote_calls"
+STAT_START_REDIS = "iri/redis/start_deduplicated"
+#: Shared with IRISpiderMiddleware (``Spider.start()`` requests).
+SETTING_DEDUPE_START = "IRI_DEDUPE_START_REQUESTS"
+
+
+class IRIRedisError(RuntimeError):
+    """Redis cannot be used by the dupefilter (unreachable, wrong data, bad settings)."""
+
+
+def bucket_count(expected_urls: int) -> int:
+    """Format 1 sizing: the least power of two with at most 200 URLs per bucket."""
+    buckets = 1
+    need = max(1, int(expected_urls))
+    while buckets * MAX_BUCKET_MEAN < need and buckets < _MAX_BUCKETS:
+        buckets <<= 1
+    return buckets
+
+
+def base_buckets_for(expected_urls: int | None) -> int:
+    """Buckets of generation 0: 16, or, with a size hint, ``bucket_count(hint) / 64``.
+
+    With the hint, the hinted count is reached in about 4 generations (fewer
+    ``HEXISTS`` per request on big crawls) at the price of up to ``b0`` mostly
+    empty bucket keys (about 100 bytes each) on a crawl much smaller than hinted.
+    """
+    if not expected_urls or expected_urls <= 0:
+        return DEFAULT_BASE_BUCKETS
+    return max(DEFAULT_BASE_BUCKETS, bucket_count(expected_urls) // _HINT_DIVISOR)
+
+
+def roots_for(expected_urls: int | None) -> int:
+    """Format 4 root buckets: 1024, or, with a size hint, ``bucket_count(hint)`` if more.
+
+    More roots mean fewer splits (a member moves once per level) and a finer spread
+    over a cluster's nodes, at the price of about 100 bytes per root key in use.
+    """
+    if not expected_urls or expected_urls <= 0:
+        return DEFAULT_ROOTS
+    return min(_MAX_ROOTS, max(DEFAULT_ROOTS, bucket_count(expected_urls)))
+
+
+def generation_buckets(base_buckets: int, generation: int) -> int:
+    """Buckets of *generation* (format 2): ``base_buckets * 4**generation``."""
+    return int(base_buckets) * GROWTH**generation
+
+
+def mask_url(url: str) -> str:
+    """*url* with its password replaced by ``***`` (for logs and errors)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable Redis URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def redis_url_from_settings(settings: BaseSettings) -> str:
+    """``IRI_REDIS_URL``, else scrapy-redis's ``REDIS_URL``, else ``REDIS_HOST``/``REDIS_PORT``."""
+    url = settings.get("IRI_REDIS_URL") or settings.get("REDIS_URL")
+    if url:
+        return str(url)
+    host = settings.get("REDIS_HOST") or "localhost"
+    port = settings.getint("REDIS_PORT", 6379)
+    db = settings.getint("REDIS_DB", 0)
+    return f"redis://{host}:{port}/{db}"
+
+
+def new_client(url: str, socket_timeout: float, redis_params: dict[str, Any],
+               cluster: bool) -> Any:
+    """A redis-py client for *url* with no retries of its own (the filter and the fleet
+    queue retry with their own deadline: a ``SADD`` re-sent after a lost reply would
+    answer "seen" for a request nobody fetched).  ``RedisCluster`` when *cluster*,
+    otherwise one ``Redis`` socket (no pool lock per command).  *redis_params*
+    (``IRI_REDIS_PARAMS``) override the defaults."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    if cluster:
+        from redis.cluster import RedisCluster
+
+        cluster_params: dict[str, Any] = {
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": min(socket_timeout, 2.0),
+        }
+        cluster_params.update(redis_params)
+        client = RedisCluster.from_url(url, **cluster_params)
+        if not {"retry", "cluster_error_retry_attempts"} & set(redis_params):
+            client.cluster_error_retry_attempts = 0  # type: ignore[attr-defined]  # redis-py 5
+            client.retry = Retry(NoBackoff(), 0)  # redis-py 6+
+        return client
+    params: dict[str, Any] = {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": min(socket_timeout, 2.0),
+        "retry": Retry(NoBackoff(), 0),
+        "single_connection_client": True,
+    }
+    params.update(redis_params)
+    return redis.Redis.from_url(url, **params)
+
+
+def _retryable() -> tuple[type[BaseException], ...]:
+    from redis.exceptions import (
+        ClusterDownError,
+        ReadOnlyError,
+        RedisClusterException,
+        TryAgainError,
+    )
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    # BusyLoadingError (a restarted server still loading its AOF/RDB) is a ConnectionError;
+    # a cluster that lost a master (or every node) says CLUSTERDOWN / cannot be connected.
+    return (RedisConnectionError, RedisTimeoutError, ReadOnlyError, ClusterDownError,
+            TryAgainError, RedisClusterException, OSError)
+
+
+def _glob_escape(text: bytes) -> bytes:
+    """*text* as a literal in a Redis ``MATCH`` pattern."""
+    out = bytearray()
+    for byte in text:
+        if byte in b"*?[]\\":
+            out += b"\\"
+        out.append(byte)
+    return bytes(out)
+
+
+def _is_power_of_two(n: int) -> bool:
+    return n >= 1 and not n & (n - 1)
+
+
+class RedisIRIDupeFilter(IRIDupeFilter):
+    """:class:`~iri_scrapy.IRIDupeFilter` whose seen set lives in Redis (see module doc).
+
+    Built by Scrapy through :meth:`from_crawler` / :meth:`from_spider`.  For direct
+    use (tests, benchmarks): ``RedisIRIDupeFilter(redis_url=..., key="name")``, then
+    :meth:`connect` (or :meth:`open`); *key* is the base before
+    ``:v<version>:<tag>``.  *base_buckets* (default: :func:`base_buckets_for`
+    of the optional size hint *expected_urls*) and *bucket_fill* shape a key set
+    this filter creates (tests use tiny values to cross generations quickly); an
+    existing meta wins over both.  Other
+    keyword arguments are those of :class:`~iri_scrapy.IRIDupeFilter` (``jobdir``
+    is not supported).
+    """
+
+    def __init__(
+        self,
+        *,
+        redis_url: str = "redis://localhost:6379/0",
+        key: str = "iri-dupefilter",
+        expected_urls: int | None = None,
+        base_buckets: int | None = None,
+        bucket_fill: int = MAX_BUCKET_MEAN,
+        bucket_cap: int = BUCKET_CAP,
+        key_format: int = FORMAT_VERSION,
+        local_cache: int = DEFAULT_LOCAL_CACHE,
+        cluster: bool = False,
+        retry_seconds: float = DEFAULT_RETRY_SECONDS,
+        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        redis_params: dict[str, Any] | None = None,
+        crawler: Crawler | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if kwargs.get("jobdir"):
+            raise IRIRedisError("RedisIRIDupeFilter keeps fingerprints in Redis, not in JOBDIR")
+        if base_buckets is None:
+            if key_format == FORMAT_VERSION:
+                base_buckets = roots_for(expected_urls)
+            else:
+                base_buckets = base_buckets_for(expected_urls)
+        if not _is_power_of_two(int(base_buckets)) or int(base_buckets) > _MAX_ROOTS:
+            raise IRIRedisError(f"base_buckets must be a power of two <= {_MAX_ROOTS}")
+        if not 1 <= int(bucket_fill) <= 400:
+            raise IRIRedisError("bucket_fill must be between 1 and 400 (listpacks hold 512)")
+        if not 1 <= int(bucket_cap) <= 512:
+            raise IRIRedisError("bucket_cap must be between 1 and 512 (intsets hold 512)")
+        if key_format not in (FORMAT_VERSION, SET_FORMAT_VERSION, HASH_FORMAT_VERSION):
+            raise IRIRedisError(
+                f"key_format must be {FORMAT_VERSION}, {SET_FORMAT_VERSION} or "
+                f"{HASH_FORMAT_VERSION}"
+            )
+        super().__init__(**kwargs)
+        self.redis_url = redis_url
+        self.retry_seconds = max(0.0, float(retry_seconds))
+        self.socket_timeout = float(socket_timeout)
+        self.redis_params = dict(redis_params or {})
+        #: Talk to a Redis Cluster (``redis.cluster.RedisCluster``), format 4 only.
+        self.cluster = bool(cluster)
+        self.crawler = crawler
+        self.expected_urls = expected_urls  # an optional hint (base_buckets_for)
+        self.base_key = f"{key}:v{CANONICALIZATION_VERSION}:{self.tag_hash()}"
+        if self.cluster and ("{" in self.base_key or "}" in self.base_key):
+            raise IRIRedisError(
+                f"IRI_REDIS_KEY {key!r} has braces: on a Redis Cluster they would be the "
+                "hash tag of every key (all on one node); remove them"
+            )
+        self.meta_key = f"{self.base_key}:meta"
+        #: Layout in use (from the meta once connected): 3, or 2 or 1 for an old key set.
+        self.format = int(key_format)
+        #: The layout this filter creates when there is no meta yet.
+        self.key_format = int(key_format)
+        self.base_buckets = int(base_buckets)
+        self.bucket_fill = int(bucket_fill)
+        self.bucket_cap = int(bucket_cap)
+        #: Format 3: generations open as last seen by this client, their bucket counts.
+        self._gens = 0
+        self._gen_buckets: list[int] = []
+        self._max_gens = 1
+        self._meta_key_b = self.meta_key.encode()
+        self._set_prefix = (self.base_key + ":s").encode()
+        #: Format 4: root bucket keys (``<base>:{<root>}``), and the buckets this
+        #: process knows are split (learned from WRONGTYPE, or split by it).
+        self._root_keys: list[bytes] = []
+        self._split: set[bytes] = set()
+        self._conn: Any = None
+        #: Cluster: this filter's own connection to each master, by node name.
+        self._node_conns: dict[str, Any] = {}
+        self._via_cluster = False
+        #: Fingerprints this process knows are stored in Redis (None: no local cache).
+        self.local_cache = max(0, int(local_cache))
+        self._local: FingerprintSet | None = FingerprintSet() if self.local_cache else None
+        #: request_seen answered from the local cache / by Redis.
+        self.local_hits = 0
+        self.remote_calls = 0
+        #: Format 1 only: the fixed bucket count.
+        self.buckets = 0
+        self._mask = 0
+        self._bucket_prefix = (self.base_key + ":").encode()
+        self._gen_prefix = (self.base_key + ":g").encode()
+        self._client: Any = None
+        self._meta_ok = False
+        self._failed = False
+        try:
+            self._retryable = _retryable()
+        except ImportError:  # no redis package: open() refuses to start, saying so
+            self._retryable = (OSError,)
+        self._close_deferred: Any = None
+
+    # --- construction --------------------------------------------------------
+
+    @classmethod
+    def kwargs_from_crawler(cls, crawler: Crawler) -> dict[str, Any]:
+        from scrapy.utils.request import RequestFingerprinter
+
+        kwargs = super().kwargs_from_crawler(crawler)
+        settings = crawler.settings
+        kwargs["jobdir"] = None  # Redis holds the fingerprints
+        kwargs["allow_reset"] = False
+        if type(kwargs["fingerprinter"]) is RequestFingerprinter:
+            # Only Scrapy's stock fingerprinter is replaced; a custom one is honoured.
+            logger.info(
+                "RedisIRIDupeFilter: REQUEST_FINGERPRINTER_CLASS is Scrapy's default; "
+                "deduplicating with IRIRequestFingerprinter instead (set "
+                "REQUEST_FINGERPRINTER_CLASS = 'iri_scrapy.IRIRequestFingerprinter' to "
+                "share it with the HTTP cache and other components)"
+            )
+            kwargs["fingerprinter"] = IRIRequestFingerprinter(crawler)
+        template = str(settings.get("IRI_REDIS_KEY") or DEFAULT_KEY)
+        spider = crawler.spider
+        try:
+            key = template % {"spider": spider.name if spider is not None else None}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IRIRedisError(
+                f"IRI_REDIS_KEY {template!r} must be a string using only %(spider)s: {exc}"
+            ) from exc
+        if spider is None and "%(spider)s" in template:
+            raise IRIRedisError("IRI_REDIS_KEY names the spider, but the crawler has none yet")
+        expected = settings.get("IRI_REDIS_EXPECTED_URLS")
+        params = settings.getdict("IRI_REDIS_PARAMS")
+        kwargs["local_cache"] = settings.getint("IRI_REDIS_LOCAL_CACHE", DEFAULT_LOCAL_CACHE)
+        kwargs["cluster"] = settings.getbool("IRI_REDIS_CLUSTER", False)
+        kwargs.update(
+            redis_url=redis_url_from_settings(settings),
+            key=key,
+            expected_urls=None if expected is None else settings.getint("IRI_REDIS_EXPECTED_URLS"),
+            retry_seconds=settings.getfloat("IRI_REDIS_RETRY_SECONDS", DEFAULT_RETRY_SECONDS),
+            socket_timeout=settings.getfloat("IRI_REDIS_SOCKET_TIMEOUT", DEFAULT_SOCKET_TIMEOUT),
+            redis_params=dict(params),
+            crawler=crawler,
+        )
+        return kwargs
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        """Build (Scrapy's scheduler); :meth:`open` connects.
+
+        Not connecting here is deliberate: Scrapy 2.19 builds the scheduler (and
+        so the dupefilter) before the engine has a slot, and an exception raised
+        then is replaced by ``RuntimeError: Engine slot not assigned`` from the
+        engine's clean-up; raised from ``open()`` it reaches the crawl's result.
+        """
+        df = super().from_crawler(crawler)
+        from scrapy import signals
+
+        crawler.signals.connect(df._spider_closed, signal=signals.spider_closed)
+        return df
+
+    @classmethod
+    def from_spider(cls, spider: Spider) -> Self:
+        """Build and connect (scrapy-redis's ``Scheduler.open``, which never calls ``open``)."""
+        df = super().from_spider(spider)
+        df.connect()
+        return df
+
+    def tag_hash(self) -> str:
+        """8 hex digits naming :meth:`options_tag` in the key."""
+        return hashlib.sha1(self.options_tag().encode()).hexdigest()[:8]  # noqa: S324
+
+    # --- connection ------------------------------------------------------------
+
+    @property
+    def safe_url(self) -> str:
+        return mask_url(self.redis_url)
+
+    def _new_client(self) -> Any:
+        return new_client(self.redis_url, self.socket_timeout, self.redis_params, self.cluster)
+
+    def connect(self) -> None:
+        """Open the client, check Redis answers and agree on the key layout.
+
+        Raises :class:`IRIRedisError` naming the (password-masked) URL.
+        """
+        from redis.exceptions import RedisClusterException, RedisError
+
+        try:
+            if self._client is None:
+                self._client = self._new_client()  # connects at once (single connection)
+                self._conn = getattr(self._client, "connection", None)
+            self._client.ping()
+            self._ensure_meta()
+        except (RedisError, RedisClusterException, ValueError) as exc:
+            self._disconnect()
+            error = IRIRedisError(
+                f"RedisIRIDupeFilter cannot use Redis at {self.safe_url}: {exc} "
+                "(set IRI_REDIS_URL, or scrapy-redis's REDIS_URL, to a running server)"
+            )
+            logger.error("%s", error)
+            raise error from exc
+        if self.format == FIXED_FORMAT_VERSION:
+            logger.info(
+                "RedisIRIDupeFilter: Redis %s, keys %s:* (format 1: %d fixed buckets)",
+                self.safe_url, self.base_key, self.buckets,
+            )
+        elif self.format == FORMAT_VERSION:
+            self._check_intset_limit()
+            logger.info(
+                "RedisIRIDupeFilter: Redis%s %s, keys %s:* (format 4, %d root buckets)",
+                " Cluster" if self.cluster else "", self.safe_url, self.base_key,
+                self.base_buckets,
+            )
+        elif self.format == SET_FORMAT_VERSION:
+            self._check_intset_limit()
+            logger.info(
+                "RedisIRIDupeFilter: Redis %s, keys %s:* (format 3, %d generation(s) open)",
+                self.safe_url, self.base_key, self._gens,
+            )
+        else:
+            logger.info(
+                "RedisIRIDupeFilter: Redis %s, keys %s:* (self-sizing, %d generation(s) open)",
+                self.safe_url, self.base_key, self.generations(),
+            )
+
+    def _ensure_meta(self) -> None:
+        """Create ``<base>:meta`` if absent (atomically) and check/adopt what is there."""
+        wanted: dict[str, str | int] = {
+            "format": self.key_format,
+            "canonicalization_version": CANONICALIZATION_VERSION,
+            "options_tag": self.options_tag(),
+            "field_bytes": FIELD_BYTES,
+        }
+        if self.key_format == FORMAT_VERSION:
+            wanted.update(roots=self.base_buckets, cap=self.bucket_cap, fanout=SPLIT_FANOUT)
+        elif self.key_format == SET_FORMAT_VERSION:
+            wanted.update(growth=SET_GROWTH, b0=self.base_buckets, cap=self.bucket_cap,
+                          generations=1)
+        else:
+            wanted.update(growth=GROWTH, b0=self.base_buckets, fill=self.bucket_fill,
+                          generations=1, n0=0)
+        flat: list[str | int] = []
+        for name, value in wanted.items():
+            flat += [name, value]
+        reply = self._client.execute_command("EVAL", _INIT_SCRIPT, 1, self.meta_key, *flat)
+        stored = {
+            reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply) - 1, 2)
+        }
+        for name in ("canonicalization_version", "options_tag", "field_bytes"):
+            if stored.get(name) != str(wanted[name]):
+                self._refuse(name, stored.get(name), wanted[name])
+        fmt = stored.get("format")
+        if fmt == str(FIXED_FORMAT_VERSION):
+            self._adopt_fixed(stored)
+        elif fmt == str(HASH_FORMAT_VERSION):
+            self._adopt_generations(stored)
+            self._client.execute_command("SCRIPT", "LOAD", SEEN_SCRIPT)
+        elif fmt == str(SET_FORMAT_VERSION):
+            self._adopt_sets(stored)
+            self._client.execute_command("SCRIPT", "LOAD", SET_SCRIPT)
+        elif fmt == str(FORMAT_VERSION):
+            self._adopt_trie(stored)
+        else:
+            self._refuse(
+                "format", fmt,
+                f"{FIXED_FORMAT_VERSION}, {HASH_FORMAT_VERSION}, {SET_FORMAT_VERSION} or "
+                f"{FORMAT_VERSION}",
+            )
+        if self.cluster and self.format != FORMAT_VERSION:
+            raise IRIRedisError(
+                f"{self.meta_key} is a format-{self.format} key set: its scripts use keys of "
+                f"several hash slots, so only format {FORMAT_VERSION} works on a Redis Cluster "
+                "(use another IRI_REDIS_KEY, or delete the old keys)"
+            )
+        self._meta_ok = True
+
+    def _refuse(self, name: str, found: str | None, needed: object) -> None:
+        raise IRIRedisError(
+            f"{self.meta_key} at {self.safe_url} has {name}={found!r}, this crawler needs "
+            f"{needed!r}: refusing to mix keys (use another IRI_REDIS_KEY or delete the "
+            "old keys)"
+        )
+
+    def _adopt_fixed(self, stored: dict[str, str]) -> None:
+        try:
+            buckets = int(stored["buckets"])
+        except (KeyError, ValueError) as exc:
+            raise IRIRedisError(f"{self.meta_key} has no valid bucket count") from exc
+        if not _is_power_of_two(buckets):
+            raise IRIRedisError(f"{self.meta_key} has a bad bucket count {buckets}")
+        if self.format != FIXED_FORMAT_VERSION:
+            logger.info(
+                "RedisIRIDupeFilter: %s is a format-1 key set (%d fixed buckets, written "
+                "by an earlier version): using it as it is", self.base_key, buckets,
+            )
+        self.format = FIXED_FORMAT_VERSION
+        self.buckets = buckets
+        self._mask = buckets - 1
+
+    def _adopt_generations(self, stored: dict[str, str]) -> None:
+        try:
+            b0, fill = int(stored["b0"]), int(stored["fill"])
+            gens, growth = int(stored["generations"]), int(stored["growth"])
+        except (KeyError, ValueError) as exc:
+            raise IRIRedisError(f"{self.meta_key} has a damaged format-2 layout") from exc
+        if growth != GROWTH or not _is_power_of_two(b0) or fill < 1 or gens < 1:
+            raise IRIRedisError(
+                f"{self.meta_key} has a bad layout (growth={growth}, b0={b0}, fill={fill}, "
+                f"generations={gens})"
+            )
+        if (b0, fill) != (self.base_buckets, self.bucket_fill):
+            logger.info(
+                "RedisIRIDupeFilter: %s was created with b0=%d, fill=%d: keeping them",
+                self.base_key, b0, fill,
+            )
+        self.format = HASH_FORMAT_VERSION
+        self.base_buckets, self.bucket_fill = b0, fill
+
+    def _adopt_sets(self, stored: dict[str, str]) -> None:
+        try:
+            b0, cap = int(stored["b0"]), int(stored["cap"])
+            gens, growth = int(stored["generations"]), int(stored["growth"])
+        except (KeyError, ValueError) as exc:
+            raise IRIRedisError(f"{self.meta_key} has a damaged format-3 layout") from exc
+        if growth != SET_GROWTH or not _is_power_of_two(b0) or not 1 <= cap <= 512 or gens < 1:
+            raise IRIRedisError(
+                f"{self.meta_key} has a bad layout (growth={growth}, b0={b0}, cap={cap}, "
+                f"generations={gens})"
+            )
+        if (b0, cap) != (self.base_buckets, self.bucket_cap):
+            logger.info(
+                "RedisIRIDupeFilter: %s was created with b0=%d, cap=%d: keeping them",
+                self.base_key, b0, cap,
+            )
+        self.format = SET_FORMAT_VERSION
+        self.base_buckets, self.bucket_cap = b0, cap
+        self._max_gens = 1
+        while b0 * SET_GROWTH**self._max_gens <= _MAX_GENERATION_BUCKETS:
+            self._max_gens += 1
+        self._set_generations(gens)
+
+    def _adopt_trie(self, stored: dict[str, str]) -> None:
+        try:
+            roots, cap, fanout = int(stored["roots"]), int(stored["cap"]), int(stored["fanout"])
+        except (KeyError, ValueError) as exc:
+            raise IRIRedisError(f"{self.meta_key} has a damaged format-4 layout") from exc
+        if (fanout != SPLIT_FANOUT or not _is_power_of_two(roots) or roots > _MAX_ROOTS
+                or not 1 <= cap <= 512):
+            raise IRIRedisError(
+                f"{self.meta_key} has a bad layout (fanout={fanout}, roots={roots}, cap={cap})"
+            )
+        if (roots, cap) != (self.base_buckets, self.bucket_cap):
+            logger.info(
+                "RedisIRIDupeFilter: %s was created with roots=%d, cap=%d: keeping them",
+                self.base_key, roots, cap,
+            )
+        if self.format != FORMAT_VERSION or roots != len(self._root_keys):
+            self._split.clear()
+        self.format = FORMAT_VERSION
+        self.base_buckets, self.bucket_cap = roots, cap
+        prefix = self.base_key.encode()
+        self._root_keys = [prefix + b":{%x}" % r for r in range(roots)]
+
+    def _set_generations(self, gens: int) -> None:
+        """Format 3: adopt *gens* open generations (newest first in ``_gen_buckets``)."""
+        self._gens = gens
+        self._gen_buckets = [self.base_buckets * SET_GROWTH**g for g in range(gens - 1, -1, -1)]
+        self._gens_arg = b"%d" % gens
+
+    def _check_intset_limit(self) -> None:
+        """Warn when the server keeps fewer intset members than the bucket cap."""
+        from redis.exceptions import RedisError
+
+        try:
+            if self.cluster:  # every master's own setting
+                nodes = self._client.get_primaries()
+                replies = [self._client.get_redis_connection(n).config_get(
+                    "set-max-intset-entries") for n in nodes]
+            else:
+                replies = [self._client.config_get("set-max-intset-entries")]
+            limit = min(int(r.get("set-max-intset-entries", 512)) for r in replies)
+        except (RedisError, ValueError):  # CONFIG disabled (managed Redis): cannot tell
+            return
+        if limit < self.bucket_cap:
+            logger.warning(
+                "RedisIRIDupeFilter: Redis at %s has set-max-intset-entries=%d, below the "
+                "bucket cap %d: full buckets become hashtables (about 7 times the memory; "
+                "deduplication stays exact). Set it to 512 or more.",
+                self.safe_url, limit, self.bucket_cap,
+            )
+    def _locate(self, fingerprint: bytes) -> tuple[bytes, int]:
+        """(field, 32-bit bucket hash) of *fingerprint*."""
+        if len(fingerprint) < 16:
+            fingerprint = blake2b(fingerprint, digest_size=16).digest()
+        return fingerprint[:FIELD_BYTES], int.from_bytes(fingerprint[8:12], "big")
+
+    def _fixed_key(self, bucket_hash: int) -> bytes:
+        return self._bucket_prefix + b"%x" % (bucket_hash & self._mask)
+
+    def generations(self) -> int:
+        """Open generations (formats 2 and 3), read from the meta; 0 for formats 1 and 4."""
+        if not self._meta_ok:
+            self.connect()
+        if self.format in (FIXED_FORMAT_VERSION, FORMAT_VERSION):
+            return 0
+        gens = int(self._client.hget(self.meta_key, "generations") or 0)
+        if self.format == SET_FORMAT_VERSION and gens:
+            self._set_generations(gens)
+        return gens
+
+    def generation_counts(self) -> list[int]:
+        """Fields stored in each open generation (format 2, from the meta counters)."""
+        if not self._meta_ok:
+            self.connect()
+        if self.format in (FIXED_FORMAT_VERSION, FORMAT_VERSION):
+            return []
+        if self.format == SET_FORMAT_VERSION:  # no counters: SCARD of every existing bucket
+            counts = [0] * self.generations()
+            keys = self._existing_set_keys()
+            for i in range(0, len(keys), 1000):
+                pipe = self._client.pipeline(transaction=False)
+                for key in keys[i : i + 1000]:
+                    pipe.scard(key)
+                for key, n in zip(keys[i : i + 1000], pipe.execute(), strict=True):
+                    g = int(key[len(self._set_prefix) :].split(b":", 1)[0])
+                    if g < len(counts):
+                        counts[g] += int(n)
+            return counts
+        meta = {k.decode(): v for k, v in self._client.hgetall(self.meta_key).items()}
+        gens = int(meta.get("generations", 0))
+        return [int(meta.get(f"n{g}", 0)) for g in range(gens)]
+
+    def _existing_set_keys(self) -> list[bytes]:
+        """Format 3: the bucket keys that exist (``SCAN``: generations may be huge)."""
+        pattern = _glob_escape(self._set_prefix) + b"[0-9]*:*"
+        return sorted(set(self._client.scan_iter(match=pattern, count=1000)))
+
+    def _existing_trie_keys(self, set_only: bool = False) -> list[bytes]:
+        """Format 4: the buckets that exist, and (unless *set_only*) the split markers.
+
+        ``SCAN`` (of every master, on a cluster).
+        """
+        pattern = _glob_escape(self.base_key.encode() + b":{") + b"*"
+        kwargs: dict[str, Any] = {"match": pattern, "count": 1000}
+        if set_only:
+            kwargs["_type"] = "set"
+        return sorted(set(self._client.scan_iter(**kwargs)))
+
+    def level_counts(self) -> dict[int, tuple[int, int]]:
+        """Format 4: ``{depth: (buckets, members)}`` over the existing buckets (0: roots)."""
+        if not self._meta_ok:
+            self.connect()
+        if self.format != FORMAT_VERSION:
+            return {}
+        keys = self._existing_trie_keys(set_only=True)
+        out: dict[int, tuple[int, int]] = {}
+        for key, n in zip(keys, self._each("SCARD", keys), strict=True):
+            depth = len(key) - key.rindex(b"}") - 1
+            buckets, members = out.get(depth, (0, 0))
+            out[depth] = (buckets + 1, members + int(n))
+        return dict(sorted(out.items()))
+
+    def _each(self, command: str, keys: list[bytes], *args: Any) -> list[Any]:
+        """``command key *args`` for every key (pipelined, 1000 at a time)."""
+        replies: list[Any] = []
+        for i in range(0, len(keys), 1000):
+            pipe = self._client.pipeline(transaction=False)
+            for key in keys[i : i + 1000]:
+                pipe.execute_command(command, key, *args)
+            replies += pipe.execute()
+        return replies
+
+    def bucket_keys(self) -> list[bytes]:
+        """Bucket key names: for formats 1 and 2 every bucket of the open generations
+        (whether it exists or not); for format 3 those that exist; for format 4 the
+        buckets and split markers that exist."""
+        if not self._meta_ok:
+            self.connect()
+        if self.format == FORMAT_VERSION:
+            return self._existing_trie_keys()
+        if self.format == SET_FORMAT_VERSION:
+            return self._existing_set_keys()
+        if self.format == FIXED_FORMAT_VERSION:
+            return [self._bucket_prefix + b"%x" % i for i in range(self.buckets)]
+        keys: list[bytes] = []
+        for g in range(self.generations()):
+            prefix = self._gen_prefix + b"%d:" % g
+            keys += [prefix + b"%x" % i for i in range(generation_buckets(self.base_buckets, g))]
+        return keys
+
+    def _sum_of(self, command: str, keys: list[bytes]) -> int:
+        """The sum of ``command key`` over *keys* (pipelined, 1000 at a time)."""
+        total = 0
+        for i in range(0, len(keys), 1000):
+            pipe = self._client.pipeline(transaction=False)
+            for key in keys[i : i + 1000]:
+                pipe.execute_command(command, key)
+            total += sum(int(n) for n in pipe.execute())
+        return total
+
+    # --- the storage hook --------------------------------------------------------
+
+    def _apply(self, fingerprint: bytes, insert: bool = True) -> bool:
+        """One round trip: True if *fingerprint* was not stored (and, if *insert*, now is)."""
+        from redis.exceptions import NoScriptError
+
+        field, bucket_hash = self._locate(fingerprint)
+        if self.format == FORMAT_VERSION:
+            return self._apply_trie(field, bucket_hash, insert)
+        if self.format == SET_FORMAT_VERSION:
+            return self._apply_sets(field, bucket_hash, insert)
+        for _ in range(3):
+            if self.format == FIXED_FORMAT_VERSION:
+                key = self._fixed_key(bucket_hash)
+                if insert:
+                    return bool(self._client.execute_command("HSETNX", key, field, b""))
+                return not self._client.execute_command("HEXISTS", key, field)
+            try:
+                answer = self._client.execute_command(
+                    "EVALSHA", _SEEN_SHA, 1, self.meta_key,
+                    field, bucket_hash, b"1" if insert else b"0", self._gen_prefix,
+                )
+            except NoScriptError:  # a restarted (or flushed) server forgot the script
+                self._client.execute_command("SCRIPT", "LOAD", SEEN_SCRIPT)
+                continue
+            if answer == -1:  # the meta is gone (data lost, or cleared): re-create it
+                self._ensure_meta()
+                continue
+            return bool(answer)
+        raise IRIRedisError(f"{self.meta_key}: the dupefilter script cannot run")
+
+    def _apply_trie(self, field: bytes, bucket_hash: int, insert: bool) -> bool:
+        """Format 4: one ``SADD`` (one ``SISMEMBER`` to only look); True if not stored.
+
+        The root bucket is ``bucket_hash`` modulo the root count; below a bucket this
+        process knows is split, the child is the member's next decimal digit.  One call
+        in eight (by bits of ``bucket_hash`` that pick neither) sends ``SCARD`` in the
+        same round trip; a bucket found at the cap is split (:data:`SPLIT_SCRIPT`).
+        ``WRONGTYPE`` means another process split the bucket: go one level down.
+        """
+        from redis.exceptions import ResponseError
+
+        member = int.from_bytes(field, "big", signed=True)
+        check = insert and (bucket_hash >> 24) % _CHECK_EVERY == 0
+        split = self._split
+        key = self._root_keys[bucket_hash % len(self._root_keys)]
+        rest = abs(member)
+        depth = 0
+        for _ in range(_MAX_DEPTH + 2):
+            while key in split and depth < _MAX_DEPTH:
+                key += b"%d" % (rest % 10)
+                rest //= 10
+                depth += 1
+            command = "SADD" if insert else "SISMEMBER"
+            if check:
+                reply, card = self._two(command, key, member)
+            else:
+                card = None
+                try:
+                    reply = self._one(command, key, member)
+                except ResponseError as exc:
+                    reply = exc
+            if isinstance(reply, ResponseError):
+                if not str(reply).startswith("WRONGTYPE") or depth >= _MAX_DEPTH:
+                    raise reply
+                split.add(key)  # split by another process: one level down
+                continue
+            if isinstance(card, int) and card >= self.bucket_cap and depth < _MAX_DEPTH:
+                self._split_bucket(key, depth)
+            return bool(reply) if insert else not reply
+        raise IRIRedisError(f"{self.base_key}: no bucket takes {member}")
+
+    def _conn_for(self, key: bytes) -> Any:
+        """The raw connection for a command on *key*, or None: use the client.
+
+        Single node: the client's one connection.  Cluster: a connection of this
+        filter's own to the master that holds *key*'s slot (redis-py's slot map), made
+        by that node's pool; None after a failure until the cluster client (which
+        refreshes the slot map on errors and follows redirections) has answered once.
+        """
+        if not self.cluster:
+            return self._conn
+        if self._via_cluster:
+            return None
+        client = self._client
+        node = client.get_node_from_key(key)
+        conn = self._node_conns.get(node.name)
+        if conn is None:
+            conn = client.get_redis_connection(node).connection_pool.make_connection()
+            self._node_conns[node.name] = conn
+        return conn
+
+    def _conn_failed(self, conn: Any) -> None:
+        conn.disconnect()
+        if self.cluster:  # the next calls go through RedisCluster until one succeeds
+            self._via_cluster = True
+            self._close_node_conns()
+
+    def _close_node_conns(self) -> None:
+        conns, self._node_conns = list(self._node_conns.values()), {}
+        for conn in conns:
+            conn.disconnect()
+
+    def _one(self, *command: Any) -> Any:
+        """One command, one round trip (error replies raised).
+
+        On a cluster the command goes straight to the master that holds the key's
+        slot; a redirection (MOVED/ASK: slots moved, or TRYAGAIN/CLUSTERDOWN: not run)
+        is sent again through ``RedisCluster.execute_command``, which follows it and
+        refreshes the slot map.  A connection error is raised (the caller's retries
+        know a lost reply may have been applied).
+        """
+        from redis.exceptions import AskError, ClusterDownError, TryAgainError
+
+        conn = self._conn_for(command[1])
+        if conn is None:
+            reply = self._client.execute_command(*command)
+            self._via_cluster = False
+            return reply
+        try:
+            conn.send_packed_command(conn.pack_command(*command), check_health=False)
+            return conn.read_response()
+        except (AskError, ClusterDownError, TryAgainError):
+            if not self.cluster:
+                raise
+            self._close_node_conns()  # not run there (MovedError is an AskError)
+            return self._client.execute_command(*command)
+        except self._retryable:
+            self._conn_failed(conn)
+            raise
+
+    def _two(self, command: str, key: bytes, member: int) -> tuple[Any, Any]:
+        """*command* and ``SCARD`` of *key* in one round trip; error replies returned."""
+        from redis.exceptions import AskError, ClusterDownError, ResponseError, TryAgainError
+
+        conn = self._conn_for(key)
+        replies: list[Any] = []
+        if conn is not None:
+            try:
+                conn.send_packed_command(
+                    conn.pack_commands([(command, key, member), ("SCARD", key)]),
+                    check_health=False,
+                )
+                for _ in range(2):
+                    try:
+                        replies.append(conn.read_response())
+                    except ResponseError as exc:
+                        replies.append(exc)
+            except self._retryable:
+                self._conn_failed(conn)
+                raise
+            if not (self.cluster and isinstance(replies[0], (AskError, ClusterDownError,
+                                                              TryAgainError))):
+                return replies[0], replies[1]
+            self._close_node_conns()  # not run there: through RedisCluster
+        pipe = self._client.pipeline(transaction=False)
+        pipe.execute_command(command, key, member)
+        pipe.execute_command("SCARD", key)
+        first, second = pipe.execute(raise_on_error=False)
+        if not isinstance(first, Exception):
+            self._via_cluster = False
+        return first, second
+
+    def _split_bucket(self, key: bytes, depth: int) -> None:
+        """Split the full bucket *key* (atomic; a no-op if another process did)."""
+        try:
+            done = self._client.execute_command(
+                "EVAL", SPLIT_SCRIPT, 1, key, self.bucket_cap, depth
+            )
+        except self._retryable:
+            return  # the answer stands; a later check splits it
+        if done == 1:  # else another process split it first: WRONGTYPE will say so
+            self._split.add(key)
+
+    def _apply_sets(self, field: bytes, bucket_hash: int, insert: bool) -> bool:
+        """Format 3: one ``EVALSHA``; True if the member was not stored."""
+        from redis.exceptions import NoScriptError
+
+        member = int.from_bytes(field, "big", signed=True)
+        for _ in range(5):
+            prefix = self._set_prefix
+            g = self._gens
+            keys = [self._meta_key_b]
+            for buckets in self._gen_buckets:
+                g -= 1
+                keys.append(prefix + b"%d:%x" % (g, bucket_hash % buckets))
+            try:
+                answer = self._client.execute_command(
+                    "EVALSHA", _SET_SHA, len(keys), *keys, member, self._gens_arg,
+                    b"1" if insert else b"0", self.bucket_cap, self._max_gens,
+                )
+            except NoScriptError:  # a restarted (or flushed) server forgot the script
+                self._client.execute_command("SCRIPT", "LOAD", SET_SCRIPT)
+                continue
+            if answer == -2:  # another crawler opened a generation: re-read the count
+                gens = self._client.execute_command("HGET", self.meta_key, "generations")
+                if gens is not None:
+                    self._set_generations(int(gens))
+                continue
+            if answer == -1:  # the meta is gone (data lost, or cleared): re-create it
+                self._ensure_meta()
+                continue
+            return bool(answer)
+        raise IRIRedisError(f"{self.meta_key}: the dupefilter script cannot run")
+
+    def seen_add(self, fingerprint: bytes) -> bool:
+        """Record *fingerprint* in Redis; True if it was there already.
+
+        A fingerprint this process already got an answer for is answered from the
+        local cache (no round trip): Redis never forgets a stored fingerprint
+        (short of losing its data or a :meth:`clear`), so that "seen" is true.
+        """
+        local = self._local
+        if local is not None:
+            value = int.from_bytes(fp64(fingerprint), "big")
+            if value in local:
+                self.local_hits += 1
+                return True
+        if self._failed:
+            self._inc(STAT_UNCHECKED)
+            return False
+        if not self._meta_ok:
+            self.connect()
+        self.remote_calls += 1
+        try:
+            seen = not self._apply(fingerprint)
+        except self._retryable as exc:
+            seen = self._seen_add_retrying(fingerprint, exc)
+        except Exception as exc:  # a RedisError that retrying cannot fix (OOM, auth, ...)
+            self._give_up(exc, 0.0)
+            return False
+        if local is not None and not self._failed:  # Redis holds it now
+            if len(local) >= self.local_cache:
+                local.clear()
+            local.add(value)
+        return seen
+
+    def known_seen(self, fingerprint: bytes) -> bool:
+        """True if this process knows *fingerprint* is stored (its local cache).
+
+        :meth:`seen_add` would then answer "seen" without a round trip.
+        :class:`~iri_scrapy.RedisIRIScheduler` uses it to skip writing an intent.
+        """
+        local = self._local
+        return local is not None and int.from_bytes(fp64(fingerprint), "big") in local
+
+    def _seen_add_retrying(self, fingerprint: bytes, first: BaseException) -> bool:
+        """Retry (blocking, bounded by ``retry_seconds``) after a connection failure."""
+        start = time.monotonic()
+        deadline = start + self.retry_seconds
+        self._inc(STAT_OUTAGES)
+        logger.warning(
+            "Redis at %s unreachable (%s): request_seen retries for up to %.0f s "
+            "(IRI_REDIS_RETRY_SECONDS); the crawl is stalled meanwhile",
+            self.safe_url, first, self.retry_seconds,
+        )
+        delay = _BACKOFF_FIRST
+        last: BaseException = first
+        max_attempts = int(self.retry_seconds / _BACKOFF_FIRST) + 2  # bounded by time anyway
+        for attempt in range(1, max_attempts + 1):
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            time.sleep(min(delay, deadline - now))
+            delay = min(delay * 2, _BACKOFF_MAX)
+            self._inc(STAT_RETRIES)
+            # A Redis restarted without its data has no split buckets: learn them again.
+            self._split.clear()
+            try:
+                added = self._apply(fingerprint)
+            except self._retryable as exc:
+                last = exc
+                continue
+            except Exception as exc:
+                self._give_up(exc, time.monotonic() - start)
+                return False
+            elapsed = time.monotonic() - start
+            if self.stats is not None:
+                self.stats.max_value(STAT_OUTAGE_SECONDS, round(elapsed, 3))
+            logger.warning(
+                "Redis at %s answers again after %.2f s (%d retries): crawl continues",
+                self.safe_url, elapsed, attempt,
+            )
+            if not added:
+                # The first attempt may have been applied before the connection broke:
+                # fetching once more is better than dropping a request nobody fetched.
+                self._inc(STAT_AMBIGUOUS)
+                logger.warning(
+                    "A request whose Redis write was interrupted is now reported as seen; "
+                    "it is fetched anyway (at most one possible duplicate per outage)"
+                )
+            return False
+        self._give_up(last, time.monotonic() - start)
+        return False
+
+    def _give_up(self, exc: BaseException, waited: float) -> None:
+        """Stop deduplicating and close the spider loudly."""
+        self._failed = True
+        self._inc(STAT_UNCHECKED)
+        if self.stats is not None:
+            self.stats.max_value(STAT_OUTAGE_SECONDS, round(waited, 3))
+        logger.error(
+            "RedisIRIDupeFilter: Redis at %s unusable (%s: %s) after %.1f s of retries "
+            "(IRI_REDIS_RETRY_SECONDS=%s): closing the spider (%s). Requests scheduled "
+            "from now on are not deduplicated (%s) and survive only in a persistent queue "
+            "(JOBDIR, or scrapy-redis's queue).",
+            self.safe_url, type(exc).__name__, exc, waited, self.retry_seconds,
+            CLOSE_REASON, STAT_UNCHECKED,
+        )
+        engine = None
+        if self.crawler is not None:
+            try:
+                engine = self.crawler.engine  # Scrapy 2.19 raises RuntimeError before the crawl
+            except RuntimeError:
+                engine = None
+        if engine is None:
+            raise IRIRedisError(f"Redis at {self.safe_url} unusable: {exc}") from exc
+        from scrapy.utils.defer import deferred_from_coro
+
+        d = deferred_from_coro(engine.close_spider_async(reason=CLOSE_REASON))
+        d.addErrback(
+            lambda f: logger.error("RedisIRIDupeFilter: closing the spider failed: %s", f.value)
+        )
+        self._close_deferred = d
+
+    # --- life cycle and inspection ---------------------------------------------
+
+    def open(self) -> None:
+        """Scrapy's scheduler calls this at start (scrapy-redis's never does).
+
+        If Redis cannot be used, or the ``redis`` package is missing, the crawl
+        does not start: one ERROR line, ``finish_reason`` ``iri_redis_unavailable``
+        or ``iri_redis_not_installed``, exit code 1 (:mod:`~iri_scrapy.plugin.refusal`).
+        """
+        if self._meta_ok:
+            return
+        try:
+            self.connect()
+        except IRIRedisError as exc:  # connect() has logged it
+            refuse_start(self.crawler, REASON_REDIS_UNAVAILABLE, str(exc), exc, log=False)
+        except ImportError as exc:
+            message = (
+                f"RedisIRIDupeFilter needs the redis package, which cannot be imported "
+                f'({exc}): pip install "iri-scrapy[redis]"'
+            )
+            refuse_start(self.crawler, REASON_REDIS_NOT_INSTALLED, message, exc)
+
+    def close(self, reason: str = "") -> None:
+        """Scrapy's scheduler calls this at the end; the Redis keys are kept."""
+        if self.stats is not None:
+            self.stats.set_value(STAT_LOCAL_HITS, self.local_hits)
+            self.stats.set_value(STAT_REMOTE_CALLS, self.remote_calls)
+        super().close(reason)
+        self._disconnect()
+
+    def _spider_closed(self, spider: Spider | None = None, reason: str = "") -> None:
+        self._disconnect()
+
+    def _disconnect(self) -> None:
+        client, self._client = self._client, None
+        self._conn = None
+        self._close_node_conns()
+        self._meta_ok = False
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - closing a broken socket is best effort
+                logger.debug("RedisIRIDupeFilter: error closing the Redis client", exc_info=True)
+
+    def clear(self) -> None:
+        """Delete every key of this filter (scrapy-redis's flush calls it).
+
+        scrapy-redis flushes when ``SCHEDULER_PERSIST`` is false (at close) or
+        ``SCHEDULER_FLUSH_ON_START`` is true: that forgets what *every* crawler
+        sharing these keys has seen.
+        """
+        super().clear()
+        if self._local is not None:
+            self._local.clear()
+        if self._client is None:
+            self.connect()
+        keys = self.bucket_keys() if self._client.exists(self.meta_key) else []
+        deleted = 0
+        for i in range(0, len(keys), 1000):
+            deleted += int(self._client.unlink(*keys[i : i + 1000]))
+        deleted += int(self._client.unlink(self.meta_key))
+        self._split.clear()
+        self._meta_ok = False
+        self.format = self.key_format  # the next connect creates a new key set
+        logger.warning(
+            "RedisIRIDupeFilter: cleared %s:* at %s (%d keys; scrapy-redis flush: "
+            "SCHEDULER_PERSIST=False or SCHEDULER_FLUSH_ON_START=True); crawlers sharing "
+            "these keys will fetch everything again",
+            self.base_key, self.safe_url, deleted,
+        )
+
+    def __len__(self) -> int:
+        """Fingerprints stored in Redis.
+
+        Formats 4 and 3: ``SCARD`` of every existing bucket, pipelined.  Format 2: the sum of the
+        per-generation counters in the meta (exact: they change in the same script
+        as the buckets).  Format 1: ``HLEN`` of every
+        bucket, pipelined.
+        """
+        if not self._meta_ok:
+            self.connect()
+        if self.format == FORMAT_VERSION:
+            return sum(int(n) for n in self._each("SCARD", self._existing_trie_keys(True)))
+        if self.format != FIXED_FORMAT_VERSION:
+            return sum(self.generation_counts())
+        return self._sum_of("HLEN", self.bucket_keys())
+
+    def __contains__(self, request: object) -> bool:
+        """True if *request*'s fingerprint is stored (no side effect)."""
+        if not isinstance(request, Request):
+            return False
+        if not self._meta_ok:
+            self.connect()
+        return not self._apply(self.fingerprint(request), insert=False)
+
+    def memory_usage(self) -> int:
+        """``MEMORY USAGE`` (exact, ``SAMPLES 0``) of all existing keys, in bytes."""
+        if not self._meta_ok:
+            self.connect()
+        keys = [*self.bucket_keys(), self.meta_key.encode()]
+        if self.cluster:  # redis-py routes MEMORY USAGE by key through its own method
+            return sum(int(self._client.memory_usage(k, samples=0) or 0) for k in keys)
+        return sum(int(n) for n in self._each("MEMORY USAGE", keys, "SAMPLES", 0)
+                   if n is not None)
+
+    def __repr__(self) -> str:
+        if self.format == FIXED_FORMAT_VERSION:
+            layout = f"format=1 buckets={self.buckets}"
+        elif self.format == FORMAT_VERSION:
+            layout = f"format=4 roots={self.base_buckets} cap={self.bucket_cap}"
+            if self.cluster:
+                layout += " cluster"
+        elif self.format == SET_FORMAT_VERSION:
+            layout = f"format=3 b0={self.base_buckets} cap={self.bucket_cap}"
+        else:
+            layout = f"format=2 b0={self.base_buckets} fill={self.bucket_fill}"
+        return f"<{type(self).__name__} {self.safe_url} {self.base_key} {layout}>"
+
+
+# --------------------------------------------------------------------------- start URLs
+
+
+def _dedupe_start_requests(settings: BaseSettings | None) -> bool:
+    # the same setting (and default) as IRISpiderMiddleware uses for Spider.start()
+    return settings is not None and settings.getbool(SETTING_DEDUPE_START, True)
+
+
+class IRIRedisSpiderMixin:
+    """Mixin for scrapy-redis spiders: URLs pushed to Redis are deduplicated too.
+
+    ``class MySpider(IRIRedisSpiderMixin, RedisSpider)`` (or use
+    :class:`IRIRedisSpider`).  scrapy-redis's ``make_request_from_data`` gives them
+    ``dont_filter=True`` and hands them to ``engine.crawl()`` from the
+    ``spider_idle`` signal, bypassing spider middlewares (so the add-on's
+    ``IRISpiderMiddleware`` never sees them).  With ``IRI_DEDUPE_START_REQUESTS``
+    (default ``True``, the setting that middleware uses for ``start()``) they get
+    ``dont_filter=False`` and ``meta["allow_offsite"] = True``: deduplicated like
+    any request, still exempt from offsite filtering.  Counted in
+    ``iri/redis/start_deduplicated``.
+    """
+
+    def make_request_from_data(self, data: bytes | str) -> Any:
+        request = super().make_request_from_data(data)  # type: ignore[misc]
+        settings = getattr(self, "settings", None)
+        if (
+            isinstance(request, Request)
+            and request.dont_filter
+            and _dedupe_start_requests(settings)
+        ):
+            request.dont_filter = False
+            request.meta.setdefault("allow_offsite", True)  # as dont_filter allowed before
+            crawler = getattr(self, "crawler", None)
+            if crawler is not None and crawler.stats is not None:
+                crawler.stats.inc_value(STAT_START_REDIS)
+        return request
+
+
+def __getattr__(name: str) -> Any:
+    """``IRIRedisSpider`` / ``IRIRedisCrawlSpider``, built on first use (imports scrapy_redis)."""
+    if name in ("IRIRedisSpider", "IRIRedisCrawlSpider"):
+        from scrapy_redis.spiders import RedisCrawlSpider, RedisSpider
+
+        base = RedisSpider if name == "IRIRedisSpider" else RedisCrawlSpider
+        doc = (
+            f"scrapy-redis ``{base.__name__}`` whose Redis-fed start URLs are deduplicated "
+            "unless IRI_DEDUPE_START_REQUESTS is false (see IRIRedisSpiderMixin)."
+        )
+        cls = type(name, (IRIRedisSpiderMixin, base), {"__module__": __name__, "__doc__": doc})
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,961 @@
+"""``RedisIRIScheduler``: a crash-tolerant shared frontier for a fleet of crawlers.
+
+``SCHEDULER = "iri_scrapy.RedisIRIScheduler"`` (the add-on selects it, with
+:class:`~iri_scrapy.RedisIRIDupeFilter`, when ``IRI_REDIS_URL`` is set).  Every
+worker of a crawl takes requests from one queue in Redis; each request handed
+out is *leased* to one worker and removed from Redis only when it is answered.
+
+The guarantee
+=============
+
+After a worker dies for any reason (``kill -9``, OOM), with any other worker
+carrying on (or started later):
+
+* every request that was scheduled and not yet answered is fetched: the dead
+  worker's leases expire after ``IRI_REDIS_LEASE_SECONDS`` (default 30) and go
+  back to the queue for the others;
+* at most the requests the dead worker had in flight (at most
+  ``IRI_FRONTIER_MAX_INFLIGHT``, default ``CONCURRENT_REQUESTS``), the start
+  requests, and one more (a link whose deduplication answer was being written
+  when it died, see *Intents*) are fetched again; nothing else twice; the
+  seen-set is the dupefilter's, in Redis, and survives;
+* the crawl ends when the queue and every lease are empty: a worker whose
+  queue is empty while others hold leases waits (they may schedule more), up
+  to ``IRI_REDIS_IDLE_TIMEOUT`` seconds (default 300; ``0``: as long as there
+  are leases) and then closes with ``finish_reason``
+  ``iri_redis_idle_timeout``; otherwise ``finished``.
+
+"Answered" is what it is for :class:`~iri_scrapy.frontier.jobdir.IRIFrontierScheduler`
+(the add-on adds :class:`RedisSchedulerSpiderMiddleware` and the frontier's
+``FrontierDownloaderMiddleware``, outermost): the callback's output consumed to the
+end, every request in it scheduled by the middleware itself as it comes out (so
+it is in Redis before the lease is acknowledged: Scrapy's asyncio scraper would
+schedule some of them on later turns of the loop), a replacement request
+(redirect, retry) scheduled or dropped as a duplicate, a final download failure,
+the request object released by Scrapy, or the spider idle.
+
+Keys
+====
+
+All keys of one crawl share the Redis Cluster hash tag ``{<spider>}``:
+``<base>`` is ``IRI_REDIS_SCHEDULER_KEY % {"spider": name}`` (default
+``iri:{%(spider)s}:sched``) followed by ``:v1`` (the format; another format
+uses other keys) and, with :class:`~iri_scrapy.RedisIRIDupeFilter`, by
+``:c<CANONICALIZATION_VERSION>:<tag>``, the dupefilter's version and options hash
+(the queue goes with its seen-set: other options use another queue, as they use
+other dupefilter keys):
+
+``<base>:meta`` (HASH) ``format``.
+``<base>:ready`` (ZSET) the queue: member ``<time, 16 digits>|<id>`` (the time in
+    microseconds of the enqueueing worker's clock, ``id`` is
+    ``<worker>.<counter>``), score ``-priority``: higher priorities first,
+    first-in first-out within one (across workers as far as their clocks agree).
+``<base>:bodies`` (HASH) ``id`` -> the request (pickled ``Request.to_dict``).
+``<base>:leases`` (ZSET) member ``"<worker> <score> <queue member>"`` (who holds
+    it, and how to put it back) -> lease deadline (ms, Redis server time).
+``<base>:workers`` (ZSET) worker -> liveness deadline (ms).
+``<base>:intents`` (HASH) worker -> the request whose deduplication it is doing.
+
+Every change is one Lua script (atomic): *enqueue* (body and queue entry),
+*lease* (``ZPOPMIN`` plus the lease with deadline ``TIME + lease``), *ack*
+(delete body and lease, and a queue entry if the lease had expired meanwhile),
+*tick* (every ``lease / 3`` s: the worker's liveness and its leases extended,
+expired leases back to the queue, dead workers' intents taken over).  Any
+worker reaps.
+
+Intents
+-------
+
+The seen-set (dupefilter) and the queue are two writes: a worker killed after
+the dupefilter recorded a new URL and before the queue got it would lose it
+("seen but not queued", the loss of scrapy-redis's scheduler).  So a request
+that is not known locally to be a duplicate is first written as the worker's
+*intent*; the enqueue script deletes it.  A dead worker's intent is enqueued
+again by whoever notices (after its dupefilter check, whose answer is then
+ambiguous: it is enqueued anyway): one possible duplicate per killed worker.
+
+Faults
+======
+
+Redis unreachable at start: the crawl does not start (``iri_redis_unavailable``,
+one ERROR line).  Mid-crawl: every command is retried with backoff (50 ms
+doubling to 1 s) for up to ``IRI_REDIS_RETRY_SECONDS`` (default 60), the crawl
+stalled meanwhile (Redis restarted with AOF: nothing lost); a command whose
+reply was lost is repeated (an enqueue is idempotent: the request id is the
+client's).  A worker stalled longer than its lease (Redis down, a blocking
+callback) may see its leases taken over: those requests are fetched twice,
+never lost.  After the deadline the spider closes with ``iri_redis_unavailable``.
+
+Start requests
+==============
+
+Start requests go through the dupefilter (the add-on's
+``IRI_DEDUPE_START_REQUESTS``), so a worker joining a crawl under way drops
+them as seen.  Those with ``dont_filter`` are dropped too when the worker joins
+a crawl whose queue or leases are not empty (``iri/redis_scheduler/start_skipped``).
+A crawl that finished leaves its seen-set: running it again fetches nothing;
+``IRI_REDIS_FLUSH_ON_START = True`` deletes the crawl's queue and seen-set
+first (only when no other worker is running it).
+
+Stats: ``iri/redis_scheduler/enqueued``, ``leased``, ``acked``,
+``requeued_expired`` (leases of others, or own, that expired and went back),
+``released_on_close`` (own leases put back at a close that was not
+``finished``), ``intents_recovered``, ``start_skipped``, ``joined`` (1 if the
+queue or leases were not empty at start), ``unserializable``, ``retries``,
+``outages``.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import pickle
+import time
+import uuid
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from scrapy import signals
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.exceptions import CloseSpider, DontCloseSpider
+from scrapy.utils.request import request_from_dict
+
+from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.frontier.jobdir import _FRONTIERS, FrontierSpiderMiddleware, max_inflight_setting
+from iri_scrapy.frontier.redis_dupefilter import (
+    DEFAULT_RETRY_SECONDS,
+    DEFAULT_SOCKET_TIMEOUT,
+    IRIRedisError,
+    RedisIRIDupeFilter,
+    mask_url,
+    new_client,
+    redis_url_from_settings,
+)
+from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin.config import load_object
+from iri_scrapy.plugin.refusal import (
+    REASON_REDIS_NOT_INSTALLED,
+    REASON_REDIS_UNAVAILABLE,
+    refuse_start,
+)
+
+if TYPE_CHECKING:
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.dupefilters import BaseDupeFilter
+    from scrapy.http import Response
+    from scrapy.statscollectors import StatsCollector
+    from twisted.internet.task import LoopingCall
+    from typing_extensions import Self
+
+__all__ = [
+    "RedisIRIScheduler",
+    "RedisSchedulerSpiderMiddleware",
+    "FORMAT_VERSION",
+    "DEFAULT_KEY",
+    "DEFAULT_LEASE_SECONDS",
+    "DEFAULT_IDLE_TIMEOUT",
+    "META_LEASE",
+    "REASON_IDLE_TIMEOUT",
+    "ENQUEUE_SCRIPT",
+    "LEASE_SCRIPT",
+    "ACK_SCRIPT",
+    "TICK_SCRIPT",
+]
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+DEFAULT_KEY = "iri:{%(spider)s}:sched"
+DEFAULT_LEASE_SECONDS = 30.0
+DEFAULT_IDLE_TIMEOUT = 300.0
+#: Request meta key: the queue member of a request this worker holds a lease on.
+META_LEASE = "iri_redis_lease"
+#: ``finish_reason`` when other workers' leases outlasted ``IRI_REDIS_IDLE_TIMEOUT``.
+REASON_IDLE_TIMEOUT = "iri_redis_idle_timeout"
+
+_PREFIX = "iri/redis_scheduler/"
+_BACKOFF_FIRST = 0.05
+_BACKOFF_MAX = 1.0
+_MAX_PRIORITY = 1 << 40
+
+# in-flight states (as in the frontier)
+_DOWNLOADING = 0
+_RESPONDED = 1
+_FAILED = 2
+
+# A lease is the member "<worker> <score> <queue member>" of the leases ZSET (score: the
+# deadline): it says who holds it and how to put it back, with no other key to update.
+# Every redis.call in a script costs about 2.5 us of server time: the scripts make few.
+
+# KEYS: ready, bodies, intents; ARGV: queue member, id, score, body, intent field or ""
+ENQUEUE_SCRIPT = """
+if ARGV[5] ~= '' then redis.call('HDEL', KEYS[3], ARGV[5]) end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[4])
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+return 1
+"""
+
+# KEYS: ready, leases, bodies; ARGV: worker, lease ms
+LEASE_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _ = 1, 100 do
+  local popped = redis.call('ZPOPMIN', KEYS[1])
+  if #popped == 0 then return false end
+  local member = popped[1]
+  local body = redis.call('HGET', KEYS[3], string.sub(member, 18))
+  if body then
+    local lease = ARGV[1] .. ' ' .. popped[2] .. ' ' .. member
+    redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), lease)
+    return {lease, body}
+  end
+end
+return false
+"""
+
+# KEYS: ready, leases, bodies, intents; ARGV: intent field to clear or "", leases...
+ACK_SCRIPT = """
+if ARGV[1] ~= '' then redis.call('HDEL', KEYS[4], ARGV[1]) end
+local n = 0
+for i = 2, #ARGV do
+  local member = string.match(ARGV[i], '^%S+ %S+ (%S+)$')
+  if member then
+    if redis.call('ZREM', KEYS[2], ARGV[i]) == 0 then
+      redis.call('ZREM', KEYS[1], member)  -- expired and put back meanwhile
+    end
+    n = n + redis.call('HDEL', KEYS[3], string.sub(member, 18))
+  end
+end
+return n
+"""
+
+# KEYS: ready, leases, bodies, workers, intents
+# ARGV: worker, lease ms, alive (1: heartbeat, 0: leaving), leases held...
+TICK_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local me = ARGV[1]
+local deadline = now + tonumber(ARGV[2])
+if ARGV[3] == '1' then
+  redis.call('ZADD', KEYS[4], deadline, me)
+  for i = 4, #ARGV do
+    redis.call('ZADD', KEYS[2], 'XX', deadline, ARGV[i])
+  end
+else
+  -- leaving: put the given leases back at once, forget the worker and its intent
+  for i = 4, #ARGV do
+    redis.call('ZADD', KEYS[2], 'XX', 0, ARGV[i])
+  end
+  redis.call('ZREM', KEYS[4], me)
+  redis.call('HDEL', KEYS[5], me)
+end
+local requeued = 0
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
+for _, lease in ipairs(expired) do
+  redis.call('ZREM', KEYS[2], lease)
+  local score, member = string.match(lease, '^%S+ (%S+) (%S+)$')
+  if member and redis.call('HEXISTS', KEYS[3], string.sub(member, 18)) == 1 then
+    redis.call('ZADD', KEYS[1], score, member)
+    requeued = requeued + 1
+  end
+end
+local recovered = {}
+if ARGV[3] == '1' then
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
+  local isdead = {}
+  for _, w in ipairs(dead) do
+    redis.call('ZREM', KEYS[4], w)
+    isdead[w] = true
+  end
+  local fields = redis.call('HKEYS', KEYS[5])
+  for _, f in ipairs(fields) do
+    local owner = string.match(f, '^[^/]+')
+    if owner ~= me and (isdead[owner] or redis.call('ZSCORE', KEYS[4], owner) == false) then
+      local body = redis.call('HGET', KEYS[5], f)
+      redis.call('HDEL', KEYS[5], f)
+      local taken = me .. '/' .. f
+      redis.call('HSET', KEYS[5], taken, body)
+      table.insert(recovered, taken)
+      table.insert(recovered, body)
+    end
+  end
+end
+return {requeued, recovered, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])}
+"""
+
+_T = TypeVar("_T")
+
+
+def _on_release(released: list[str], member: str) -> Callable[[Any], None]:
+    """A weak reference callback that only records *member* (no Redis call in GC)."""
+
+    def callback(_: Any) -> None:
+        released.append(member)
+
+    return callback
+
+
+def _positive_seconds(settings: Any, name: str, default: float, *, zero_ok: bool) -> float:
+    value = settings.get(name)
+    if value is None:
+        return default
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if isinstance(value, bool) or number < 0 or (number == 0 and not zero_ok):
+        raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
+    return number
+
+
+class RedisIRIScheduler(BaseScheduler):
+    """A Scrapy scheduler whose queue is shared through Redis, with leases (module doc).
+
+    Built by Scrapy through :meth:`from_crawler`.  The dupefilter is
+    ``DUPEFILTER_CLASS`` (the add-on: :class:`~iri_scrapy.RedisIRIDupeFilter`);
+    with one whose seen-set is not in Redis the fleet does not share it (warned).
+    """
+
+    def __init__(
+        self,
+        dupefilter: BaseDupeFilter,
+        *,
+        crawler: Crawler | None = None,
+        stats: StatsCollector | None = None,
+        redis_url: str = "redis://localhost:6379/0",
+        key: str = DEFAULT_KEY,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        retry_seconds: float = DEFAULT_RETRY_SECONDS,
+        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        redis_params: dict[str, Any] | None = None,
+        max_inflight: int = 16,
+        flush_on_start: bool = False,
+        stall_seconds: float = 360.0,
+        cluster: bool = False,
+    ) -> None:
+        self.df = dupefilter
+        #: Talk to a Redis Cluster (``redis.cluster.RedisCluster``): every key of one
+        #: crawl's queue has the same hash tag, so each script runs on one master.
+        self.cluster = cluster
+        self.crawler = crawler
+        self.stats = stats
+        self.redis_url = redis_url
+        self.key_template = key
+        self.lease_ms = max(1, int(lease_seconds * 1000))
+        self.idle_timeout = idle_timeout
+        self.retry_seconds = max(0.0, retry_seconds)
+        self.socket_timeout = socket_timeout
+        self.redis_params = dict(redis_params or {})
+        self.max_inflight = max_inflight
+        self.flush_on_start = flush_on_start
+        self.stall_seconds = stall_seconds
+        #: This process's name in Redis (unique per run).
+        self.worker = uuid.uuid4().hex[:16]
+        self.base = ""
+        self.spider: Spider | None = None
+        self._client: Any = None
+        self._scripts: dict[str, Any] = {}
+        self._keys: dict[str, str] = {}
+        self._counter = 0
+        self._seq = 0
+        #: lease -> state, for requests leased by this worker and not answered.
+        self._inflight: dict[str, int] = {}
+        self._refs: dict[str, weakref.ref[Request]] = {}
+        self._released: list[str] = []
+        self._failed = 0
+        self._last_progress = time.monotonic()
+        self._last_gc = 0.0
+        #: requests that cannot be serialized: kept here, lost with the process.
+        self._memory: deque[Request] = deque()
+        self._intent_stale = False
+        self._joined = False
+        self._idle_since: float | None = None
+        self._ticker: LoopingCall | None = None
+        self._gave_up = False
+        self._warned_unser = False
+        self._tick_failing = False
+        self._counts: dict[str, int] = {}
+        self._connected = False  # to the crawler's signals
+
+    # --- construction ------------------------------------------------------------
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        kwargs: dict[str, Any] = dict(  # settings checked before the dupefilter is built
+            crawler=crawler,
+            stats=crawler.stats,
+            redis_url=redis_url_from_settings(settings),
+            key=str(settings.get("IRI_REDIS_SCHEDULER_KEY") or DEFAULT_KEY),
+            lease_seconds=_positive_seconds(
+                settings, "IRI_REDIS_LEASE_SECONDS", DEFAULT_LEASE_SECONDS, zero_ok=False),
+            idle_timeout=_positive_seconds(
+                settings, "IRI_REDIS_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT, zero_ok=True),
+            retry_seconds=settings.getfloat("IRI_REDIS_RETRY_SECONDS", DEFAULT_RETRY_SECONDS),
+            socket_timeout=settings.getfloat("IRI_REDIS_SOCKET_TIMEOUT", DEFAULT_SOCKET_TIMEOUT),
+            redis_params=dict(settings.getdict("IRI_REDIS_PARAMS")),
+            max_inflight=max_inflight_setting(settings),
+            flush_on_start=settings.getbool("IRI_REDIS_FLUSH_ON_START", False),
+            stall_seconds=max(60.0, 2 * settings.getfloat("DOWNLOAD_TIMEOUT", 180)),
+            cluster=settings.getbool("IRI_REDIS_CLUSTER", False),
+        )
+        df_cls = load_object(settings["DUPEFILTER_CLASS"])
+        from_crawler = getattr(df_cls, "from_crawler", None)
+        dupefilter = from_crawler(crawler) if from_crawler is not None else df_cls()
+        return cls(dupefilter, **kwargs)
+
+    # --- Redis plumbing ------------------------------------------------------------
+
+    def _new_client(self) -> Any:
+        return new_client(self.redis_url, self.socket_timeout, self.redis_params, self.cluster)
+
+    def _set_base(self, spider_name: str) -> None:
+        try:
+            base = self.key_template % {"spider": spider_name}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IRIRedisError(
+                f"IRI_REDIS_SCHEDULER_KEY {self.key_template!r} must be a string using only "
+                f"%(spider)s: {exc}"
+            ) from exc
+        self.base = f"{base}:v{FORMAT_VERSION}"
+        df = self.df
+        if isinstance(df, RedisIRIDupeFilter):
+            # the queue goes with its seen-set: other canonicalization options, other keys
+            self.base += f":c{CANONICALIZATION_VERSION}:{df.tag_hash()}"
+        self._keys = {name: f"{self.base}:{name}" for name in (
+            "meta", "ready", "bodies", "leases", "workers", "intents")}
+
+    def _key_list(self, *names: str) -> list[str]:
+        return [self._keys[name] for name in names]
+
+    def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        """One script call, retried on connection errors (bounded by ``retry_seconds``)."""
+        return self._retrying(lambda: self._scripts[name](keys=keys, args=args,
+                                                         client=self._client))
+
+    def _retrying(self, call: Callable[[], _T]) -> _T:
+        from redis.exceptions import ConnectionError, TimeoutError
+
+        # BusyLoadingError (a restarted server reading its AOF) is a ConnectionError
+        retryable = (ConnectionError, TimeoutError, OSError)
+        if self._gave_up:
+            raise IRIRedisError(f"Redis at {mask_url(self.redis_url)} unusable")
+        try:
+            return call()
+        except retryable as exc:
+            first: BaseException = exc
+        start = time.monotonic()
+        deadline = start + self.retry_seconds
+        self._inc("outages")
+        logger.warning(
+            "RedisIRIScheduler: Redis at %s unreachable (%s): retrying for up to %.0f s "
+            "(IRI_REDIS_RETRY_SECONDS); the crawl is stalled meanwhile",
+            mask_url(self.redis_url), first, self.retry_seconds,
+        )
+        delay = _BACKOFF_FIRST
+        last = first
+        while time.monotonic() < deadline:
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, _BACKOFF_MAX)
+            self._inc("retries")
+            try:
+                result = call()
+            except retryable as exc:
+                last = exc
+                continue
+            logger.warning(
+                "RedisIRIScheduler: Redis at %s answers again after %.2f s: crawl continues",
+                mask_url(self.redis_url), time.monotonic() - start,
+            )
+            return result
+        self._give_up(last)
+        raise IRIRedisError(f"Redis at {mask_url(self.redis_url)} unusable: {last}") from last
+
+    def _give_up(self, exc: BaseException) -> None:
+        self._gave_up = True
+        logger.error(
+            "RedisIRIScheduler: Redis at %s unusable (%s) after %.0f s of retries "
+            "(IRI_REDIS_RETRY_SECONDS): closing the spider (%s); the crawl's queue and leases "
+            "stay in Redis for the other workers or the next run",
+            mask_url(self.redis_url), exc, self.retry_seconds, REASON_REDIS_UNAVAILABLE,
+        )
+        crawler = self.crawler
+        if crawler is None or crawler.engine is None:
+            return
+        from scrapy.utils.defer import deferred_from_coro
+
+        d = deferred_from_coro(crawler.engine.close_spider_async(reason=REASON_REDIS_UNAVAILABLE))
+        d.addErrback(lambda f: logger.error("RedisIRIScheduler: closing failed: %s", f.value))
+
+    # --- life cycle ------------------------------------------------------------------
+
+    def open(self, spider: Spider) -> Any:
+        self.spider = spider
+        try:
+            self._set_base(spider.name)
+            self._connect()
+        except ImportError as exc:
+            message = (
+                f"RedisIRIScheduler needs the redis package, which cannot be imported "
+                f'({exc}): pip install "iri-scrapy[redis]"'
+            )
+            refuse_start(self.crawler, REASON_REDIS_NOT_INSTALLED, message, exc)
+            return None
+        except IRIRedisError as exc:
+            refuse_start(self.crawler, REASON_REDIS_UNAVAILABLE, str(exc), exc)
+            return None
+        if not isinstance(self.df, RedisIRIDupeFilter):
+            logger.warning(
+                "RedisIRIScheduler: DUPEFILTER_CLASS %s does not keep its seen-set in Redis: "
+                "the workers share the queue but not the seen-set, and a restarted worker "
+                "forgets it (use iri_scrapy.RedisIRIDupeFilter)", type(self.df).__qualname__,
+            )
+        result = self.df.open()
+        if self.flush_on_start:
+            self._flush()
+        requeued, _, ready, leased = self._tick_once()
+        self._joined = bool(ready or leased)
+        if self._joined:
+            self._set("joined", 1)
+            logger.info(
+                "RedisIRIScheduler: joining the crawl under way in %s:* (%d requests queued, "
+                "%d leased to other workers; %d expired leases put back)",
+                self.base, ready, leased, requeued, extra={"spider": spider},
+            )
+        else:
+            logger.info("RedisIRIScheduler: Redis %s, keys %s:* (lease %.1f s)",
+                        mask_url(self.redis_url), self.base, self.lease_ms / 1000,
+                        extra={"spider": spider})
+        crawler = self.crawler
+        if crawler is not None:
+            _FRONTIERS[crawler] = self
+            self._connected = True
+            crawler.signals.connect(self._on_response, signal=signals.response_received)
+            crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
+        from twisted.internet.task import LoopingCall
+
+        self._ticker = LoopingCall(self._tick)
+        self._ticker.start(self.lease_ms / 3000.0, now=False)
+        return result
+
+    def _connect(self) -> None:
+        from redis.exceptions import RedisError
+
+        try:
+            client = self._client = self._new_client()
+            client.ping()
+            client.execute_command("HSETNX", self._keys["meta"], "format", FORMAT_VERSION)
+            stored = client.execute_command("HGET", self._keys["meta"], "format")
+            if stored is not None and int(stored) != FORMAT_VERSION:
+                raise IRIRedisError(
+                    f"{self._keys['meta']} has format {stored!r}; this iri_scrapy writes "
+                    f"format {FORMAT_VERSION}"
+                )
+            self._scripts = {
+                "enqueue": client.register_script(ENQUEUE_SCRIPT),
+                "lease": client.register_script(LEASE_SCRIPT),
+                "ack": client.register_script(ACK_SCRIPT),
+                "tick": client.register_script(TICK_SCRIPT),
+            }
+        except (RedisError, ValueError) as exc:
+            self._close_client()
+            raise IRIRedisError(
+                f"RedisIRIScheduler cannot use Redis at {mask_url(self.redis_url)}: {exc} "
+                "(set IRI_REDIS_URL to a running server)"
+            ) from exc
+
+    def _flush(self) -> None:
+        """``IRI_REDIS_FLUSH_ON_START``: forget the crawl (this queue and its seen-set)."""
+        now_workers = self._client.execute_command("ZCARD", self._keys["workers"])
+        if now_workers:
+            logger.warning(
+                "RedisIRIScheduler: IRI_REDIS_FLUSH_ON_START ignored: %d other worker(s) "
+                "are registered on %s:* (wait until their leases expire)",
+                now_workers, self.base)
+            return
+        self._client.execute_command("DEL", *[k for n, k in self._keys.items() if n != "meta"])
+        clear = getattr(self.df, "clear", None)
+        if clear is not None:
+            clear()
+        logger.info("RedisIRIScheduler: IRI_REDIS_FLUSH_ON_START: %s:* and the seen-set "
+                    "deleted", self.base)
+
+    def close(self, reason: str) -> Any:
+        if self._ticker is not None and self._ticker.running:
+            self._ticker.stop()
+        self._ticker = None
+        crawler = self.crawler
+        if crawler is not None and self._connected:
+            self._connected = False
+            crawler.signals.disconnect(self._on_response, signal=signals.response_received)
+            crawler.signals.disconnect(self._on_idle, signal=signals.spider_idle)
+            if _FRONTIERS.get(crawler) is self:
+                del _FRONTIERS[crawler]
+        if self._client is not None and not self._gave_up:
+            self._reap_released()
+            held = list(self._inflight)
+            try:
+                if reason == "finished":
+                    # the engine is idle: every request handed out was answered
+                    self._ack(held)
+                    held = []
+                requeued, _, ready, leased = self._tick_once(alive=False, members=held)
+                self._inc("released_on_close", len(held))
+                logger.info(
+                    "RedisIRIScheduler: closing (%s): %d requests queued, %d leased to other "
+                    "workers, %d of ours put back", reason, ready, leased, len(held),
+                    extra={"spider": self.spider})
+            except Exception as exc:  # noqa: BLE001 - leases expire by themselves
+                logger.warning("RedisIRIScheduler: could not leave cleanly (%s): the leases "
+                               "of this worker expire in %.1f s", exc, self.lease_ms / 1000)
+        if self._memory:
+            logger.warning("RedisIRIScheduler: %d unserializable requests were never "
+                           "fetched (lost)", len(self._memory))
+        self._inflight.clear()
+        self._refs.clear()
+        if self.stats is not None:
+            for name, value in self._counts.items():
+                self.stats.set_value(_PREFIX + name, value)
+        self._close_client()
+        return self.df.close(reason)
+
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - best effort
+                logger.debug("RedisIRIScheduler: error closing the Redis client", exc_info=True)
+
+    # --- the queue -----------------------------------------------------------------
+
+    def has_pending_requests(self) -> bool:
+        if self._memory:
+            return True
+        if self._client is None or self._gave_up:
+            return False
+        try:
+            ready = self._retrying(lambda: self._client.execute_command(
+                "ZCARD", self._keys["ready"]))
+        except IRIRedisError:
+            return False
+        return bool(ready)
+
+    def __len__(self) -> int:
+        """Requests queued in Redis (for every worker) plus unserializable ones here."""
+        if self._client is None or self._gave_up:
+            return len(self._memory)
+        try:
+            ready = self._retrying(
+                lambda: self._client.execute_command("ZCARD", self._keys["ready"]))
+        except IRIRedisError:
+            return len(self._memory)
+        return int(ready) + len(self._memory)
+
+    def enqueue_request(self, request: Request) -> bool:
+        if self._client is not None and not self._gave_up:
+            try:
+                return self._enqueue(request)
+            except IRIRedisError:  # gave up after retries (logged; the spider closes)
+                pass
+        self._memory.append(request)
+        return True
+
+    def _enqueue(self, request: Request) -> bool:
+        meta = request.meta
+        parent: str = meta.get(META_LEASE) or ""
+        replacing = bool(parent) and self._inflight.get(parent) == _DOWNLOADING
+        if self._joined and request.dont_filter and meta.get("is_start_request"):
+            self._inc("start_skipped")
+            return False
+        data = self._serialize(request)
+        intent = ""
+        if not request.dont_filter:
+            df = self.df
+            known = False
+            if isinstance(df, RedisIRIDupeFilter):
+                known = df.known_seen(df.fingerprint(request))
+            if not known and data is not None:
+                # written before the dupefilter records the URL: see "Intents"
+                self._retrying(lambda: self._client.execute_command(
+                    "HSET", self._keys["intents"], self.worker, data))
+                self._intent_stale = True
+                intent = self.worker
+            if df.request_seen(request):
+                df.log(request, self.spider)  # type: ignore[arg-type]
+                if replacing:
+                    self._answered(parent)
+                return False
+        if data is None:
+            self._memory.append(request)
+            if self.stats is not None:
+                self.stats.inc_value("scheduler/enqueued/memory")
+                self.stats.inc_value("scheduler/enqueued")
+        else:
+            self._push(data, request.priority, intent)
+            if intent:
+                self._intent_stale = False
+        if replacing:
+            self._answered(parent)
+        return True
+
+    def _push(self, data: bytes, priority: int, intent: str) -> None:
+        self._counter += 1
+        rid = f"{self.worker}.{self._counter}"
+        # first in first out within a priority, across workers as far as their clocks
+        # agree (microseconds, 16 digits; never backwards within this worker)
+        self._seq = max(self._seq + 1, time.time_ns() // 1000)
+        member = f"{self._seq:016d}|{rid}"
+        score = -max(-_MAX_PRIORITY, min(_MAX_PRIORITY, int(priority)))
+        # the same member and id if retried after a lost reply: idempotent
+        self._run("enqueue", self._key_list("ready", "bodies", "intents"),
+                  [member, rid, score, data, intent])
+        self._inc("enqueued")
+        if self.stats is not None:
+            self.stats.inc_value("scheduler/enqueued/redis")
+            self.stats.inc_value("scheduler/enqueued")
+
+    def next_request(self) -> Request | None:
+        if self._released:
+            self._reap_released()
+        if self._memory:
+            return self._memory.popleft()
+        if self._client is None or self._gave_up:
+            return None
+        if self.max_inflight and len(self._inflight) - self._failed >= self.max_inflight:
+            self._collect_leaks()
+            if len(self._inflight) - self._failed >= self.max_inflight:
+                if time.monotonic() - self._last_progress <= self.stall_seconds:
+                    return None
+                logger.warning(
+                    "%(n)d leased requests have not been answered for %(s).0f s (does the "
+                    "spider keep references to its requests?): lifting the in-flight cap",
+                    {"n": len(self._inflight), "s": self.stall_seconds},
+                    extra={"spider": self.spider})
+                self.max_inflight = 0
+        spider = self.spider
+        for _ in range(100):
+            try:
+                reply = self._run("lease", self._key_list("ready", "leases", "bodies"),
+                                  [self.worker, self.lease_ms])
+            except IRIRedisError:
+                return None
+            if not reply:
+                return None
+            member = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+            try:
+                request = request_from_dict(pickle.loads(reply[1]), spider=spider)  # noqa: S301
+            except Exception as exc:  # a callback renamed since, a class gone...
+                logger.error("RedisIRIScheduler: queued request %s cannot be read back (%s): "
+                             "dropped", member, exc, extra={"spider": spider})
+                self._ack([member])
+                continue
+            request.meta[META_LEASE] = member
+            self._inflight[member] = _DOWNLOADING
+            self._refs[member] = weakref.ref(request, _on_release(self._released, member))
+            self._idle_since = None
+            self._inc("leased")
+            if self.stats is not None:
+                self.stats.inc_value("scheduler/dequeued/redis")
+                self.stats.inc_value("scheduler/dequeued")
+            return request
+        return None
+
+    # --- answers -------------------------------------------------------------------
+
+    def answered(self, request: Request) -> None:
+        """The callback's output of *request* was consumed (the spider middleware).
+
+        :class:`RedisSchedulerSpiderMiddleware` has scheduled every request of
+        that output by then, so the lease is acknowledged now.
+        """
+        member = request.meta.get(META_LEASE)
+        if member is not None:
+            self._answered(member)
+
+    def failed(self, request: Request) -> None:
+        """The download of *request* failed for good (no downloader middleware handled it)."""
+        member = request.meta.get(META_LEASE)
+        if member is None or member not in self._inflight:
+            return
+        if request.errback is None:
+            self._answered(member)
+        elif self._inflight[member] != _FAILED:
+            self._inflight[member] = _FAILED
+            self._failed += 1
+
+    def _answered(self, member: str) -> None:
+        state = self._inflight.pop(member, None)
+        if state is None:
+            return
+        if state == _FAILED:
+            self._failed -= 1
+        self._refs.pop(member, None)
+        self._last_progress = time.monotonic()
+        self._ack([member])
+
+    def _ack(self, members: list[str]) -> None:
+        if self._client is None or self._gave_up:
+            return
+        if not members and not self._intent_stale:
+            return
+        intent = self.worker if self._intent_stale else ""
+        try:
+            self._run("ack", self._key_list("ready", "leases", "bodies", "intents"),
+                      [intent, *members])
+        except IRIRedisError:
+            return  # the lease expires: fetched again, not lost
+        self._intent_stale = False
+        self._inc("acked", len(members))
+
+    def _on_response(self, response: Response, request: Request, **_: Any) -> None:
+        member = request.meta.get(META_LEASE)
+        if member is not None and member in self._inflight:
+            self._inflight[member] = _RESPONDED
+
+    def _on_idle(self, **_: Any) -> None:
+        """Nothing in the downloader or the scraper: ours are answered; wait for others."""
+        self._released.clear()
+        held = list(self._inflight)
+        for member in held:
+            self._inflight.pop(member, None)
+            self._refs.pop(member, None)
+        self._failed = 0
+        if held or self._intent_stale:
+            self._ack(held)
+        if self._client is None or self._gave_up:
+            return
+        try:
+            _requeued, _recovered, ready, leased = self._tick_once()
+        except IRIRedisError:
+            return
+        if not ready and not leased:
+            return  # the crawl is over: "finished"
+        now = time.monotonic()
+        if self._idle_since is None:
+            self._idle_since = now
+            logger.info(
+                "RedisIRIScheduler: nothing to fetch here; waiting for the %d requests leased "
+                "to other workers (and %d queued) to be answered or to expire",
+                leased, ready, extra={"spider": self.spider})
+        if self.idle_timeout and now - self._idle_since > self.idle_timeout:
+            logger.warning(
+                "RedisIRIScheduler: %d requests still leased to other workers after %.0f s "
+                "(IRI_REDIS_IDLE_TIMEOUT): closing this worker (%s); they carry on",
+                leased, self.idle_timeout, REASON_IDLE_TIMEOUT, extra={"spider": self.spider})
+            raise CloseSpider(REASON_IDLE_TIMEOUT)
+        raise DontCloseSpider
+
+    def _reap_released(self) -> None:
+        released = self._released
+        while released:
+            member = released.pop()
+            if member in self._inflight:
+                self._answered(member)
+                self._inc("answered_on_release")
+
+    def _collect_leaks(self) -> None:
+        now = time.monotonic()
+        if now - self._last_progress > 1.0 and now - self._last_gc > 1.0:
+            self._last_gc = now
+            gc.collect()
+        self._reap_released()
+
+    # --- heartbeat, reaper -------------------------------------------------------------
+
+    def _tick_once(self, alive: bool = True,
+                   members: list[str] | None = None) -> tuple[int, list[Any], int, int]:
+        held = list(self._inflight) if members is None else members
+        reply = self._run(
+            "tick", self._key_list("ready", "leases", "bodies", "workers", "intents"),
+            [self.worker, self.lease_ms, "1" if alive else "0", *held],
+        )
+        requeued, recovered, ready, leased = int(reply[0]), list(reply[1]), int(reply[2]), \
+            int(reply[3])
+        if requeued:
+            self._inc("requeued_expired", requeued)
+            logger.info("RedisIRIScheduler: %d expired leases put back in the queue", requeued,
+                        extra={"spider": self.spider})
+        for i in range(0, len(recovered) - 1, 2):
+            field = recovered[i].decode() if isinstance(recovered[i], bytes) else recovered[i]
+            self._recover_intent(field, recovered[i + 1])
+        return requeued, recovered, ready, leased
+
+    def _recover_intent(self, field: str, data: bytes) -> None:
+        """A dead worker's intent: enqueue it (after the dupefilter, whose answer is ambiguous)."""
+        try:
+            request = request_from_dict(pickle.loads(data), spider=self.spider)  # noqa: S301
+        except Exception as exc:
+            logger.error("RedisIRIScheduler: intent %s cannot be read back (%s): dropped",
+                         field, exc)
+            self._retrying(lambda: self._client.execute_command(
+                "HDEL", self._keys["intents"], field))
+            return
+        if not request.dont_filter:
+            self.df.request_seen(request)  # record it; "seen" may be its own earlier write
+        self._push(data, request.priority, field)
+        self._inc("intents_recovered")
+        logger.info("RedisIRIScheduler: enqueued %s, left pending by a worker that died",
+                    request, extra={"spider": self.spider})
+
+    def _tick(self) -> None:
+        if self._client is None or self._gave_up:
+            return
+        if self._failed:
+            gc.collect(1)
+        if self._released:
+            self._reap_released()
+        try:
+            self._tick_once()
+        except Exception as exc:  # noqa: BLE001 - retried at the next tick
+            if not self._tick_failing:
+                logger.warning("RedisIRIScheduler: heartbeat failed (%s)", exc)
+            self._tick_failing = True
+            return
+        self._tick_failing = False
+
+    # --- helpers ---------------------------------------------------------------------
+
+    def _serialize(self, request: Request) -> bytes | None:
+        try:
+            d = request.to_dict(spider=self.spider)
+            meta = d.get("meta")
+            if meta and META_LEASE in meta:
+                d["meta"] = {k: v for k, v in meta.items() if k != META_LEASE}
+            return pickle.dumps(d, protocol=4)
+        except Exception as exc:
+            self._inc("unserializable")
+            if not self._warned_unser:
+                self._warned_unser = True
+                logger.warning(
+                    "Request %(request)s cannot be stored in Redis (%(reason)s): kept in this "
+                    "worker's memory, lost if it dies (iri/redis_scheduler/unserializable; no "
+                    "more such requests will be logged)",
+                    {"request": request, "reason": exc}, extra={"spider": self.spider})
+            return None
+
+    def _inc(self, name: str, count: int = 1) -> None:
+        self._counts[name] = self._counts.get(name, 0) + count
+
+    def _set(self, name: str, value: int) -> None:
+        self._counts[name] = value
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The ``iri/redis_scheduler/*`` counters so far (without the prefix)."""
+        return dict(self._counts)
+
+
+class RedisSchedulerSpiderMiddleware(FrontierSpiderMiddleware):
+    """Outermost spider middleware for :class:`RedisIRIScheduler` (the add-on adds it).
+
+    The frontier's middleware: it schedules each request of a callback's output
+    itself (``crawler.engine.crawl``) as soon as it comes out of the other
+    middlewares, so the lease is acknowledged (when the output ends) only after
+    every request in it is in Redis (see :class:`FrontierSpiderMiddleware`).
+    """

@@ -1,0 +1,530 @@
+"""iri_scrapy on Apache Spark: canonical keys as vectorized column functions, and dedupe.
+
+``pip install "iri-scrapy[spark]"`` (pyspark 4.1+, pyarrow; Spark 4 needs Java 17+).
+Nothing else in the package imports this module, so the core stays importable
+without pyspark.
+
+The column functions are Arrow UDFs (``arrow_udf``, Spark 4.1+): Spark hands the
+Python worker Arrow record batches (``spark.sql.execution.arrow.maxRecordsPerBatch``
+rows, 10,000 by default) and gets one Arrow array back, so the JVM-Python traffic
+is columnar, with no pandas in between.  Each value is decided by the very code of
+the local ``iri-scrapy dedupe``: :meth:`iri_scrapy.store.dedupe.Deduper.classify` (blank,
+refusal, canonical key and rungs), :func:`iri_scrapy.store.dedupe.fingerprint` (the
+64-bit key fingerprint the CLI's seen-set holds) and :meth:`Deduper.add`, so the
+keys are those of :func:`iri_scrapy.normalize`, row for row, and two lines are
+merged exactly when the CLI merges them.
+
+:func:`dedupe` makes one Python pass per partition (an iterator Arrow UDF: key,
+rung mask and fingerprint together; when the order column increases along each
+partition, the partition's duplicates are dropped there, before any shuffle, by a
+per-partition :class:`~iri_scrapy.store.dedupe.Deduper`).  The pass gives each row an
+array of what leaves it, exploded by Spark: nothing for a duplicate or a blank
+line, one element for a first spelling or a refused line, and on the partition's
+last row also its counters, one element each; then one aggregation by the
+fingerprint (a ``long``) keeps the first row of each resource.
+
+Caches: the core's host caches (IDNA conversions) are module-level
+``functools.lru_cache`` s; each Python worker process has its own, warm for as
+long as Spark reuses the worker (``spark.python.worker.reuse``, on by default),
+shared by nothing.  They are a speed-up only: a cold cache gives the same keys.
+
+* :func:`retrieval_key` -- the canonical key of each value (``null`` when it has none);
+* :func:`rungs` -- the rungs of the RFC 3987 section 5.3 ladder that changed it;
+* :func:`classify` -- both at once, with the refusal message and a blank flag;
+* :func:`dedupe` -- the first spelling (by an order column) of each resource, the
+  rejected rows with their error (never dropped), and the report's counters.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.functions import arrow_udf
+
+from iri_scrapy.core.errors import IRIError
+from iri_scrapy.core.ladder import Form, Level, normalize
+from iri_scrapy.store.dedupe import RUNG_KEYS, Deduper, DedupeStats, Outcome, Reject, fingerprint
+
+__all__ = [
+    "CLASSIFY_SCHEMA", "classify", "retrieval_key", "rungs", "rung_names", "dedupe",
+    "SparkDedupe",
+]
+
+#: The struct :func:`classify` returns: ``key`` (the canonical URI that decides
+#: equality; null for a blank or rejected value), ``rungs`` (a bit mask: bit *i* set
+#: when rung ``RUNG_KEYS[i]`` changed the value; 0 when it was already canonical;
+#: :func:`rungs` gives the names), ``out`` (the value in *form* when asked, else
+#: null), ``error`` (why the value was refused; null otherwise), ``blank`` (empty or
+#: white space only).
+CLASSIFY_SCHEMA = T.StructType([
+    T.StructField("key", T.StringType()),
+    T.StructField("rungs", T.IntegerType()),
+    T.StructField("out", T.StringType()),
+    T.StructField("error", T.StringType()),
+    T.StructField("blank", T.BooleanType()),
+])
+
+#: Bit of each rung in the ``rungs`` mask.
+_BIT = {key: 1 << i for i, key in enumerate(RUNG_KEYS)}
+_MASK = {r: 1 << i for i, r in enumerate(RUNG_KEYS)}
+
+#: What :func:`dedupe`'s pass gives each row: an array of these (column
+#: :data:`_PASS` once exploded).  ``kind``: 0 the first row of its resource in the
+#: partition (a candidate), 1 refused, 4 a counter of the partition (on its last row, one element
+#: per counter; duplicates and blank lines give no element); ``fp``: the CLI's 64-bit
+#: fingerprint of the key (signed), or for a counter its index in :data:`_COUNTS`;
+#: ``count``: a counter's value; ``part``: a counter's partition.
+_ELEMENT_FIELDS = [
+    ("kind", T.ByteType(), pa.int8()), ("fp", T.LongType(), pa.int64()),
+    ("rungs", T.IntegerType(), pa.int32()), ("key", T.StringType(), pa.string()),
+    ("out", T.StringType(), pa.string()), ("error", T.StringType(), pa.string()),
+    ("count", T.LongType(), pa.int64()), ("part", T.IntegerType(), pa.int32()),
+]
+_PASS_SCHEMA = T.ArrayType(T.StructType(
+    [T.StructField(name, spark_type) for name, spark_type, _ in _ELEMENT_FIELDS]))
+_ELEMENT_ARROW = pa.struct([(name, arrow_type) for name, _, arrow_type in _ELEMENT_FIELDS])
+#: The counters of one partition, in this order (``fp`` of a counter element), then
+#: the per-rung counts of its duplicates (``by_rung``, RUNG_KEYS order), then the
+#: rungs of its candidates (``simple`` for a mask of 0).
+_COUNTS = ("lines", "blank", "unparseable", "candidates", "duplicates")
+_CANDIDATE, _REJECT, _COUNTER = 0, 1, 4
+#: The column of the pass's element in :attr:`SparkDedupe.classified`.
+_PASS = "iri_pass"
+#: What a null value is (the CLI has none): refused.
+_NULL: tuple[Outcome | None, str, tuple[Any, ...], str] = (
+    Outcome.REJECT, "null value: not a URL", (), "")
+
+
+def _udf(fn: Any, return_type: T.DataType) -> Any:
+    # The type hints of fn say which Arrow UDF: pa.Array -> pa.Array, or iterators.
+    return arrow_udf(fn, return_type)  # type: ignore[call-overload]
+
+
+def _text(value: Any) -> str:
+    """A value as the local CLI reads a line: bytes decoded as UTF-8 with undecodable
+    bytes kept as surrogate escapes (refused later, with their column), a final CR
+    dropped (the line was split at LF)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        return raw.decode("utf-8", "surrogateescape")
+    return str(value)
+
+
+def _values(values: pa.Array) -> list[Any]:
+    """The Python values of an Arrow batch; a binary batch (lines of a text file) that
+    is all UTF-8 is decoded and stripped of a final CR by Arrow, in C (the common
+    case); otherwise each value goes through :func:`_text`."""
+    if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
+        try:
+            strings = values.cast(pa.string())
+        except pa.ArrowInvalid:  # a byte that is not UTF-8: value by value, with _text
+            return values.to_pylist()
+        import pyarrow.compute as pc
+
+        return pc.replace_substring_regex(strings, pattern="\r$", replacement="",
+                                          max_replacements=1).to_pylist()
+    return values.to_pylist()
+
+
+def _deduper(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
+             with_rungs: bool) -> Deduper:
+    return Deduper(level, keep_fragment=keep_fragment, nfc=nfc, canonical=form is not None,
+                   form=form or "uri", rung_stats=with_rungs)
+
+
+def _classifier(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
+                with_rungs: bool) -> Any:
+    """The per-batch function of :func:`classify`: ``Deduper.classify`` of each value."""
+
+    def run(values: pa.Array) -> pa.Array:
+        d = _deduper(level, keep_fragment, nfc, form, with_rungs)
+        decide = d.classify
+        keys: list[str | None] = []
+        masks: list[int | None] = []
+        outs: list[str | None] = []
+        errors: list[str | None] = []
+        blanks: list[bool] = []
+        for value in _values(values):
+            key = out = error = None
+            mask: int | None = None
+            blank = False
+            if value is None:
+                error = "null value: not a URL"
+            else:
+                outcome, text, found, written = decide(_text(value))
+                if outcome is None:
+                    key = text
+                    out = written if form is not None else None
+                    if with_rungs:
+                        mask = 0
+                        for rung in found:
+                            mask |= _MASK[rung.key]
+                elif outcome is Outcome.BLANK:
+                    blank = True
+                else:
+                    error = text
+            keys.append(key)
+            masks.append(mask)
+            outs.append(out)
+            errors.append(error)
+            blanks.append(blank)
+        return pa.StructArray.from_arrays(
+            [pa.array(keys, pa.string()), pa.array(masks, pa.int32()),
+             pa.array(outs, pa.string()), pa.array(errors, pa.string()),
+             pa.array(blanks, pa.bool_())],
+            names=["key", "rungs", "out", "error", "blank"])
+
+    return run
+
+
+def _col(c: "Column | str") -> Column:
+    return F.col(c) if isinstance(c, str) else c
+
+
+def classify(
+    col: "Column | str",
+    level: Level | int | str = Level.SCHEME,
+    *,
+    keep_fragment: bool = False,
+    nfc: bool = False,
+    form: Form | None = None,
+    with_rungs: bool = True,
+) -> Column:
+    """A struct column (:data:`CLASSIFY_SCHEMA`) for a string or binary column of URLs.
+
+    Binary values are read as the CLI reads a line (UTF-8, undecodable bytes
+    refused with their column); ``keep_fragment`` defaults to False, the
+    retrieval key (RFC 3987 section 5.1), as in ``iri-scrapy dedupe``.
+    """
+    fn = _classifier(Level.coerce(level), keep_fragment, nfc, form, with_rungs)
+    return _udf(fn, CLASSIFY_SCHEMA)(_col(col))
+
+
+def retrieval_key(
+    col: "Column | str",
+    level: Level | int | str = Level.SCHEME,
+    *,
+    form: Form = "uri",
+    keep_fragment: bool = False,
+    nfc: bool = False,
+) -> Column:
+    """``normalize(value, level, form=form, keep_fragment=..., nfc=...)`` of each value,
+    null when the value is blank, null, refused or has no canonical form (use
+    :func:`classify` for the reason)."""
+    lvl = Level.coerce(level)
+
+    def run(values: pa.Array) -> pa.Array:
+        out: list[str | None] = []
+        for value in _values(values):
+            if value is None:
+                out.append(None)
+                continue
+            try:
+                out.append(normalize(_text(value), lvl, form=form,
+                                     keep_fragment=keep_fragment, nfc=nfc))
+            except IRIError:
+                out.append(None)
+        return pa.array(out, pa.string())
+
+    return _udf(run, T.StringType())(_col(col))
+
+
+def rungs(
+    col: "Column | str",
+    level: Level | int | str = Level.SCHEME,
+    *,
+    keep_fragment: bool = False,
+    nfc: bool = False,
+) -> Column:
+    """The rungs (their keys: ``case``, ``percent``, ``path``, ``scheme``...) that changed
+    each value on its way to the canonical form, in ladder order; an empty array
+    when it was already canonical (``simple``), null when it has none."""
+    return rung_names(classify(col, level, keep_fragment=keep_fragment, nfc=nfc)["rungs"])
+
+
+def rung_names(mask: Column) -> Column:
+    """The rung keys of a ``rungs`` bit mask of :func:`classify`, in ladder order."""
+    picked = F.array_compact(F.array(*[
+        F.when(mask.bitwiseAND(bit) != 0, F.lit(key)) for key, bit in _BIT.items()]))
+    return F.when(mask.isNull(), F.lit(None)).otherwise(picked)
+
+
+def _signed(fp: int) -> int:
+    return fp - (1 << 64) if fp >> 63 else fp
+
+
+def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
+                 with_rungs: bool, first_wins: bool, with_keys: bool = True) -> Any:
+    """The one Python pass of :func:`dedupe` over a partition (an iterator Arrow UDF).
+
+    With *first_wins* (the order increases along the partition) a per-partition
+    :class:`Deduper` keeps the first row of each fingerprint and counts the others
+    as duplicates, by rung as the CLI counts them; otherwise every URL is a
+    candidate.  Each row gets an array (:data:`_PASS_SCHEMA`): empty for a
+    duplicate or a blank line, so that only candidates and refused rows leave the
+    pass.  The output is held back one batch so that the partition's counters ride
+    on its last row, one element each.  Without *with_keys* the ``key`` of a
+    candidate is null (its fingerprint decides; the key string is not moved).
+    """
+    n_rungs = len(RUNG_KEYS)
+
+    def run(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        d = _deduper(level, keep_fragment, nfc, form, with_rungs)
+        decide, add, stats = d.classify, d.add, d.stats
+        cand_rungs = [0] * n_rungs
+        held: list[list[Any]] | None = None
+        for values in batches:
+            ends: list[int] = [0]  # the list offsets: element count before each row
+            kinds: list[int] = []
+            fps: list[int | None] = []
+            masks: list[int | None] = []
+            keys: list[str | None] = []
+            outs: list[str | None] = []
+            errors: list[str | None] = []
+            batch = _values(values)
+            stats.lines += len(batch)
+            n = 0
+            for value in batch:
+                outcome, text, found, written = (
+                    decide(value) if value.__class__ is str
+                    else _NULL if value is None else decide(_text(value)))
+                if outcome is None:
+                    fp = fingerprint(text)
+                    if first_wins and not add(fp, found):
+                        ends.append(n)
+                        continue
+                    if not first_wins:
+                        stats.unique += 1
+                    mask = 0
+                    for rung in found:
+                        mask |= _MASK[rung.key]
+                    if with_rungs:
+                        if mask:
+                            for i in range(1, n_rungs):
+                                if mask >> i & 1:
+                                    cand_rungs[i] += 1
+                        else:
+                            cand_rungs[0] += 1
+                    n += 1
+                    ends.append(n)
+                    kinds.append(_CANDIDATE)
+                    fps.append(_signed(fp))
+                    masks.append(mask if with_rungs else None)
+                    keys.append(text if with_keys else None)
+                    outs.append(written if form is not None else None)
+                    errors.append(None)
+                elif outcome is Outcome.BLANK:
+                    stats.blank += 1
+                    ends.append(n)
+                else:
+                    stats.unparseable += 1
+                    n += 1
+                    ends.append(n)
+                    kinds.append(_REJECT)
+                    fps.append(None)
+                    masks.append(None)
+                    keys.append(None)
+                    outs.append(None)
+                    errors.append(text)
+            if held is not None:
+                yield _pass_array(held, [], 0)
+            held = [ends, kinds, fps, masks, keys, outs, errors]
+        if held is None:
+            return
+        ctx = TaskContext.get()
+        counts = [stats.lines, stats.blank, stats.unparseable, stats.unique, stats.duplicates]
+        counts += [stats.by_rung[k] for k in RUNG_KEYS] + cand_rungs
+        yield _pass_array(held, counts, ctx.partitionId() if ctx is not None else 0)
+
+    return run
+
+
+def _pass_array(cols: list[list[Any]], counts: list[int], part: int) -> pa.Array:
+    """The pass's arrays for one batch; *counts* become elements of its last row."""
+    ends, kinds, fps, masks, keys, outs, errors = cols
+    n, k = len(kinds), len(counts)
+    if k:
+        ends[-1] += k
+        kinds = kinds + [_COUNTER] * k
+        fps = fps + list(range(k))
+        masks, keys, outs, errors = (c + [None] * k for c in (masks, keys, outs, errors))
+    elements = pa.StructArray.from_arrays(
+        [pa.array(kinds, pa.int8()), pa.array(fps, pa.int64()), pa.array(masks, pa.int32()),
+         pa.array(keys, pa.string()), pa.array(outs, pa.string()),
+         pa.array(errors, pa.string()),
+         pa.array([None] * n + counts, pa.int64()) if k else pa.nulls(n, pa.int64()),
+         pa.array([None] * n + [part] * k, pa.int32()) if k else pa.nulls(n, pa.int32())],
+        fields=list(_ELEMENT_ARROW))
+    return pa.ListArray.from_arrays(pa.array(ends, pa.int32()), elements)
+
+
+@dataclass
+class SparkDedupe:
+    """What :func:`dedupe` returns; the DataFrames are lazy, :meth:`stats` runs jobs.
+
+    ``unique``: the rows of the first spelling of each resource, with columns
+    ``iri_key`` (canonical URI) and ``iri_out`` (the value in *form* when
+    ``canonical`` was asked, else null) added.  ``rejects``: the refused rows
+    with ``iri_error``.  ``classified``: what leaves the Python pass (the
+    candidates, the refused rows, and each partition's counters as extra copies of
+    its last row; the pass's element in struct column ``iri_pass``), which all
+    three read: :meth:`persist` it to pass once.  ``groups``: one row per resource
+    (``iri_fp``, struct ``first``).  ``groups``, ``unique`` and ``rejects`` are
+    built when first read (a job that only asks for :meth:`stats` does not pay
+    for their plans).
+    """
+
+    classified: DataFrame
+    columns: list[str]
+    order_by: str
+    col: str
+    level: Level
+    rung_stats: bool
+    unique_order: bool
+
+    @cached_property
+    def groups(self) -> DataFrame:
+        iri = F.col(_PASS)
+        rest = [c for c in self.columns if c not in (self.order_by, self.col)]
+        return self.classified.where(iri["kind"] == _CANDIDATE).groupBy(
+            iri["fp"].alias("iri_fp")).agg(F.min(F.struct(
+                F.col(self.order_by), F.col(self.col), *[F.col(c) for c in rest],
+                iri["key"].alias("iri_key"), iri["out"].alias("iri_out"))).alias("first"))
+
+    @cached_property
+    def unique(self) -> DataFrame:
+        first = F.col("first")
+        return self.groups.select(*[first[c].alias(c) for c in self.columns],
+                                  first["iri_key"].alias("iri_key"),
+                                  first["iri_out"].alias("iri_out"))
+
+    @cached_property
+    def rejects(self) -> DataFrame:
+        return self.classified.where(F.col(_PASS)["kind"] == _REJECT).select(
+            *self.columns, F.col(_PASS)["error"].alias("iri_error"))
+
+    def partition_lines(self) -> dict[int, int]:
+        """``{partition: lines}`` of the pass (a small job; cheap when persisted)."""
+        iri = F.col(_PASS)
+        rows = self.classified.where(
+            (iri["kind"] == _COUNTER) & (iri["fp"] == _COUNTS.index("lines"))).select(
+            iri["part"], iri["count"]).collect()
+        return {int(r[0]): int(r[1]) for r in rows}
+
+    def persist(self) -> "SparkDedupe":
+        """Cache :attr:`classified` (the Python pass then runs once)."""
+        self.classified.persist()
+        return self
+
+    def unpersist(self) -> None:
+        self.classified.unpersist()
+
+    def stats(self, max_rejects: int = 20) -> DedupeStats:
+        """The counters of the run, as ``iri-scrapy dedupe`` reports them (one job; a
+        second one lists the rejects, when there are some).
+
+        ``rejects`` lists the first *max_rejects* refused rows by the order
+        column; their ``line`` is the order column's value (the CLI orders by
+        line number).
+        """
+        n = len(RUNG_KEYS)
+        base = len(_COUNTS)
+        iri = F.col(_PASS)
+        order = F.col(self.order_by)
+        # The rungs of each resource's first row: by the order alone when it has no
+        # ties (a hash aggregation, no sort), else ties broken by the value.
+        first_mask = (F.min_by(iri["rungs"], order) if self.unique_order
+                      else F.min(F.struct(order, F.col(self.col),
+                                          iri["rungs"].alias("m")))["m"])
+        # One hash aggregation on (kind, fp): a resource per candidate fingerprint,
+        # a counter per index (summed over the partitions); then ~20 rows.
+        per_fp = self.classified.where(iri["kind"] != _REJECT).groupBy(
+            iri["kind"].alias("kind"), iri["fp"].alias("fp")).agg(
+            first_mask.alias("m"), F.sum(iri["count"]).alias("s"))
+        first = F.col("m")
+        aggs = [F.count(F.lit(1)).alias("n"), F.sum("s").alias("s")]
+        if self.rung_stats:
+            aggs.append(F.count(F.when(first == 0, 1)).alias("r_simple"))
+            aggs.extend(F.count(F.when(first.bitwiseAND(_BIT[k]) != 0, 1)).alias(f"r_{k}")
+                        for k in RUNG_KEYS[1:])
+        rows = per_fp.groupBy(F.when(F.col("kind") == _COUNTER, F.col("fp")).alias("i")).agg(
+            *aggs).collect()
+        total = [0] * (base + 2 * n)
+        row: dict[str, Any] = {}
+        for r in rows:
+            if r["i"] is None:
+                row = r.asDict()
+            else:
+                total[int(r["i"])] = int(r["s"] or 0)
+        valid = total[3] + total[4]
+        unique = int(row.get("n") or 0)
+        stats = DedupeStats(lines=total[0], unique=unique, duplicates=valid - unique,
+                            blank=total[1], unparseable=total[2])
+        if self.rung_stats:
+            for i, k in enumerate(RUNG_KEYS):
+                stats.by_rung[k] = (total[base + i] + total[base + n + i]
+                                    - int(row.get(f"r_{k}") or 0))
+        if stats.unparseable and max_rejects:
+            first_rejects = (self.rejects.select(self.order_by, "iri_error")
+                             .orderBy(self.order_by).limit(max_rejects).collect())
+            stats.rejects = [Reject(int(r[0]), r[1]) for r in first_rejects]
+        return stats
+
+
+def dedupe(
+    df: DataFrame,
+    col: str,
+    level: Level | int | str = Level.SCHEME,
+    *,
+    order_by: str | None = None,
+    ordered_partitions: bool | None = None,
+    unique_order: bool | None = None,
+    keep_fragment: bool = False,
+    nfc: bool = False,
+    canonical: bool = False,
+    form: Form = "uri",
+    rung_stats: bool = True,
+    keys: bool = True,
+) -> SparkDedupe:
+    """Keep the first spelling of each distinct resource of column *col* of *df*.
+
+    Two values are the same resource when the 64-bit fingerprints of their
+    canonical URIs at *level* are equal, as in :class:`iri_scrapy.store.dedupe.Deduper`
+    (the local CLI); "first" is the smallest *order_by* value (ties broken by the
+    value itself), so the result does not depend on partitioning.  Without
+    *order_by* a ``monotonically_increasing_id`` is used: the order of the input's
+    partitions, which for one text file is the order of its lines.
+    *ordered_partitions* (default: true without *order_by*) says that *order_by*
+    increases strictly along each partition (as such an id does): each partition's
+    duplicates are then dropped in the Python pass, before the shuffle;
+    *unique_order* (default: true without *order_by*) that no two rows share an
+    *order_by* value (the report's aggregation then needs no sort).  Rows that are
+    not URLs, or have no canonical form, go to ``rejects`` with their error message;
+    blank rows are counted and dropped.  Duplicates are counted per rung of the
+    ladder that changed their spelling (``simple`` when already canonical), like
+    the local CLI.  ``keys=False`` leaves ``iri_key`` null: the canonical key of
+    each first spelling is then not moved from the Python workers to the JVM
+    (``iri-scrapy dedupe --spark`` writes the lines or ``iri_out``, never the key).
+    """
+    lvl = Level.coerce(level)
+    x = df
+    if order_by is None:
+        order_by = "iri_order"
+        x = x.withColumn(order_by, F.monotonically_increasing_id())
+        ordered_partitions = True if ordered_partitions is None else ordered_partitions
+        unique_order = True if unique_order is None else unique_order
+    fn = _dedupe_pass(lvl, keep_fragment, nfc, form if canonical else None, rung_stats,
+                      bool(ordered_partitions), keys)
+    # The pass's array per row, exploded: duplicates and blank lines leave no row.
+    classified = x.select("*", F.explode(_udf(fn, _PASS_SCHEMA).asNondeterministic()(
+        F.col(col))).alias(_PASS))
+    columns = [*df.columns, *([order_by] if order_by not in df.columns else [])]
+    return SparkDedupe(classified, columns, order_by, col, lvl, rung_stats, bool(unique_order))

@@ -1,0 +1,314 @@
+"""``IRIRequestFingerprinter``: Scrapy request fingerprints over the canonical URI.
+
+Set ``REQUEST_FINGERPRINTER_CLASS = "iri_scrapy.IRIRequestFingerprinter"`` (the
+add-on does) and every component that asks ``crawler.request_fingerprinter``
+(the stock ``RFPDupeFilter``, :class:`~iri_scrapy.IRIDupeFilter`, the HTTP cache,
+the media pipelines) identifies a resource by its canonical retrieval URI:
+
+1. the comparison ladder (RFC 3987 section 5.3) at ``IRI_LEVEL`` in URI form;
+2. the fragment excluded, since "when IRIs are compared to select (or avoid) a
+   network action ... fragment components (if any) should be excluded"
+   (RFC 3987 section 5.1), unless ``IRI_KEEP_FRAGMENTS``;
+3. at level PROTOCOL, the crawler's learned :class:`~iri_scrapy.ProtocolRules`
+   (section 5.3.4);
+4. the opt-in query heuristics (``IRI_SORT_QUERY``, ``IRI_DROP_QUERY_PARAMS``),
+   which are not RFC 3987.
+
+The fingerprint is the SHA-1 of the same JSON document Scrapy's own
+``scrapy.utils.request.fingerprint`` hashes (``body`` in hex, ``headers``,
+``method``, ``url``, keys sorted), with the canonical URI as ``url``; so it is
+20 ``bytes``, like Scrapy's.
+
+Requests with ``meta["dont_normalize_iri"]`` (or Scrapy's ``verbatim_url``) are
+fingerprinted on ``request.url`` exactly as given.  A URL with no canonical form
+(:class:`~iri_scrapy.IRIError`: a host that fails IDNA, a non-numeric port) is
+fingerprinted as given too: never raised, never dropped; the first one of a
+crawl is logged as a warning and each such request counts ``iri/unnormalizable``.
+
+Fingerprints are cached per :class:`~scrapy.Request` in a ``WeakKeyDictionary``
+like Scrapy's.  At level PROTOCOL the learned rules change during the crawl, so
+the cache keeps the level-SCHEME canonical URI (the costly part) and re-applies
+the rules on every call (a dict lookup); the SHA-1 is recomputed only when that
+changes the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+from iri_scrapy.core.errors import IRIError
+from iri_scrapy.core.ladder import Level, rungs_applied
+from iri_scrapy.core.ladder import normalize as _normalize
+from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin.config import (
+    META_DONT_NORMALIZE,
+    META_ORIGINAL,
+    META_VERBATIM,
+    IRIConfig,
+    rules_for,
+)
+from iri_scrapy.plugin.links import count_unnormalizable, error_reason
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+    from typing_extensions import Self
+
+    from iri_scrapy.core.protocol import ProtocolRules
+
+__all__ = [
+    "IRIRequestFingerprinter", "rung_keys", "spelling", "STAT_UNNORMALIZABLE", "META_VERBATIM",
+]
+
+logger = logging.getLogger(__name__)
+
+#: ``json.dumps``' string encoding (``ensure_ascii``, as Scrapy's fingerprint() uses):
+#: ``JSONEncoder.encode(str)`` takes the same C fast path as ``json.dumps`` does.
+_json_str = json.JSONEncoder().encode
+
+#: Stats key: requests whose URL has no canonical form (fingerprinted as given).
+STAT_UNNORMALIZABLE = "iri/unnormalizable"
+
+
+def rung_keys(
+    url: str, config: IRIConfig, rules: ProtocolRules | None = None
+) -> tuple[str, ...]:
+    """See :func:`_rung_keys`; cached per spelling when no protocol rules apply
+    (pages repeat the same links, and duplicates are counted per rung)."""
+    if rules is None:
+        return _rung_keys_cached(url, config)
+    return _rung_keys(url, config, rules)
+
+
+@lru_cache(maxsize=16384)
+def _rung_keys_cached(url: str, config: IRIConfig) -> tuple[str, ...]:
+    return _rung_keys(url, config, None)
+
+
+def _rung_keys(
+    url: str, config: IRIConfig, rules: ProtocolRules | None = None
+) -> tuple[str, ...]:
+    """The names of the normalizations that changed *url* on its way to its key.
+
+    In ladder order: the :attr:`Rung.key <iri_scrapy.Rung.key>` of each rung of
+    RFC 3987 section 5.3 that changed the URL (``case``, ``character``,
+    ``percent``, ``path``, ``scheme``, ``protocol``), computed on the URL without
+    its fragment when fragments are excluded; then ``fragment`` if a fragment
+    was dropped (section 5.1); then ``heuristics`` if an opt-in query heuristic
+    changed the key.  An empty tuple means the URL was its own key (simple string
+    comparison, 5.3.1).  Raises :class:`~iri_scrapy.IRIError` like ``normalize``.
+    """
+    keep = config.keep_fragments
+    out = [
+        rung.key
+        for rung in rungs_applied(
+            url, config.level, keep_fragment=keep, nfc=config.nfc, rules=rules
+        )
+    ]
+    if not keep and "#" in url:
+        out.append("fragment")
+    if config.heuristics:
+        canonical = _normalize(
+            url, config.level, keep_fragment=keep, nfc=config.nfc, rules=rules
+        )
+        if config.apply_heuristics(canonical) != canonical:
+            out.append("heuristics")
+    return tuple(out)
+
+
+class _Entry:
+    """Cache of one request: the spelling it was keyed on, its key and fingerprint."""
+
+    __slots__ = ("verbatim", "base", "key", "fp")
+
+    def __init__(self, verbatim: bool, base: str | None, key: str, fp: bytes) -> None:
+        self.verbatim = verbatim
+        self.base = base  # level-SCHEME canonical URI when rules may rewrite it, else None
+        self.key = key
+        self.fp = fp
+
+
+class IRIRequestFingerprinter:
+    """Scrapy ``REQUEST_FINGERPRINTER_CLASS`` keyed on the canonical URI (RFC 3987 5.3).
+
+    Without a crawler it uses *config* (default :class:`IRIConfig`) and *rules*
+    (level PROTOCOL only), and counts nothing.  *include_headers* names request
+    headers to hash too, as in Scrapy's ``fingerprint()`` (none by default).
+    """
+
+    def __init__(
+        self,
+        crawler: Crawler | None = None,
+        *,
+        config: IRIConfig | None = None,
+        rules: ProtocolRules | None = None,
+        include_headers: Iterable[bytes | str] | None = None,
+    ) -> None:
+        if config is None:
+            config = IRIConfig.from_settings(crawler.settings) if crawler else IRIConfig()
+        self.config = config
+        self.level = config.level
+        if crawler is not None and rules is None:
+            rules = rules_for(crawler, config)
+        self.rules: ProtocolRules | None = rules if config.level >= Level.PROTOCOL else None
+        self.stats: StatsCollector | None = crawler.stats if crawler is not None else None
+        self._headers: tuple[bytes, ...] = tuple(
+            sorted(h.lower().encode() if isinstance(h, str) else h.lower()
+                   for h in include_headers or ())
+        )
+        self._cache: WeakKeyDictionary[Request, _Entry] = WeakKeyDictionary()
+        self._warned = False
+        # normalize() arguments: at PROTOCOL the rules are applied here, after caching.
+        self._norm_level = min(config.level, Level.SCHEME)
+        self._keep = config.keep_fragments
+        self._nfc = config.nfc
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    # --- keys --------------------------------------------------------------
+
+    def _base(self, url: str) -> str | None:
+        """The canonical URI of *url* before protocol rules; None if it has none."""
+        try:
+            return _normalize(url, self._norm_level, keep_fragment=self._keep, nfc=self._nfc)
+        except IRIError as exc:
+            self._unnormalizable(url, exc)
+            return None
+
+    def _key(self, base: str) -> str:
+        rules = self.rules
+        if rules is not None:
+            base = rules.apply(base)
+        return self.config.apply_heuristics(base)
+
+    def _unnormalizable(self, url: str, exc: IRIError) -> None:
+        count_unnormalizable(self.stats, error_reason(exc))
+        if not self._warned:
+            self._warned = True
+            logger.warning(
+                "URL has no canonical form, deduplicated as given: %r (%s); further such "
+                "URLs are not logged, see the %s stat",
+                url, exc, STAT_UNNORMALIZABLE,
+            )
+
+    def canonical_url(self, url: str) -> str:
+        """The key URL of *url* (what the fingerprint hashes; *url* itself if none)."""
+        base = self._base(url)
+        return url if base is None else self._key(base)
+
+    def key_url(self, request: Request) -> str:
+        """The URL the fingerprint of *request* hashes (for explain logging)."""
+        self.fingerprint(request)
+        return self._cache[request].key
+
+    def rungs(self, request: Request) -> tuple[str, ...]:
+        """The normalizations that changed *request*'s URL into its key (see :func:`rung_keys`).
+
+        Computed on the spelling the spider wrote (:func:`spelling`), since the
+        normalization middleware has already made ``request.url`` canonical.
+        Empty for ``dont_normalize_iri`` requests and URLs with no canonical form.
+        """
+        if _verbatim(request):
+            return ()
+        try:
+            return rung_keys(spelling(request), self.config, self.rules)
+        except IRIError:
+            return ()
+
+    # --- fingerprint ---------------------------------------------------------
+
+    def fingerprint(self, request: Request) -> bytes:
+        """The 20-byte SHA-1 fingerprint of *request* (method, key URL, body)."""
+        verbatim = _verbatim(request)
+        entry = self._cache.get(request)
+        if entry is not None and entry.verbatim == verbatim:
+            if entry.base is None:
+                return entry.fp
+            key = self._key(entry.base)
+            if key == entry.key:
+                return entry.fp
+            entry.key = key
+            entry.fp = self._hash(request, key)
+            return entry.fp
+        if verbatim:
+            base = None
+            key = request.url
+        else:
+            # Below level SCHEME the key must come from the spelling the spider
+            # wrote: request.url was already made SCHEME-canonical for the wire.
+            url = request.url if self.level >= Level.SCHEME else spelling(request)
+            base = self._base(url)
+            if base is None:
+                key = request.url
+            else:
+                key = self._key(base)
+                if self.rules is None:
+                    base = None
+        fp = self._hash(request, key)
+        self._cache[request] = _Entry(verbatim, base, key, fp)
+        return fp
+
+    def _hash(self, request: Request, url: str) -> bytes:
+        # Byte for byte the text json.dumps(..., sort_keys=True) gives in Scrapy's
+        # fingerprint(): {"body": <hex>, "headers": {...}, "method": ..., "url": ...}.
+        headers = self._headers_json(request) if self._headers else "{}"
+        text = (
+            '{"body": "' + request.body.hex() + '", "headers": ' + headers
+            + ', "method": ' + _json_str(request.method) + ', "url": ' + _json_str(url) + "}"
+        )
+        return hashlib.sha1(text.encode()).digest()  # noqa: S324 - an identifier, not security
+
+    def _headers_json(self, request: Request) -> str:
+        parts = []
+        for name in self._headers:
+            if name in request.headers:
+                values = ", ".join(
+                    '"' + v.hex() + '"' for v in request.headers.getlist(name)
+                )
+                parts.append(f'"{name.hex()}": [{values}]')
+        return "{" + ", ".join(parts) + "}"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.config.options_tag()}>"
+
+
+def _verbatim(request: Request) -> bool:
+    """Keyed as given: ``dont_normalize_iri``, or the user's own ``verbatim_url``
+    (the normalization middleware sets ``verbatim_url`` together with
+    ``iri_original`` on canonical URIs that ``Request()`` would alter)."""
+    meta: dict[str, Any] = request.meta
+    return bool(
+        meta.get(META_DONT_NORMALIZE) or (meta.get(META_VERBATIM) and META_ORIGINAL not in meta)
+    )
+
+
+def spelling(request: Request) -> str:
+    """The URL as the spider wrote it: ``meta["iri_original"]`` when that is the same
+    resource as ``request.url`` at level SCHEME, else ``request.url``.
+
+    The check matters after a redirect: Scrapy copies meta, so ``iri_original``
+    may still name the redirect's source.
+    """
+    url = request.url
+    original = request.meta.get(META_ORIGINAL)
+    if not original or original == url:
+        return url
+    try:
+        same = _scheme_key(original) == _scheme_key(url)
+    except IRIError:
+        return url
+    return original if same else url
+
+
+@lru_cache(maxsize=16384)
+def _scheme_key(url: str) -> str:
+    return _normalize(url, Level.SCHEME, keep_fragment=False)

@@ -1,0 +1,372 @@
+"""Links the plugin cannot use: skipped, counted, logged once, never costing the others.
+
+A page may hold hrefs that no request can be built for: an unclosed ``[``
+(``http://[::1``), an address that is not IPv6 (``http://[:::1]/``), a port
+out of range (``http://example.test:99999/``).  ``Request()`` raises
+``ValueError`` on them, and an exception raised while a spider callback (or
+``CrawlSpider``'s rule loop) iterates over a page's links loses every link
+after it.  Every link path of the plugin asks :func:`request_refusal` first and
+skips such a link with :func:`report_skipped`:
+
+* ``IRILinkExtractor.extract_links`` leaves it out (so ``CrawlSpider`` rules
+  and ``IRICrawlSpider`` never meet it);
+* ``response.follow()`` returns a request marked ``meta["iri_skipped_link"]``
+  that the plugin drops before the scheduler (so ``yield response.follow(href)``
+  in a loop goes on with the next link), and ``follow_all()`` leaves it out;
+* a redirect (``Location``) or ``<meta http-equiv="refresh">`` to such a URL is
+  not followed (``IRIProtocolMiddleware`` sets ``meta["dont_redirect"]`` for that
+  response): a 3xx then goes on as Scrapy handles any unfollowed redirect, and
+  a page with such a refresh reaches the spider with its links.
+
+A link is skipped only when neither its canonical form nor the spelling stock
+Scrapy would build can be requested: what stock Scrapy fetches, the plugin
+fetches.  Each skip counts ``iri/unnormalizable``,
+``iri/unnormalizable/<reason>`` and ``iri/links/skipped``, and is logged once,
+with the page it came from (the first of each reason as a WARNING, the others
+at DEBUG level).  The reason names the component at fault (:data:`REASONS`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+from weakref import WeakKeyDictionary, ref
+
+from scrapy import Request
+from scrapy.http import HtmlResponse
+from scrapy.http.request import NO_CALLBACK
+from w3lib.html import get_base_url, get_meta_refresh
+from w3lib.url import safe_url_string
+
+from iri_scrapy.core.errors import IRIError
+from iri_scrapy.core.hosts import WireHostError
+from iri_scrapy.core.ladder import retrieval_key
+from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+
+if TYPE_CHECKING:
+    from scrapy.http import Response
+    from scrapy.statscollectors import StatsCollector
+
+__all__ = [
+    "META_SKIPPED",
+    "REASONS",
+    "STAT_SKIPPED",
+    "STAT_UNNORMALIZABLE",
+    "ResponseState",
+    "count_unnormalizable",
+    "error_reason",
+    "report_skipped",
+    "request_refusal",
+    "response_state",
+    "SkippingFollowMixin",
+    "skip_unusable_redirect",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Request meta key of the placeholder ``response.follow()`` returns for a link it
+#: cannot use: ``{"href": ..., "page": ..., "reason": ..., "error": ...}``.
+META_SKIPPED = "iri_skipped_link"
+#: Stats keys.
+STAT_UNNORMALIZABLE = "iri/unnormalizable"
+STAT_SKIPPED = "iri/links/skipped"
+#: The ``<reason>`` of ``iri/unnormalizable/<reason>``: the URL component at fault
+#: (``request`` when ``Request()`` refuses a URL for another reason).
+REASONS = ("scheme", "userinfo", "host", "port", "path", "query", "fragment", "request")
+
+# A URL Request() surely accepts: http(s), a plain host name, a port below 10000.
+_PLAIN = re.compile(r"https?://[A-Za-z0-9.-]+(?::[0-9]{0,4})?(?:[/?#][\x21-\x7e]*)?\Z")
+
+
+def error_reason(exc: IRIError) -> str:
+    """The reason for an :class:`~iri_scrapy.IRIError`: the component it names."""
+    component = getattr(exc, "component", "")
+    return component if component in REASONS else "request"
+
+
+def request_refusal(url: str) -> tuple[str, str] | None:
+    """None if a request can be made for *url*; else ``(reason, Scrapy's message)``.
+
+    As the plugin makes it: ``Request(url)``, and with ``meta["verbatim_url"]``
+    when ``Request()`` would alter *url* (a bare ``?``, ``http:``).  A URL of a DNS
+    scheme whose host or port cannot be on the wire (``http://exa mple.test/``,
+    ``http://a..b.test/``: :class:`~iri_scrapy.core.hosts.WireHostError`) has no
+    canonical spelling, and its stock one fails at download (Twisted's "Invalid
+    URI") or in DNS: it is refused too.
+    """
+    if _PLAIN.match(url) and "//." not in url and ".." not in url.split("/", 3)[2]:
+        return None
+    wire = _wire_refusal(url)
+    if wire is not None:
+        return wire
+    try:
+        if Request(url).url != url:
+            Request(url, meta={"verbatim_url": True})
+    except ValueError as exc:
+        return _refusal_reason(url), str(exc)
+    except TypeError as exc:  # not a str Scrapy takes
+        return "request", str(exc)
+    return None
+
+
+def _wire_refusal(url: str) -> tuple[str, str] | None:
+    """``(reason, message)`` if *url* is of a DNS scheme and its host or port cannot
+    be on the wire (:class:`~iri_scrapy.core.hosts.WireHostError`), else None."""
+    try:
+        retrieval_key(url)
+    except WireHostError as exc:
+        return error_reason(exc), str(exc)
+    except IRIError:
+        pass  # no canonical form for another reason: passed through as stock spells it
+    return None
+
+
+def _refusal_reason(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "host"  # an unclosed "[": "Invalid IPv6 URL"
+    try:
+        parts.port  # noqa: B018 - raises on a port out of range or not a number
+    except ValueError:
+        return "port"
+    if not parts.scheme or "://" not in url:
+        return "scheme"  # Scrapy: "Missing scheme in request url"
+    return "host" if parts.netloc else "request"
+
+
+# first of each reason logged as a WARNING, per stats collector (one per crawl)
+_WARNED: WeakKeyDictionary[Any, set[str]] = WeakKeyDictionary()
+_WARNED_NO_STATS: set[str] = set()
+
+
+def count_unnormalizable(stats: StatsCollector | None, reason: str) -> None:
+    """Count one URL with no canonical form: ``iri/unnormalizable`` and its reason."""
+    if stats is not None:
+        stats.inc_value(STAT_UNNORMALIZABLE)
+        stats.inc_value(f"{STAT_UNNORMALIZABLE}/{reason}")
+
+
+def report_skipped(
+    stats: StatsCollector | None, page: str, href: str, reason: str, error: str
+) -> None:
+    """Count and log a link of *page* that is skipped (see the module docstring)."""
+    count_unnormalizable(stats, reason)
+    if stats is not None:
+        stats.inc_value(STAT_SKIPPED)
+    warned = _WARNED.setdefault(stats, set()) if stats is not None else _WARNED_NO_STATS
+    first = reason not in warned
+    warned.add(reason)
+    shown = href if len(href) <= 200 else f"{href[:200]}... ({len(href)} characters)"
+    logger.log(
+        logging.WARNING if first else logging.DEBUG,
+        "IRI: skipped a link of %(page)s that no request can be made for: %(href)r "
+        "(%(reason)s: %(error)s); the page's other links are kept%(more)s",
+        {
+            "page": page, "href": shown, "reason": reason, "error": error,
+            "more": (
+                f" (further {reason} ones are logged at DEBUG level; see the "
+                f"{STAT_UNNORMALIZABLE}/{reason} and {STAT_SKIPPED} stats)" if first else ""
+            ),
+        },
+    )
+
+
+def _wire_unsendable(request: Request) -> str | None:
+    """Why *request*'s URL cannot go on the wire (a DNS host or port that level
+    ``scheme`` refuses, see :func:`request_refusal`), or None (also when the
+    caller asked for stock behaviour with ``meta["dont_normalize_iri"]``)."""
+    url = request.url
+    if request.meta.get("dont_normalize_iri") or (
+        _PLAIN.match(url) and "//." not in url and ".." not in url.split("/", 3)[2]
+    ):
+        return None
+    wire = _wire_refusal(url)
+    return None if wire is None else wire[1]
+
+
+class ResponseState:
+    """What the plugin keeps for one IRI-aware response, beside it.
+
+    Scrapy's response classes have ``__slots__`` (2.17+), so the IRI-aware
+    subclasses add none either (``__slots__ = ()``): they keep the layout of
+    their class, which lets :class:`~iri_scrapy.IRINormalizationMiddleware`
+    switch a response to its subclass in place instead of copying it.  What
+    they need per response lives here, in :data:`_STATES` (weak keys: it goes
+    with the response).
+    """
+
+    __slots__ = ("base", "canon", "joined", "last", "stock", "tried")
+
+    def __init__(self) -> None:
+        #: the crawler's Canonicalizer (set by the downloader middleware)
+        self.canon: Any = None
+        #: the base URL (``<base href>`` joined with the response URL), once computed
+        self.base: str | None = None
+        #: resolve the stock way (set while ``follow()`` retries a link)
+        self.stock = False
+        #: the href ``urljoin()`` was last asked to resolve, and what it resolved it to
+        self.tried: str | None = None
+        self.joined: str | None = None
+        #: (resolved IRI, its fetch form) of the last ``urljoin()`` by the IRI core
+        self.last: tuple[str, str] | None = None
+
+
+_STATES: WeakKeyDictionary[Any, ResponseState] = WeakKeyDictionary()
+# the last response asked about (a weak reference) and its state: the calls for
+# one link (follow, urljoin, base URL) ask about the same response in a row
+_last: tuple[ref[Any], ResponseState] = (ref(ResponseState), ResponseState())
+
+
+def response_state(response: Any) -> ResponseState:
+    """The :class:`ResponseState` of *response* (made on first use)."""
+    global _last
+    last_ref, state = _last
+    if last_ref() is response:
+        return state
+    found = _STATES.get(response)
+    if found is None:
+        found = _STATES[response] = ResponseState()
+    _last = (ref(response), found)
+    return found
+
+
+class SkippingFollowMixin:
+    """``follow()``/``follow_all()`` that skip a link no request can be made for.
+
+    Mixed in before the IRI-aware response classes' link resolution (see
+    :mod:`iri_scrapy.plugin.middleware`).  When building the request for a
+    link fails with ``ValueError`` once the link was resolved (so: the URL, not
+    a bad argument), the stock spelling is tried (``urljoin`` the Scrapy way);
+    if that fails too, ``follow()`` returns a placeholder request for this page
+    with ``meta["iri_skipped_link"]`` and ``callback=NO_CALLBACK``, which
+    :class:`~iri_scrapy.IRISpiderMiddleware` drops (and
+    :class:`~iri_scrapy.IRINormalizationMiddleware` ignores, should it get
+    there), and ``follow_all()`` leaves it out.  Per-response state: a
+    :class:`ResponseState`.
+    """
+
+    __slots__ = ()
+
+    def urljoin(self, url: str) -> str:
+        state = response_state(self)
+        state.tried, state.joined = url, None
+        state.joined = joined = super().urljoin(url)  # type: ignore[misc]
+        return joined  # type: ignore[no-any-return]
+
+    def follow(self, url: Any, *args: Any, **kwargs: Any) -> Request:
+        """``Response.follow``; a placeholder request for a link it cannot use."""
+        state = response_state(self)
+        state.tried = None
+        error: Exception
+        try:
+            request: Request = super().follow(url, *args, **kwargs)  # type: ignore[misc]
+            wire = _wire_unsendable(request)
+            if wire is None:
+                return request
+            href, error = state.tried, ValueError(wire)
+        except ValueError as exc:
+            href = state.tried
+            if not _url_refused(state):  # not about the URL: the caller's error
+                raise
+            error = exc
+        if not state.stock:
+            state.stock = True
+            try:
+                request = super().follow(url, *args, **kwargs)  # type: ignore[misc]
+                wire = _wire_unsendable(request)
+                if wire is None:
+                    return request
+                error = ValueError(wire)
+            except ValueError as exc:
+                if not _url_refused(state):
+                    raise
+                error = exc
+            finally:
+                state.stock = False
+        reason = _refusal_reason(state.joined or str(href).strip(" \t\n\r\f"))
+        page = str(self.url)  # type: ignore[attr-defined]
+        stats = getattr(state.canon, "stats", None)
+        report_skipped(stats, page, str(href), reason, str(error))
+        return Request(
+            page,
+            callback=NO_CALLBACK,
+            dont_filter=False,
+            meta={META_SKIPPED: {"href": str(href), "page": page, "reason": reason,
+                                 "error": str(error)}},
+        )
+
+    def follow_all(self, *args: Any, **kwargs: Any) -> Iterable[Request]:
+        """``Response.follow_all`` without the links it cannot use (see :meth:`follow`)."""
+        requests = super().follow_all(*args, **kwargs)  # type: ignore[misc]
+        return (r for r in requests if META_SKIPPED not in r.meta)
+
+
+def _url_refused(state: ResponseState) -> bool:
+    """After ``follow()`` raised: True if it was the link's URL that failed."""
+    if state.tried is None:
+        return False  # raised before any URL was resolved (a bad argument)
+    joined = state.joined
+    return joined is None or request_refusal(joined) is not None
+
+
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+def _redirect_target(request: Request, response: Response) -> tuple[str, str, str] | None:
+    """``(href, the URL Scrapy would build, an error or "")`` for a redirect or meta
+    refresh of *response* that Scrapy's redirect middlewares would follow; else None."""
+    if response.status in _REDIRECT_STATUSES:
+        raw = response.headers.get(b"Location")
+        if not raw:
+            return None
+        href = raw.decode("utf-8", errors="replace")
+        try:  # as RedirectMiddleware builds it
+            location = safe_url_string(raw)
+            if raw.startswith(b"//"):
+                location = request.url.split(":", 1)[0] + "://" + location.lstrip("/")
+            return href, urljoin(request.url, location), ""
+        except ValueError as exc:
+            return href, href, str(exc)
+    if not isinstance(response, HtmlResponse) or b"refresh" not in response.body[:4096].lower():
+        return None
+    text = response.text[0:4096]
+    try:  # as MetaRefreshMiddleware reads it (scrapy.utils.response.get_meta_refresh)
+        url = get_meta_refresh(text, get_base_url(text, response.url, response.encoding),
+                               response.encoding)[1]
+    except ValueError as exc:
+        match = re.search(r"url\s*=\s*['\"]?([^'\">\s]*)", text, re.IGNORECASE)
+        href = match.group(1) if match else "<meta refresh>"
+        return href, href, str(exc)
+    return None if url is None else (url, url, "")
+
+
+def skip_unusable_redirect(
+    request: Request, response: Response, stats: StatsCollector | None
+) -> bool:
+    """Keep Scrapy from following a redirect or meta refresh to an unusable URL.
+
+    When Scrapy's ``RedirectMiddleware`` or ``MetaRefreshMiddleware`` would build
+    a request for *response*'s ``Location`` (or refresh URL) and ``Request()``
+    refuses it (they would raise, losing the response), sets
+    ``meta["dont_redirect"]`` for *response*, reports the link (see the module
+    docstring) and returns True.  The canonical spelling is not tried: the
+    redirect middlewares build their request from the stock one.
+    """
+    meta = request.meta
+    if meta.get("dont_redirect") or meta.get("handle_httpstatus_all"):
+        return False
+    found = _redirect_target(request, response)
+    if found is None:
+        return False
+    href, url, error = found
+    refusal = ("request", error) if error else request_refusal(url)
+    if refusal is None:
+        return False
+    reason = _refusal_reason(url) if refusal[0] == "request" else refusal[0]
+    meta["dont_redirect"] = True
+    report_skipped(stats, request.url, href, reason, refusal[1])
+    return True

@@ -1,0 +1,517 @@
+"""Request canonicalization: requests reach the scheduler, and the wire, as canonical URIs.
+
+Three seams, all thin over :func:`iri_scrapy.normalize`:
+
+* :class:`IRISpiderMiddleware` (spider middleware, priority 950, next to the
+  spider) rewrites every request the spider yields (``start()`` included) to its
+  *fetch form* before the scheduler sees it, so the dupefilter never meets a
+  request twice;
+* :class:`IRINormalizationMiddleware` (downloader middleware, priority 60)
+  catches requests that bypassed the spider middleware (made by other
+  middlewares, or with the spider middleware disabled) and re-issues them in
+  fetch form with ``dont_filter=True`` and ``meta["iri_renormalized"]``: a
+  request returned from ``process_request`` goes back through the scheduler,
+  where the dupefilter would drop it as a duplicate of itself;
+* the same downloader middleware hands the spider responses whose
+  ``urljoin()``/``follow()``/``follow_all()`` resolve links with the IRI core
+  and build requests with ``meta["verbatim_url"]``, so that Scrapy's
+  ``Request()`` (``w3lib.url.safe_url_string``) never sees a Unicode host: it
+  encodes hosts with IDNA 2003, which maps ``straße.example`` to
+  ``strasse.example``, another domain, and it drops a bare ``?``.
+
+The fetch form is ``normalize(url, Level.SCHEME, form="uri")`` with the fragment
+kept (Scrapy never sends it): ASCII, UTS 46 A-label host, %-encoded UTF-8 -- the
+same resource, spelled once.  Protocol-level rules (IRI_LEVEL="protocol") are
+*not* applied to what is fetched: a learned rule only changes dedup keys, so
+no URL is ever fetched that the server did not name.  Opt-in heuristics
+(IRI_SORT_QUERY, IRI_DROP_QUERY_PARAMS) and NFC likewise only change keys.
+
+Per request, ``meta["dont_normalize_iri"] = True`` leaves a request alone.  A
+rewritten request keeps the spelling it had in ``meta["iri_original"]``.  A URL
+with no canonical form (:class:`~iri_scrapy.IRIError`) is passed through
+unchanged, counted in ``iri/unnormalizable`` and logged (the first one as a
+warning, later ones at debug level); it is never dropped.
+
+Stats: ``iri/normalized`` (rewritten by the spider middleware),
+``iri/renormalized`` (re-issued by the downloader middleware),
+``iri/unnormalizable``, ``iri/follow/joined`` (links resolved by the IRI-aware
+responses).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
+from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
+from w3lib.html import get_base_url
+from w3lib.url import safe_url_string
+
+from iri_scrapy.core.errors import IRIError
+from iri_scrapy.core.ladder import Level, fast_path, normalize
+from iri_scrapy.core.mapping import iri_to_uri
+from iri_scrapy.core.resolve import resolve
+from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin.config import (
+    META_DONT_NORMALIZE,
+    META_ORIGINAL,
+    META_RENORMALIZED,
+    META_SERVER_SPELLING,
+    META_VERBATIM,
+    IRIConfig,
+    load_object,
+)
+from iri_scrapy.plugin.links import (
+    META_SKIPPED,
+    SkippingFollowMixin,
+    count_unnormalizable,
+    error_reason,
+    response_state,
+)
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+    from typing_extensions import Self
+
+__all__ = [
+    "IRINormalizationMiddleware",
+    "IRISpiderMiddleware",
+    "Canonicalizer",
+    "iri_response_class",
+    "META_RENORMALIZED",
+    "META_VERBATIM",
+    "META_UNNORMALIZABLE",
+    "fetch_form",
+    "retrieval_form",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Request meta key: this URL has no canonical form (already counted and logged).
+META_UNNORMALIZABLE = "iri_unnormalizable"
+
+_CANON_ATTR = "_iri_scrapy_canonicalizer"
+_META_REISSUED_FROM = "_iri_reissued_from"
+
+
+_UCS_ENCODINGS = frozenset({
+    "utf-8", "utf8", "utf_8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32",
+    "utf-32-le", "utf-32-be",
+})
+
+
+def retrieval_form(url: str) -> str:
+    """The fetch form of *url* without its fragment (what one resource is fetched as)."""
+    return normalize(url, Level.SCHEME, form="uri", keep_fragment=False)
+
+
+def fetch_form(url: str, query_encoding: str | None = None) -> str:
+    """The URI a request for *url* is sent as (level SCHEME, URI form, fragment kept).
+
+    *query_encoding* is the charset of the document the link was found in: for
+    http(s), the characters of the query are sent in that charset (RFC 3987
+    section 3.1 note, what browsers and stock Scrapy send; a character it
+    cannot hold as ``%26%23NNNN%3B``); the path is always UTF-8.
+
+    Raises :class:`~iri_scrapy.IRIError` when *url* has no canonical form.
+    """
+    fast = fast_path(url, True)  # already canonical: most links (what normalize tries first)
+    if fast is not None:
+        return fast
+    if (
+        query_encoding is not None
+        and not url.isascii()
+        and query_encoding.lower() not in _UCS_ENCODINGS
+        and "?" in url
+    ):
+        url = iri_to_uri(url, query_encoding=query_encoding)
+    return normalize(url, Level.SCHEME, form="uri", keep_fragment=True)
+
+
+class Canonicalizer:
+    """Crawler-scoped helper shared by the spider and downloader middlewares.
+
+    Computes fetch forms and builds rewritten requests.  ``Request()`` runs every
+    URL through ``w3lib.url.safe_url_string``; a fetch form it would change (in
+    practice only a bare ``?``, which it drops) is set with Scrapy's
+    ``meta["verbatim_url"]`` instead, and then without its fragment unless
+    ``IRI_KEEP_FRAGMENTS`` (a ``verbatim_url`` request is keyed on its URL as
+    given, so that URL must be the retrieval key).  Other requests do not get
+    ``verbatim_url``, so the fingerprinter keys them at the configured level.
+
+    A URL with no canonical form is flagged in ``meta["iri_unnormalizable"]`` and
+    passed through.  It is counted in ``iri/unnormalizable`` and logged (first
+    one as a warning) here only if the crawler's fingerprinter is not an
+    :class:`~iri_scrapy.IRIRequestFingerprinter`, which does both itself: each
+    such request is counted once.
+    """
+
+    def __init__(
+        self, config: IRIConfig, stats: StatsCollector | None, *, count_unnormalizable: bool = True
+    ) -> None:
+        self.config = config
+        self.stats = stats
+        self.count_unnormalizable = count_unnormalizable
+        self._warned = False
+        #: canonical URI (no fragment) -> the spelling its server redirected to
+        #: for it (RFC 3987 5.3.4 evidence); requests for it are sent that way.
+        self.server_spellings: dict[str, str] = {}
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> Canonicalizer:
+        """The crawler's instance (created on first use)."""
+        canon = getattr(crawler, _CANON_ATTR, None)
+        if canon is None:
+            count = not _setting_is_subclass(
+                crawler, "REQUEST_FINGERPRINTER_CLASS", "iri_scrapy.IRIRequestFingerprinter"
+            )
+            canon = cls(IRIConfig.from_settings(crawler.settings), crawler.stats,
+                        count_unnormalizable=count)
+            setattr(crawler, _CANON_ATTR, canon)
+        return canon
+
+    def inc(self, key: str) -> None:
+        """Increment the stat *key* (no-op without a stats collector)."""
+        if self.stats is not None:
+            self.stats.inc_value(key)
+
+    def unnormalizable(self, url: str, exc: IRIError) -> None:
+        """Count and log a URL that has no canonical form (unless the fingerprinter does)."""
+        if not self.count_unnormalizable:
+            return
+        count_unnormalizable(self.stats, error_reason(exc))
+        level = logging.DEBUG if self._warned else logging.WARNING
+        self._warned = True
+        logger.log(
+            level,
+            "IRI: %(url)r has no canonical form (%(error)s); requested unchanged "
+            "(further ones are logged at DEBUG level and counted in iri/unnormalizable)",
+            {"url": url, "error": exc},
+        )
+
+    def verbatim_form(self, uri: str) -> str:
+        """The URL to set with ``verbatim_url``: *uri*, without fragment unless kept."""
+        return uri if self.config.keep_fragments else uri.split("#", 1)[0]
+
+    def rewrite(self, request: Request, uri: str) -> Request:
+        """A copy of *request* for *uri*, which ``Request()`` must not alter.
+
+        ``meta["iri_original"]`` records the URL *request* had.
+        """
+        meta = dict(request.meta)
+        meta[META_ORIGINAL] = request.url
+        new = request.replace(url=uri, meta=meta)
+        if new.url != uri:  # safe_url_string changed it (a bare "?"): keep it verbatim
+            meta[META_VERBATIM] = True
+            new = request.replace(url=self.verbatim_form(uri), meta=meta)
+        return new
+
+    def fetch_uri(self, request: Request) -> str | None:
+        """The fetch form of *request*'s URL if it differs from it, else None.
+
+        None as well for ``dont_normalize_iri`` requests and for URLs with no
+        canonical form (flagged in meta, counted and logged once per request).
+        """
+        meta = request.meta
+        if meta.get(META_DONT_NORMALIZE) or meta.get(META_UNNORMALIZABLE):
+            return None
+        if meta.get(META_VERBATIM) and META_ORIGINAL not in meta:
+            return None  # the user's own verbatim_url: sent exactly as given
+        url = request.url
+        try:
+            uri = fetch_form(url)
+        except IRIError as exc:
+            meta[META_UNNORMALIZABLE] = True
+            self.unnormalizable(url, exc)
+            return None
+        if self.server_spellings:
+            head, hash_, fragment = uri.partition("#")
+            spelling = self.server_spellings.get(head)
+            if spelling is not None:
+                uri = spelling + hash_ + fragment
+        if meta.get(META_VERBATIM):  # ours (a bare "?"): keyed on the URL as given
+            uri = self.verbatim_form(uri)
+        return None if uri == url else uri
+
+    def server_spelling(self, request: Request) -> bool:
+        """True if *request* is a redirect to another spelling of its source's resource.
+
+        A server that redirects a request to an alias of the very resource asked
+        for (``/pref%C3%A9`` -> ``/pref%c3%a9``, ``/~home`` -> ``/%7Ehome``, a
+        meta refresh to ``http://EXAMPLE.test:80/page``) is saying how it wants
+        the resource spelled (RFC 3987 5.3.4): the request is sent as written,
+        marked with ``meta["iri_server_spelling"]``, and the spelling is
+        remembered for later requests for that resource.  Counted in
+        ``iri/protocol/server_spelling``.
+        """
+        meta = request.meta
+        redirect_urls = meta.get("redirect_urls")
+        if not redirect_urls or meta.get(META_DONT_NORMALIZE):
+            return False
+        try:
+            key = retrieval_form(request.url)
+            if meta.get(META_SERVER_SPELLING) == key:
+                return True  # already passed (a re-scheduled request)
+            if key != retrieval_form(redirect_urls[-1]):
+                meta.pop(META_SERVER_SPELLING, None)  # from an earlier hop: stale
+                return False
+        except IRIError:
+            return False
+        meta[META_SERVER_SPELLING] = key
+        spelling = request.url.split("#", 1)[0]
+        if spelling != key:
+            self.server_spellings[key] = spelling
+        self.inc("iri/protocol/server_spelling")
+        logger.debug(
+            "IRI: %(source)s was redirected to its own resource as %(url)s: "
+            "fetching the server's spelling", {"source": redirect_urls[-1], "url": request.url},
+        )
+        return True
+
+    def canonical(self, request: Request) -> Request | None:
+        """A replacement for *request* in fetch form, or None if it needs none."""
+        uri = self.fetch_uri(request)
+        return None if uri is None else self.rewrite(request, uri)
+
+
+class IRISpiderMiddleware(BaseSpiderMiddleware):
+    """Spider middleware: requests from the spider (and ``start()``) leave in fetch form.
+
+    Enabled by the add-on at priority 950 (spider side of every built-in spider
+    middleware, so that e.g. ``UrlLengthMiddleware`` measures the URI sent).
+
+    Start requests: Scrapy's ``Spider.start()`` gives the ``start_urls`` requests
+    ``dont_filter=True``, so their keys never reach the dupefilter -- a link
+    back to the start page fetches it again, and a resumed ``JOBDIR`` crawl
+    fetches every start URL again.  With ``IRI_DEDUPE_START_REQUESTS`` (default
+    ``True``) a start request with ``dont_filter=True`` is sent with
+    ``dont_filter=False`` and ``meta["allow_offsite"] = True`` instead: it goes
+    through the dupefilter (and is recorded there) but is still exempt from
+    offsite filtering, as before.  Counted in ``iri/start/deduplicated``.
+    Set the setting to ``False`` to keep Scrapy's behaviour.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self.canon = Canonicalizer.for_crawler(crawler)
+        self.dedupe_start = crawler.settings.getbool("IRI_DEDUPE_START_REQUESTS", True)
+
+    def get_processed_request(
+        self, request: Request, response: Response | None
+    ) -> Request | None:
+        """Return *request* in fetch form (the same object if it already is)."""
+        if META_SKIPPED in request.meta:
+            return None  # response.follow()'s placeholder for a link it could not use
+        if response is None and self.dedupe_start and request.dont_filter:
+            request.dont_filter = False
+            request.meta.setdefault("allow_offsite", True)
+            self.canon.inc("iri/start/deduplicated")
+        new = self.canon.canonical(request)
+        if new is None:
+            return request
+        self.canon.inc("iri/normalized")
+        return new
+
+
+class IRINormalizationMiddleware:
+    """Downloader middleware: what goes on the wire is the canonical URI.
+
+    Enabled by the add-on at priority 60 (just after offsite filtering at 50).
+
+    ``process_request``: a request not in fetch form (it bypassed
+    :class:`IRISpiderMiddleware`) is re-issued in fetch form with
+    ``meta["iri_renormalized"] = True`` and ``meta["iri_original"]``.  Returned
+    from ``process_request`` it goes back through the scheduler: with
+    :class:`~iri_scrapy.IRIDupeFilter` (or a subclass) it passes because its
+    key equals its original's (the dupefilter's documented rule); with any
+    other dupefilter it gets ``dont_filter=True`` -- which the requests it
+    redirects to inherit, so the IRI dupefilter is the better partner.
+
+    ``process_response``: the response is handed on as an IRI-aware subclass of
+    its class (see :func:`iri_response_class`), so links the spider follows
+    with ``response.follow()`` are resolved by the IRI core.  It is the same
+    object, its class switched (the subclass adds methods only, no slots, so
+    the layout is the same), so its body is not copied nor decoded twice; a
+    copy only for a class whose layout still forbids the switch.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.canon = Canonicalizer.for_crawler(crawler)
+        self.force_dont_filter = not _setting_is_subclass(
+            crawler, "DUPEFILTER_CLASS", "iri_scrapy.IRIDupeFilter"
+        )
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        """Build for *crawler*."""
+        return cls(crawler)
+
+    def process_request(self, request: Request) -> Request | None:
+        """Re-issue *request* in fetch form if it is not, else let it through.
+
+        A redirect to another spelling of its source's resource goes out as the
+        server wrote it (see :meth:`Canonicalizer.server_spelling`).
+        """
+        if META_SKIPPED in request.meta:
+            raise IgnoreRequest(f"IRI: skipped link {request.meta[META_SKIPPED]['href']!r}")
+        if self.canon.server_spelling(request):
+            return None
+        uri = self.canon.fetch_uri(request)
+        if uri is None or request.meta.get(_META_REISSUED_FROM) == request.url:
+            return None
+        new = self.canon.rewrite(request, uri)
+        new.meta[META_RENORMALIZED] = True
+        new.meta[_META_REISSUED_FROM] = request.url  # at most one re-issue per URL
+        if self.force_dont_filter:
+            new.dont_filter = True
+        self.canon.inc("iri/renormalized")
+        logger.debug("IRI: re-issuing %(old)s as %(new)s", {"old": request, "new": new})
+        return new
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        """Hand the spider an IRI-aware response (the same one, as a subclass of its class)."""
+        if request.meta.get(META_DONT_NORMALIZE) or isinstance(response, _IRIFollowMixin):
+            return response
+        cls = iri_response_class(type(response))
+        try:
+            # The same object, switched to the subclass (which adds methods only,
+            # and no slots): no copy of the response, nor a second decoding of its body.
+            response.__class__ = cls
+        except TypeError:  # a class whose layout forbids it: a copy
+            response = response.replace(cls=cls)
+        response_state(response).canon = self.canon
+        return response
+
+
+def _setting_is_subclass(crawler: Crawler, name: str, ours: str) -> bool:
+    """True if the class in setting *name* is the class at path *ours* or a subclass."""
+    try:
+        theirs, mine = load_object(crawler.settings.get(name)), load_object(ours)
+    except (ImportError, AttributeError, NameError, ValueError, TypeError):
+        return False
+    return isinstance(theirs, type) and isinstance(mine, type) and issubclass(theirs, mine)
+
+
+# ------------------------------------------------------------------------- responses
+
+def base_url(response: TextResponse) -> str:
+    """The base URL of *response* (its ``<base href>`` joined with its URL, else its URL).
+
+    What Scrapy's ``response.urljoin`` and link extractor use: w3lib's
+    ``get_base_url`` over the first 4096 characters of the text, once per response
+    (kept in its :class:`~iri_scrapy.plugin.links.ResponseState`).
+    """
+    state = response_state(response)
+    url = state.base
+    if url is None:
+        url = state.base = get_base_url(response.text[0:4096], response.url, response.encoding)
+    return url
+
+
+class _IRIFollowMixin:
+    """Link resolution with the IRI core for :class:`~scrapy.http.Response` classes.
+
+    ``urljoin(href)`` resolves *href* (RFC 3986 5.2 on the IRI itself, RFC 3987
+    section 6.5) against the response's base URL and returns the fetch form of
+    the result, its http(s) query in the response's charset (RFC 3987 section
+    3.1 note: ``?q=привет`` on a windows-1251 page is ``?q=%EF%F0%E8%E2%E5%F2``,
+    as browsers and stock Scrapy send it); ``follow()`` and ``follow_all()``
+    (which call ``urljoin``) make sure ``Request()`` keeps that URI
+    (``verbatim_url`` where it would alter it) and record the resolved IRI in
+    ``meta["iri_original"]``.  With
+    ``meta={"dont_normalize_iri": True}`` (or *meta* given positionally) they
+    behave as stock Scrapy's.  An href with no canonical form is joined the
+    stock way and made ASCII by ``safe_url_string``, as Scrapy does.
+    """
+
+    __slots__ = ()
+
+    def urljoin(self, url: str) -> str:
+        """Resolve *url* against this response's base URL; the fetch form of the result."""
+        state = response_state(self)
+        state.last = None
+        if state.stock:
+            return super().urljoin(url)  # type: ignore[misc,no-any-return]
+        base = base_url(self) if isinstance(self, TextResponse) else self.url  # type: ignore[attr-defined]
+        try:
+            joined = resolve(base, url.strip(" \t\n\r\f"))
+            uri = fetch_form(joined, getattr(self, "encoding", None))
+        except (IRIError, ValueError, TypeError):
+            return safe_url_string(super().urljoin(url))  # type: ignore[misc]
+        state.last = (joined, uri)
+        return uri
+
+    def follow(self, url: Any, *args: Any, **kwargs: Any) -> Request:
+        """``Response.follow`` with IRI-core link resolution (see the class docstring)."""
+        state = response_state(self)
+        meta = kwargs.get("meta") or {}
+        if len(args) >= 6 or meta.get(META_DONT_NORMALIZE):
+            state.stock = True
+            try:
+                return super().follow(url, *args, **kwargs)  # type: ignore[misc,no-any-return]
+            finally:
+                state.stock = False
+        request: Request = super().follow(url, *args, **kwargs)  # type: ignore[misc]
+        last, state.last = state.last, None
+        if last is None:
+            return request
+        joined, uri = last
+        if request.url != uri:  # Request() altered the fetch form (a bare "?")
+            canon = state.canon or Canonicalizer(IRIConfig(), None)
+            request = canon.rewrite(request, uri)
+        if joined != request.url:
+            request.meta[META_ORIGINAL] = joined
+        return request
+
+
+class IRIResponse(SkippingFollowMixin, _IRIFollowMixin, Response):
+    """:class:`~scrapy.http.Response` with IRI-core ``urljoin``/``follow``."""
+
+    __slots__ = ()
+
+
+class IRITextResponse(SkippingFollowMixin, _IRIFollowMixin, TextResponse):
+    """:class:`~scrapy.http.TextResponse` with IRI-core ``urljoin``/``follow``."""
+
+    __slots__ = ()
+
+
+class IRIHtmlResponse(SkippingFollowMixin, _IRIFollowMixin, HtmlResponse):
+    """:class:`~scrapy.http.HtmlResponse` with IRI-core ``urljoin``/``follow``."""
+
+    __slots__ = ()
+
+
+class IRIXmlResponse(SkippingFollowMixin, _IRIFollowMixin, XmlResponse):
+    """:class:`~scrapy.http.XmlResponse` with IRI-core ``urljoin``/``follow``."""
+
+    __slots__ = ()
+
+
+_RESPONSE_CLASSES: dict[type[Response], type[Response]] = {
+    Response: IRIResponse,
+    TextResponse: IRITextResponse,
+    HtmlResponse: IRIHtmlResponse,
+    XmlResponse: IRIXmlResponse,
+}
+
+
+def iri_response_class(cls: type[Response]) -> type[Response]:
+    """The IRI-aware subclass of the response class *cls* (made once per class)."""
+    sub = _RESPONSE_CLASSES.get(cls)
+    if sub is None:
+        if issubclass(cls, _IRIFollowMixin):
+            return cls
+        sub = type(f"IRI{cls.__name__}", (SkippingFollowMixin, _IRIFollowMixin, cls), {
+            "__slots__": (),  # the layout of cls: process_response switches, no copy
+            "__module__": __name__,
+            "__doc__": f"{cls.__name__} with IRI-core ``urljoin``/``follow``.",
+        })
+        _RESPONSE_CLASSES[cls] = sub
+    return sub
+

@@ -1,0 +1,253 @@
+"""Redirects seen before Scrapy follows them: canonical ``Location``, protocol learning.
+
+:class:`IRIProtocolMiddleware` is a downloader middleware at priority 650:
+``process_response`` runs from the downloader side towards the engine, so it
+sees a 3xx response *before* Scrapy's ``RedirectMiddleware`` (600) turns it
+into a new request.  It does two things:
+
+* **Location in fetch form** (every level): the ``Location`` header is resolved
+  against the request URL by the IRI core and rewritten to its canonical URI.
+  ``RedirectMiddleware`` runs it through ``w3lib.url.safe_url_string``, whose
+  IDNA 2003 would map ``straße.example`` to ``strasse.example``, another
+  domain; an A-label host passes through it unchanged.  Skipped when the
+  redirect will not be followed (``dont_redirect``, ``handle_httpstatus_*``)
+  or for ``dont_normalize_iri`` requests.
+* **Protocol learning** (``IRI_LEVEL = "protocol"``, RFC 3987 section 5.3.4):
+  ``rules.observe_redirect(source, target, status)`` for each 3xx, on the
+  canonical URIs without fragment, and ``rules.observe_contrary(uri)`` for each
+  2xx.  A redirect that Scrapy follows is learned only once the request it
+  leads to has met the dupefilter (when it reaches this middleware's
+  ``process_request``, or is dropped: ``request_dropped`` signal): learned any
+  earlier, the rule would give target and source one key, and the dupefilter's
+  redirect-to-the-same-key pass (scrapy#1225) would fetch an already fetched
+  target again.  The pending observation travels in the redirected request's
+  meta (``iri_pending_redirect``, JOBDIR-safe).  The crawler's shared
+  :class:`~iri_scrapy.ProtocolRules` (see
+  :func:`~iri_scrapy.plugin.config.rules_for`) is what the fingerprinter
+  applies to keys computed afterwards.  Rules never change what is fetched,
+  only keys; a rule maps to the redirect *target* spelling, so it can neither
+  loop nor make the target a duplicate of a request that was not fetched.
+
+A redirect or meta refresh to a URL no request can be made for (``Request()``
+refuses it, so Scrapy's redirect middlewares would raise and lose the
+response) is not followed: see :func:`~iri_scrapy.plugin.links.skip_unusable_redirect`.
+
+* **Servers that insist on a spelling** (RFC 3987 section 5.3.4 evidence): a
+  redirect whose target is another spelling of the requested resource
+  (``/pref%C3%A9`` -> ``/pref%c3%a9``, ``/~home`` -> ``/%7Ehome``, ``/loop`` ->
+  ``http://Example.TEST:80/loop``) is the server telling us how it wants the
+  resource spelled.  Its ``Location`` is left as written (only a non-ASCII
+  host is made an IDNA 2008 A-label), so the redirected request fetches that
+  spelling once (:class:`~iri_scrapy.plugin.middleware.IRINormalizationMiddleware`
+  sends it unchanged and remembers it for the host).  If that spelling is
+  redirected (or meta-refreshed) to the same resource again, the loop is
+  not followed: the request gets ``meta["dont_redirect"]`` (a 200 page with
+  such a meta refresh goes to the spider; a 3xx is handled as any
+  unfollowed redirect), counted in ``iri/protocol/server_spelling_loop``.
+
+Stats: ``iri/redirect/location_canonicalized``, ``iri/protocol/redirects``,
+``iri/protocol/learned``, ``iri/protocol/contrary``, ``iri/protocol/server_spelling``
+(counted by the normalization middleware), ``iri/protocol/server_spelling_loop``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy import signals
+from scrapy.http import TextResponse
+from w3lib.html import get_meta_refresh
+
+from iri_scrapy.core.errors import IRIError
+from iri_scrapy.core.ladder import Level, normalize
+from iri_scrapy.core.resolve import resolve
+from iri_scrapy.plugin import compat  # checks the installed Scrapy first
+from iri_scrapy.plugin.config import META_DONT_NORMALIZE, META_SERVER_SPELLING, IRIConfig, rules_for
+from iri_scrapy.plugin.links import request_refusal, skip_unusable_redirect
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from typing_extensions import Self
+
+    from iri_scrapy.core.protocol import ProtocolRules
+
+__all__ = ["IRIProtocolMiddleware", "REDIRECT_STATUSES", "META_PENDING"]
+
+logger = logging.getLogger(__name__)
+
+#: Request meta key: a redirect observation waiting for its target to meet the dupefilter.
+META_PENDING = "iri_pending_redirect"
+
+#: The statuses Scrapy's RedirectMiddleware follows.
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+def _key_form(url: str) -> str:
+    """Canonical URI without fragment (what ProtocolRules works on)."""
+    return normalize(url, Level.SCHEME, form="uri", keep_fragment=False)
+
+
+def _decode_location(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+class IRIProtocolMiddleware:
+    """Downloader middleware (priority 650): canonical redirect targets, 5.3.4 learning."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.config = IRIConfig.from_settings(crawler.settings)
+        self.rules: ProtocolRules | None = rules_for(crawler, self.config)
+        self.stats = crawler.stats
+        self.meta_refresh = crawler.settings.getbool("METAREFRESH_ENABLED", True)
+        self.meta_refresh_ignore = crawler.settings.getlist("METAREFRESH_IGNORE_TAGS")
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        """Build for *crawler* (shares the crawler's ProtocolRules)."""
+        mw = cls(crawler)
+        if mw.rules is not None:
+            crawler.signals.connect(mw.request_dropped, signal=signals.request_dropped)
+        return mw
+
+    def process_request(self, request: Request) -> None:
+        """Learn the redirect that led to *request* (it has passed the dupefilter)."""
+        if self.rules is not None and META_PENDING in request.meta:
+            self._learn(request.meta.pop(META_PENDING))
+
+    def request_dropped(self, request: Request) -> None:
+        """Learn the redirect that led to *request*, dropped by the scheduler."""
+        if self.rules is not None and META_PENDING in request.meta:
+            self._learn(request.meta.pop(META_PENDING))
+
+    def _learn(self, pending: list[object]) -> None:
+        assert self.rules is not None
+        source, target, status = str(pending[0]), str(pending[1]), int(str(pending[2]))
+        if self.rules.observe_redirect(source, target, status):
+            self._inc("iri/protocol/learned")
+            logger.debug(
+                "IRI protocol rule learned: %(source)s -> %(target)s (%(status)d)",
+                {"source": source, "target": target, "status": status},
+            )
+
+    def _inc(self, key: str) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(key)
+
+    def _will_redirect(self, request: Request, response: Response) -> bool:
+        """Whether RedirectMiddleware will follow this response (its own conditions)."""
+        meta = request.meta
+        if meta.get("dont_redirect") or meta.get("handle_httpstatus_all"):
+            return False
+        status = response.status
+        if status in meta.get("handle_httpstatus_list", ()):
+            return False
+        spider = self.crawler.spider
+        return status not in getattr(spider, "handle_httpstatus_list", ())
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        """Rewrite a redirect's Location to its canonical URI; learn from 3xx and 2xx."""
+        status = response.status
+        if status in REDIRECT_STATUSES and b"Location" in response.headers:
+            self._redirect(request, response)
+        else:
+            if META_SERVER_SPELLING in request.meta and 200 <= status < 300:
+                self._refresh_loop(request, response)
+            if 200 <= status < 300 and self.rules is not None:
+                try:
+                    self.rules.observe_contrary(_key_form(response.url))
+                except IRIError:
+                    pass
+                else:
+                    self._inc("iri/protocol/contrary")
+        skip_unusable_redirect(request, response, self.stats)  # a target Request() refuses
+        return response
+
+    def _same_resource(self, request: Request, target: str) -> bool:
+        """True if the canonical *target* is the resource *request* asked for."""
+        if request.meta.get(META_DONT_NORMALIZE):
+            return False
+        try:
+            return target.split("#", 1)[0] == _key_form(request.url)
+        except IRIError:
+            return False
+
+    def _server_spelling(self, request: Request, response: Response, location: str) -> None:
+        """A redirect to another spelling of the requested resource (see the module doc)."""
+        if request.meta.get(META_SERVER_SPELLING) == _key_form(request.url):
+            self._stop_loop(request)
+            return
+        if not location.isascii():  # as written, but never an IDNA 2003 host
+            response.headers[b"Location"] = compat.idna2008_safe_url_string(location).encode(
+                "ascii"
+            )
+
+    def _stop_loop(self, request: Request) -> None:
+        request.meta["dont_redirect"] = True
+        self._inc("iri/protocol/server_spelling_loop")
+        logger.info(
+            "IRI: %(url)s, the spelling its server asked for, is redirected to the same "
+            "resource again; not following the loop", {"url": request.url},
+        )
+
+    def _refresh_loop(self, request: Request, response: Response) -> None:
+        """Stop a meta refresh from the server's spelling to the same resource again."""
+        if (
+            not self.meta_refresh
+            or not isinstance(response, TextResponse)
+            or request.meta.get("dont_redirect")
+            or b"refresh" not in response.body[:8192].lower()
+        ):
+            return
+        try:
+            _, url = get_meta_refresh(
+                response.text[0:4096], response.url, response.encoding,
+                ignore_tags=self.meta_refresh_ignore,
+            )
+        except ValueError:
+            return
+        try:
+            same = bool(url) and self._same_resource(request, _key_form(str(url)))
+        except IRIError:
+            return
+        if same:
+            self._stop_loop(request)
+
+    def _redirect(self, request: Request, response: Response) -> None:
+        raw = response.headers.get(b"Location")
+        if not raw:
+            return
+        location = _decode_location(raw).strip()
+        try:
+            target = normalize(resolve(request.url, location), Level.SCHEME, form="uri")
+        except IRIError:
+            return  # RedirectMiddleware handles it as stock Scrapy does
+        if self._same_resource(request, target) and self._will_redirect(request, response):
+            self._server_spelling(request, response, location)
+            return
+        if (
+            target != location
+            and request_refusal(target) is None
+            and not request.meta.get(META_DONT_NORMALIZE)
+            and self._will_redirect(request, response)
+        ):
+            response.headers[b"Location"] = target.encode("ascii")
+            self._inc("iri/redirect/location_canonicalized")
+        if self.rules is None:
+            return
+        try:
+            source = _key_form(request.url)
+        except IRIError:
+            return
+        self._inc("iri/protocol/redirects")
+        pending = [source, target.split("#", 1)[0], response.status]
+        if self._will_redirect(request, response):
+            request.meta[META_PENDING] = pending  # copied into the redirected request
+        else:
+            self._learn(pending)

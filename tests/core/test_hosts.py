@@ -1,0 +1,149 @@
+"""Hosts: UTS 46 ToASCII through the idna package, and our RFC 3492 encoder."""
+
+from __future__ import annotations
+
+import random
+import unicodedata
+
+import pytest
+
+import iri_scrapy as iri
+from iri_scrapy.core.hosts import host_to_ascii, host_to_unicode
+from iri_scrapy.core.punycode import punycode_encode
+from tests.support.vectors import load
+
+IDNA_FILES = ["unicode_idnatestv2", "whatwg_idnatestv2", "whatwg_toascii"]
+
+
+def test_punycode_matches_the_codec_on_every_vector_label() -> None:
+    labels = {"bücher", "例子", "ñ", "\U0001f600"}
+    for name in IDNA_FILES:
+        for r in load(name):
+            labels.update(str(r["input"]).split("."))
+    rnd = random.Random(7)
+    for _ in range(3000):
+        labels.add("".join(chr(rnd.choice([rnd.randint(0x21, 0x7E), rnd.randint(0xA0, 0xD7FF), rnd.randint(0x10000, 0x10FFFF)])) for _ in range(rnd.randint(1, 20))))
+    checked = 0
+    for label in labels:
+        try:
+            expected = label.encode("punycode").decode("ascii")
+        except UnicodeError:
+            continue
+        assert punycode_encode(label) == expected, label
+        checked += 1
+    assert checked > 3000
+
+
+def test_uts46_never_gives_another_a_label() -> None:
+    """Where a UTS 46 test expects success we give that A-label or refuse (we keep
+    idna's hyphen rules, stricter than the URL Standard's); never another name."""
+    same = refused = 0
+    for name in IDNA_FILES:
+        for r in load(name):
+            if r["input"].isascii() or r["expected"] is None or r.get("options"):
+                continue
+            try:
+                got = host_to_ascii(r["input"])
+            except iri.IRIHostError:
+                refused += 1
+                continue
+            assert got == r["expected"], r
+            same += 1
+    assert same >= 960 and refused <= 60
+
+
+HOSTS = [
+    ("3.1-resume", "résumé.example.org", "xn--rsum-bpad.example.org"),
+    ("5.3.3-case-fold", "BÜCHER.example", "xn--bcher-kva.example"),
+    ("uts46-nontransitional-sharp-s", "faß.de", "xn--fa-hia.de"),
+    ("uts46-final-sigma", "βόλος.com", "xn--nxasmm1c.com"),
+    ("uts46-ideographic-full-stop", "例子。测试", "xn--fsqu00a.xn--0zwm56d"),
+    ("ascii-underscore-kept", "my_host.Example.com", "my_host.example.com"),
+]
+
+
+@pytest.mark.parametrize(("host", "expected"), [pytest.param(h, e, id=i) for i, h, e in HOSTS])
+def test_host_to_ascii(host: str, expected: str) -> None:
+    assert host_to_ascii(host) == expected
+
+
+def test_host_error_names_the_label() -> None:
+    with pytest.raises(iri.IRIHostError) as info:
+        host_to_ascii("ok.a\u200db.com", start=7)
+    assert repr("a\u200db") in str(info.value) and "U+200D" in str(info.value)
+    assert info.value.index == 7 + 4
+
+
+def test_uts46_symbols_are_allowed_like_browsers_do() -> None:
+    # NV8 symbols: not PVALID in IDNA 2008, valid in UTS 46 (i❤.ws is registered)
+    assert host_to_ascii("i❤.ws") == "xn--i-7iq.ws"
+    assert host_to_ascii("☃.com") == "xn--n3h.com"
+
+
+@pytest.mark.parametrize("host", ["example\uff03.com", "\uff05\uff14\uff11.com", "a\u3000b.com"])
+def test_uts46_mapping_to_a_delimiter_is_refused(host: str) -> None:
+    with pytest.raises(iri.IRIHostError, match="which a host cannot contain"):
+        host_to_ascii(host)
+
+
+def test_host_to_unicode_only_converts_valid_a_labels() -> None:
+    assert host_to_unicode("xn--99zt52a.example.org") == "納豆.example.org"
+    assert host_to_unicode("xn--zz-invalid.example") == "xn--zz-invalid.example"
+    assert host_to_unicode("example.org") == "example.org"
+
+
+def test_cached_uts46_mapping_equals_idna_on_every_vector_label() -> None:
+    import idna
+
+    from iri_scrapy.core.hosts import remap_label
+
+    labels = {"Bücher", "ＡＢＣ", "ß", "ς", "\u200d", "a\u0301"}
+    for name in IDNA_FILES:
+        for r in load(name):
+            labels.update(str(r["input"]).split("."))
+    for label in labels:
+        try:
+            expected: object = idna.uts46_remap(label, std3_rules=False)
+        except idna.IDNAError as exc:
+            expected = type(exc)
+        if any(c >= "\x80" and unicodedata.category(c) == "Cn" for c in label):
+            # a code point this Python's Unicode does not know is refused, whatever
+            # idna's (possibly newer) tables say: results must not depend on the Python
+            expected = idna.InvalidCodepoint
+        try:
+            got: object = remap_label(label)
+        except idna.IDNAError as exc:
+            got = type(exc)
+        assert got == expected, label
+
+
+def test_code_point_unknown_to_this_python_is_a_clear_error() -> None:
+    """idna may ship tables of a newer Unicode than Python's ``unicodedata``; such a
+    code point is refused with a message naming it, whichever idna is installed."""
+    unknown = next(chr(cp) for cp in range(0x0860, 0x3FFFF) if unicodedata.category(chr(cp)) == "Cn")
+    with pytest.raises(iri.IRIHostError) as info:
+        host_to_ascii(f"a{unknown}b.com", start=7)
+    message = str(info.value)
+    assert f"U+{ord(unknown):04X}" in message and "not assigned in this Python" in message
+    assert info.value.index == 8
+
+
+def test_ipv6_text_is_rfc5952_canonical() -> None:
+    """RFC 5952 section 4 (what ``ipaddress`` writes, outside IPv4-mapped addresses,
+    whose text changed in Python 3.13): one spelling per address."""
+    import ipaddress
+
+    from iri_scrapy.core.hosts import ipv6_text
+
+    rnd = random.Random(5952)
+    for _ in range(5000):
+        fields = [rnd.choice([0, 0, 0, 1, 0xFFFF, rnd.randrange(0x10000)]) for _ in range(8)]
+        value = sum(f << (112 - 16 * i) for i, f in enumerate(fields))
+        addr = ipaddress.IPv6Address(value)
+        if addr.ipv4_mapped is not None:
+            continue
+        assert ipv6_text(addr.exploded) == addr.compressed
+        assert ipv6_text(addr.compressed.upper()) == addr.compressed
+    assert ipv6_text("::ffff:1.2.3.4") == "::ffff:102:304"
+    with pytest.raises(ValueError):
+        ipv6_text(":::1")

@@ -1,0 +1,242 @@
+"""The plugin's Scrapy components in-process, with real Scrapy crawler/settings objects."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
+
+from iri_scrapy.addon import PRIORITIES, Addon
+from iri_scrapy.plugin.middleware import (
+    IRINormalizationMiddleware,
+    IRISpiderMiddleware,
+    iri_response_class,
+)
+from iri_scrapy.plugin.offsite import IRIOffsiteMiddleware, canonical_domain
+from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware
+
+ADDON = {"ADDONS": {"iri_scrapy.Addon": 0}}
+
+
+def _components(crawler: Any, name: str) -> dict[Any, Any]:
+    from scrapy.utils.misc import load_object
+
+    out = {}
+    for key, value in crawler.settings.getdict(name).items():
+        out[load_object(key) if isinstance(key, str) else key] = value
+    return out
+
+
+# --------------------------------------------------------------------------- add-on
+
+
+def test_addon_sets_everything() -> None:
+    crawler = get_crawler(settings_dict=ADDON)
+    s = crawler.settings
+    assert s["REQUEST_FINGERPRINTER_CLASS"] == "iri_scrapy.IRIRequestFingerprinter"
+    assert s["DUPEFILTER_CLASS"] == "iri_scrapy.IRIDupeFilter"
+    assert s.getpriority("DUPEFILTER_CLASS") == 15  # "addon"
+    dl = _components(crawler, "DOWNLOADER_MIDDLEWARES")
+    assert dl[OffsiteMiddleware] is None
+    assert dl[IRIOffsiteMiddleware] == PRIORITIES["offsite"] == 50
+    assert dl[IRINormalizationMiddleware] == 60
+    assert dl[IRIProtocolMiddleware] == 650 > 600  # before RedirectMiddleware's process_response
+    assert _components(crawler, "SPIDER_MIDDLEWARES")[IRISpiderMiddleware] == 950
+
+
+def test_addon_keeps_explicit_user_values(caplog: pytest.LogCaptureFixture) -> None:
+    settings = {
+        **ADDON,
+        "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter",
+        "DOWNLOADER_MIDDLEWARES": {
+            "iri_scrapy.IRINormalizationMiddleware": 123,
+            "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": 50,
+        },
+        "SPIDER_MIDDLEWARES": {IRISpiderMiddleware: None},
+    }
+    with caplog.at_level(logging.WARNING):
+        crawler = get_crawler(settings_dict=settings)
+    assert crawler.settings["DUPEFILTER_CLASS"] == "scrapy.dupefilters.RFPDupeFilter"
+    assert "DUPEFILTER_CLASS" in caplog.text
+    dl = _components(crawler, "DOWNLOADER_MIDDLEWARES")
+    assert dl[IRINormalizationMiddleware] == 123
+    assert dl[OffsiteMiddleware] == 50 and IRIOffsiteMiddleware not in dl  # user's choice
+    assert _components(crawler, "SPIDER_MIDDLEWARES")[IRISpiderMiddleware] is None
+
+
+def test_addon_rejects_bad_level() -> None:
+    with pytest.raises(ValueError, match="unknown level"):
+        get_crawler(settings_dict={**ADDON, "IRI_LEVEL": "semantic"})
+
+
+def test_addon_without_crawler() -> None:
+    from scrapy.settings import Settings
+
+    settings = Settings()
+    Addon().update_settings(settings)
+    assert settings["DUPEFILTER_CLASS"] == "iri_scrapy.IRIDupeFilter"
+
+
+# --------------------------------------------------------------------------- spider side
+
+
+@pytest.fixture
+def spider_mw() -> IRISpiderMiddleware:
+    return IRISpiderMiddleware(get_crawler(settings_dict=ADDON))
+
+
+def test_spider_mw_rewrites_to_fetch_form(spider_mw: IRISpiderMiddleware) -> None:
+    req = Request("HTTP://WWW.Example.TEST:80/a/./b/%7euser#frag")
+    out = spider_mw.get_processed_request(req, None)
+    assert out.url == "http://www.example.test/a/b/~user#frag"
+    assert out.meta["iri_original"] == req.url
+    assert "verbatim_url" not in out.meta  # keyed by the fingerprinter at its level
+    same = Request("http://www.example.test/x")
+    assert spider_mw.get_processed_request(same, None) is same
+
+
+def test_spider_mw_start_requests_are_deduplicated(spider_mw: IRISpiderMiddleware) -> None:
+    start = Request("http://www.example.test/", dont_filter=True)
+    out = spider_mw.get_processed_request(start, None)
+    assert out.dont_filter is False and out.meta["allow_offsite"] is True
+    crawler = get_crawler(settings_dict={**ADDON, "IRI_DEDUPE_START_REQUESTS": False})
+    kept = IRISpiderMiddleware(crawler).get_processed_request(
+        Request("http://www.example.test/", dont_filter=True), None
+    )
+    assert kept.dont_filter is True
+
+
+def test_spider_mw_opt_out_and_unnormalizable(spider_mw: IRISpiderMiddleware) -> None:
+    opt_out = Request("http://WWW.Example.TEST/", meta={"dont_normalize_iri": True})
+    assert spider_mw.get_processed_request(opt_out, Any) is opt_out  # type: ignore[arg-type]
+    bad = Request("http://a\u2488.test/")  # U+2488 fails UTS 46; Scrapy keeps it
+    out = spider_mw.get_processed_request(bad, None)
+    assert out is bad and out.url == "http://a\u2488.test/"  # passed through, not dropped
+    assert out.meta["iri_unnormalizable"] is True
+
+
+def test_unnormalizable_counted_once_without_iri_fingerprinter(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    crawler = get_crawler(settings_dict={**ADDON, "REQUEST_FINGERPRINTER_CLASS":
+                                         "scrapy.utils.request.RequestFingerprinter"})
+    crawler.stats.open_spider()
+    spider_mw, dl_mw = IRISpiderMiddleware(crawler), IRINormalizationMiddleware(crawler)
+    with caplog.at_level(logging.DEBUG, logger="iri_scrapy"):
+        for _ in range(2):
+            req = spider_mw.get_processed_request(Request("http://a\u2488.test/"), None)
+            assert dl_mw.process_request(req) is None
+    assert crawler.stats.get_value("iri/unnormalizable") == 2
+    warnings = [r for r in caplog.records
+                if r.levelno == logging.WARNING and r.name.endswith(".middleware")]
+    assert len(warnings) == 1 and "no canonical form" in warnings[0].getMessage()
+
+
+# --------------------------------------------------------------------------- downloader side
+
+
+def test_downloader_mw_reissues_once(spider_mw: IRISpiderMiddleware) -> None:
+    crawler = get_crawler(settings_dict=ADDON)
+    mw = IRINormalizationMiddleware(crawler)
+    req = Request("http://www.example.test:80/./page")
+    new = mw.process_request(req)
+    assert isinstance(new, Request)
+    assert new.url == "http://www.example.test/page"
+    assert new.meta["iri_renormalized"] is True and new.meta["iri_original"] == req.url
+    assert new.dont_filter is False  # IRIDupeFilter passes it by its own rule
+    assert mw.process_request(new) is None
+    stock_df = get_crawler(settings_dict={**ADDON, "DUPEFILTER_CLASS":
+                                          "scrapy.dupefilters.RFPDupeFilter"})
+    again = IRINormalizationMiddleware(stock_df).process_request(req)
+    assert isinstance(again, Request) and again.dont_filter is True
+
+
+def test_bare_query_is_kept_verbatim(spider_mw: IRISpiderMiddleware) -> None:
+    mw = IRINormalizationMiddleware(get_crawler(settings_dict=ADDON))
+    req = Request("http://www.example.test/search?#x", meta={"verbatim_url": True,
+                                                              "iri_original": "x"})
+    assert req.url == "http://www.example.test/search?#x"
+    new = mw.process_request(req)
+    assert isinstance(new, Request)
+    assert new.url == "http://www.example.test/search?"  # verbatim URL is the retrieval key
+    assert new.meta["verbatim_url"] is True
+    user = Request("http://WWW.example.test/x", meta={"verbatim_url": True})
+    assert mw.process_request(user) is None  # the user's own verbatim_url is respected
+
+
+def _page(url: str, body: str) -> HtmlResponse:
+    return HtmlResponse(url, body=body.encode(), encoding="utf-8",
+                        request=Request(url))
+
+
+def test_iri_response_follow_defeats_idna2003() -> None:
+    crawler = get_crawler(settings_dict=ADDON)
+    mw = IRINormalizationMiddleware(crawler)
+    page = _page("http://xn--bcher-kva.example/", '<a href="http://straße.example/karte">')
+    # a stock response under the add-on: its Request() seam already gives IDNA 2008
+    assert page.follow("http://straße.example/karte").url == "http://xn--strae-oqa.example/karte"
+    ours = mw.process_response(page.request, page)  # type: ignore[arg-type]
+    assert isinstance(ours, HtmlResponse) and type(ours) is iri_response_class(HtmlResponse)
+    assert ours is page  # switched in place (the subclass keeps the slots layout), not copied
+    req = ours.follow("http://straße.example/karte")
+    assert req.url == "http://xn--strae-oqa.example/karte"
+    assert req.meta["iri_original"] == "http://straße.example/karte"
+    sel = ours.css("a")[0]
+    assert ours.follow(sel).url == "http://xn--strae-oqa.example/karte"
+    assert [r.url for r in ours.follow_all(["/café", "/search?", "über?q=ä#f"])] == [
+        "http://xn--bcher-kva.example/caf%C3%A9",
+        "http://xn--bcher-kva.example/search?",
+        "http://xn--bcher-kva.example/%C3%BCber?q=%C3%A4#f",
+    ]
+    stock = ours.follow("http://straße.example/", meta={"dont_normalize_iri": True})
+    # joined the stock way; Request() itself is the add-on's (IRI_IDNA2008_REQUESTS)
+    assert stock.url == "http://xn--strae-oqa.example/"
+    assert ours.urljoin("HTTP://WWW.Example.TEST:80/") == "http://www.example.test/"
+
+
+# --------------------------------------------------------------------------- offsite, protocol
+
+
+class _Spider(Spider):
+    name = "s"
+    allowed_domains = ["Пример.Испытание", "WWW.Example.TEST", "BÜCHER.example."]
+
+
+def test_offsite_canonical_domains() -> None:
+    assert canonical_domain("BÜCHER.example.") == "xn--bcher-kva.example"
+    crawler = get_crawler(_Spider, settings_dict=ADDON)
+    mw = IRIOffsiteMiddleware.from_crawler(crawler)
+    spider = _Spider()
+    ok = ["http://xn--e1afmkfd.xn--80akhbyknj4f/", "http://www.example.test/a",
+          "http://sub.xn--bcher-kva.example/"]
+    for url in ok:
+        assert mw.should_follow(Request(url), spider), url
+    for url in ["http://example.test/", "http://xn--fsqu00a.xn--0zwm56d/"]:
+        assert not mw.should_follow(Request(url), spider), url
+    stock = OffsiteMiddleware.from_crawler(crawler)
+    stock.spider_opened(spider)  # older Scrapy builds its regex only there
+    assert not any(stock.should_follow(Request(u), spider) for u in ok[:1] + ok[2:])
+
+
+def test_protocol_mw_canonicalizes_location() -> None:
+    crawler = get_crawler(settings_dict={**ADDON, "IRI_LEVEL": "protocol"})
+    mw = IRIProtocolMiddleware.from_crawler(crawler)
+    req = Request("http://www.example.test/a")
+    resp = HtmlResponse(req.url, status=301, request=req,
+                        headers={"Location": "http://straße.example/x/../y".encode()})
+    out = mw.process_response(req, resp)
+    assert out.headers[b"Location"] == b"http://xn--strae-oqa.example/y"
+    assert "iri_pending_redirect" in req.meta  # learned once the target met the dupefilter
+    slash = Request("http://www.example.test/docs")
+    mw.process_response(slash, HtmlResponse(slash.url, status=301, request=slash,
+                                            headers={"Location": "/docs/"}))
+    target = slash.replace(url="http://www.example.test/docs/")
+    assert mw.process_request(target) is None
+    assert mw.rules is not None and mw.rules.apply("http://www.example.test/docs") == (
+        "http://www.example.test/docs/"
+    )

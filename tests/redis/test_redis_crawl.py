@@ -1,0 +1,308 @@
+"""Crawls of the alias web deduplicated through one real redis-server.
+
+Every crawl runs in its own subprocess (``tests.support.crawl.run_crawl``); the
+alias-web server counts what was fetched, and is the oracle.  Crawls with Scrapy's
+scheduler run with ``ScrapyDeprecationWarning`` as an error in the child.  Crawls with
+scrapy-redis's scheduler cannot (it warns on every enqueue on Scrapy 2.19, see
+docs/scrapy-redis-notes.md section 3): they record warnings, and the test checks that
+every recorded one comes from scrapy_redis itself.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iri_scrapy.frontier.redis_dupefilter import CLOSE_REASON
+from iri_scrapy.plugin.refusal import CLOSESPIDER_AT_OPEN
+from tests.support import DEMO_SITE
+from tests.support.crawl import DEPRECATIONS_ENV, CrawlResult, run_crawl
+from tests.support.redis_support import RedisServer, find_free_port
+from tests.support.server import SiteServer, serve_site
+
+pytestmark = pytest.mark.redis
+
+EN_HOME = "http://www.example.test/"
+RU_HOME = "http://пример.испытание/"
+STRICT = {DEPRECATIONS_ENV: "1"}
+SCRAPY_REDIS_WARNINGS = ("Passing a 'spider' argument", "Spider.log() is deprecated")
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[SiteServer]:
+    with serve_site(DEMO_SITE) as server:
+        yield server
+
+
+@pytest.fixture
+def srv(site: SiteServer) -> SiteServer:
+    site.reset()
+    return site
+
+
+def _settings(redis_url: str, **extra: Any) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "ADDONS": {"iri_scrapy.Addon": 0},
+        "DUPEFILTER_CLASS": "iri_scrapy.RedisIRIDupeFilter",
+        "IRI_REDIS_URL": redis_url,
+        # these crawls test the dupefilter under Scrapy's scheduler (and JOBDIR); the
+        # add-on's fleet queue (RedisIRIScheduler) is tested in test_redis_fleet.py
+        "IRI_REDIS_SCHEDULER": False,
+    }
+    settings.update(extra)
+    return settings
+
+
+def _scrapy_redis(redis_url: str, **extra: Any) -> dict[str, Any]:
+    return _settings(
+        redis_url,
+        SCHEDULER="scrapy_redis.scheduler.Scheduler",
+        SCHEDULER_PERSIST=True,  # else the first process to finish flushes the shared keys
+        REDIS_URL=redis_url,
+        **extra,
+    )
+
+
+def _parallel(settings: dict[str, Any], starts: Sequence[Sequence[str]], proxy: str,
+              env: dict[str, str] | None) -> list[CrawlResult]:
+    with ThreadPoolExecutor(len(starts)) as pool:
+        futures = [pool.submit(run_crawl, settings, list(s), proxy, timeout=120, env=env)
+                   for s in starts]
+        return [f.result() for f in futures]
+
+
+def _total(results: Sequence[CrawlResult], key: str) -> int:
+    return sum(int(r.stats.get(key, 0)) for r in results)
+
+
+def _assert_ok(result: CrawlResult) -> None:
+    assert result.ok, (result.finish_reason, result.errors, result.stderr[-3000:])
+
+
+def _assert_only_scrapy_redis_warnings(result: CrawlResult) -> None:
+    for warning in result.warnings:
+        assert "scrapy_redis" in warning.split(": ", 1)[0], warning
+        assert any(w in warning for w in SCRAPY_REDIS_WARNINGS), warning
+
+
+def _assert_exactly_once(srv: SiteServer) -> None:
+    assert srv.hits.duplicates() == {}
+    assert srv.hits.fetched() == DEMO_SITE.keys
+    assert srv.hits.not_found() == []
+
+
+# --------------------------------------------------------------------------- shared crawls
+
+
+@pytest.mark.slow
+def test_two_processes_in_parallel_fetch_each_resource_once(
+    redis_server_session: RedisServer, srv: SiteServer
+) -> None:
+    settings = _settings(redis_server_session.url, DOWNLOAD_DELAY=0.2, CONCURRENT_REQUESTS=4)
+    results = _parallel(settings, [[EN_HOME], [RU_HOME]], srv.proxy_url, STRICT)
+    for result in results:
+        _assert_ok(result)
+        assert result.warnings == []
+        # each process consulted the shared filter
+        assert result.stats.get("iri/dupefilter/filtered", 0) > 0
+    _assert_exactly_once(srv)
+    hits = len(srv.hits.hits)
+    assert _total(results, "downloader/response_count") == hits
+    assert _total(results, "scheduler/enqueued") == hits
+    # dupefilter/filtered: every request either enqueued once in total or filtered
+    assert _total(results, "dupefilter/filtered") == _total(results, "iri/dupefilter/filtered")
+
+
+@pytest.mark.slow
+def test_two_processes_with_scrapy_redis_scheduler(
+    redis_server_session: RedisServer, srv: SiteServer
+) -> None:
+    settings = _scrapy_redis(redis_server_session.url, DOWNLOAD_DELAY=0.2,
+                             CONCURRENT_REQUESTS=4)
+    results = _parallel(settings, [[EN_HOME], [RU_HOME]], srv.proxy_url, None)
+    for result in results:
+        _assert_ok(result)
+        _assert_only_scrapy_redis_warnings(result)
+    # scrapy-redis's own filter counts none; ours does (in whichever process met the
+    # duplicates: on a loaded machine one process may take nearly all the work)
+    assert _total(results, "dupefilter/filtered") > 0
+    _assert_exactly_once(srv)
+    hits = len(srv.hits.hits)
+    assert _total(results, "downloader/response_count") == hits
+    assert _total(results, "scheduler/dequeued/redis") == hits
+    assert _total(results, "scheduler/enqueued/redis") == hits
+    client = redis_server_session.client()
+    keys = {k.decode() for k in client.keys("*")}
+    assert "alias:dupefilter" not in keys  # scrapy-redis's own filter was not used
+    assert any(k.startswith("alias:iri-dupefilter:v") for k in keys)
+
+
+# --------------------------------------------------------------------------- resume
+
+
+@pytest.mark.slow
+def test_resume_against_the_same_redis_fetches_nothing_again(
+    redis_server_session: RedisServer, srv: SiteServer, tmp_path: Path
+) -> None:
+    url = redis_server_session.url
+    jobdir = tmp_path / "job"
+    # an interrupted crawl resumed from JOBDIR (Scrapy's queue) + Redis (the seen set)
+    first = run_crawl(_settings(url, CLOSESPIDER_PAGECOUNT=5, CONCURRENT_REQUESTS=1),
+                      [EN_HOME], srv.proxy_url, jobdir=jobdir, timeout=60, env=STRICT)
+    assert first.finish_reason == "closespider_pagecount"
+    assert len(srv.hits.hits) < len(DEMO_SITE.keys)
+    second = run_crawl(_settings(url), [EN_HOME], srv.proxy_url, jobdir=jobdir, timeout=60,
+                       env=STRICT)
+    _assert_ok(second)
+    assert "Resuming crawl" in second.stderr
+    _assert_exactly_once(srv)
+    # a new crawl of the same site against the same Redis: nothing fetched again
+    srv.reset()
+    third = run_crawl(_settings(url), [EN_HOME], srv.proxy_url, timeout=60, env=STRICT)
+    _assert_ok(third)
+    assert srv.hits.hits == []
+    assert third.stats.get("dupefilter/filtered") == 1  # the start URL
+    assert third.stats.get("downloader/request_count", 0) == 0
+
+
+@pytest.mark.slow
+def test_resume_with_scrapy_redis_scheduler(
+    redis_server_session: RedisServer, srv: SiteServer
+) -> None:
+    url = redis_server_session.url
+    first = run_crawl(_scrapy_redis(url, CLOSESPIDER_PAGECOUNT=5, CONCURRENT_REQUESTS=1),
+                      [EN_HOME], srv.proxy_url, timeout=60)
+    assert first.finish_reason == "closespider_pagecount"
+    second = run_crawl(_scrapy_redis(url), [EN_HOME], srv.proxy_url, timeout=60)
+    _assert_ok(second)
+    _assert_only_scrapy_redis_warnings(second)
+    _assert_exactly_once(srv)
+
+
+# --------------------------------------------------------------------------- faults
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scheduler", ["scrapy", "scrapy_redis"])
+def test_unreachable_redis_at_start_is_a_clear_error(
+    srv: SiteServer, redis_server_session: RedisServer, scheduler: str
+) -> None:
+    port = find_free_port()
+    bad = f"redis://:s3cret@127.0.0.1:{port}/0"
+    if scheduler == "scrapy":
+        settings, env = _settings(bad), STRICT
+    else:  # scrapy-redis's own queue uses the working server; only our filter's URL is bad
+        settings, env = _scrapy_redis(redis_server_session.url), None
+        settings["IRI_REDIS_URL"] = bad
+    result = run_crawl(settings, [EN_HOME], srv.proxy_url, timeout=60, env=env)
+    assert not result.ok and result.returncode != 0
+    if scheduler == "scrapy" and CLOSESPIDER_AT_OPEN:  # closed before any request
+        assert result.finish_reason == "iri_redis_unavailable"
+    else:
+        assert result.finish_reason is None  # the crawl never started
+    text = "\n".join(result.errors) + result.stderr
+    assert f"cannot use Redis at redis://:***@127.0.0.1:{port}/0" in text
+    assert "s3cret" not in text
+    assert srv.hits.hits == []
+
+
+def _kill_during_crawl(
+    server: RedisServer, srv: SiteServer, settings: dict[str, Any], *,
+    after_hits: int, down_for: float | None, jobdir: Path | None = None,
+) -> CrawlResult:
+    """Run a slow crawl; SIGKILL Redis after *after_hits* fetches, restart after *down_for*."""
+    out: dict[str, CrawlResult] = {}
+    errors: list[BaseException] = []
+
+    def crawl() -> None:
+        try:
+            out["result"] = run_crawl(settings, [EN_HOME], srv.proxy_url, timeout=120,
+                                      jobdir=jobdir, env=STRICT)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=crawl, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while len(srv.hits.hits) < after_hits and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.02)
+    assert len(srv.hits.hits) >= after_hits, "crawl did not get going"
+    server.kill()
+    if down_for is not None:
+        time.sleep(down_for)
+        server.start()  # same port
+    thread.join(150)
+    assert not thread.is_alive()
+    if errors:
+        raise errors[0]
+    return out["result"]
+
+
+SLOW = {"DOWNLOAD_DELAY": 0.25, "CONCURRENT_REQUESTS": 1}
+
+
+@pytest.mark.slow
+def test_redis_killed_and_restarted_mid_crawl_leaves_nothing_unfetched(
+    redis_server: RedisServer, srv: SiteServer
+) -> None:
+    settings = _settings(redis_server.url, IRI_REDIS_RETRY_SECONDS=30, **SLOW)
+    result = _kill_during_crawl(redis_server, srv, settings, after_hits=6, down_for=2.0)
+    _assert_ok(result)
+    assert result.stats["iri/redis/outages"] >= 1
+    assert result.stats["iri/redis/retries"] >= 1
+    assert result.stats["iri/redis/outage_seconds"] >= 1.5
+    # persistence off: the restarted server forgot what was seen, so some resources are
+    # fetched twice -- but none is left unfetched
+    assert srv.hits.fetched() == DEMO_SITE.keys
+    assert max(srv.hits.counts().values()) <= 2
+
+
+@pytest.mark.slow
+def test_redis_killed_and_restarted_with_aof_fetches_each_resource_once(
+    tmp_path: Path, srv: SiteServer
+) -> None:
+    aof = ("--appendonly", "yes", "--appendfsync", "always")
+    with RedisServer(tmp_path / "aof", extra_args=aof) as server:
+        settings = _settings(server.url, IRI_REDIS_RETRY_SECONDS=30, **SLOW)
+        result = _kill_during_crawl(server, srv, settings, after_hits=6, down_for=2.0)
+    _assert_ok(result)
+    assert result.stats["iri/redis/outages"] >= 1
+    assert srv.hits.fetched() == DEMO_SITE.keys
+    # a write whose reply was lost may be fetched once more (counted), nothing else
+    extra = sum(n - 1 for n in srv.hits.counts().values())
+    assert extra <= result.stats.get("iri/redis/ambiguous_refetch", 0)
+
+
+@pytest.mark.slow
+def test_redis_down_past_the_deadline_stops_loudly_and_jobdir_resumes(
+    tmp_path: Path, srv: SiteServer
+) -> None:
+    aof = ("--appendonly", "yes", "--appendfsync", "always")
+    jobdir = tmp_path / "job"
+    with RedisServer(tmp_path / "aof", extra_args=aof) as server:
+        settings = _settings(server.url, IRI_REDIS_RETRY_SECONDS=2, **SLOW)
+        t0 = time.monotonic()
+        first = _kill_during_crawl(server, srv, settings, after_hits=6, down_for=None,
+                                   jobdir=jobdir)
+        assert time.monotonic() - t0 < 60
+        assert first.finish_reason == CLOSE_REASON
+        assert first.stats["log_count/ERROR"] >= 1
+        assert "closing the spider" in first.stderr
+        unchecked = first.stats["iri/redis/unchecked"]
+        assert unchecked >= 1
+        assert srv.hits.fetched() != DEMO_SITE.keys
+        # Redis is back: the same job resumes, and nothing is lost
+        server.start()
+        second = run_crawl(_settings(server.url), [EN_HOME], srv.proxy_url, jobdir=jobdir,
+                           timeout=60, env=STRICT)
+    _assert_ok(second)
+    assert srv.hits.fetched() == DEMO_SITE.keys
+    # requests enqueued unchecked while Redis was gone may be fetched twice, nothing else
+    extra = sum(n - 1 for n in srv.hits.counts().values())
+    assert extra <= unchecked

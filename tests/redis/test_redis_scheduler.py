@@ -1,0 +1,292 @@
+"""``RedisIRIScheduler`` against a real redis-server: leases, acks, expiry, priorities.
+
+Several schedulers on one server stand for several workers (each has its own
+worker id and Redis connection); a worker "dies" by being dropped without
+``close()``.  The crawls with real processes and real signals are in
+``tests/redis/test_redis_fleet.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.exceptions import CloseSpider, DontCloseSpider
+from scrapy.utils.test import get_crawler
+
+import iri_scrapy
+from iri_scrapy.addon import FRONTIER_SCHEDULER, REDIS_DUPEFILTER, REDIS_SCHEDULER
+from iri_scrapy.frontier.redis_scheduler import (
+    META_LEASE,
+    REASON_IDLE_TIMEOUT,
+    RedisIRIScheduler,
+)
+from tests.support.redis_support import RedisServer
+
+pytestmark = pytest.mark.redis
+
+
+class _Spider(Spider):
+    name = "fleet-unit"
+
+    def parse(self, response: Any, **kwargs: Any) -> Any:
+        return None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _reactor() -> None:
+    from scrapy.utils.reactor import install_reactor, is_reactor_installed
+
+    if not is_reactor_installed():
+        install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+
+
+def open_worker(url: str, **extra: Any) -> tuple[Any, RedisIRIScheduler]:
+    settings = {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_REDIS_URL": url,
+                "IRI_REDIS_LEASE_SECONDS": 1, **extra}
+    crawler = get_crawler(_Spider, settings)
+    crawler._apply_settings()
+    spider = _Spider.from_crawler(crawler)
+    crawler.spider = spider
+    assert crawler.settings["SCHEDULER"] == REDIS_SCHEDULER
+    scheduler = RedisIRIScheduler.from_crawler(crawler)
+    scheduler.open(spider)
+    return crawler, scheduler
+
+
+def stop_ticking(scheduler: RedisIRIScheduler) -> None:
+    """A dead worker: no heartbeat any more, no close (its socket is dropped)."""
+    if scheduler._ticker is not None and scheduler._ticker.running:
+        scheduler._ticker.stop()
+    scheduler._close_client()
+
+
+def drain(scheduler: RedisIRIScheduler) -> list[Request]:
+    out = []
+    while (request := scheduler.next_request()) is not None:
+        out.append(request)
+    return out
+
+
+def test_public_name_and_addon_selection() -> None:
+    assert iri_scrapy.RedisIRIScheduler is RedisIRIScheduler
+    assert "RedisIRIScheduler" in iri_scrapy.__all__
+    crawler = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0},
+                                    "IRI_REDIS_URL": "redis://127.0.0.1:1/0", "JOBDIR": "x"})
+    crawler._apply_settings()
+    assert crawler.settings["SCHEDULER"] == REDIS_SCHEDULER
+    assert crawler.settings["DUPEFILTER_CLASS"] == REDIS_DUPEFILTER
+    assert any("RedisSchedulerSpiderMiddleware" in str(k)
+               for k in crawler.settings.getdict("SPIDER_MIDDLEWARES"))
+    optout = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0}, "JOBDIR": "x",
+                                   "IRI_REDIS_URL": "redis://127.0.0.1:1/0",
+                                   "IRI_REDIS_SCHEDULER": False})
+    optout._apply_settings()
+    assert optout.settings["SCHEDULER"] == FRONTIER_SCHEDULER
+    assert optout.settings["DUPEFILTER_CLASS"] == REDIS_DUPEFILTER
+
+
+def test_priority_order_dedup_and_ack(redis_server: RedisServer) -> None:
+    crawler, worker = open_worker(redis_server.url)
+    for url, priority in (("a", 0), ("b", 5), ("c", 0), ("d", -3), ("e", 5)):
+        assert worker.enqueue_request(Request(f"http://e.com/{url}", priority=priority))
+    assert not worker.enqueue_request(Request("http://E.COM:80/./a#x"))  # an alias: seen
+    assert worker.enqueue_request(Request("http://e.com/a", dont_filter=True, priority=-9))
+    assert len(worker) == 6 and worker.has_pending_requests()
+    got = drain(worker)
+    # higher priority first, first in first out within one priority
+    assert [r.url.rsplit("/", 1)[1] for r in got] == ["b", "e", "a", "c", "d", "a"]
+    client = redis_server.client()
+    assert client.zcard(worker._keys["leases"]) == 6
+    assert not worker.has_pending_requests()
+    for request in got:
+        worker.answered(request)
+    assert client.zcard(worker._keys["leases"]) == 0
+    assert client.hlen(worker._keys["bodies"]) == 0
+    assert client.hlen(worker._keys["intents"]) == 0  # the stale intent went with an ack
+    worker.close("finished")
+    counts = {k: v for k, v in crawler.stats.get_stats().items() if "redis_scheduler" in k}
+    assert counts["iri/redis_scheduler/enqueued"] == 6
+    assert counts["iri/redis_scheduler/leased"] == 6
+    assert counts["iri/redis_scheduler/acked"] == 6
+    assert crawler.stats.get_value("dupefilter/filtered") == 1
+
+
+def test_expired_lease_taken_over_by_another_worker(redis_server: RedisServer) -> None:
+    _, dying = open_worker(redis_server.url)
+    crawler2, other = open_worker(redis_server.url)
+    for i in range(3):
+        dying.enqueue_request(Request(f"http://e.com/{i}"))
+    held = dying.next_request()
+    assert held is not None and META_LEASE in held.meta
+    stop_ticking(dying)  # killed while the request is in flight
+    rest = drain(other)
+    assert sorted(r.url for r in rest) == ["http://e.com/1", "http://e.com/2"]
+    assert other.next_request() is None  # the lease has not expired yet
+    time.sleep(1.2)
+    other._tick()  # the heartbeat reaps
+    again = drain(other)
+    assert [r.url for r in again] == [held.url]
+    assert other.counts["requeued_expired"] == 1
+    for request in rest + again:
+        other.answered(request)
+    client = redis_server.client()
+    assert client.zcard(other._keys["leases"]) == 0 and client.zcard(other._keys["ready"]) == 0
+    other.close("finished")
+    assert crawler2.stats.get_value("iri/redis_scheduler/requeued_expired") == 1
+
+
+def test_heartbeat_keeps_a_slow_request(redis_server: RedisServer) -> None:
+    _, slow = open_worker(redis_server.url)
+    _, other = open_worker(redis_server.url)
+    slow.enqueue_request(Request("http://e.com/slow"))
+    request = slow.next_request()
+    assert request is not None
+    for _ in range(4):  # 1.6 s > the 1 s lease, with heartbeats
+        time.sleep(0.4)
+        slow._tick()
+    other._tick()
+    assert other.next_request() is None
+    slow.answered(request)
+    slow.close("finished")
+    other.close("finished")
+
+
+def test_late_ack_of_a_requeued_request_removes_it(redis_server: RedisServer) -> None:
+    """A worker stalled past its lease answers after the request went back: the
+    queue entry goes too (it is not fetched again)."""
+    _, stalled = open_worker(redis_server.url)
+    stalled.enqueue_request(Request("http://e.com/x"))
+    request = stalled.next_request()
+    assert request is not None
+    time.sleep(1.2)
+    _, other = open_worker(redis_server.url)  # its first tick puts the lease back
+    assert other.counts["requeued_expired"] == 1
+    stalled.answered(request)
+    assert other.next_request() is None
+    stalled.close("finished")
+    other.close("finished")
+
+
+def test_close_puts_leases_back_and_idle_waits_for_foreign_leases(
+    redis_server: RedisServer,
+) -> None:
+    _, first = open_worker(redis_server.url, IRI_REDIS_IDLE_TIMEOUT=0.5)
+    _, second = open_worker(redis_server.url, IRI_REDIS_IDLE_TIMEOUT=0.5)
+    first.enqueue_request(Request("http://e.com/1"))
+    held = first.next_request()
+    assert held is not None
+    # the second worker has nothing to do, but the first holds a lease: it waits...
+    with pytest.raises(DontCloseSpider):
+        second._on_idle()
+    time.sleep(0.6)
+    # ... for IRI_REDIS_IDLE_TIMEOUT at most
+    with pytest.raises(CloseSpider) as closing:
+        second._on_idle()
+    assert closing.value.reason == REASON_IDLE_TIMEOUT
+    first.close("shutdown")  # not finished: the lease goes back at once
+    assert first.counts["released_on_close"] == 1
+    got = drain(second)
+    assert [r.url for r in got] == [held.url]
+    second._on_idle()  # answers it; queue and leases empty: finished (no exception)
+    second.close("finished")
+
+
+def test_dead_workers_intent_is_enqueued(redis_server: RedisServer) -> None:
+    """Killed after the dupefilter recorded a URL and before the queue got it."""
+    _, dying = open_worker(redis_server.url)
+    request = Request("http://e.com/lost")
+    data = dying._serialize(request)
+    client = redis_server.client()
+    client.hset(dying._keys["intents"], dying.worker, data)
+    assert dying.df.request_seen(request) is False  # recorded as seen...
+    stop_ticking(dying)  # ... and killed before the enqueue
+    time.sleep(1.1)
+    _, other = open_worker(redis_server.url)
+    assert other.counts["intents_recovered"] == 1
+    got = drain(other)
+    assert [r.url for r in got] == ["http://e.com/lost"]
+    assert client.hlen(other._keys["intents"]) == 0
+    other.answered(got[0])
+    other.close("finished")
+
+
+def test_replacement_acks_its_parent_and_start_requests_when_joining(
+    redis_server: RedisServer,
+) -> None:
+    _, worker = open_worker(redis_server.url)
+    worker.enqueue_request(Request("http://e.com/old"))
+    worker.enqueue_request(Request("http://e.com/other"))
+    old = worker.next_request()
+    assert old is not None
+    worker.enqueue_request(old.replace(url="http://e.com/new"))  # a redirect
+    assert worker.counts["acked"] == 1
+    # a worker joining now skips dont_filter start requests
+    _, joining = open_worker(redis_server.url)
+    assert joining.counts["joined"] == 1
+    start = Request("http://e.com/", dont_filter=True, meta={"is_start_request": True})
+    assert not joining.enqueue_request(start)
+    assert joining.counts["start_skipped"] == 1
+    assert sorted(r.url for r in drain(joining)) == ["http://e.com/new", "http://e.com/other"]
+    joining.close("shutdown")
+    worker.close("shutdown")
+
+
+def test_redis_down_at_start_refuses(tmp_path: Any) -> None:
+    from tests.support.redis_support import find_free_port
+
+    crawler = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0},
+                                    "IRI_REDIS_URL": f"redis://127.0.0.1:{find_free_port()}/0"})
+    crawler._apply_settings()
+    spider = _Spider.from_crawler(crawler)
+    crawler.spider = spider
+    scheduler = RedisIRIScheduler.from_crawler(crawler)
+    from iri_scrapy.plugin.refusal import CLOSESPIDER_AT_OPEN
+
+    if CLOSESPIDER_AT_OPEN:
+        assert scheduler.open(spider) is None
+        assert scheduler._client is None
+    else:
+        with pytest.raises(Exception, match="cannot use Redis"):
+            scheduler.open(spider)
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("IRI_REDIS_LEASE_SECONDS", 0), ("IRI_REDIS_LEASE_SECONDS", "soon"),
+    ("IRI_REDIS_IDLE_TIMEOUT", -1),
+])
+def test_bad_settings(name: str, value: Any) -> None:
+    crawler = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0},
+                                    "IRI_REDIS_URL": "redis://127.0.0.1:1/0", name: value})
+    crawler._apply_settings()
+    with pytest.raises(ValueError, match=name):
+        RedisIRIScheduler.from_crawler(crawler)
+
+
+def test_flush_on_start(redis_server: RedisServer) -> None:
+    _, first = open_worker(redis_server.url)
+    first.enqueue_request(Request("http://e.com/1"))
+    first.close("shutdown")
+    assert len(first) == 0  # closed: nothing here (the queue stays in Redis)
+    # a finished (or abandoned) crawl: its seen-set keeps a new run from fetching again
+    _, again = open_worker(redis_server.url)
+    assert not again.enqueue_request(Request("http://e.com/1"))
+    again.close("shutdown")
+    _, fresh = open_worker(redis_server.url, IRI_REDIS_FLUSH_ON_START=True)
+    assert len(fresh) == 0
+    assert fresh.enqueue_request(Request("http://e.com/1"))  # forgotten: fetched again
+    assert [r.url for r in drain(fresh)] == ["http://e.com/1"]
+    fresh.close("shutdown")
+
+
+def test_unserializable_request_kept_in_memory(redis_server: RedisServer, caplog: Any) -> None:
+    _, worker = open_worker(redis_server.url)
+    request = Request("http://e.com/lambda", callback=lambda response: None)
+    assert worker.enqueue_request(request)
+    assert worker.counts["unserializable"] == 1
+    assert worker.has_pending_requests() and len(worker) == 1
+    assert worker.next_request() is request  # handed out from memory, no lease
+    assert "cannot be stored in Redis" in caplog.text
+    worker.close("finished")

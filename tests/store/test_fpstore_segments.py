@@ -1,0 +1,71 @@
+"""FingerprintSet's segments: even memory at every size, small growth steps, exact answers."""
+
+from __future__ import annotations
+
+import random
+
+from iri_scrapy.store.fpstore import MAX_LOAD, SEGMENT_BITS, SEGMENTS, FingerprintSet
+
+
+def test_memory_stays_even_at_every_size() -> None:
+    """Bytes per entry read after *every* add (so right after every growth step too)."""
+    rng = random.Random(11)
+    ours = FingerprintSet()
+    worst = worst_small = 0.0
+    for n in range(1, 800_001):
+        ours.add(rng.getrandbits(64))
+        if n >= 500_000:  # segments past 128 slots grow by 1/4
+            worst = max(worst, ours.nbytes / n)
+        elif n >= 10_000:  # smaller ones double
+            worst_small = max(worst_small, ours.nbytes / n)
+    assert worst <= 13.5  # 8 / 0.6, the load right after a segment grows, plus spread
+    assert worst_small <= 17  # what the CLI help and the README say
+    assert ours.peak_nbytes <= ours.nbytes + 8 * ours.max_segment_slots
+    # one growth step moves one segment: a small share of the whole
+    assert ours.max_segment_slots * SEGMENTS < 2 * ours.slots
+    for table in ours._tables:
+        used = sum(1 for v in table if v)
+        assert used <= MAX_LOAD * len(table)
+
+
+def test_one_crowded_segment_grows_alone_and_stays_exact() -> None:
+    """Values sharing their top bits all land in one segment (not what SHA-1 gives)."""
+    shift = 64 - SEGMENT_BITS
+    rng = random.Random(3)
+    values = [(5 << shift) | rng.getrandbits(shift) for _ in range(20_000)]
+    values += [(5 << shift) | (k << 32) for k in range(500)]  # same low 32 bits: one probe run
+    ours, model = FingerprintSet(), set()
+    for v in values:
+        assert ours.add(v) == (v not in model)
+        model.add(v)
+    assert len(ours) == len(model)
+    assert all(v in ours for v in model)
+    assert set(ours) == model
+    assert ours.max_segment_slots >= len(model) / MAX_LOAD
+    assert (6 << shift) not in ours and -1 not in ours and 2**64 not in ours
+
+
+def test_presized_and_cleared() -> None:
+    ours = FingerprintSet(capacity=1_000_000)
+    assert ours.slots * MAX_LOAD >= 1_000_000
+    before = ours.slots
+    rng = random.Random(5)
+    for _ in range(900_000):
+        ours.add(rng.getrandbits(64))
+    assert ours.slots <= before * 1.01  # nearly no growth when sized for it
+    ours.clear()
+    assert len(ours) == 0 and list(ours) == [] and ours.slots == 4 * SEGMENTS
+
+
+def test_runs_that_wrap_around_a_segment_survive_growth() -> None:
+    """Values whose first slot is the segment's last: their run wraps to slot 0."""
+    top = (1 << 52) - 1
+    values = [(7 << 52) | (top - k) for k in range(300)]  # one segment, first slot = last
+    values += [(7 << 52) | k for k in range(50)]  # and some at the start
+    ours, model = FingerprintSet(), set()
+    for v in values:
+        assert ours.add(v) == (v not in model)
+        model.add(v)
+        assert v in ours
+    assert all(v in ours for v in model) and set(ours) == model
+    assert ours.add(values[0]) is False and len(ours) == len(model)

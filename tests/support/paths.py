@@ -1,0 +1,68 @@
+"""Every code path of :func:`iri_scrapy.normalize`, forced one at a time.
+
+``normalize`` tries the fast regular expression (``fast_path``), then the fused
+one-pass pipeline (``fused_path``), then the climb of the rungs (``climb_path``).
+The shortcuts must give exactly what the climb gives, so every example table runs
+through each path (as yarl runs its quoting tests through both its C and Python
+quoters): ``via("climb", ...)`` is the rungs alone, ``via("fused", ...)`` the fused
+path where it applies and the climb where it declines, ``via("fast", ...)`` the
+whole chain.  The ``path`` fixture (tests/conftest.py) parametrizes a test over
+:data:`PATHS`.
+"""
+
+from __future__ import annotations
+
+from iri_scrapy import IRIError, Level
+from iri_scrapy.core.ladder import (
+    NormalizeOptions,
+    climb_path,
+    fast_path,
+    fused_path,
+    render_uri,
+    with_context,
+)
+from iri_scrapy.core.protocol import ProtocolRules
+
+PATHS = ("climb", "fused", "fast")
+
+
+def via(
+    path: str,
+    text: str,
+    level: Level | int | str = Level.SCHEME,
+    *,
+    form: str = "uri",
+    keep_fragment: bool = True,
+    nfc: bool = False,
+    rules: ProtocolRules | None = None,
+) -> str:
+    """``normalize(text, level, ...)`` computed by *path* (one of :data:`PATHS`)."""
+    options = NormalizeOptions(Level.coerce(level), form, keep_fragment, nfc, rules)
+    lvl = options.level
+    if path == "fast" and form == "uri" and lvl >= Level.SCHEME and not nfc:
+        fast = fast_path(text, keep_fragment)
+        if fast is not None:
+            return rules.apply(fast) if rules is not None and lvl is Level.PROTOCOL else fast
+    if path in ("fast", "fused") and lvl >= Level.SYNTAX and not nfc:
+        try:
+            uri = fused_path(text, lvl, keep_fragment)
+            if uri is not None:
+                if rules is not None and lvl is Level.PROTOCOL:
+                    uri = rules.apply(uri)
+                return render_uri(uri, lvl, form)
+        except IRIError as exc:
+            raise with_context(exc, text) from None
+    assert path in PATHS, path
+    return climb_path(text, options)
+
+
+def took(path: str, text: str, level: Level = Level.SCHEME, keep_fragment: bool = True) -> bool:
+    """True if *path* itself (not a later one) answers for *text* in URI form."""
+    if path == "fast":
+        return level >= Level.SCHEME and fast_path(text, keep_fragment) is not None
+    if path == "fused":
+        try:
+            return level >= Level.SYNTAX and fused_path(text, level, keep_fragment) is not None
+        except IRIError:
+            return True
+    return True
