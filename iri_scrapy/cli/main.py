@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'iri-scrapy COMMAND --help' for the options of a command.",
         formatter_class=fmt,
     )
-    from iri_scrapy import __version__
+    from iri_scrapy.version import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

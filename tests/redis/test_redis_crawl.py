@@ -21,12 +21,12 @@ import pytest
 
 from iri_scrapy.frontier.redis_dupefilter import CLOSE_REASON
 from iri_scrapy.plugin.refusal import CLOSESPIDER_AT_OPEN
-from tests.support import DEMO_SITE
+from tests.support.site import DEMO_SITE
 from tests.support.crawl import DEPRECATIONS_ENV, CrawlResult, run_crawl
 from tests.support.redis_support import RedisServer, find_free_port
 from tests.support.server import SiteServer, serve_site
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.slow]  # real crawls, real redis-servers
 
 EN_HOME = "http://www.example.test/"
 RU_HOME = "http://пример.испытание/"

@@ -1,0 +1,230 @@
+"""The layers of docs/architecture.md, read from the code's own imports.
+
+Every ``import`` and ``from ... import`` of every module of the package, at module
+level, inside functions and under ``TYPE_CHECKING`` alike, is an arrow.  The tests
+fail on any import circle, on any arrow that runs up a layer or sideways between
+two layers that must not know each other, and on a third-party import a layer may
+not make.  The Scrapy-free promise is also checked at run time: ``import
+iri_scrapy``, ``normalize``, ``explain`` and the CLI's ``dedupe`` load no Scrapy,
+w3lib or Twisted.  Finally every dotted ``iri_scrapy.x.y`` path that the README or
+``docs/`` names must import.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import iri_scrapy
+
+PACKAGE = Path(iri_scrapy.__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[1]
+
+#: Each layer, what it may import of the package (besides itself), and the
+#: third-party top-level packages it may import.  The same table is drawn in
+#: docs/architecture.md.
+LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "version": (frozenset(), frozenset()),
+    "core": (frozenset(), frozenset({"idna", "regex"})),
+    "store": (frozenset({"core"}), frozenset()),
+    "plugin": (frozenset({"core", "store"}),
+               frozenset({"scrapy", "w3lib", "twisted", "parsel", "lxml", "typing_extensions"})),
+    "integrations": (frozenset({"core", "store"}), frozenset({"pyspark", "pyarrow"})),
+    "frontier": (frozenset({"core", "store", "plugin"}),
+                 frozenset({"scrapy", "twisted", "redis", "scrapy_redis", "typing_extensions"})),
+    "addon": (frozenset({"core", "store", "plugin", "frontier"}),
+              frozenset({"scrapy", "typing_extensions"})),
+    "commands": (frozenset({"plugin", "addon"}), frozenset({"scrapy"})),
+    "cli": (frozenset({"version", "core", "store", "integrations"}),
+            frozenset({"pyspark", "pyarrow"})),
+    "facade": (frozenset({"version", "core"}), frozenset()),
+}
+
+
+def layer_of(module: str) -> str:
+    """The layer of a module of the package, by its dotted name."""
+    parts = module.split(".")
+    if module in ("iri_scrapy", "iri_scrapy.__main__"):
+        return "cli" if module.endswith("__main__") else "facade"
+    if parts[1] in ("addon", "commands", "version"):
+        return parts[1]
+    if parts[1] in LAYERS:
+        return parts[1]
+    raise AssertionError(f"{module} is in no layer of docs/architecture.md: add it there and here")
+
+
+@cache
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        found[name.removesuffix(".__init__")] = path
+    return found
+
+
+@cache
+def imports() -> dict[str, dict[str, int]]:
+    """module -> {imported module of the package or third-party top-level name: line}."""
+    mods = modules()
+    out: dict[str, dict[str, int]] = {}
+    for name, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        seen: dict[str, int] = {}
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = name.split(".") if is_pkg else name.split(".")[:-1]
+                    anchor = anchor[: len(anchor) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            for target in targets:
+                if target.split(".")[0] != "iri_scrapy":
+                    seen.setdefault(target.split(".")[0], node.lineno)
+                    continue
+                while target and target not in mods:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    seen.setdefault(target, node.lineno)
+        out[name] = seen
+    return out
+
+
+def test_the_layout_is_what_the_table_says() -> None:
+    layers = {layer_of(m) for m in modules()}
+    assert layers == set(LAYERS), layers ^ set(LAYERS)
+
+
+def test_no_import_circle() -> None:
+    graph = {m: {t for t in ts if t in modules()} for m, ts in imports().items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(m: str) -> None:  # Tarjan's strongly connected components
+        index[m] = low[m] = len(index)
+        stack.append(m)
+        for t in graph[m]:
+            if t not in index:
+                visit(t)
+                low[m] = min(low[m], low[t])
+            elif t in stack:
+                low[m] = min(low[m], index[t])
+        if low[m] == index[m]:
+            component = []
+            while True:
+                t = stack.pop()
+                component.append(t)
+                if t == m:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for m in sorted(graph):
+        if m not in index:
+            visit(m)
+    assert circles == []
+
+
+def test_no_import_runs_up_a_layer() -> None:
+    bad = []
+    for module, targets in imports().items():
+        mine = layer_of(module)
+        allowed, third_party = LAYERS[mine]
+        for target, line in targets.items():
+            if target.startswith("iri_scrapy"):
+                theirs = layer_of(target)
+                if theirs != mine and theirs not in allowed:
+                    bad.append(f"{modules()[module].relative_to(PACKAGE.parent)}:{line} "
+                               f"({mine}) imports {target} ({theirs})")
+            elif target not in sys.stdlib_module_names and target not in third_party:
+                bad.append(f"{modules()[module].relative_to(PACKAGE.parent)}:{line} "
+                           f"({mine}) imports {target}")
+    assert bad == []
+
+
+def test_the_checks_see_an_arrow_that_runs_up(tmp_path: Path) -> None:
+    """The reader above finds function-level and relative imports (a check that can
+    see nothing passes everything)."""
+    got = imports()
+    assert "iri_scrapy.addon" in got["iri_scrapy.commands"]  # inside a function
+    assert "iri_scrapy.core.surt" in got["iri_scrapy.core.ladder"]
+    assert "scrapy" in got["iri_scrapy.plugin.compat"]
+    assert "scrapy" not in got["iri_scrapy.core.ladder"]
+
+
+def test_the_lazy_names_of_the_facade_resolve() -> None:
+    """``iri_scrapy.Addon`` & co. are loaded on first use; each names a real class."""
+    for name, module in iri_scrapy._LAZY.items():
+        assert name in iri_scrapy.__all__
+        assert getattr(importlib.import_module(module), name).__name__ == name
+        assert module in modules()
+
+
+SCRAPY_FREE = """
+import sys, tempfile, os
+import iri_scrapy
+assert iri_scrapy.normalize("HTTP://Example.COM:80/a/./b/%7euser") == "http://example.com/a/b/~user"
+assert iri_scrapy.explain("http://a/", "HTTP://A:80/").equivalent
+iri_scrapy.surt("http://www.example.com/a")
+from iri_scrapy.cli.main import main
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "urls.txt")
+    with open(path, "w") as f:
+        f.write("HTTP://EXAMPLE.COM\\nhttp://example.com/\\n")
+    sys.stdout = open(os.devnull, "w")
+    sys.stderr = open(os.devnull, "w")
+    code = main(["dedupe", "-o", os.path.join(d, "out.txt"), path])
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+assert code == 0, code
+loaded = sorted({m.split(".")[0] for m in sys.modules} & {"scrapy", "w3lib", "twisted", "pyspark", "redis"})
+print(" ".join(loaded))
+"""
+
+
+def test_the_core_and_the_cli_load_no_scrapy() -> None:
+    out = subprocess.run([sys.executable, "-c", SCRAPY_FREE], capture_output=True, text=True,
+                         timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == ""
+
+
+def documented_paths() -> list[str]:
+    texts = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+             REPO / "sample_project" / "README.md"]
+    found = set()
+    for path in texts:
+        found |= set(re.findall(r"(?<![\w/.])(iri_scrapy(?:\.[A-Za-z_]\w*)+)",
+                                path.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def test_documentation_names_some_paths() -> None:
+    assert len(documented_paths()) >= 3
+
+
+@pytest.mark.parametrize("dotted", documented_paths())
+def test_every_documented_import_path_works(dotted: str) -> None:
+    module, _, attr = dotted, "", ""
+    while True:
+        try:
+            obj = importlib.import_module(module)
+            break
+        except ModuleNotFoundError:
+            module, _, last = module.rpartition(".")
+            attr = f"{last}.{attr}" if attr else last
+            assert module, dotted
+    for name in filter(None, attr.split(".")):
+        obj = getattr(obj, name)
