@@ -406,6 +406,7 @@ def test_console_script_normalize_stdin(cmd: list[str]) -> None:
     assert b"Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_console_script_exit_codes(cmd: list[str], tmp_path: Path) -> None:
     assert run(cmd, "explain", "http://a/", "HTTP://A:80").returncode == 0
     assert run(cmd, "explain", "http://a/", "http://b/").returncode == 1

@@ -93,6 +93,7 @@ def test_dedupe_random_bytes_are_all_refused(tmp_path: Path) -> None:
 # --- normalize and explain: exit status and the same wording ------------------------------
 
 
+@pytest.mark.slow
 def test_normalize_refusal_argument_stdin_and_skip() -> None:
     bad = b"http://a/caf\xc3\xa9\xff"  # the invalid byte is byte 15 (character 14)
     why = b"invalid UTF-8 byte 0xFF at column 15"
@@ -143,6 +144,7 @@ def test_dedupe_memory_line_only_for_enough_urls(tmp_path: Path,
     assert 10.6 <= float(m.group(1)) <= 21.4
 
 
+@pytest.mark.slow
 def test_memory_figure_is_measured_and_said_once() -> None:
     # The table after 1,000,000 distinct URLs, and its peak (a segment's old and new
     # tables alive while it grows); tracemalloc on a real dedupe run gives the same.

@@ -292,6 +292,7 @@ def test_fast_path_agrees_with_the_rungs_on_corpus_like_urls() -> None:
                     assert fast == climb_path(url, NormalizeOptions(keep_fragment=keep)), url
 
 
+@pytest.mark.slow
 def test_linear_time_on_a_1mb_url() -> None:
     # Not a benchmark: a quadratic algorithm would take minutes here, a linear one
     # well under a second; the bound is loose so that a loaded machine passes.

@@ -78,6 +78,7 @@ def test_fused_pipeline_equals_the_composed_rungs(text: str, level: Level, form:
         assert fast == climb_path(text, NormalizeOptions(Level.SCHEME, "uri", keep))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.text(max_size=40))
 def test_only_iri_errors_escape_on_any_str(text: str) -> None:

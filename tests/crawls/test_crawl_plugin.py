@@ -97,6 +97,7 @@ def stock(demo: SiteServer) -> Crawl:
 # --------------------------------------------------------------------------- the add-on
 
 
+@pytest.mark.slow
 def test_addon_alone_fetches_every_resource_exactly_once(plugin: Crawl) -> None:
     result, hits = plugin
     assert result.ok, result.stderr[-2000:]
@@ -110,6 +111,7 @@ def test_addon_alone_fetches_every_resource_exactly_once(plugin: Crawl) -> None:
     assert "iri/unnormalizable" not in result.stats
 
 
+@pytest.mark.slow
 def test_stock_fetches_duplicates_and_misses_traps(stock: Crawl) -> None:
     result, hits = stock
     assert result.ok
@@ -210,6 +212,7 @@ def _aliasing(extra: dict[str, Any] | None = None) -> dict[str, Any]:
             **(extra or {})}
 
 
+@pytest.mark.slow
 def test_process_request_trap_loses_no_page(demo: SiteServer, alias_path: Path) -> None:
     """Requests reaching the downloader non-canonical are re-issued, and none is lost."""
     result = crawl(demo, _aliasing(), env_path=alias_path)
@@ -224,6 +227,7 @@ def test_process_request_trap_loses_no_page(demo: SiteServer, alias_path: Path) 
     assert result.stats.get("iri/dupefilter/rung/scheme", 0) > 0
 
 
+@pytest.mark.slow
 def test_process_request_trap_with_stock_dupefilter(demo: SiteServer, alias_path: Path) -> None:
     """With another dupefilter the re-issue uses dont_filter: still nothing lost."""
     result = crawl(demo, _aliasing({"DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter"}),
@@ -232,6 +236,7 @@ def test_process_request_trap_with_stock_dupefilter(demo: SiteServer, alias_path
     assert demo.hits.fetched() == DEMO_SITE.keys
 
 
+@pytest.mark.slow
 def test_naive_reissue_loses_pages(demo: SiteServer, alias_path: Path) -> None:
     """The trap is real: a plain re-issue from process_request is dropped as its own duplicate."""
     settings = _aliasing({"DOWNLOADER_MIDDLEWARES": {
@@ -249,6 +254,7 @@ def trap_plugin(trap: SiteServer) -> Crawl:
     return result, snapshot(trap)
 
 
+@pytest.mark.slow
 def test_redirect_to_same_key_is_fetched(trap_plugin: Crawl) -> None:
     """scrapy#1225: /moved?b=2&a=1 -> 301 -> /moved?a=1&b=2, one key under IRI_SORT_QUERY."""
     result, hits = trap_plugin
@@ -259,6 +265,7 @@ def test_redirect_to_same_key_is_fetched(trap_plugin: Crawl) -> None:
     assert result.stats["iri/dupefilter/redirect_same_key"] == 1
 
 
+@pytest.mark.slow
 def test_redirect_same_key_trap_is_real(trap: SiteServer) -> None:
     """Without the IRI dupefilter's rule the redirect target is dropped."""
     result = crawl(trap, {
@@ -278,6 +285,7 @@ def test_idna2003_trap_goes_on_the_wire_as_uts46(trap_plugin: Crawl) -> None:
     assert [h.key for h in hits.not_found()] == [ResourceKey("fass.example", "/seite", None)]
 
 
+@pytest.mark.slow
 def test_idna2003_trap_stock(trap: SiteServer) -> None:
     crawl(trap, {}, list(TRAP_SITE.start_urls))
     assert FASS_KEY not in trap.hits.counts()
@@ -291,6 +299,7 @@ ALLOWED = ["WWW.Example.TEST", "Пример.Испытание", "BÜCHER.examp
 ALLOWED_HOSTS = {"www.example.test", "xn--e1afmkfd.xn--80akhbyknj4f", "xn--bcher-kva.example"}
 
 
+@pytest.mark.slow
 def test_offsite_idn_and_uppercase_allowed_domains(demo: SiteServer) -> None:
     result = crawl(demo, ADDON, spider_kwargs={"allowed_domains": ALLOWED})
     assert result.ok
@@ -308,6 +317,7 @@ def test_offsite_stock_filters_everything(demo: SiteServer) -> None:
 # --------------------------------------------------------------------------- levels, JOBDIR
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("level", ["protocol"])
 def test_iri_levels(demo: SiteServer, level: str) -> None:
     result = crawl(demo, {**ADDON, "IRI_LEVEL": level})
@@ -341,6 +351,7 @@ def test_lower_levels_are_honoured(demo: SiteServer) -> None:
     assert totals["simple"] > totals["syntax"] > totals["scheme"]
 
 
+@pytest.mark.slow
 def test_protocol_level_redirect_target_first(demo: SiteServer) -> None:
     """Start at the redirect: the learned rule never drops the redirect target itself."""
     start = ["http://www.example.test/docs"]

@@ -25,6 +25,8 @@ from tests.support.crawl import CrawlResult, run_crawl
 from tests.support.server import HitLog
 from tests.support.wire import WireHost, WirePage, WireRoute, WireServer, WireSite
 
+pytestmark = pytest.mark.slow  # every test here runs real crawls against the wire web
+
 ADDON = {"ADDONS": {"iri_scrapy.Addon": 0}}
 STRICT = {"IRI_SCRAPY_DEPRECATIONS_AS_ERRORS": "1"}
 HERE = Path(__file__).resolve().parents[1] / "support"  # wire_spiders.py

@@ -182,6 +182,7 @@ def check_plugin_crawl(result: CrawlResult, srv: SiteServer) -> None:
 
 @pytest.mark.parametrize("spider", [None, f"{MODULE}.FollowAllSpider"],
                          ids=["follow", "follow_all"])
+@pytest.mark.slow
 def test_follow_skips_bad_links_and_keeps_the_good_ones(
     server: SiteServer, spider: str | None
 ) -> None:
@@ -192,6 +193,7 @@ def test_follow_skips_bad_links_and_keeps_the_good_ones(
     assert "http://bad.test/refresh-bad" in skipped_lines(result)
 
 
+@pytest.mark.slow
 def test_iricrawlspider_skips_bad_links_and_fetches_as_much_as_stock(server: SiteServer) -> None:
     result = crawl(server, ADDON, f"{MODULE}.RulesSpider")
     check_plugin_crawl(result, server)

@@ -420,6 +420,7 @@ CLUSTERED = st.integers(min_value=0, max_value=40).map(lambda k: (k << 12) | 5)
 VALUES = st.one_of(U64, CLUSTERED, st.sampled_from([0, 1, 2**64 - 1]))
 
 
+@pytest.mark.slow
 @given(st.lists(st.tuples(st.sampled_from(["add", "in"]), VALUES), max_size=300))
 @settings(max_examples=300, deadline=None)
 def test_fingerprint_set_has_set_semantics(ops: list[tuple[str, int]]) -> None:

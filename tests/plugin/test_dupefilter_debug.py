@@ -29,6 +29,7 @@ def demo() -> Iterator[SiteServer]:
         yield srv
 
 
+@pytest.mark.slow
 def test_debug_lines_explain_the_dropped_spelling(demo: SiteServer) -> None:
     settings = {"ADDONS": {"iri_scrapy.Addon": 0}, "DUPEFILTER_DEBUG": True, "LOG_LEVEL": "DEBUG"}
     result = run_crawl(settings, list(DEMO_SITE.start_urls), demo.proxy_url, timeout=60,

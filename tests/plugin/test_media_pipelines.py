@@ -88,6 +88,7 @@ def stored(store: Path) -> list[str]:
     return sorted(p.name for p in (store / "full").iterdir())
 
 
+@pytest.mark.slow
 def test_two_runs_in_reverse_order_store_one_file_per_resource(
     server: SiteServer, tmp_path: Path
 ) -> None:
@@ -101,6 +102,7 @@ def test_two_runs_in_reverse_order_store_one_file_per_resource(
     assert "file_status_count/downloaded" not in second.stats  # nothing fetched again
 
 
+@pytest.mark.slow
 def test_stock_pipeline_stores_a_resource_twice(server: SiteServer, tmp_path: Path) -> None:
     """What IRIFilesPipeline fixes (the add-on's opt-out keeps Scrapy's class)."""
     crawl(server, tmp_path, "forward", IRI_MEDIA_PIPELINES=False)

@@ -17,6 +17,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from iri_scrapy.plugin.refusal import CLOSESPIDER_AT_OPEN
 from tests.support.redis_support import find_free_port
 
@@ -79,6 +81,7 @@ def check_refusal(proc: subprocess.CompletedProcess[str], reason: str, *hints: s
     return errors[0]
 
 
+@pytest.mark.slow
 def test_jobdir_written_with_other_options(tmp_path: Path) -> None:
     root = project(tmp_path)
     jobdir = f"JOBDIR={tmp_path / 'job'}"
@@ -96,6 +99,7 @@ def test_jobdir_written_with_other_options(tmp_path: Path) -> None:
     assert third.returncode == 0 and "'finish_reason': 'finished'" in third.stderr
 
 
+@pytest.mark.slow
 def test_jobdir_fingerprint_file_written_with_other_options(tmp_path: Path) -> None:
     """The same refusal for the plain JOBDIR fingerprint file (IRI_FRONTIER = False)."""
     root = project(tmp_path)
@@ -109,6 +113,7 @@ def test_jobdir_fingerprint_file_written_with_other_options(tmp_path: Path) -> N
     assert (tmp_path / "job" / "iri_fingerprints.bin").read_bytes() == before  # untouched
 
 
+@pytest.mark.slow
 def test_unreachable_redis(tmp_path: Path) -> None:
     port = find_free_port()
     proc = scrapy_crawl(project(tmp_path), "DUPEFILTER_CLASS=iri_scrapy.RedisIRIDupeFilter",
@@ -118,6 +123,7 @@ def test_unreachable_redis(tmp_path: Path) -> None:
     assert "s3cret" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_redis_dupefilter_without_the_redis_package(tmp_path: Path) -> None:
     fake = tmp_path / "no-redis"
     (fake / "redis").mkdir(parents=True)

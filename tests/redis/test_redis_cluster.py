@@ -27,7 +27,7 @@ from tests.support.crawl import DEPRECATIONS_ENV, run_crawl
 from tests.support.redis_support import RedisCluster
 from tests.support.server import SiteServer, serve_site
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.slow]  # real crawls, real redis-servers
 
 STRICT = {DEPRECATIONS_ENV: "1"}
 

@@ -244,6 +244,7 @@ def test_randomized_table_against_a_python_set(redis_server_session: RedisServer
     fill=st.integers(1, 4),
     b0=st.sampled_from([1, 2, 4]),
 )
+@pytest.mark.slow
 def test_no_false_answers_across_generations(
     redis_server_session: RedisServer, ops: list[tuple[bool, int]], fill: int, b0: int,
 ) -> None:
@@ -518,6 +519,7 @@ def _restart_later(server: RedisServer, delay: float) -> threading.Thread:
     return thread
 
 
+@pytest.mark.slow
 def test_outage_blocks_then_continues_with_persistence(tmp_path: Path) -> None:
     aof = ("--appendonly", "yes", "--appendfsync", "always")
     with RedisServer(tmp_path / "aof", extra_args=aof) as server:

@@ -25,7 +25,7 @@ from tests.support.bigsite import LARGE_HOST, SlowSiteServer, _aliases, large_si
 from tests.support.redis_support import RedisServer
 from tests.support.site import Link, Resource, Site
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.slow]  # real crawls, real redis-servers
 
 PAGES = 1500
 SMALL_PAGES = 600

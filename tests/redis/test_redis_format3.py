@@ -116,6 +116,7 @@ def test_stale_generation_count_is_refreshed(redis_server_session: RedisServer) 
     assert old.seen_add(_fp(1000)) is False and new.seen_add(_fp(1000)) is True
 
 
+@pytest.mark.slow
 def test_clients_racing_exactly_one_new(redis_server_session: RedisServer) -> None:
     key = f"race-{uuid.uuid4().hex}"
     n = 3
@@ -147,6 +148,7 @@ def test_clients_racing_exactly_one_new(redis_server_session: RedisServer) -> No
     assert filters[0].generations() >= 3
 
 
+@pytest.mark.slow
 def test_intsets_and_memory_with_default_settings(redis_server_session: RedisServer) -> None:
     df = _direct(redis_server_session)
     assert df.bucket_cap == BUCKET_CAP
@@ -205,6 +207,7 @@ def test_repeats_are_answered_locally(redis_server_session: RedisServer) -> None
     assert (two.local_hits, two.remote_calls) == (1, 1)
 
 
+@pytest.mark.slow
 def test_local_cache_is_bounded_and_never_wrong(redis_server_session: RedisServer) -> None:
     df = _direct(redis_server_session, local_cache=50, base_buckets=1, bucket_cap=4)
     other = _direct(redis_server_session, df.base_key.split(":v")[0], local_cache=0)

@@ -60,6 +60,7 @@ def _commands(server: RedisServer) -> dict[str, int]:
     return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
 
 
+@pytest.mark.slow
 def test_layout_and_splits(redis_server_session: RedisServer) -> None:
     df = _direct(redis_server_session, base_buckets=2, bucket_cap=4)
     assert df.format == FORMAT_VERSION

@@ -114,6 +114,7 @@ def test_priority_order_dedup_and_ack(redis_server: RedisServer) -> None:
     assert crawler.stats.get_value("dupefilter/filtered") == 1
 
 
+@pytest.mark.slow
 def test_expired_lease_taken_over_by_another_worker(redis_server: RedisServer) -> None:
     _, dying = open_worker(redis_server.url)
     crawler2, other = open_worker(redis_server.url)
@@ -138,6 +139,7 @@ def test_expired_lease_taken_over_by_another_worker(redis_server: RedisServer) -
     assert crawler2.stats.get_value("iri/redis_scheduler/requeued_expired") == 1
 
 
+@pytest.mark.slow
 def test_heartbeat_keeps_a_slow_request(redis_server: RedisServer) -> None:
     _, slow = open_worker(redis_server.url)
     _, other = open_worker(redis_server.url)

@@ -151,6 +151,7 @@ def _run_inner_pytest(
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_missing_binary_skips_locally(tmp_path: Path) -> None:
     result = _run_inner_pytest(tmp_path, {})
     assert result.returncode == 0, result.stdout + result.stderr
@@ -158,6 +159,7 @@ def test_missing_binary_skips_locally(tmp_path: Path) -> None:
     assert REDIS_SKIP_REASON in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_extra", [{"IRI_REQUIRE_REDIS": "1"}, {"CI": "true"}])
 def test_missing_binary_fails_when_required(tmp_path: Path, env_extra: dict[str, str]) -> None:
     result = _run_inner_pytest(tmp_path, env_extra)

@@ -25,6 +25,8 @@ from iri_scrapy.store.dedupe import RUNG_KEYS
 from tests.support.generated_urls import lines as generated_lines
 from tests.support.vectors import vector_inputs
 
+pytestmark = pytest.mark.slow  # a real local Spark (its session alone takes ~10 s)
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:

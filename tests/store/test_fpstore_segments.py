@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from iri_scrapy.store.fpstore import MAX_LOAD, SEGMENT_BITS, SEGMENTS, FingerprintSet
 
 
+@pytest.mark.slow
 def test_memory_stays_even_at_every_size() -> None:
     """Bytes per entry read after *every* add (so right after every growth step too)."""
     rng = random.Random(11)
