@@ -48,7 +48,7 @@ __all__ = [
     "surt",
     "CANONICALIZATION_VERSION",
     "__version__",
-    # Scrapy adapters, imported lazily:
+    # the Scrapy plugin, imported lazily:
     "Addon",
     "IRIRequestFingerprinter",
     "IRIDupeFilter",

@@ -4,10 +4,10 @@
 
 * ``REQUEST_FINGERPRINTER_CLASS = "iri_scrapy.IRIRequestFingerprinter"``
 * ``DUPEFILTER_CLASS = "iri_scrapy.IRIDupeFilter"``
-* ``SPIDER_MIDDLEWARES``: ``adapters.middleware.IRISpiderMiddleware``: 950
-* ``DOWNLOADER_MIDDLEWARES``: ``adapters.offsite.IRIOffsiteMiddleware``: 50 (and
+* ``SPIDER_MIDDLEWARES``: ``plugin.middleware.IRISpiderMiddleware``: 950
+* ``DOWNLOADER_MIDDLEWARES``: ``plugin.offsite.IRIOffsiteMiddleware``: 50 (and
   Scrapy's ``OffsiteMiddleware``: None), ``IRINormalizationMiddleware``: 60,
-  ``adapters.protocol_mw.IRIProtocolMiddleware``: 650
+  ``plugin.protocol_mw.IRIProtocolMiddleware``: 650
 
 The rule for values the user set explicitly:
 

@@ -4,7 +4,7 @@ The rest of the package uses only the public APIs of Scrapy, w3lib, Twisted,
 scrapy-redis and idna (``tests/plugin/test_compat.py`` enforces it).  Where Scrapy
 offers no public seam for something the plugin must do, the seam is here, and
 this module checks at import time that the installed Scrapy still has it in the
-expected shape: if not, importing ``iri_scrapy``'s Scrapy adapters fails at once
+expected shape: if not, importing ``iri_scrapy``'s Scrapy plugin fails at once
 with an :class:`ImportError` naming the seam, the installed Scrapy version and
 the supported range, instead of misbehaving in the middle of a crawl.
 
