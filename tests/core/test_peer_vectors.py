@@ -16,7 +16,7 @@ import iri_scrapy as iri
 from iri_scrapy import Level
 from iri_scrapy.core.resolve import remove_dot_segments
 from tests.support.peer_deviations import DEVIATIONS
-from tests.support.vectors import load
+from tests.support.vectors import DATA, load
 
 COMPARABLE = sorted(DEVIATIONS) + ["rfc3986py_tests"]
 # Cases with options are only valid under those settings; these files' options
@@ -26,6 +26,14 @@ ROBUSTNESS = [
     "whatwg_urltestdata", "urlcanon_whatwg", "urlcanon_semantic_precise", "urlcanon_aggressive",
     "google_safebrowsing_go", "w3lib_safe_url_string", "purell",
 ]
+# The kinds ``run`` checks, and "idna" (UTS 46 cases, tests/core/test_hosts.py; left out
+# here).  A record of any other kind fails: it would otherwise pass unchecked.
+KINDS = frozenset({
+    "resolve", "remove_dot_segments", "normalize", "equivalent", "different", "iri_to_uri",
+    "uri_to_iri", "idna",
+})
+# Data files that are not vector records (no "kind"): surt's outputs (tests/core/test_surt.py).
+NOT_VECTORS = {"surt_package_outputs"}
 
 
 def selected(name: str) -> list[dict[str, Any]]:
@@ -58,7 +66,7 @@ def run(r: dict[str, Any]) -> tuple[Any, bool]:
         elif kind == "uri_to_iri":
             got = iri.uri_to_iri(r["input"], unicode_host=bool(opts))
         else:
-            return None, True
+            pytest.fail(f"unknown kind {kind!r}: {r!r}")
     except iri.IRIError as exc:
         return exc, False
     return got, got == r["expected"]
@@ -84,6 +92,23 @@ def test_peer_case_agrees_or_is_a_documented_deviation(name: str, record: dict[s
         assert ok, f"{name}: {record['input']!r} gave {got!r}, expected {record['expected']!r}"
     else:
         assert not ok, f"stale deviation (we now agree): {name} {key}: {reason}"
+
+
+def test_a_record_of_an_unknown_kind_fails() -> None:
+    with pytest.raises(pytest.fail.Exception, match="unknown kind 'normalise'"):
+        run({"kind": "normalise", "input": "http://h/", "expected": "http://h/"})
+
+
+def test_every_data_file_has_only_known_kinds() -> None:
+    files = sorted(DATA.glob("*.jsonl*"))
+    names = {path.name.split(".")[0] for path in files}
+    assert set(COMPARABLE + ROBUSTNESS) | NOT_VECTORS <= names
+    for name in sorted(names):
+        kinds = {r.get("kind") for r in load(name)}
+        if name in NOT_VECTORS:
+            assert kinds == {None}, f"{name}: kinds {kinds}"
+        else:
+            assert kinds <= KINDS, f"{name}: unknown kinds {sorted(map(str, kinds - KINDS))}"
 
 
 def test_deviation_table_has_no_orphans() -> None:

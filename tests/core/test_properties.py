@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import re
+import string
+import unicodedata
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from w3lib.url import safe_url_string
 
 import iri_scrapy as iri
 from iri_scrapy import Level
+from iri_scrapy.core.charclasses import BIDI_FORMATTING, is_iprivate, is_ucschar
 from iri_scrapy.core.ladder import NormalizeOptions, climb_path, fast_path
 
 PIECES = list("aAzZ09-._~!$&'()*+,;=:@/?#[]%") + [
@@ -152,17 +156,112 @@ def test_apostrophe_in_query_goes_as_browsers_send_it() -> None:
     assert safe_url_string("http://example.com/p'q") == "http://example.com/p'q"
 
 
+# --- IRI -> URI -> IRI (RFC 3987 3.1 and 3.2), strict on every generated input ----------
+
+_ESCAPE_RE = re.compile(r"%([0-9A-Fa-f]{2})")
+_STRAY_PCT_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# ASCII that a URI never holds as it is: controls, space, DEL and " < > \ ^ ` { | }
+_NOT_IN_URIS = frozenset(map(chr, range(0x21))) | frozenset('\x7f"<>\\^`{|}')
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+_COMPONENTS = ("scheme", "userinfo", "host", "port", "path", "query", "fragment")
+
+
+def _pct_normal(value: str | None) -> str | None:
+    """RFC 3986 6.2.2.1 and 6.2.2.2: hex in uppercase, escaped unreserved decoded."""
+    if value is None:
+        return None
+
+    def one(m: re.Match[str]) -> str:
+        char = chr(int(m.group(1), 16))
+        return char if char in _UNRESERVED else m.group().upper()
+
+    return _ESCAPE_RE.sub(one, value)
+
+
+def _components(uri: str) -> tuple[str | None, ...]:
+    """Each component of *uri* in percent-encoding normal form: compared component by
+    component, so that decoding ``%41:`` into the scheme of ``A:`` would show."""
+    ref = iri.parse(uri)
+    return tuple(_pct_normal(getattr(ref, name)) for name in _COMPONENTS)
+
+
+def _allowed(char: str, name: str, value: str) -> bool:
+    """Whether *char* of component *name* (holding *value*) is one that ``uri_to_iri``
+    gives decoded (3.2 steps 2 and 4, its docstring): no ASCII that URIs leave out;
+    non-ASCII only a ``ucschar`` (``iprivate`` in the query only) outside the bidi
+    formatting characters (4.1) and invisible or space characters (6.1), and never in
+    the scheme, the port or an IP literal."""
+    if char.isascii():
+        return char not in _NOT_IN_URIS
+    if name in ("scheme", "port") or (name == "host" and value.startswith("[")):
+        return False
+    if char in BIDI_FORMATTING:
+        return False
+    if is_iprivate(char):
+        return name == "query"
+    return is_ucschar(char) and unicodedata.category(char) not in ("Zs", "Zl", "Zp", "Cf", "Cc", "Cs", "Co")
+
+
+def _all_allowed(text: str) -> bool:
+    ref = iri.parse(text)
+    return all(
+        _allowed(char, name, value)
+        for name in _COMPONENTS
+        for value in [getattr(ref, name) or ""]
+        for char in value
+    )
+
+
+def _strays(text: str) -> int:
+    """How many ``%`` of *text* start no escape."""
+    return len(_STRAY_PCT_RE.findall(text))
+
+
 @SETTINGS
 @given(iris())
+@example("%%36%31")  # a stray "%", then escapes: decoding %36 would make the new escape %61
+@example("%41:x")  # decoding %41 would make the scheme A (RFC 3986 4.2)
+@example("http://h/%c3%a9%2f%7e%2E?%C3%A9%ee%80%80#%E2%80%AE%EF%B7%90%C3%41%25%zz%")
+@example("http://ex%41mple.com/r\u00e9sum\u00e9%20%")
+@example("http://h/\ud800")
 def test_iri_uri_round_trip(text: str) -> None:
-    try:
-        uri = iri.iri_to_uri(text, idna=False)
-    except iri.IRIError:
+    """RFC 3987 3.1 then 3.2, on every generated input, escapes and stray ``%`` included.
+
+    ``u = iri_to_uri(text)``, ``b = uri_to_iri(u)``, ``u2 = iri_to_uri(b)``:
+
+    - ``iri_to_uri`` fails on a lone surrogate only, and then with an IRIEncodingError;
+    - ``u`` is a URI (ASCII, nothing URIs leave out) and ``iri_to_uri`` is the identity on it;
+    - 3.2 "will always result in an IRI that maps back to the URI": ``u2`` has the
+      components of ``u`` up to RFC 3986 percent-encoding normalization (hex case,
+      escaped unreserved; 6.2.2.1-2), byte for byte when ``u`` is in that form;
+    - ``uri_to_iri`` decodes only what it may (3.2 steps 2 and 4): ``b`` holds no ASCII
+      that URIs leave out and only allowed non-ASCII; a ``%`` that starts no escape
+      stays one (``%25`` is not decoded and no new escape is made);
+    - one round trip is a fixed point: ``uri_to_iri(u2) == b``;
+    - an IRI whose characters are all allowed decodes the same mapped or not:
+      ``uri_to_iri(u) == uri_to_iri(text)`` (so ``b`` is the IRI itself if it has no ``%``).
+    """
+    if _SURROGATE_RE.search(text):
+        with pytest.raises(iri.IRIEncodingError, match="lone surrogate"):
+            iri.iri_to_uri(text, idna=False)
         return
+    uri = iri.iri_to_uri(text, idna=False)
+    assert uri.isascii() and not set(uri) & _NOT_IN_URIS, uri
     assert iri.iri_to_uri(uri, idna=False) == uri  # idempotent, identity on URIs
     back = iri.uri_to_iri(uri)
-    # 3.2: "will always result in an IRI that maps back to the URI"
-    assert iri.iri_to_uri(back, idna=False).upper() == uri.upper() or "%" in uri
+    again = iri.iri_to_uri(back, idna=False)
+    assert _components(again) == _components(uri), (uri, back, again)
+    if _pct_normal(uri) == uri:
+        assert again == uri, (uri, back)
+    assert _all_allowed(back), (uri, back)
+    assert _strays(back) == _strays(uri) == _strays(again), (uri, back, again)
+    assert iri.uri_to_iri(again) == back, (uri, back, again)
+    stripped = text.strip(" \t\r\n")
+    if _all_allowed(stripped):
+        assert back == iri.uri_to_iri(stripped), (uri, back)
+        if "%" not in stripped:
+            assert back == stripped, (uri, back)
 
 
 @SETTINGS
