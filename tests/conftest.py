@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -64,3 +65,27 @@ def _no_leftover_request_seam() -> Iterator[None]:
 def path(request: pytest.FixtureRequest) -> str:
     """Each code path of ``normalize`` in turn (tests/support/paths.py): climb, fused, fast."""
     return str(request.param)
+
+
+#: A test that takes longer than this (setup, call and teardown) belongs in the
+#: slow set; the quick loop (``-m "not slow"``) is meant to take about a minute.
+SLOW_SECONDS = 2.0
+_durations: dict[str, float] = {}
+_unmarked: set[str] = set()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+    if "slow" not in report.keywords:
+        _unmarked.add(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Name the tests that took over SLOW_SECONDS without the ``slow`` marker (a
+    reminder, not a failure: a busy machine makes any test slow)."""
+    over = sorted(((d, n) for n, d in _durations.items() if n in _unmarked and d > SLOW_SECONDS),
+                  reverse=True)
+    if over:
+        terminalreporter.write_sep("-", f"unmarked tests over {SLOW_SECONDS:.0f} s (mark them slow?)")
+        for seconds, nodeid in over[:20]:
+            terminalreporter.write_line(f"{seconds:6.2f}s {nodeid}")
