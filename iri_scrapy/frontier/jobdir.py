@@ -472,6 +472,14 @@ class FrontierStore:
     def in_transaction(self) -> bool:
         return self._in_tx
 
+    @property
+    def synchronous(self) -> str:
+        """SQLite's ``synchronous`` mode on this store's connection, read from SQLite:
+        ``"FULL"`` when every commit is synced (*fsync_ms* ``None``), ``"NORMAL"``
+        when :meth:`sync` makes the commits durable."""
+        level = int(self._conn.execute("PRAGMA synchronous").fetchone()[0])
+        return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(level, str(level))
+
     def commit(self) -> bool:
         """Commit the open transaction (survives the process being killed)."""
         if not self._in_tx:

@@ -1422,9 +1422,35 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         """True if *request*'s fingerprint is stored (no side effect)."""
         if not isinstance(request, Request):
             return False
+        return self.has_fingerprint(self.fingerprint(request))
+
+    def has_fingerprint(self, fingerprint: bytes) -> bool:
+        """True if *fingerprint* is stored in Redis (one round trip, no side effect).
+
+        Unlike :meth:`seen_add` it stores nothing, and it always asks Redis (the
+        local cache is neither read nor filled).
+        """
         if not self._meta_ok:
             self.connect()
-        return not self._apply(self.fingerprint(request), insert=False)
+        return not self._apply(fingerprint, insert=False)
+
+    @property
+    def known_splits(self) -> frozenset[bytes]:
+        """Format 4: the bucket keys this process knows are split (learned from a
+        ``WRONGTYPE`` reply, or split by it); empty after :meth:`clear`."""
+        return frozenset(self._split)
+
+    @property
+    def known_generations(self) -> int:
+        """Format 3: the open generations as this process last saw them (0 before it
+        connects); :meth:`generations` reads the meta, and updates this."""
+        return self._gens
+
+    @property
+    def local_cached(self) -> int:
+        """Fingerprints in this process's local cache now: at most ``local_cache``,
+        0 without one (``local_cache=0``)."""
+        return 0 if self._local is None else len(self._local)
 
     def memory_usage(self) -> int:
         """``MEMORY USAGE`` (exact, ``SAMPLES 0``) of all existing keys, in bytes."""

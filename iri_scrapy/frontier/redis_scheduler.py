@@ -539,7 +539,7 @@ class RedisIRIScheduler(BaseScheduler):
             crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
         from twisted.internet.task import LoopingCall
 
-        self._ticker = LoopingCall(self._tick)
+        self._ticker = LoopingCall(self.heartbeat)
         self._ticker.start(self.lease_ms / 3000.0, now=False)
         return result
 
@@ -623,6 +623,20 @@ class RedisIRIScheduler(BaseScheduler):
                 self.stats.set_value(_PREFIX + name, value)
         self._close_client()
         return self.df.close(reason)
+
+    def abandon(self) -> None:
+        """Stop at once, as a killed worker does (for fault-injection tests of a fleet).
+
+        No more heartbeats and the Redis connection dropped, with nothing acknowledged,
+        put back or deregistered: this worker's leases expire after
+        ``IRI_REDIS_LEASE_SECONDS`` and go back to the queue, and its intent is
+        enqueued by the next worker that ticks (module doc).  :meth:`close` afterwards
+        only closes the dupefilter.
+        """
+        if self._ticker is not None and self._ticker.running:
+            self._ticker.stop()
+        self._ticker = None
+        self._close_client()
 
     def _close_client(self) -> None:
         client, self._client = self._client, None
@@ -903,7 +917,13 @@ class RedisIRIScheduler(BaseScheduler):
         logger.info("RedisIRIScheduler: enqueued %s, left pending by a worker that died",
                     request, extra={"spider": self.spider})
 
-    def _tick(self) -> None:
+    def heartbeat(self) -> None:
+        """One heartbeat now (the ticker runs one every ``IRI_REDIS_LEASE_SECONDS / 3``).
+
+        Extends this worker's liveness and its leases, puts expired leases (of any
+        worker) back in the queue and enqueues the intents of dead workers (module
+        doc, *tick*).  A failure is logged once and retried at the next heartbeat.
+        """
         if self._client is None or self._gave_up:
             return
         if self._failed:
@@ -949,6 +969,19 @@ class RedisIRIScheduler(BaseScheduler):
     def counts(self) -> dict[str, int]:
         """The ``iri/redis_scheduler/*`` counters so far (without the prefix)."""
         return dict(self._counts)
+
+    @property
+    def redis_keys(self) -> dict[str, str]:
+        """The Redis keys of this crawl's queue by name (``meta``, ``ready``,
+        ``bodies``, ``leases``, ``workers``, ``intents``: module doc, *Keys*); empty
+        before :meth:`open`."""
+        return dict(self._keys)
+
+    @property
+    def connected(self) -> bool:
+        """True while this scheduler holds a usable Redis connection: opened, not
+        closed or abandoned, and not given up after ``IRI_REDIS_RETRY_SECONDS``."""
+        return self._client is not None and not self._gave_up
 
 
 class RedisSchedulerSpiderMiddleware(FrontierSpiderMiddleware):

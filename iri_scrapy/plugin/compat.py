@@ -84,6 +84,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SUPPORTED_SCRAPY", "LinkRequestCrawlSpider", "unsupported", "idna2008_safe_url_string",
     "install_idna2008", "uninstall_idna2008", "idna2008_installed", "FetchCommand",
+    "w3lib_keeps",
 ]
 
 #: The Scrapy releases supported: CI runs the tests on 2.17.0 and on the newest release.
@@ -213,8 +214,13 @@ _ASCII_ENCODINGS = frozenset({"utf8", "utf-8", "UTF-8", "ascii", "latin-1", "lat
                               "windows-1252", "iso-8859-1", "cp1251", "windows-1251"})
 
 
-def _w3lib_keeps(url: str) -> bool:
-    """True if w3lib's ``safe_url_string`` surely returns *url* unchanged (see above)."""
+def w3lib_keeps(url: str) -> bool:
+    """True if w3lib's ``safe_url_string`` surely returns *url* unchanged (see above).
+
+    Conservative (False for many URLs w3lib keeps as well) and cheap: a regular
+    expression, no URL parser; :func:`idna2008_safe_url_string` returns such a URL
+    as it is.
+    """
     return (
         _W3LIB_KEPT_RE.fullmatch(url) is not None
         and "/." not in url  # dot segments (WHATWG removes them)
@@ -240,7 +246,7 @@ def idna2008_safe_url_string(
     is kept.  Everything else is w3lib's function, unchanged.
     """
     if (url.__class__ is str and encoding in _ASCII_ENCODINGS
-            and path_encoding in _ASCII_ENCODINGS and _w3lib_keeps(url)):
+            and path_encoding in _ASCII_ENCODINGS and w3lib_keeps(url)):
         return url  # what w3lib's function returns for it, without its URL parser
     if isinstance(url, str) and not url.isascii():
         with contextlib.suppress(IRIError, ValueError):  # no A-label: w3lib's, as before

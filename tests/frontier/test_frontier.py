@@ -21,15 +21,17 @@ import sys
 import textwrap
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.core.scheduler import Scheduler
+from scrapy.http import Response
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
+from twisted.python.failure import Failure
 
 from iri_scrapy import CANONICALIZATION_VERSION, Addon
 from iri_scrapy.addon import FRONTIER_SCHEDULER
@@ -48,6 +50,28 @@ from tests.support.site import Resource, Site
 ROOT = Path(__file__).resolve().parents[2]
 
 # --------------------------------------------------------------------------- the store
+
+def _killed_after(path: Path, work: Callable[[FrontierStore], object]) -> None:
+    """Open the store at *path* in a forked child, call *work* with it there, then
+    SIGKILL the child: a process killed mid-run (nothing committed or closed after)."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            work(FrontierStore(path, tag="t"))
+        except BaseException:
+            os._exit(1)
+        os.kill(os.getpid(), signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+
+
+def _pragma(path: Path, name: str) -> Any:
+    """``PRAGMA name`` read through a connection of our own to the store's file."""
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(f"PRAGMA {name}").fetchone()[0]
+    finally:
+        conn.close()
 
 
 def test_pending_survives_reopen_and_done_rows_go(tmp_path: Path) -> None:
@@ -68,11 +92,13 @@ def test_pending_survives_reopen_and_done_rows_go(tmp_path: Path) -> None:
 def test_uncommitted_changes_vanish_together(tmp_path: Path) -> None:
     """A crash before the commit loses the seen record and the pending row together."""
     path = tmp_path / FILENAME
-    store = FrontierStore(path, tag="t")
-    store.add(1, b"one")
-    store.commit()
-    store.add(2, b"two")
-    store._conn.close()  # the process dies: no commit
+
+    def work(store: FrontierStore) -> None:
+        store.add(1, b"one")
+        store.commit()
+        store.add(2, b"two")
+
+    _killed_after(path, work)  # the process dies: no commit
     again = FrontierStore(path, tag="t")
     assert again.unclean
     assert sorted(again.seen_records()) == [1]
@@ -85,7 +111,8 @@ def test_clean_flag(tmp_path: Path) -> None:
     FrontierStore(path, tag="t").close()
     store = FrontierStore(path, tag="t")
     assert not store.unclean
-    store._conn.close()  # killed
+    store.close()
+    _killed_after(path, lambda store: None)  # killed
     store = FrontierStore(path, tag="t")
     assert store.unclean
     store.close()
@@ -106,14 +133,14 @@ def test_fsync_setting_rejects(value: Any) -> None:
 
 def test_fsync_setting_honoured(tmp_path: Path) -> None:
     always = FrontierStore(tmp_path / "a.sqlite3", tag="t", fsync_ms=None)
-    assert always._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
-    assert always._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert always.synchronous == "FULL"
+    assert _pragma(always.path, "journal_mode") == "wal"  # kept in the file
     always.add(1, b"x")
     always.commit()
     assert not always.sync()  # every commit was synced already
     always.close()
     interval = FrontierStore(tmp_path / "b.sqlite3", tag="t", fsync_ms=250)
-    assert interval._conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    assert interval.synchronous == "NORMAL"
     syncs = interval.syncs
     assert not interval.sync()  # nothing committed since the last sync
     interval.add(1, b"x")  # sync() commits the open transaction first
@@ -152,13 +179,16 @@ def test_foreign_file_refused(tmp_path: Path) -> None:
 
 WRITER = textwrap.dedent(
     """
-    import sys
+    import sqlite3, sys
     sys.path.insert(0, {root!r})
     from iri_scrapy.frontier.jobdir import FrontierStore
     store = FrontierStore({path!r}, tag="t", fsync_ms=250)
     checkpoints = {checkpoints!r}
     if not checkpoints:  # the log only grows: its last frame is the last commit
-        store._conn.execute("PRAGMA wal_autocheckpoint=0")
+        # a reader holding its snapshot: no checkpoint gets past it, the log never restarts
+        reader = sqlite3.connect({path!r}, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM pending").fetchone()
     rows = {{}}
     k = 0
     while True:
@@ -179,7 +209,7 @@ WRITER = textwrap.dedent(
 def _store_state(path: Path) -> tuple[set[int], set[int]]:
     store = FrontierStore(path, tag="t")
     assert store.unclean
-    assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert _pragma(path, "integrity_check") == "ok"
     seen = set(store.seen_records())
     pending = {int(data[200:]) for _, data in store.pending_rows()}
     store.close()
@@ -278,8 +308,7 @@ BASE = {
 
 
 def open_scheduler(tmp_path: Path, **extra: Any) -> tuple[Any, Scheduler]:
-    crawler = get_crawler(_Spider, {**BASE, "JOBDIR": str(tmp_path), **extra})
-    crawler._apply_settings()
+    crawler = get_crawler(_Spider, {**BASE, "JOBDIR": str(tmp_path), **extra})  # add-ons applied
     spider = _Spider.from_crawler(crawler)
     crawler.spider = spider
     scheduler_cls = crawler.settings["SCHEDULER"]
@@ -297,20 +326,16 @@ def drain(scheduler: Scheduler) -> list[Request]:
 
 
 def test_addon_sets_the_scheduler_only_with_jobdir(tmp_path: Path) -> None:
-    crawler = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0}})
-    crawler._apply_settings()
+    crawler = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0}})  # add-ons applied
     assert crawler.settings["SCHEDULER"] != FRONTIER_SCHEDULER
     crawler = get_crawler(_Spider, {**BASE, "JOBDIR": str(tmp_path)})
-    crawler._apply_settings()
     assert crawler.settings["SCHEDULER"] == FRONTIER_SCHEDULER
     assert "iri_scrapy.frontier.jobdir.FrontierSpiderMiddleware" in str(
         crawler.settings.getdict("SPIDER_MIDDLEWARES"))
     crawler = get_crawler(_Spider, {**BASE, "JOBDIR": str(tmp_path), "IRI_FRONTIER": False})
-    crawler._apply_settings()
     assert crawler.settings["SCHEDULER"] != FRONTIER_SCHEDULER
     mine = "scrapy.core.scheduler.Scheduler"
     crawler = get_crawler(_Spider, {**BASE, "JOBDIR": str(tmp_path), "SCHEDULER": mine})
-    crawler._apply_settings()
     assert crawler.settings["SCHEDULER"] == mine  # the user's own wins
 
 
@@ -398,7 +423,8 @@ def test_replacement_answers_its_parent(tmp_path: Path) -> None:
     assert scheduler.enqueue_request(redirected)
     assert crawler.stats.get_value("iri/frontier/replaced") == 1
     # the response of "page" reached the spider: a child carrying its meta is a child
-    scheduler._on_response(response=None, request=page)
+    crawler.signals.send_catch_log(signals.response_received, request=page,
+                                   response=Response(page.url, request=page), spider=crawler.spider)
     assert scheduler.enqueue_request(Request("http://e.com/child", meta=dict(page.meta)))
     assert crawler.stats.get_value("iri/frontier/replaced") == 1
     scheduler.close("shutdown")
@@ -420,7 +446,9 @@ def test_failed_download(tmp_path: Path) -> None:
     scheduler.close("shutdown")
     crawler2, again = open_scheduler(tmp_path)
     assert [r.url for r in drain(again)] == ["http://e.com/errback"]
-    again._on_idle()
+    # the engine is idle: every request out was answered (the errback's too)
+    results = crawler2.signals.send_catch_log(signals.spider_idle, spider=crawler2.spider)
+    assert results and not [result for _, result in results if isinstance(result, Failure)]
     again.close("finished")
     _, third = open_scheduler(tmp_path)
     assert drain(third) == []

@@ -31,6 +31,7 @@ from scrapy.core.engine import ExecutionEngine
 from scrapy.http import HtmlResponse
 from scrapy.link import Link
 from scrapy.spiders import CrawlSpider, Rule
+from twisted.internet.defer import Deferred
 
 import iri_scrapy
 from iri_scrapy.plugin import compat
@@ -365,6 +366,28 @@ def test_the_checker_catches_private_uses(monkeypatch: Any, tmp_path: Path) -> N
 # ------------------------------------------------------------------ the seams
 
 
+def follow_rules(spidercls: type[CrawlSpider], response: HtmlResponse) -> list[Any]:
+    """The requests the rules of a *spidercls* spider (built by Scrapy, from a crawler)
+    make for the links of *response*: ``CrawlSpider.parse_with_rules`` (public) with no
+    callback, as for a response of a link its rules follow."""
+    from scrapy.utils.test import get_crawler
+
+    spider = spidercls.from_crawler(get_crawler(spidercls))
+    out: list[Any] = []
+
+    async def collect() -> None:
+        async for request in spider.parse_with_rules(response, None, {}, follow=True):
+            out.append(request)
+
+    failures: list[Any] = []
+    done = Deferred.fromCoroutine(collect())  # nothing is awaited: it runs to the end now
+    done.addErrback(failures.append)
+    assert done.called
+    if failures:
+        failures[0].raiseException()
+    return out
+
+
 def test_supported_range_names_the_installed_scrapy() -> None:
     # No upper bound here: a newer Scrapy is supported as long as the seams hold
     # (the import-time checks of compat.py and the tests below say when one breaks).
@@ -393,11 +416,10 @@ def test_build_request_seam_signature_and_use() -> None:
         name = "t"
         rules = (Rule(IRILinkExtractor(), cb_kwargs={"k": 1}),)
 
-    spider = Spider()
     body = b'<a href="/search?">s</a><a href="/plain">p</a>'
     response = HtmlResponse("http://www.example.test/", body=body, encoding="utf-8")
     # CrawlSpider's own loop: it must still call _build_request for every link
-    requests = list(spider._requests_to_follow(response))
+    requests = follow_rules(Spider, response)
     assert [r.url for r in requests] == [
         "http://www.example.test/search?", "http://www.example.test/plain",
     ]
@@ -409,16 +431,22 @@ def test_build_request_seam_signature_and_use() -> None:
 def test_rule_request_hook_sees_request_and_link() -> None:
     seen: list[tuple[str, str]] = []
 
+    def links(found: list[Link]) -> list[Link]:  # the link as an IRI-aware extractor gives it
+        return [Link("http://www.example.test/a?", "a")]
+
     class Spider(compat.LinkRequestCrawlSpider):
         name = "t"
-        rules = (Rule(),)
+        rules = (Rule(process_links=links),)
 
         def rule_request(self, request: Any, link: Link) -> Any:
             seen.append((request.url, link.url))
             return request
 
-    Spider()._build_request(0, Link("http://www.example.test/a?", "a"))
+    response = HtmlResponse("http://www.example.test/", body=b'<a href="/a?">a</a>',
+                            encoding="utf-8")
+    (request,) = follow_rules(Spider, response)
     assert seen == [("http://www.example.test/a", "http://www.example.test/a?")]
+    assert request.url == "http://www.example.test/a"  # Request() dropped the bare "?"
 
 
 def test_close_spider_async_is_there() -> None:
@@ -481,7 +509,7 @@ def test_every_scrapy_facing_adapter_runs_the_checks() -> None:
 # ----------------------------------------- safe_url_string: IDNA 2008 in Request()
 
 
-def test_safe_url_string_seam_shape() -> None:
+def test_safe_url_string_seam_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     """Request._set_url and w3lib.html's base/meta refresh parsers call the module-level
     safe_url_string, which is w3lib.url's function (the add-on rebinds these names)."""
     import scrapy.http.request as request_module
@@ -495,10 +523,14 @@ def test_safe_url_string_seam_shape() -> None:
 
     assert "safe_url_string" in Request._set_url.__code__.co_names
     assert "safe_url_string" in w3lib.html.get_base_url.__code__.co_names
-    assert compat._meta_refresh_parsers()
     assert list(inspect.signature(w3lib.url.safe_url_string).parameters) == [
         "url", "encoding", "path_encoding", "quote_path",
     ]
+    # get_base_url and get_meta_refresh make their URLs with that module-level name
+    monkeypatch.setattr(w3lib.html, "safe_url_string", lambda url, *a, **k: "http://seam.test/")
+    html = '<base href="/b/"><meta http-equiv="refresh" content="0; url=/r">'
+    assert w3lib.html.get_base_url(html, "http://x.test/") == "http://seam.test/"
+    assert w3lib.html.get_meta_refresh(html, "http://x.test/") == (0.0, "http://seam.test/")
 
 
 def test_idna2008_seam_install_uninstall_counted() -> None:
@@ -628,16 +660,16 @@ def test_idna2008_safe_url_string_shortcut_only_where_w3lib_keeps_the_url() -> N
             url += "?" + component(8)
         if rnd.random() < 0.5:
             url += "#" + component(8)
-        if compat._w3lib_keeps(url):
+        if compat.w3lib_keeps(url):
             kept += 1
             assert safe_url_string(url) == url
             assert compat.idna2008_safe_url_string(url) == url
     assert kept > 3000
     for url in ("http://docs.example/library/os.path.html#os.path.join",
                 "https://a-b.example/x/y;p=1?q=a&b=%C3%A9#f?x'"):
-        assert compat._w3lib_keeps(url)
+        assert compat.w3lib_keeps(url)
         assert safe_url_string(url) == url
     for url in ("http://h.example/?", "http://h.example/#", "http://h.example:81/",
                 "http://h.example/?q='", "http://H.example/", "http://h.example/a/../b",
                 "http://1.2.3.4/", "http://h.example/%7e", "http://u@h.example/"):
-        assert not compat._w3lib_keeps(url) or safe_url_string(url) == url
+        assert not compat.w3lib_keeps(url) or safe_url_string(url) == url

@@ -120,8 +120,9 @@ def test_link_request_keeps_an_empty_query() -> None:
 
 
 def test_iricrawlspider_builds_rule_requests_with_link_request() -> None:
-    from scrapy.link import Link
     from scrapy.spiders import Rule
+    from scrapy.utils.test import get_crawler
+    from twisted.internet.defer import Deferred
 
     from iri_scrapy import IRICrawlSpider
 
@@ -129,7 +130,18 @@ def test_iricrawlspider_builds_rule_requests_with_link_request() -> None:
         name = "t"
         rules = (Rule(IRILinkExtractor()),)
 
-    spider = Spider()
-    request = spider._build_request(0, Link("http://www.example.test/search?", "s"))
+    spider = Spider.from_crawler(get_crawler(Spider))
+    response = HtmlResponse("http://www.example.test/", body=b'<a href="/search?">s</a>',
+                            encoding="utf-8")
+    requests: list[Any] = []
+
+    async def follow() -> None:  # what CrawlSpider does with a response its rules follow
+        async for request in spider.parse_with_rules(response, None, {}, follow=True):
+            requests.append(request)
+
+    failures: list[Any] = []
+    Deferred.fromCoroutine(follow()).addErrback(failures.append)  # runs to the end now
+    assert failures == []
+    (request,) = requests
     assert request.url == "http://www.example.test/search?"
     assert request.meta["rule"] == 0 and request.meta["verbatim_url"]

@@ -57,7 +57,7 @@ def test_generations_open_when_a_bucket_reaches_the_cap(
     for step in range(3000):
         fp = rng.choice(pool)
         if rng.random() < 0.2:
-            assert df._apply(fp, insert=False) == (fp not in model), step
+            assert df.has_fingerprint(fp) == (fp in model), step
         else:
             assert df.seen_add(fp) == (fp in model), step
             model.add(fp)
@@ -95,7 +95,7 @@ def test_no_false_answers_across_generations(
                 assert df.seen_add(pool[i]) == (pool[i][:12] in model)
                 model.add(pool[i][:12])
             else:
-                assert df._apply(pool[i], insert=False) == (pool[i][:12] not in model)
+                assert df.has_fingerprint(pool[i]) == (pool[i][:12] in model)
         assert len(df) == len(model) <= len(distinct)
     finally:
         df.clear()
@@ -106,13 +106,13 @@ def test_stale_generation_count_is_refreshed(redis_server_session: RedisServer) 
     key = f"stale-{uuid.uuid4().hex}"
     old = _direct(redis_server_session, key, base_buckets=1, bucket_cap=2)
     new = _direct(redis_server_session, key, base_buckets=1, bucket_cap=2)
-    assert old._gens == 1
+    assert old.known_generations == 1
     for i in range(200):  # `new` opens several generations; `old` does not know
         assert new.seen_add(_fp(i)) is False
-    assert new.generations() >= 3 and old._gens == 1
+    assert new.generations() >= 3 and old.known_generations == 1
     for i in range(200):  # old's first call is refused (-2), re-reads, answers right
         assert old.seen_add(_fp(i)) is True
-    assert old._gens == new.generations()
+    assert old.known_generations == new.generations()
     assert old.seen_add(_fp(1000)) is False and new.seen_add(_fp(1000)) is True
 
 
@@ -218,8 +218,8 @@ def test_local_cache_is_bounded_and_never_wrong(redis_server_session: RedisServe
         who = df if rng.random() < 0.7 else other
         assert who.seen_add(_fp(i)) == (i in model)
         model.add(i)
-        assert df._local is not None and len(df._local) <= 50
-    assert df.local_hits > 100 and df.remote_calls < 4000 * 0.7
+        assert df.local_cached <= 50
+    assert df.local_cached > 0 and df.local_hits > 100 and df.remote_calls < 4000 * 0.7
 
 
 def test_clear_empties_the_local_cache_and_stats_are_recorded(
@@ -245,11 +245,18 @@ def test_local_cache_setting(redis_server_session: RedisServer) -> None:
     from scrapy.utils.test import get_crawler
 
     for value, expected in ((None, 1_000_000), (0, 0), (5000, 5000)):
-        settings: dict[str, Any] = {"IRI_REDIS_URL": redis_server_session.url}
+        settings: dict[str, Any] = {"IRI_REDIS_URL": redis_server_session.url,
+                                    "IRI_REDIS_KEY": f"cache-{uuid.uuid4().hex}"}
         if value is not None:
             settings["IRI_REDIS_LOCAL_CACHE"] = value
         crawler = get_crawler(Spider, settings)
         crawler.spider = Spider.from_crawler(crawler, name="s")
         df = RedisIRIDupeFilter.from_spider(crawler.spider)
-        assert df.local_cache == expected and (df._local is None) == (expected == 0)
+        assert df.local_cache == expected and df.local_cached == 0
+        assert df.seen_add(_fp(1)) is False and df.seen_add(_fp(1)) is True
+        # no local cache at 0: every call asks Redis
+        assert df.known_seen(_fp(1)) == (expected > 0)
+        assert df.local_cached == (1 if expected else 0)
+        assert (df.local_hits, df.remote_calls) == ((1, 1) if expected else (0, 2))
+        df.clear()
         df.close()

@@ -74,7 +74,7 @@ def test_layout_and_splits(redis_server_session: RedisServer) -> None:
     for step in range(5000):
         fp = rng.choice(pool)
         if rng.random() < 0.2:
-            assert df._apply(fp, insert=False) == (fp not in model), step
+            assert df.has_fingerprint(fp) == (fp in model), step
         else:
             assert df.seen_add(fp) == (fp in model), step
             model.add(fp)
@@ -93,7 +93,7 @@ def test_layout_and_splits(redis_server_session: RedisServer) -> None:
         else:
             assert client.get(key) == b""
     df.clear()
-    assert client.keys(df.base_key + "*") == [] and df._split == set()
+    assert client.keys(df.base_key + "*") == [] and df.known_splits == set()
 
 
 @settings(max_examples=40, deadline=None,
@@ -122,7 +122,7 @@ def test_no_false_answers_across_splits(
                 assert df.seen_add(fp) == (ident in model)
                 model.add(ident)
             else:
-                assert df._apply(fp, insert=False) == (ident not in model)
+                assert df.has_fingerprint(fp) == (ident in model)
         assert len(df) == len(model)
     finally:
         df.clear()
@@ -151,10 +151,10 @@ def test_stale_process_learns_splits_from_wrongtype(redis_server_session: RedisS
     new = _direct(redis_server_session, key, base_buckets=1, bucket_cap=3)
     for i in range(400):  # `new` splits the root and more; `old` does not know
         assert new.seen_add(_fp(i)) is False
-    assert old._split == set() and len(new._split) >= 1
+    assert old.known_splits == set() and len(new.known_splits) >= 1
     for i in range(400):
         assert old.seen_add(_fp(i)) is True
-    assert old._split  # learnt
+    assert old.known_splits  # learnt
     assert old.seen_add(_fp(1000)) is False and new.seen_add(_fp(1000)) is True
 
 
@@ -254,14 +254,14 @@ def test_lost_data_is_relearnt(redis_server_session: RedisServer) -> None:
     df = _direct(redis_server_session, base_buckets=1, bucket_cap=3)
     for i in range(100):
         assert df.seen_add(_fp(i)) is False
-    assert df._split
+    assert df.known_splits
     client = redis_server_session.client()
     client.flushall()  # a restart without persistence: buckets and markers gone
     # the process still believes in its splits: a new URL lands below the lost root,
     # which is a duplicate at worst (never a false "seen")
     assert df.seen_add(_fp(0)) is False
     df.clear()  # its own clear forgets the splits as well
-    assert df._split == set()
+    assert df.known_splits == set()
     assert df.seen_add(_fp(0)) is False and df.seen_add(_fp(0)) is True
     assert Request("http://example.com/") not in df
 

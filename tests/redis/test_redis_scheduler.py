@@ -9,12 +9,14 @@ worker id and Redis connection); a worker "dies" by being dropped without
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
-from scrapy import Request, Spider
+from scrapy import Request, Spider, signals
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.utils.test import get_crawler
+from twisted.python.failure import Failure
 
 import iri_scrapy
 from iri_scrapy.addon import FRONTIER_SCHEDULER, REDIS_DUPEFILTER, REDIS_SCHEDULER
@@ -46,8 +48,7 @@ def _reactor() -> None:
 def open_worker(url: str, **extra: Any) -> tuple[Any, RedisIRIScheduler]:
     settings = {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_REDIS_URL": url,
                 "IRI_REDIS_LEASE_SECONDS": 1, **extra}
-    crawler = get_crawler(_Spider, settings)
-    crawler._apply_settings()
+    crawler = get_crawler(_Spider, settings)  # add-ons applied (Scrapy 2.17+)
     spider = _Spider.from_crawler(crawler)
     crawler.spider = spider
     assert crawler.settings["SCHEDULER"] == REDIS_SCHEDULER
@@ -56,11 +57,14 @@ def open_worker(url: str, **extra: Any) -> tuple[Any, RedisIRIScheduler]:
     return crawler, scheduler
 
 
-def stop_ticking(scheduler: RedisIRIScheduler) -> None:
-    """A dead worker: no heartbeat any more, no close (its socket is dropped)."""
-    if scheduler._ticker is not None and scheduler._ticker.running:
-        scheduler._ticker.stop()
-    scheduler._close_client()
+def idle(crawler: Any) -> BaseException | None:
+    """The spider is idle: send ``spider_idle`` as Scrapy's engine does; the exception a
+    handler raised (``DontCloseSpider``: keep waiting, ``CloseSpider``: close), if any."""
+    results = crawler.signals.send_catch_log(
+        signals.spider_idle, spider=crawler.spider, dont_log=(DontCloseSpider, CloseSpider))
+    raised = [result.value for _, result in results if isinstance(result, Failure)]
+    assert len(raised) <= 1, raised
+    return raised[0] if raised else None
 
 
 def drain(scheduler: RedisIRIScheduler) -> list[Request]:
@@ -70,20 +74,19 @@ def drain(scheduler: RedisIRIScheduler) -> list[Request]:
     return out
 
 
-def test_public_name_and_addon_selection() -> None:
+def test_public_name_and_addon_selection(tmp_path: Path) -> None:
     assert iri_scrapy.RedisIRIScheduler is RedisIRIScheduler
     assert "RedisIRIScheduler" in iri_scrapy.__all__
+    jobdir = str(tmp_path / "job")
     crawler = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0},
-                                    "IRI_REDIS_URL": "redis://127.0.0.1:1/0", "JOBDIR": "x"})
-    crawler._apply_settings()
+                                    "IRI_REDIS_URL": "redis://127.0.0.1:1/0", "JOBDIR": jobdir})
     assert crawler.settings["SCHEDULER"] == REDIS_SCHEDULER
     assert crawler.settings["DUPEFILTER_CLASS"] == REDIS_DUPEFILTER
     assert any("RedisSchedulerSpiderMiddleware" in str(k)
                for k in crawler.settings.getdict("SPIDER_MIDDLEWARES"))
-    optout = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0}, "JOBDIR": "x",
+    optout = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0}, "JOBDIR": jobdir,
                                    "IRI_REDIS_URL": "redis://127.0.0.1:1/0",
                                    "IRI_REDIS_SCHEDULER": False})
-    optout._apply_settings()
     assert optout.settings["SCHEDULER"] == FRONTIER_SCHEDULER
     assert optout.settings["DUPEFILTER_CLASS"] == REDIS_DUPEFILTER
 
@@ -99,13 +102,14 @@ def test_priority_order_dedup_and_ack(redis_server: RedisServer) -> None:
     # higher priority first, first in first out within one priority
     assert [r.url.rsplit("/", 1)[1] for r in got] == ["b", "e", "a", "c", "d", "a"]
     client = redis_server.client()
-    assert client.zcard(worker._keys["leases"]) == 6
+    keys = worker.redis_keys
+    assert client.zcard(keys["leases"]) == 6
     assert not worker.has_pending_requests()
     for request in got:
         worker.answered(request)
-    assert client.zcard(worker._keys["leases"]) == 0
-    assert client.hlen(worker._keys["bodies"]) == 0
-    assert client.hlen(worker._keys["intents"]) == 0  # the stale intent went with an ack
+    assert client.zcard(keys["leases"]) == 0
+    assert client.hlen(keys["bodies"]) == 0
+    assert client.hlen(keys["intents"]) == 0  # the stale intent went with an ack
     worker.close("finished")
     counts = {k: v for k, v in crawler.stats.get_stats().items() if "redis_scheduler" in k}
     assert counts["iri/redis_scheduler/enqueued"] == 6
@@ -122,19 +126,20 @@ def test_expired_lease_taken_over_by_another_worker(redis_server: RedisServer) -
         dying.enqueue_request(Request(f"http://e.com/{i}"))
     held = dying.next_request()
     assert held is not None and META_LEASE in held.meta
-    stop_ticking(dying)  # killed while the request is in flight
+    dying.abandon()  # killed while the request is in flight
     rest = drain(other)
     assert sorted(r.url for r in rest) == ["http://e.com/1", "http://e.com/2"]
     assert other.next_request() is None  # the lease has not expired yet
     time.sleep(1.2)
-    other._tick()  # the heartbeat reaps
+    other.heartbeat()  # the heartbeat reaps
     again = drain(other)
     assert [r.url for r in again] == [held.url]
     assert other.counts["requeued_expired"] == 1
     for request in rest + again:
         other.answered(request)
     client = redis_server.client()
-    assert client.zcard(other._keys["leases"]) == 0 and client.zcard(other._keys["ready"]) == 0
+    keys = other.redis_keys
+    assert client.zcard(keys["leases"]) == 0 and client.zcard(keys["ready"]) == 0
     other.close("finished")
     assert crawler2.stats.get_value("iri/redis_scheduler/requeued_expired") == 1
 
@@ -148,8 +153,8 @@ def test_heartbeat_keeps_a_slow_request(redis_server: RedisServer) -> None:
     assert request is not None
     for _ in range(4):  # 1.6 s > the 1 s lease, with heartbeats
         time.sleep(0.4)
-        slow._tick()
-    other._tick()
+        slow.heartbeat()
+    other.heartbeat()
     assert other.next_request() is None
     slow.answered(request)
     slow.close("finished")
@@ -176,41 +181,56 @@ def test_close_puts_leases_back_and_idle_waits_for_foreign_leases(
     redis_server: RedisServer,
 ) -> None:
     _, first = open_worker(redis_server.url, IRI_REDIS_IDLE_TIMEOUT=0.5)
-    _, second = open_worker(redis_server.url, IRI_REDIS_IDLE_TIMEOUT=0.5)
+    crawler2, second = open_worker(redis_server.url, IRI_REDIS_IDLE_TIMEOUT=0.5)
     first.enqueue_request(Request("http://e.com/1"))
     held = first.next_request()
     assert held is not None
     # the second worker has nothing to do, but the first holds a lease: it waits...
-    with pytest.raises(DontCloseSpider):
-        second._on_idle()
+    assert isinstance(idle(crawler2), DontCloseSpider)
     time.sleep(0.6)
     # ... for IRI_REDIS_IDLE_TIMEOUT at most
-    with pytest.raises(CloseSpider) as closing:
-        second._on_idle()
-    assert closing.value.reason == REASON_IDLE_TIMEOUT
+    closing = idle(crawler2)
+    assert isinstance(closing, CloseSpider) and closing.reason == REASON_IDLE_TIMEOUT
     first.close("shutdown")  # not finished: the lease goes back at once
     assert first.counts["released_on_close"] == 1
     got = drain(second)
     assert [r.url for r in got] == [held.url]
-    second._on_idle()  # answers it; queue and leases empty: finished (no exception)
+    # answers it; queue and leases empty: finished (no exception)
+    assert idle(crawler2) is None
+    assert second.counts["acked"] == 1 and not second.has_pending_requests()
     second.close("finished")
 
 
-def test_dead_workers_intent_is_enqueued(redis_server: RedisServer) -> None:
+class _Killed(Exception):
+    """The worker process dies here."""
+
+
+def test_dead_workers_intent_is_enqueued(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Killed after the dupefilter recorded a URL and before the queue got it."""
     _, dying = open_worker(redis_server.url)
     request = Request("http://e.com/lost")
-    data = dying._serialize(request)
+    record = dying.df.request_seen
+
+    def recorded_then_killed(req: Request) -> bool:
+        assert record(req) is False  # recorded as seen...
+        raise _Killed  # ... and killed before the enqueue
+
+    monkeypatch.setattr(dying.df, "request_seen", recorded_then_killed)
+    with pytest.raises(_Killed):
+        dying.enqueue_request(request)
     client = redis_server.client()
-    client.hset(dying._keys["intents"], dying.worker, data)
-    assert dying.df.request_seen(request) is False  # recorded as seen...
-    stop_ticking(dying)  # ... and killed before the enqueue
+    intents = dying.redis_keys["intents"]
+    assert client.hkeys(intents) == [dying.worker.encode()]  # written before the dupefilter
+    assert client.zcard(dying.redis_keys["ready"]) == 0  # not queued
+    dying.abandon()
     time.sleep(1.1)
     _, other = open_worker(redis_server.url)
     assert other.counts["intents_recovered"] == 1
     got = drain(other)
     assert [r.url for r in got] == ["http://e.com/lost"]
-    assert client.hlen(other._keys["intents"]) == 0
+    assert client.hlen(intents) == 0
     other.answered(got[0])
     other.close("finished")
 
@@ -241,7 +261,6 @@ def test_redis_down_at_start_refuses(tmp_path: Any) -> None:
 
     crawler = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0},
                                     "IRI_REDIS_URL": f"redis://127.0.0.1:{find_free_port()}/0"})
-    crawler._apply_settings()
     spider = _Spider.from_crawler(crawler)
     crawler.spider = spider
     scheduler = RedisIRIScheduler.from_crawler(crawler)
@@ -249,7 +268,7 @@ def test_redis_down_at_start_refuses(tmp_path: Any) -> None:
 
     if CLOSESPIDER_AT_OPEN:
         assert scheduler.open(spider) is None
-        assert scheduler._client is None
+        assert not scheduler.connected
     else:
         with pytest.raises(Exception, match="cannot use Redis"):
             scheduler.open(spider)
@@ -262,7 +281,6 @@ def test_redis_down_at_start_refuses(tmp_path: Any) -> None:
 def test_bad_settings(name: str, value: Any) -> None:
     crawler = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0},
                                     "IRI_REDIS_URL": "redis://127.0.0.1:1/0", name: value})
-    crawler._apply_settings()
     with pytest.raises(ValueError, match=name):
         RedisIRIScheduler.from_crawler(crawler)
 

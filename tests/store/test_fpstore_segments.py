@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 
@@ -14,9 +15,16 @@ def test_memory_stays_even_at_every_size() -> None:
     """Bytes per entry read after *every* add (so right after every growth step too)."""
     rng = random.Random(11)
     ours = FingerprintSet()
+    shift = 64 - SEGMENT_BITS  # the top bits pick the segment
+    # each segment's size, followed through the growth steps: a segment grows only when
+    # a value is added to it, so a change of ``slots`` belongs to that value's segment
+    sizes = [ours.slots // SEGMENTS] * SEGMENTS
     worst = worst_small = 0.0
     for n in range(1, 800_001):
-        ours.add(rng.getrandbits(64))
+        value = rng.getrandbits(64)
+        slots = ours.slots
+        ours.add(value)
+        sizes[value >> shift] += ours.slots - slots
         if n >= 500_000:  # segments past 128 slots grow by 1/4
             worst = max(worst, ours.nbytes / n)
         elif n >= 10_000:  # smaller ones double
@@ -26,9 +34,11 @@ def test_memory_stays_even_at_every_size() -> None:
     assert ours.peak_nbytes <= ours.nbytes + 8 * ours.max_segment_slots
     # one growth step moves one segment: a small share of the whole
     assert ours.max_segment_slots * SEGMENTS < 2 * ours.slots
-    for table in ours._tables:
-        used = sum(1 for v in table if v)
-        assert used <= MAX_LOAD * len(table)
+    assert max(sizes) == ours.max_segment_slots
+    used = Counter(v >> shift for v in ours)
+    assert sum(used.values()) == len(ours)
+    for segment, size in enumerate(sizes):
+        assert used[segment] <= MAX_LOAD * size
 
 
 def test_one_crowded_segment_grows_alone_and_stays_exact() -> None:
