@@ -55,7 +55,7 @@ def crawl(srv: SiteServer, settings: dict[str, Any], start: list[str] | None = N
     """
     srv.reset()
     env = {**STRICT, **({"PYTHONPATH": str(env_path)} if env_path else {})}
-    result = run_crawl(settings, start or START, srv.proxy_url, timeout=60, env=env, **kwargs)
+    result = run_crawl(settings, start or START, srv.proxy_url, env=env, **kwargs)
     assert result.errors == [], result.errors
     assert result.warnings == []
     return result
@@ -368,11 +368,11 @@ def test_jobdir_resume_fetches_nothing_twice(demo: SiteServer, tmp_path: Path) -
     jobdir = tmp_path / "job"
     demo.reset()
     first = run_crawl({**ADDON, "CLOSESPIDER_PAGECOUNT": 5, "CONCURRENT_REQUESTS": 1}, START,
-                      demo.proxy_url, jobdir=jobdir, timeout=60, env=STRICT)
+                      demo.proxy_url, jobdir=jobdir, env=STRICT)
     assert first.finish_reason == "closespider_pagecount"
     after_first = sum(demo.hits.counts().values())
     assert 5 <= after_first < len(DEMO_SITE.keys)
-    second = run_crawl(ADDON, START, demo.proxy_url, jobdir=jobdir, timeout=60, env=STRICT)
+    second = run_crawl(ADDON, START, demo.proxy_url, jobdir=jobdir, env=STRICT)
     assert second.ok, second.stderr[-2000:]
     assert "Resuming crawl" in second.stderr
     counts = demo.hits.counts()

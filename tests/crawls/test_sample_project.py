@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from iri_scrapy import normalize
-from sample_project.run_demo import DemoReport, main, run_demo
+from sample_project.run_demo import VARIANTS, DemoReport, main, run_demo
 from tests.support.site import DEMO_SITE
+from tests.support.watch import CEILING, run_watched, size_of
 
 # Every test reads the output of one run of the demo project (seconds).
 pytestmark = pytest.mark.slow
@@ -38,10 +39,15 @@ Rows = dict[str, tuple[str, str]]
 
 @pytest.fixture(scope="module")
 def command() -> subprocess.CompletedProcess[str]:
-    """``python -m sample_project`` from the repository root, as the README says."""
-    return subprocess.run(
-        [sys.executable, "-m", "sample_project"], cwd=REPO, capture_output=True, text=True,
-        encoding="utf-8", errors="replace", timeout=300, stdin=subprocess.DEVNULL,
+    """``python -m sample_project`` from the repository root, as the README says.
+
+    Bounded by progress (its output, its crawls' CPU time and logs), not by a deadline;
+    each of its crawls has the command's own default ``--timeout``."""
+    return run_watched(
+        [sys.executable, "-m", "sample_project"], *(size_of(OUTPUT / f"crawl-{name}.log")
+                                                     for name in VARIANTS),
+        what="python -m sample_project", tree=True, cwd=REPO, encoding="utf-8",
+        errors="replace", stdin=subprocess.DEVNULL,
         env={**_env(), "PYTHONIOENCODING": "utf-8"},
     )
 
@@ -79,7 +85,8 @@ def val(rows: Rows, label: str, col: int) -> int:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> DemoReport:
-    return run_demo(tmp_path_factory.mktemp("demo-out"), timeout=120)
+    # the per-crawl timeout of run_demo is a deadline: the tests' ceiling, not less
+    return run_demo(tmp_path_factory.mktemp("demo-out"), timeout=CEILING)
 
 
 def _items(path: Path) -> list[dict[str, Any]]:

@@ -39,6 +39,9 @@ from tests.support.site import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
+#: socket timeout of the direct requests: no byte for this long (a generous bound,
+#: the server answers in milliseconds when the machine is not busy)
+IO_TIMEOUT = 60
 
 
 # --------------------------------------------------------------------------- helpers
@@ -58,7 +61,7 @@ def _get(srv: SiteServer, url: str) -> tuple[int, str, dict[str, str]]:
             urllib.request.ProxyHandler({"http": srv.proxy_url}), _NoRedirect()
         )
         try:
-            with opener.open(req, timeout=5) as resp:
+            with opener.open(req, timeout=IO_TIMEOUT) as resp:
                 return resp.status, resp.read().decode("utf-8"), dict(resp.headers)
         except urllib.error.HTTPError as err:
             return err.code, err.read().decode("utf-8"), dict(err.headers)
@@ -76,7 +79,7 @@ def _raw_get(port: int, target: bytes, host: bytes | None) -> tuple[int, str, di
     if host is not None:
         lines.append(b"Host: " + host)
     lines += [b"Connection: close", b"", b""]
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT) as sock:
         sock.sendall(b"\r\n".join(lines))
         chunks = []
         for _ in range(1000):  # bounded read loop
@@ -256,10 +259,10 @@ def test_control_endpoint(srv: SiteServer) -> None:
     srv.reset()
     _get(srv, "http://www.example.test/")
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with direct.open(srv.proxy_url + "/_iri_scrapy/hits", timeout=5) as resp:
+    with direct.open(srv.proxy_url + "/_iri_scrapy/hits", timeout=IO_TIMEOUT) as resp:
         hits = json.loads(resp.read())
     assert [[h["key"], h["status"]] for h in hits] == [[["www.example.test", "/", None], 200]]
-    with direct.open(srv.proxy_url + "/_iri_scrapy/reset", timeout=5):
+    with direct.open(srv.proxy_url + "/_iri_scrapy/reset", timeout=IO_TIMEOUT):
         pass
     assert srv.hits.hits == []
 
@@ -275,11 +278,11 @@ def test_standalone_server_process() -> None:
         proxy = proc.stdout.readline().strip()
         assert proxy.startswith("http://127.0.0.1:")
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy}))
-        with opener.open("http://www.example.test/", timeout=5) as resp:
+        with opener.open("http://www.example.test/", timeout=IO_TIMEOUT) as resp:
             assert resp.status == 200
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=IO_TIMEOUT)
 
 
 # --------------------------------------------------------------------------- stock Scrapy
@@ -299,7 +302,7 @@ def test_stock_scrapy_quirks_the_site_exercises() -> None:
 @pytest.fixture(scope="module")
 def stock_crawl(srv: SiteServer) -> tuple[CrawlResult, SiteServer]:
     srv.reset()
-    result = run_crawl({}, list(DEMO_SITE.start_urls), srv.proxy_url, timeout=90)
+    result = run_crawl({}, list(DEMO_SITE.start_urls), srv.proxy_url)
     return result, srv
 
 
@@ -344,10 +347,10 @@ def test_deprecation_warnings_recorded_or_fatal(srv: SiteServer, tmp_path: Path)
         "CLOSESPIDER_PAGECOUNT": 1,
     }
     env = {"PYTHONPATH": str(tmp_path)}
-    lenient = run_crawl(settings, list(DEMO_SITE.start_urls), srv.proxy_url, timeout=60, env=env)
+    lenient = run_crawl(settings, list(DEMO_SITE.start_urls), srv.proxy_url, env=env)
     assert lenient.returncode == 0 and lenient.finish_reason == "closespider_pagecount"
     assert any("requires a spider argument" in w for w in lenient.warnings)
-    strict = run_crawl(settings, list(DEMO_SITE.start_urls), srv.proxy_url, timeout=60,
+    strict = run_crawl(settings, list(DEMO_SITE.start_urls), srv.proxy_url,
                        env={**env, "IRI_SCRAPY_DEPRECATIONS_AS_ERRORS": "1"})
     assert strict.returncode == 1 and not strict.ok and strict.finish_reason is None
     assert any("ScrapyDeprecationWarning" in e for e in strict.errors)
@@ -363,7 +366,7 @@ def test_run_crawl_cpus_and_wrapper(srv: SiteServer, tmp_path: Path) -> None:
     wrapper.write_text(f'#!/bin/sh\necho yes > "{mark}"\nexec "$@"\n')
     wrapper.chmod(0o755)
     settings = {"CLOSESPIDER_PAGECOUNT": 1}
-    result = run_crawl(settings, list(DEMO_SITE.start_urls), srv.proxy_url, timeout=60,
+    result = run_crawl(settings, list(DEMO_SITE.start_urls), srv.proxy_url,
                        cpus=[cpu], wrapper=[str(wrapper)])
     assert result.returncode == 0 and result.finish_reason == "closespider_pagecount"
     assert mark.read_text().strip() == "yes"
@@ -376,10 +379,10 @@ def test_jobdir_resume(srv: SiteServer, tmp_path: Path) -> None:
     start = list(DEMO_SITE.start_urls)
     jobdir = tmp_path / "job"
     first = run_crawl({"CLOSESPIDER_PAGECOUNT": 3, "CONCURRENT_REQUESTS": 1}, start,
-                      srv.proxy_url, jobdir=jobdir, timeout=60)
+                      srv.proxy_url, jobdir=jobdir)
     assert first.finish_reason == "closespider_pagecount"
     assert (jobdir / "requests.seen").exists()
-    second = run_crawl({}, start, srv.proxy_url, jobdir=jobdir, timeout=60)
+    second = run_crawl({}, start, srv.proxy_url, jobdir=jobdir)
     assert second.ok
     assert "Resuming crawl" in second.stderr
     # together the two runs reach what one stock run reaches
@@ -424,7 +427,7 @@ def test_dir_server_serves_a_local_tree_as_one_host(tmp_path: Path) -> None:
 
         def get(url: str) -> tuple[int, bytes, str]:
             try:
-                with opener.open(url, timeout=10) as resp:
+                with opener.open(url, timeout=IO_TIMEOUT) as resp:
                     return resp.status, resp.read(), resp.headers["Content-Type"]
             except urllib.error.HTTPError as exc:
                 return exc.code, b"", ""

@@ -23,6 +23,7 @@ import pytest
 
 from tests.support.crawl import CrawlResult, run_crawl
 from tests.support.server import HitLog
+from tests.support.watch import run_watched
 from tests.support.wire import WireHost, WirePage, WireRoute, WireServer, WireSite
 
 pytestmark = pytest.mark.slow  # every test here runs real crawls against the wire web
@@ -39,7 +40,7 @@ def crawl(srv: WireServer, settings: dict[str, Any], start: list[str], **kwargs:
     """Reset the hit log, crawl (strict about deprecations), check it ran; result and hits."""
     srv.reset()
     env = {**STRICT, "PYTHONPATH": str(HERE)}
-    result = run_crawl(settings, start, srv.proxy_url, timeout=90, env=env, **kwargs)
+    result = run_crawl(settings, start, srv.proxy_url, env=env, **kwargs)
     assert result.errors == [], result.errors
     assert result.warnings == []
     assert result.ok, result.stderr[-3000:]
@@ -389,9 +390,9 @@ def _scrapy_command(srv: WireServer, *argv: str) -> str:
            and k != "SCRAPY_SETTINGS_MODULE"}
     env["http_proxy"] = srv.proxy_url
     env["PYTHONIOENCODING"] = "utf-8"
-    proc = subprocess.run(  # noqa: S603 - fixed argv
-        [sys.executable, "-m", "scrapy", *argv], capture_output=True, text=True,
-        encoding="utf-8", timeout=90, env=env, cwd=tempfile.gettempdir(),  # no project
+    proc = run_watched(  # bounded by progress (output, CPU time), not by a deadline
+        [sys.executable, "-m", "scrapy", *argv], what=f"scrapy {argv[0]}",
+        encoding="utf-8", env=env, cwd=tempfile.gettempdir(),  # no project
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

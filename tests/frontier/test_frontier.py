@@ -19,7 +19,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -46,6 +45,7 @@ from iri_scrapy.store.fpstore import FingerprintFileError, FingerprintFileMismat
 from tests.support.bigsite import LARGE_HOST, SlowSiteServer, large_site
 from tests.support.server import HitLog
 from tests.support.site import Resource, Site
+from tests.support.watch import CEILING, STALL, cpu_of, size_of, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -566,7 +566,7 @@ TELNETCONSOLE_ENABLED = False
 CONCURRENT_REQUESTS = {concurrency}
 CONCURRENT_REQUESTS_PER_DOMAIN = {concurrency}
 RETRY_ENABLED = False
-DOWNLOAD_TIMEOUT = 20
+DOWNLOAD_TIMEOUT = 120
 LOG_LEVEL = "INFO"
 IRI_SCRAPY_TEST_PROXY = "{proxy}"
 DOWNLOADER_MIDDLEWARES = {{"tests.support.crawl.ForceProxyMiddleware": 50}}
@@ -601,27 +601,42 @@ def child_env(project: Path) -> dict[str, str]:
     return env
 
 
+def log_tail(project: Path, run: int | str) -> str:
+    try:
+        return (project / f"log{run}.txt").read_text(encoding="utf-8")[-3000:]
+    except OSError:
+        return "(no log)"
+
+
 def run_until(project: Path, srv: SlowSiteServer, run: int, kill_after: int | None,
-              timeout: float = 60) -> tuple[int, bool]:
+              stall: float = STALL, ceiling: float = CEILING) -> tuple[int, bool]:
     """Run the crawl; SIGKILL it once the server has seen *kill_after* more hits.
 
-    Returns (hits during this run, killed).
+    Bounded by progress, not by a deadline: fails when for *stall* seconds the
+    server has seen no hit, the crawl's log no line and the crawl used no CPU
+    worth mentioning, or after *ceiling* seconds.  Returns (hits during this run,
+    killed).
     """
     before = len(srv.hits.hits)
     proc = subprocess.Popen(crawl_command(project, run), cwd=project, env=child_env(project),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
     killed = False
+
+    def done() -> bool:
+        nonlocal killed
+        if proc.poll() is not None:
+            return True
+        if kill_after is not None and len(srv.hits.hits) - before >= kill_after:
+            os.kill(proc.pid, signal.SIGKILL)
+            killed = True
+            return True
+        return False
+
     try:
-        while proc.poll() is None:
-            if kill_after is not None and len(srv.hits.hits) - before >= kill_after:
-                os.kill(proc.pid, signal.SIGKILL)
-                killed = True
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError(f"run {run} still going after {timeout}s")
-            time.sleep(0.001)
+        wait_until(done, lambda: len(srv.hits.hits), size_of(project / f"log{run}.txt"),
+                   cpu_of(proc.pid), what=f"run {run}", stall=stall, ceiling=ceiling,
+                   poll=0.001, detail=lambda: log_tail(project, run))
     finally:
         if proc.poll() is None and not killed:
             proc.kill()

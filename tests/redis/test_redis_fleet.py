@@ -3,8 +3,15 @@
 The workers run the add-on with ``IRI_REDIS_URL`` (so ``RedisIRIDupeFilter`` and
 ``RedisIRIScheduler``) against the 1,500-page aliased site of
 :mod:`tests.support.bigsite`; the site server's hit log is the oracle.
-Leases are short here (``IRI_REDIS_LEASE_SECONDS = 3``) so that a killed
-worker's requests are taken over quickly.
+Leases are short here (``IRI_REDIS_LEASE_SECONDS = 10``) so that a killed
+worker's requests are taken over quickly; not shorter, because a live worker
+whose heartbeat (every third of the lease) comes later than the lease (a busy
+machine) has its leases taken over too, and those pages are fetched twice.
+
+Every wait is bounded by progress (:mod:`tests.support.watch`: server hits, the
+workers' logs and CPU time), not by a deadline; a kill is made while the server
+holds its answers (:func:`~tests.support.watch.hold_answers`), so that it comes
+with the killed worker's requests in flight however slow the machine.
 """
 
 from __future__ import annotations
@@ -15,12 +22,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.frontier.test_frontier import child_env, make_project, stat_of
+from tests.frontier.test_frontier import child_env, log_tail, make_project, stat_of
+from tests.support import watch
 from tests.support.bigsite import LARGE_HOST, SlowSiteServer, _aliases, large_site, page_name
 from tests.support.redis_support import RedisServer
 from tests.support.site import Link, Resource, Site
@@ -32,7 +40,7 @@ SMALL_PAGES = 600
 CONCURRENCY = 8
 LATENCY = 0.005
 SEED = 3987
-LEASE = 3
+LEASE = 10
 #: start requests (deduplicated by the add-on) + the one possible intent duplicate
 EXTRA = 1 + 1
 
@@ -77,47 +85,58 @@ def start_worker(project: Path, name: str) -> subprocess.Popen[bytes]:
     )
 
 
-def wait_exit(proc: subprocess.Popen[bytes], project: Path, name: str, timeout: float) -> None:
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise AssertionError(f"worker {name} still running after {timeout}s: "
-                             + log_of(project, name)[-3000:]) from None
-    assert proc.returncode == 0, log_of(project, name)[-3000:]
+Workers = dict[str, "subprocess.Popen[bytes]"]
+
+
+def progress(srv: SlowSiteServer, project: Path,
+             workers: Workers) -> list[Callable[[], object]]:
+    """The fleet's progress signals: server hits, the workers' logs and CPU time."""
+    return [lambda: len(srv.hits.hits),
+            *(watch.size_of(project / f"log{name}.txt") for name in workers),
+            *(watch.cpu_of(proc.pid) for proc in workers.values())]
+
+
+def wait_exit(srv: SlowSiteServer, project: Path, name: str,
+              proc: subprocess.Popen[bytes]) -> None:
+    """Wait until worker *name* ends by itself (bounded by progress); it exits 0."""
+    watch.wait_exit(proc, *progress(srv, project, {name: proc}), what=f"worker {name}",
+                    detail=lambda: log_tail(project, name))
+    assert proc.returncode == 0, log_tail(project, name)
 
 
 def log_of(project: Path, name: str) -> str:
     return (project / f"log{name}.txt").read_text(encoding="utf-8")
 
 
-def wait_hits(srv: SlowSiteServer, count: int, procs: list[subprocess.Popen[bytes]],
-              timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while len(srv.hits.hits) < count:
-        assert all(p.poll() is None for p in procs), "a worker ended before the kill"
-        assert time.monotonic() < deadline, f"fewer than {count} hits after {timeout}s"
-        time.sleep(0.001)
+def running(workers: Workers) -> bool:
+    ended = [name for name, proc in workers.items() if proc.poll() is not None]
+    assert not ended, f"worker(s) {ended} ended before the kill"
+    return True
 
 
-def wait_both_leasing(redis: RedisServer, procs: list[subprocess.Popen[bytes]],
-                      timeout: float = 60) -> None:
-    """Wait until leases of two different workers are in Redis at once: both are
-    crawling (on a busy machine one worker can start so late that the other has
-    fetched the kill's count of pages alone, and the kill then takes over nothing)."""
-    client = redis.client()
-    deadline = time.monotonic() + timeout
-    while True:
-        assert all(p.poll() is None for p in procs), "a worker ended before the kill"
-        holders = set()
-        for meta in client.keys("iri:{frontier}:sched:v1:*:meta"):
-            leases = meta.decode().removesuffix(":meta") + ":leases"
-            holders.update(m.split(b" ", 1)[0] for m in client.zrange(leases, 0, -1))
-        if len(holders) >= 2:
-            return
-        assert time.monotonic() < deadline, f"not two workers leasing after {timeout}s"
-        time.sleep(0.005)
+def wait_hits(srv: SlowSiteServer, project: Path, count: int, workers: Workers) -> None:
+    watch.wait_until(lambda: running(workers) and len(srv.hits.hits) >= count,
+                     *progress(srv, project, workers), what=f"{count} hits")
+
+
+def kill_mid_crawl(srv: SlowSiteServer, project: Path, workers: Workers, victim: str,
+                   after: int) -> int:
+    """SIGKILL worker *victim* (of two) with requests of its own in flight, once the
+    server has seen *after* hits; returns the hits at the kill.
+
+    From that hit on the server holds its answers, until more requests wait for one
+    than the other worker can have in flight (``CONCURRENT_REQUESTS``): the victim
+    then has some in flight (leased, unanswered), and both workers are crawling.
+    The victim is killed before the answers are let go.
+    """
+    with watch.hold_answers(srv.hits, after) as held:
+        watch.wait_until(lambda: running(workers) and held.held > CONCURRENCY,
+                         *progress(srv, project, workers),
+                         what=f"more than {CONCURRENCY} requests in flight after {after} hits")
+        proc = workers[victim]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return len(srv.hits.hits)
 
 
 def queue_state(redis: RedisServer) -> dict[str, int]:
@@ -142,12 +161,10 @@ def test_kill_9_one_of_two_workers(site_server: SlowSiteServer, redis_server: Re
     started = time.monotonic()
     a, b = start_worker(project, "A"), start_worker(project, "B")
     try:
-        wait_both_leasing(redis_server, [a, b])
-        wait_hits(srv, max(kill_at, len(srv.hits.hits) + 50), [a, b])
-        os.kill(a.pid, signal.SIGKILL)
-        a.wait(timeout=10)
-        killed_at = len(srv.hits.hits)
-        wait_exit(b, project, "B", timeout=120)
+        # held answers: A is killed with requests in flight while B crawls (on a busy
+        # machine B can start so late that A has fetched the kill's count alone)
+        killed_at = kill_mid_crawl(srv, project, {"A": a, "B": b}, "A", kill_at)
+        wait_exit(srv, project, "B", b)
     finally:
         for proc in (a, b):
             if proc.poll() is None:
@@ -161,7 +178,12 @@ def test_kill_9_one_of_two_workers(site_server: SlowSiteServer, redis_server: Re
     assert taken_over >= 1, log_b[-3000:]
     # a replacement worker: nothing left to do
     c = start_worker(project, "C")
-    wait_exit(c, project, "C", timeout=60)
+    try:
+        wait_exit(srv, project, "C", c)
+    finally:
+        if c.poll() is None:
+            c.kill()
+            c.wait()
     assert len(srv.hits.hits) == after_b
     log_c = log_of(project, "C")
     assert "'finish_reason': 'finished'" in log_c
@@ -198,12 +220,18 @@ def test_redis_killed_and_restarted_mid_crawl(small_site_server: SlowSiteServer,
         project = fleet_project(tmp_path / "p", srv, redis.url, lease=30)
         worker = start_worker(project, "A")
         try:
-            wait_hits(srv, random.Random(SEED + 1).randrange(100, 300), [worker])
+            wait_hits(srv, project, random.Random(SEED + 1).randrange(100, 300),
+                      {"A": worker})
             redis.kill()
             down_at = len(srv.hits.hits)
-            time.sleep(1.5)
+            # Redis comes back once the worker has met the outage (it logs it), not
+            # after a fixed time: a worker slowed down by a busy machine may not send
+            # a command to Redis for a while
+            watch.wait_until(
+                lambda: running({"A": worker}) and "unreachable" in log_tail(project, "A"),
+                *progress(srv, project, {"A": worker}), what="the worker meeting the outage")
             redis.start()
-            wait_exit(worker, project, "A", timeout=120)
+            wait_exit(srv, project, "A", worker)
         finally:
             if worker.poll() is None:
                 worker.kill()
@@ -250,14 +278,15 @@ def test_scrapy_redis_scheduler_loses_the_killed_workers_requests(
     a = start_worker(project, "A")
     b = None
     try:
-        wait_hits(srv, 50, [a])
+        wait_hits(srv, project, 50, {"A": a})
         b = start_worker(project, "B")
         # early, while the pages in flight are inner pages of the tree (their subtrees
-        # are lost with them); later, with leaves in flight, the loss is smaller
-        wait_hits(srv, random.Random(SEED).randrange(100, 160), [a, b])
-        os.kill(a.pid, signal.SIGKILL)
-        a.wait(timeout=10)
-        wait_exit(b, project, "B", timeout=120)
+        # are lost with them); later, with leaves in flight, the loss is smaller.  The
+        # server holds its answers from that hit on, so the kill comes there with A's
+        # requests in flight, however slow the machine
+        kill_mid_crawl(srv, project, {"A": a, "B": b}, "A",
+                       random.Random(SEED).randrange(100, 160))
+        wait_exit(srv, project, "B", b)
     finally:
         for proc in (a, b):
             if proc is not None and proc.poll() is None:

@@ -26,8 +26,12 @@ from iri_scrapy.frontier.redis_scheduler import (
     RedisIRIScheduler,
 )
 from tests.support.redis_support import RedisServer
+from tests.support.watch import wait_until
 
 pytestmark = pytest.mark.redis
+
+#: A wait for Redis's clock (a lease of 1 s to expire) is bounded by this.
+CLOCK_BOUND = 60.0
 
 
 class _Spider(Spider):
@@ -72,6 +76,27 @@ def drain(scheduler: RedisIRIScheduler) -> list[Request]:
     while (request := scheduler.next_request()) is not None:
         out.append(request)
     return out
+
+
+def redis_ms(client: Any) -> int:
+    """Redis's clock (``TIME``) in milliseconds: the clock the scripts compare with."""
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def wait_expired(client: Any, key: str, member: str | None = None) -> None:
+    """Wait until every entry of the ZSET *key* (leases or workers), or *member*, has
+    expired by Redis's clock: the event itself, not a sleep guessed long enough.
+    Redis's clock runs however busy the machine is: bounded by a plain CLOCK_BOUND."""
+
+    def expired() -> bool:
+        if member is not None:
+            score = client.zscore(key, member)
+            return score is not None and score <= redis_ms(client)
+        entries = client.zrange(key, 0, -1, withscores=True)
+        return bool(entries) and max(score for _, score in entries) <= redis_ms(client)
+
+    wait_until(expired, what=f"expiry in {key}", stall=CLOCK_BOUND, ceiling=CLOCK_BOUND)
 
 
 def test_public_name_and_addon_selection(tmp_path: Path) -> None:
@@ -130,7 +155,7 @@ def test_expired_lease_taken_over_by_another_worker(redis_server: RedisServer) -
     rest = drain(other)
     assert sorted(r.url for r in rest) == ["http://e.com/1", "http://e.com/2"]
     assert other.next_request() is None  # the lease has not expired yet
-    time.sleep(1.2)
+    wait_expired(redis_server.client(), dying.redis_keys["leases"])
     other.heartbeat()  # the heartbeat reaps
     again = drain(other)
     assert [r.url for r in again] == [held.url]
@@ -148,15 +173,38 @@ def test_expired_lease_taken_over_by_another_worker(redis_server: RedisServer) -
 def test_heartbeat_keeps_a_slow_request(redis_server: RedisServer) -> None:
     _, slow = open_worker(redis_server.url)
     _, other = open_worker(redis_server.url)
-    slow.enqueue_request(Request("http://e.com/slow"))
-    request = slow.next_request()
-    assert request is not None
-    for _ in range(4):  # 1.6 s > the 1 s lease, with heartbeats
-        time.sleep(0.4)
-        slow.heartbeat()
-    other.heartbeat()
-    assert other.next_request() is None
-    slow.answered(request)
+    client = redis_server.client()
+    leases = slow.redis_keys["leases"]
+    # another try only when the machine stalled for a whole lease (1 s) between the
+    # last heartbeat and the other worker's: the lease may then have expired, rightly
+    for attempt in range(10):
+        slow.enqueue_request(Request(f"http://e.com/slow{attempt}"))
+        request = slow.next_request()
+        assert request is not None
+        ((lease, deadline),) = client.zrange(leases, 0, -1, withscores=True)
+        # heartbeats until the request has been out longer than its first lease
+        # (by Redis's clock), each one extending the lease
+        while True:
+            before = redis_ms(client)
+            slow.heartbeat()
+            extended = client.zscore(leases, lease)
+            assert extended is not None and extended >= before + slow.lease_ms
+            if before > deadline:
+                break
+            time.sleep(0.2)
+        # the other worker's heartbeat puts expired leases back: not this one
+        requeued = other.counts.get("requeued_expired", 0)
+        other.heartbeat()
+        if redis_ms(client) - before < slow.lease_ms:
+            assert other.counts.get("requeued_expired", 0) == requeued
+            assert other.next_request() is None
+            slow.answered(request)
+            break
+        for late in drain(other):
+            other.answered(late)
+        slow.answered(request)
+    else:
+        pytest.fail("every try stalled for a whole lease between two heartbeats")
     slow.close("finished")
     other.close("finished")
 
@@ -168,7 +216,7 @@ def test_late_ack_of_a_requeued_request_removes_it(redis_server: RedisServer) ->
     stalled.enqueue_request(Request("http://e.com/x"))
     request = stalled.next_request()
     assert request is not None
-    time.sleep(1.2)
+    wait_expired(redis_server.client(), stalled.redis_keys["leases"])
     _, other = open_worker(redis_server.url)  # its first tick puts the lease back
     assert other.counts["requeued_expired"] == 1
     stalled.answered(request)
@@ -225,7 +273,7 @@ def test_dead_workers_intent_is_enqueued(
     assert client.hkeys(intents) == [dying.worker.encode()]  # written before the dupefilter
     assert client.zcard(dying.redis_keys["ready"]) == 0  # not queued
     dying.abandon()
-    time.sleep(1.1)
+    wait_expired(client, dying.redis_keys["workers"], dying.worker)
     _, other = open_worker(redis_server.url)
     assert other.counts["intents_recovered"] == 1
     got = drain(other)

@@ -2,7 +2,8 @@
 
 Scrapy's Twisted reactor cannot be restarted inside one process, so every crawl
 runs as ``python -m tests.support.crawl CONFIG.json RESULT.json``.  The parent
-(:func:`run_crawl`) writes the config, waits (bounded), and reads the result.
+(:func:`run_crawl`) writes the config, waits (bounded by progress, see
+:mod:`tests.support.watch`), and reads the result.
 
 All requests are routed through the alias-web proxy by :class:`ForceProxyMiddleware`,
 which sets ``request.meta["proxy"]`` before Scrapy's ``HttpProxyMiddleware`` runs
@@ -26,15 +27,18 @@ import tempfile
 import time
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tests.support.watch import CEILING, STALL, Stalled, size_of, wait_exit
+
 __all__ = [
     "DEFAULT_SETTINGS",
     "DEPRECATIONS_ENV",
+    "PROGRESS_STATS",
     "CrawlError",
     "CrawlResult",
     "CrawlTimeout",
@@ -55,12 +59,22 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
     "DOWNLOAD_DELAY": 0,
     "AUTOTHROTTLE_ENABLED": False,
-    "DOWNLOAD_TIMEOUT": 10,
+    # generous: with retries off, a download that times out on a busy machine is a
+    # page lost; the crawl as a whole is bounded by run_crawl (progress, ceiling)
+    "DOWNLOAD_TIMEOUT": 120,
     "RETRY_ENABLED": False,
-    "CLOSESPIDER_TIMEOUT": 60,
+    "CLOSESPIDER_TIMEOUT": 0,
     "HTTPCACHE_ENABLED": False,
 }
 """Settings for a fast, deterministic local crawl; anything passed to run_crawl wins."""
+
+#: Stats whose change shows that a crawl is moving (written by the child to a file).
+PROGRESS_STATS = (
+    "scheduler/enqueued", "scheduler/dequeued", "downloader/request_count",
+    "downloader/response_count", "downloader/exception_count", "response_received_count",
+    "item_scraped_count", "dupefilter/filtered", "log_count/INFO", "log_count/WARNING",
+    "log_count/ERROR",
+)
 
 
 class CrawlError(RuntimeError):
@@ -68,7 +82,7 @@ class CrawlError(RuntimeError):
 
 
 class CrawlTimeout(CrawlError):
-    """The crawl subprocess ran past its timeout and was killed."""
+    """The crawl subprocess stalled (or ran past the ceiling) and was killed."""
 
 
 @dataclass
@@ -165,13 +179,16 @@ def run_crawl(
     start_urls: Sequence[str],
     proxy_url: str,
     *,
-    timeout: float = 120,
+    stall: float = STALL,
+    ceiling: float = CEILING,
+    timeout: float | None = None,
     jobdir: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     spider_kwargs: Mapping[str, Any] | None = None,
     spider: str | None = None,
     cpus: Sequence[int] | None = None,
     wrapper: Sequence[str] = (),
+    started: Callable[[subprocess.Popen[bytes], Path], None] | None = None,
 ) -> CrawlResult:
     """Crawl *start_urls* with :class:`AliasSpider` in a subprocess, through *proxy_url*.
 
@@ -183,9 +200,18 @@ def run_crawl(
     *cpus* pins the child to those CPUs (``os.sched_setaffinity``, set by the
     child itself first thing).  *wrapper* is an argv the child command is run
     under (e.g. ``["valgrind", "--tool=callgrind", ...]``).
-    Raises :class:`CrawlTimeout` after *timeout* seconds (the child is killed) and
-    :class:`CrawlError` if no result was written.
+    *started*, if given, is called with the child process and the path of the file
+    its stderr (the crawl's log) goes to, once it has started.
+
+    The wait is bounded by progress, not by a wall-clock deadline (a busy machine
+    makes a crawl slow, not wrong): :class:`CrawlTimeout` is raised (the child
+    killed) when for *stall* seconds the crawl has written no log line, changed
+    none of its :data:`PROGRESS_STATS` and used no CPU worth mentioning, or after
+    *ceiling* seconds in all.  *timeout* (the older name) raises *stall* to at
+    least that.  :class:`CrawlError` if no result was written.
     """
+    if timeout is not None:
+        stall = max(stall, timeout)
     merged: dict[str, Any] = dict(DEFAULT_SETTINGS)
     merged.update(_jsonable(dict(settings)))
     if jobdir is not None:
@@ -204,22 +230,39 @@ def run_crawl(
     with tempfile.TemporaryDirectory(prefix="iri-crawl-") as tmp:
         cfg_path = Path(tmp, "config.json")
         out_path = Path(tmp, "result.json")
+        progress_path = Path(tmp, "progress")
+        stdout_path, stderr_path = Path(tmp, "stdout"), Path(tmp, "stderr")
+        config["progress"] = str(progress_path)
         cfg_path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
         cmd = [*wrapper, sys.executable, "-m", "tests.support.crawl", str(cfg_path),
                str(out_path)]
-        try:
-            proc = subprocess.run(  # noqa: S603 - fixed argv, our own module
-                cmd, capture_output=True, text=True, encoding="utf-8", errors="replace",
-                timeout=timeout, env=_child_env(proxy_url, env), stdin=subprocess.DEVNULL,
+
+        def stderr_tail() -> str:
+            return stderr_path.read_bytes()[-3000:].decode("utf-8", "replace")
+
+        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+            proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own module
+                cmd, stdout=out, stderr=err, env=_child_env(proxy_url, env),
+                stdin=subprocess.DEVNULL,
             )
-        except subprocess.TimeoutExpired as exc:  # subprocess.run has killed the child
-            err = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) \
-                else (exc.stderr or "")
-            raise CrawlTimeout(f"crawl exceeded {timeout}s; stderr tail:\n{err[-3000:]}") from exc
+            try:
+                if started is not None:
+                    started(proc, stderr_path)
+                wait_exit(proc, size_of(stderr_path), size_of(stdout_path),
+                          _content_of(progress_path), what="crawl", stall=stall,
+                          ceiling=ceiling)
+            except Stalled as exc:  # wait_exit has killed the child
+                raise CrawlTimeout(f"{exc}; stderr tail:\n{stderr_tail()}") from exc
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        stdout = stdout_path.read_bytes().decode("utf-8", "replace")
+        stderr = stderr_path.read_bytes().decode("utf-8", "replace")
         if not out_path.exists():
             raise CrawlError(
                 f"crawl exited {proc.returncode} without a result; stderr tail:\n"
-                f"{proc.stderr[-3000:]}"
+                f"{stderr[-3000:]}"
             )
         data = json.loads(out_path.read_text(encoding="utf-8"))
     return CrawlResult(
@@ -227,15 +270,38 @@ def run_crawl(
         items=data["items"],
         finish_reason=data["finish_reason"],
         returncode=proc.returncode,
-        stderr=proc.stderr,
-        stdout=proc.stdout,
+        stderr=stderr,
+        stdout=stdout,
         warnings=data.get("warnings", []),
         errors=data.get("errors", []),
         cpu_seconds=data.get("cpu_seconds"),
     )
 
 
+def _content_of(path: Path) -> Callable[[], bytes | None]:
+    """A progress signal: the content of the (small) file at *path*."""
+
+    def signal() -> bytes | None:
+        try:
+            return path.read_bytes()
+        except OSError:
+            return None
+
+    return signal
+
+
 # --------------------------------------------------------------------------- child side
+
+
+def _write_progress(crawler: Any, path: Path, last: list[str]) -> None:
+    """Write the crawl's :data:`PROGRESS_STATS` to *path* when they changed."""
+    stats = crawler.stats.get_stats() if crawler.stats is not None else {}
+    text = json.dumps([stats.get(key) for key in PROGRESS_STATS], default=str)
+    if text != last[0]:
+        last[0] = text
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
 
 
 def _child(config_path: str, result_path: str) -> int:
@@ -276,12 +342,25 @@ def _child(config_path: str, result_path: str) -> int:
         items.append(dict(item))
 
     cpu: dict[str, float] = {}
+    # the parent's progress signal: the stats written twice a second while they change
+    progress_path = Path(config["progress"]) if config.get("progress") else None
+    last_progress = [""]
+    progress: list[Any] = []
 
     def on_opened(**_: Any) -> None:
         cpu["opened"] = time.process_time()
+        if progress_path is not None:
+            from twisted.internet.task import LoopingCall
+
+            loop = LoopingCall(_write_progress, crawler, progress_path, last_progress)
+            loop.start(0.5, now=True)
+            progress.append(loop)
 
     def on_closed(**_: Any) -> None:
         cpu["closed"] = time.process_time()
+        for loop in progress:
+            if loop.running:
+                loop.stop()
 
     crawler.signals.connect(on_item, signal=signals.item_scraped)
     crawler.signals.connect(on_opened, signal=signals.spider_opened)

@@ -37,6 +37,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.watch import CEILING, Stalled, Watch, cpu_of, run_watched, size_of
+
 __all__ = [
     "REDIS_CLI_SKIP_REASON",
     "REDIS_SKIP_REASON",
@@ -145,7 +147,8 @@ class RedisServer:
         *,
         port: int | None = None,
         binary: str | None = None,
-        startup_timeout: float = 10.0,
+        startup_timeout: float = 60.0,
+        startup_ceiling: float = CEILING,
         stop_timeout: float = 5.0,
         extra_args: tuple[str, ...] = (),
     ) -> None:
@@ -157,7 +160,11 @@ class RedisServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._port: int | None = port
         self._port_fixed = port is not None
+        # start-up is bounded by progress: it fails when the server has neither
+        # answered nor logged a line nor used CPU for startup_timeout seconds, or
+        # after startup_ceiling seconds (a busy machine makes it slow, not broken)
         self.startup_timeout = startup_timeout
+        self.startup_ceiling = startup_ceiling
         self.stop_timeout = stop_timeout
         self.extra_args = tuple(extra_args)
         self.process: subprocess.Popen[bytes] | None = None
@@ -203,7 +210,7 @@ class RedisServer:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> RedisServer:
-        """Start the process and wait (bounded) until it answers PING."""
+        """Start the process and wait (bounded by progress) until it answers PING."""
         if self.is_running:
             return self
         # A kernel-chosen port can be grabbed by someone else before redis binds it:
@@ -228,7 +235,8 @@ class RedisServer:
         # Retry the bind a few times on the same port: right after a kill the old
         # socket is released asynchronously (redis sets SO_REUSEADDR, so TIME_WAIT
         # is not an issue, but the dying process may still hold the listener briefly).
-        deadline = time.monotonic() + self.startup_timeout
+        watch = Watch(size_of(self.logfile), stall=self.startup_timeout,
+                      ceiling=self.startup_ceiling)
         bind_tries = 0
         while True:
             bind_tries += 1
@@ -245,7 +253,9 @@ class RedisServer:
             finally:
                 log.close()
             self.process = proc
-            while time.monotonic() < deadline:
+            watch.signals = (size_of(self.logfile), cpu_of(proc.pid))
+            over = None
+            while (over := watch.over()) is None:
                 if proc.poll() is not None:
                     break
                 # check it is OUR process that answers (not another server on the port)
@@ -255,11 +265,11 @@ class RedisServer:
             if proc.poll() is None:  # still alive but never answered: give up
                 self._terminate(proc)
                 raise RedisServerError(
-                    f"redis-server on port {port} did not answer PING within "
-                    f"{self.startup_timeout}s\n{self.log_tail()}"
+                    f"redis-server on port {port} did not answer PING: {over}\n"
+                    f"{self.log_tail()}"
                 )
             self.process = None
-            if bind_tries >= bind_tries_max or time.monotonic() >= deadline:
+            if bind_tries >= bind_tries_max or watch.over() is not None:
                 raise RedisServerError(
                     f"redis-server exited with code {proc.returncode} on port {port}\n"
                     f"{self.log_tail()}"
@@ -441,7 +451,7 @@ class RedisCluster:
     host = "127.0.0.1"
 
     def __init__(self, workdir: Path, *, masters: int = 3, binary: str | None = None,
-                 cli: str | None = None, timeout: float = 30.0,
+                 cli: str | None = None, timeout: float = 120.0,
                  extra_args: tuple[str, ...] = ()) -> None:
         self.workdir = Path(workdir)
         self.masters = masters
@@ -473,16 +483,20 @@ class RedisCluster:
                 self.nodes.append(node)
                 node.start()
             addresses = [f"{self.host}:{port}" for port in self.ports]
-            proc = subprocess.run(
-                [self.cli, "--cluster", "create", *addresses, "--cluster-replicas", "0",
-                 "--cluster-yes"],
-                stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout,
-                check=False,
-            )
+            try:  # bounded by progress (its output, its CPU time, the nodes' logs)
+                proc = run_watched(
+                    [self.cli, "--cluster", "create", *addresses, "--cluster-replicas", "0",
+                     "--cluster-yes"],
+                    *(size_of(node.logfile) for node in self.nodes),
+                    what="redis-cli --cluster create", stall=self.timeout,
+                    stdin=subprocess.DEVNULL, errors="replace",
+                )
+            except Stalled as exc:
+                raise RedisServerError(str(exc)) from exc
             if proc.returncode != 0:
                 raise RedisServerError(
                     f"redis-cli --cluster create failed ({proc.returncode}): "
-                    f"{(proc.stdout + proc.stderr).decode(errors='replace')[-2000:]}"
+                    f"{(proc.stdout + proc.stderr)[-2000:]}"
                 )
             self._wait_ok()
         except BaseException:
@@ -491,9 +505,12 @@ class RedisCluster:
         return self
 
     def _wait_ok(self) -> None:
-        deadline = time.monotonic() + self.timeout
+        """Wait until every node says ``cluster_state:ok``: bounded by progress (the
+        nodes' logs and states change as they meet), not by a deadline."""
         states: list[bytes | None] = []
-        while time.monotonic() < deadline:
+        watch = Watch(lambda: tuple(states), *(size_of(node.logfile) for node in self.nodes),
+                      stall=self.timeout)
+        while (over := watch.over()) is None:
             states = [
                 _info_field(_request(self.host, port, b"CLUSTER INFO\r\n", 1.0),
                             b"cluster_state")
@@ -502,7 +519,7 @@ class RedisCluster:
             if all(state == b"ok" for state in states):
                 return
             time.sleep(0.1)
-        raise RedisServerError(f"cluster not ok after {self.timeout}s: {states}")
+        raise RedisServerError(f"cluster not ok: {over}: {states}")
 
     def flushall(self) -> None:
         for node in self.nodes:
