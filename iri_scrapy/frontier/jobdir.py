@@ -112,7 +112,9 @@ everything committed durable (SQLite syncs the log, then the database).
   the scraper), every request still marked in flight is answered.
 
 A clean close with any other reason (``closespider_*``, Ctrl-C) leaves the
-unanswered requests pending for the next run, as it should.
+unanswered requests pending for the next run, as it should.  The requests out
+are kept in a :class:`~iri_scrapy.frontier.ledger.Ledger` (shared with
+``RedisIRIScheduler``); an answer deletes the pending row.
 
 **Serialization**: Scrapy's public ``Request.to_dict`` / ``request_from_dict``
 (callbacks and errbacks by name, priority, ``dont_filter``, meta, cb_kwargs),
@@ -166,23 +168,27 @@ Stats
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import pickle
 import sqlite3
 import time
-import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, cast
-from weakref import WeakKeyDictionary
+from typing import TYPE_CHECKING, Any, cast
 
 from scrapy import signals
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.request import request_from_dict
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.frontier.ledger import (
+    Answering,
+    Ledger,
+    frontier_for,
+    register_frontier,
+    unregister_frontier,
+)
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter, jobdir_setting
@@ -224,11 +230,6 @@ DEFAULT_FSYNC_MS = 250
 _U64 = 1 << 64
 _I64 = 1 << 63
 
-# in-flight states
-_DOWNLOADING = 0
-_RESPONDED = 1
-_FAILED = 2
-
 
 def fsync_setting(value: Any) -> int | None:
     """``IRI_FRONTIER_FSYNC`` as milliseconds, or ``None`` for ``"always"``.
@@ -269,15 +270,6 @@ def max_inflight_setting(settings: BaseSettings) -> int:
             f"IRI_FRONTIER_MAX_INFLIGHT must be a number of requests >= 0, got {value!r}"
         )
     return number
-
-
-def _on_release(released: list[int], rowid: int) -> Callable[[Any], None]:
-    """A weak reference callback that only records *rowid* (no store access in GC)."""
-
-    def callback(_: Any) -> None:
-        released.append(rowid)
-
-    return callback
 
 
 def _signed(value: int) -> int:
@@ -527,18 +519,6 @@ class FrontierStore:
 
 # --------------------------------------------------------------------------- scheduler
 
-class _Answering(Protocol):
-    """What the middlewares report to: this scheduler, or ``RedisIRIScheduler``."""
-
-    def answered(self, request: Request) -> None: ...
-
-    def failed(self, request: Request) -> None: ...
-
-
-#: crawler -> its frontier scheduler (for the middlewares).
-_FRONTIERS: WeakKeyDictionary[Any, _Answering] = WeakKeyDictionary()
-
-
 def _local_iri_dupefilter(df_cls: Any) -> bool:
     """True if *df_cls* is an IRIDupeFilter keeping its seen-set in this process."""
     return (
@@ -640,24 +620,16 @@ class IRIFrontierScheduler(Scheduler):
         self.fsync_ms = fsync_ms
         self.allow_reset = allow_reset
         self.store: FrontierStore | None = None
-        #: row id -> state, for requests handed out and not answered.
-        self._inflight: dict[int, int] = {}
-        #: row id -> weak reference to the request handed out (see _reap).
-        self._refs: dict[int, weakref.ref[Request]] = {}
-        #: row ids whose request object was released (appended by weakref callbacks).
-        self._released: list[int] = []
-        self._failed = 0
+        #: The requests handed out and not answered, by row id (see :mod:`.ledger`).
+        self.ledger: Ledger[int] = Ledger(self._settle, on_reaped=self._reaped)
         self.max_inflight = max_inflight
         self.stall_seconds = stall_seconds
-        self._last_progress = time.monotonic()
-        self._last_gc = 0.0
         #: memory-only (unserializable) request id -> its fingerprint record or None.
         self._unser: dict[int, int | None] = {}
         self._next_memory_id = -1
         self._commit_call: Any = None
         self._syncer: LoopingCall | None = None
         self._warned_unser = False
-        self._inflight_max = 0
 
     # --- life cycle ------------------------------------------------------------
 
@@ -717,7 +689,7 @@ class IRIFrontierScheduler(Scheduler):
             )
         crawler = self.crawler
         assert crawler is not None
-        _FRONTIERS[crawler] = self
+        register_frontier(crawler, self)
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
         from twisted.internet.task import LoopingCall
@@ -745,7 +717,7 @@ class IRIFrontierScheduler(Scheduler):
                     lost, extra={"spider": self.spider},
                 )
             self._set_stat("iri/frontier/pending_at_close", store.pending_count())
-            self._set_stat("iri/frontier/inflight_max", self._inflight_max)
+            self._set_stat("iri/frontier/inflight_max", self.ledger.inflight_max)
             store.close(clean=True)
             self._set_stat("iri/frontier/commits", store.commits)
             self._set_stat("iri/frontier/syncs", store.syncs)
@@ -753,7 +725,7 @@ class IRIFrontierScheduler(Scheduler):
             if crawler is not None:
                 crawler.signals.disconnect(self._on_response, signal=signals.response_received)
                 crawler.signals.disconnect(self._on_idle, signal=signals.spider_idle)
-                _FRONTIERS.pop(crawler, None)
+                unregister_frontier(crawler, self)
             self.store = None
         return super().close(reason)
 
@@ -765,9 +737,9 @@ class IRIFrontierScheduler(Scheduler):
             return super().enqueue_request(request)
         meta = request.meta
         parent = meta.get(META_FRONTIER_ID)
-        if parent is not None and self._inflight.get(parent) == _DOWNLOADING:
+        if self.ledger.downloading(parent):
             # a downloader middleware's replacement (redirect, retry, re-issue)
-            self._answered_id(parent)
+            self.ledger.answered(parent)
             self._inc("iri/frontier/replaced")
         record: int | None = None
         if not request.dont_filter:
@@ -798,23 +770,21 @@ class IRIFrontierScheduler(Scheduler):
     def next_request(self) -> Request | None:
         if self.store is None:
             return super().next_request()
-        if self._released:
-            self._reap()
-        if self.max_inflight and len(self._inflight) - self._failed >= self.max_inflight:
-            self._collect_leaks()
-            if len(self._inflight) - self._failed >= self.max_inflight:
-                if time.monotonic() - self._last_progress <= self.stall_seconds:
-                    return None  # has_pending_requests() stays True: asked again later
-                logger.warning(
-                    "%(n)d requests handed out have not been answered for %(s).0f s (does "
-                    "the spider keep references to its requests?): lifting the in-flight "
-                    "cap for the rest of this run; after a kill, up to every request "
-                    "handed out since may be fetched again",
-                    {"n": len(self._inflight), "s": self.stall_seconds},
-                    extra={"spider": self.spider},
-                )
-                self._inc("iri/frontier/cap_lifted")
-                self.max_inflight = 0
+        ledger = self.ledger
+        ledger.reap()
+        if ledger.at_cap(self.max_inflight):
+            if not ledger.stalled(self.stall_seconds):
+                return None  # has_pending_requests() stays True: asked again later
+            logger.warning(
+                "%(n)d requests handed out have not been answered for %(s).0f s (does "
+                "the spider keep references to its requests?): lifting the in-flight "
+                "cap for the rest of this run; after a kill, up to every request "
+                "handed out since may be fetched again",
+                {"n": len(ledger), "s": self.stall_seconds},
+                extra={"spider": self.spider},
+            )
+            self._inc("iri/frontier/cap_lifted")
+            self.max_inflight = 0
         request: Request | None = self.mqs.pop()
         if request is None:
             return None
@@ -827,11 +797,7 @@ class IRIFrontierScheduler(Scheduler):
         assert stats is not None
         rowid = request.meta.get(META_FRONTIER_ID)
         if rowid is not None:
-            self._inflight[rowid] = _DOWNLOADING
-            released = self._released
-            self._refs[rowid] = weakref.ref(request, _on_release(released, rowid))
-            if len(self._inflight) > self._inflight_max:
-                self._inflight_max = len(self._inflight)
+            ledger.hand_out(rowid, request)
         stats.inc_value(
             "scheduler/dequeued/memory" if rowid is None or rowid < 0 else "scheduler/dequeued/disk"
         )
@@ -842,83 +808,38 @@ class IRIFrontierScheduler(Scheduler):
 
     def answered(self, request: Request) -> None:
         """*request* was answered: its pending row goes (see "What answered means")."""
-        rowid = request.meta.get(META_FRONTIER_ID)
-        if rowid is not None:
-            self._answered_id(rowid)
+        self.ledger.answered(request.meta.get(META_FRONTIER_ID))
 
     def failed(self, request: Request) -> None:
         """The download of *request* failed for good (no downloader middleware handled it)."""
-        rowid = request.meta.get(META_FRONTIER_ID)
-        if rowid is None or rowid not in self._inflight:
-            return
-        if request.errback is None:
-            self._answered_id(rowid)
-        elif self._inflight[rowid] != _FAILED:
-            # the errback's output is not observable: answered once Scrapy has
-            # released the request (see _reap), or at the next idle
-            self._inflight[rowid] = _FAILED
-            self._failed += 1
+        self.ledger.failed(request.meta.get(META_FRONTIER_ID), errback=request.errback is not None)
 
-    def _answered_id(self, rowid: int) -> None:
-        state = self._inflight.pop(rowid, None)
-        if state is None:
-            return
-        if state == _FAILED:
-            self._failed -= 1
-        self._refs.pop(rowid, None)
-        self._last_progress = time.monotonic()
+    def _settle(self, rowids: list[int]) -> None:
+        """The ledger's answer: delete the pending rows (an unserializable request's
+        fingerprint goes into the seen-set only now)."""
         store = self.store
         if store is None:
             return
-        if rowid > 0:
-            store.done(rowid)
-        else:
-            record = self._unser.pop(rowid, None)
-            if record is not None:
-                store.add_seen(record)
-        self._inc("iri/frontier/answered")
+        for rowid in rowids:
+            if rowid > 0:
+                store.done(rowid)
+            else:
+                record = self._unser.pop(rowid, None)
+                if record is not None:
+                    store.add_seen(record)
+        self._inc("iri/frontier/answered", len(rowids))
         self._touch()
 
+    def _reaped(self, rowid: int) -> None:
+        self._inc("iri/frontier/answered_on_release")
+
     def _on_response(self, response: Response, request: Request, **_: Any) -> None:
-        rowid = request.meta.get(META_FRONTIER_ID)
-        if rowid is not None and rowid in self._inflight:
-            self._inflight[rowid] = _RESPONDED
+        self.ledger.responded(request.meta.get(META_FRONTIER_ID))
 
     def _on_idle(self, **_: Any) -> None:
         """Nothing is in the downloader or the scraper: every request out was answered."""
-        self._released.clear()
-        for rowid in list(self._inflight):
-            self._answered_id(rowid)
+        self.ledger.drain()
         self._commit()
-
-    def _reap(self) -> None:
-        """Answer the requests Scrapy has released without our seeing an answer.
-
-        The engine holds every request it got from :meth:`next_request` until it
-        has finished with it (the callback's or errback's output processed, or
-        the replacement scheduled), so a request object that is garbage is
-        certainly answered, never early: this catches the paths no middleware
-        or signal shows (an errback's output, an exception raised in a
-        downloader middleware's ``process_response``, a replacement dropped by
-        a ``request_scheduled`` handler).  The weak reference callback only
-        appends the row id; the store is written here, never from inside the
-        garbage collector.
-        """
-        released = self._released
-        while released:
-            rowid = released.pop()
-            if rowid in self._inflight:
-                self._answered_id(rowid)
-                self._inc("iri/frontier/answered_on_release")
-
-    def _collect_leaks(self) -> None:
-        """At the in-flight cap with no answer for a while: collect reference cycles
-        (a failure's traceback keeps its request alive until then), then reap."""
-        now = time.monotonic()
-        if now - self._last_progress > 1.0 and now - self._last_gc > 1.0:
-            self._last_gc = now
-            gc.collect()
-        self._reap()
 
     # --- persistence -------------------------------------------------------------
 
@@ -950,21 +871,16 @@ class IRIFrontierScheduler(Scheduler):
 
     def _commit(self) -> None:
         self._commit_call = None
-        if self._released:
-            self._reap()
+        self.ledger.reap()
         if self.store is not None:
             self.store.commit()
 
     def _sync(self) -> None:
         if self.store is None:
             return
-        if self._failed:
-            # a failure's traceback is a reference cycle that keeps its request
-            # alive: collect the young generations so that failed requests whose
-            # errback has run are released (and answered) within this interval
-            gc.collect(1)
-        if self._released:
-            self._reap()
+        # failed requests whose errback has run are released (and answered) within
+        # this interval (see the ledger's sweep)
+        self.ledger.sweep()
         try:
             self.store.sync()
         except sqlite3.Error as exc:  # keep syncing later; commits still go on
@@ -991,8 +907,8 @@ class _FrontierMiddleware:
         return cls(crawler)
 
     @property
-    def frontier(self) -> _Answering | None:
-        return _FRONTIERS.get(self.crawler)
+    def frontier(self) -> Answering | None:
+        return frontier_for(self.crawler)
 
 
 class FrontierSpiderMiddleware(_FrontierMiddleware):

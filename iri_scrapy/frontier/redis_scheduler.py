@@ -32,7 +32,9 @@ end, every request in it scheduled by the middleware itself as it comes out (so
 it is in Redis before the lease is acknowledged: Scrapy's asyncio scraper would
 schedule some of them on later turns of the loop), a replacement request
 (redirect, retry) scheduled or dropped as a duplicate, a final download failure,
-the request object released by Scrapy, or the spider idle.
+the request object released by Scrapy, or the spider idle.  Both schedulers keep
+their requests out in a :class:`~iri_scrapy.frontier.ledger.Ledger`; here an
+answer acknowledges the lease (*ack*).
 
 Keys
 ====
@@ -107,12 +109,10 @@ queue or leases were not empty at start), ``unserializable``, ``retries``,
 
 from __future__ import annotations
 
-import gc
 import logging
 import pickle
 import time
 import uuid
-import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -123,7 +123,8 @@ from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.utils.request import request_from_dict
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
-from iri_scrapy.frontier.jobdir import _FRONTIERS, FrontierSpiderMiddleware, max_inflight_setting
+from iri_scrapy.frontier.jobdir import FrontierSpiderMiddleware, max_inflight_setting
+from iri_scrapy.frontier.ledger import Ledger, register_frontier, unregister_frontier
 from iri_scrapy.frontier.redis_dupefilter import (
     DEFAULT_RETRY_SECONDS,
     DEFAULT_SOCKET_TIMEOUT,
@@ -181,11 +182,6 @@ _PREFIX = "iri/redis_scheduler/"
 _BACKOFF_FIRST = 0.05
 _BACKOFF_MAX = 1.0
 _MAX_PRIORITY = 1 << 40
-
-# in-flight states (as in the frontier)
-_DOWNLOADING = 0
-_RESPONDED = 1
-_FAILED = 2
 
 # A lease is the member "<worker> <score> <queue member>" of the leases ZSET (score: the
 # deadline): it says who holds it and how to put it back, with no other key to update.
@@ -290,15 +286,6 @@ return {requeued, recovered, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', K
 _T = TypeVar("_T")
 
 
-def _on_release(released: list[str], member: str) -> Callable[[Any], None]:
-    """A weak reference callback that only records *member* (no Redis call in GC)."""
-
-    def callback(_: Any) -> None:
-        released.append(member)
-
-    return callback
-
-
 def _positive_seconds(settings: Any, name: str, default: float, *, zero_ok: bool) -> float:
     value = settings.get(name)
     if value is None:
@@ -363,13 +350,9 @@ class RedisIRIScheduler(BaseScheduler):
         self._keys: dict[str, str] = {}
         self._counter = 0
         self._seq = 0
-        #: lease -> state, for requests leased by this worker and not answered.
-        self._inflight: dict[str, int] = {}
-        self._refs: dict[str, weakref.ref[Request]] = {}
-        self._released: list[str] = []
-        self._failed = 0
-        self._last_progress = time.monotonic()
-        self._last_gc = 0.0
+        #: The requests leased by this worker and not answered, by lease (see
+        #: :mod:`.ledger`); an answer acknowledges the lease.
+        self.ledger: Ledger[str] = Ledger(self._ack, on_reaped=self._reaped)
         #: requests that cannot be serialized: kept here, lost with the process.
         self._memory: deque[Request] = deque()
         self._intent_stale = False
@@ -533,7 +516,7 @@ class RedisIRIScheduler(BaseScheduler):
                         extra={"spider": spider})
         crawler = self.crawler
         if crawler is not None:
-            _FRONTIERS[crawler] = self
+            register_frontier(crawler, self)
             self._connected = True
             crawler.signals.connect(self._on_response, signal=signals.response_received)
             crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
@@ -594,11 +577,10 @@ class RedisIRIScheduler(BaseScheduler):
             self._connected = False
             crawler.signals.disconnect(self._on_response, signal=signals.response_received)
             crawler.signals.disconnect(self._on_idle, signal=signals.spider_idle)
-            if _FRONTIERS.get(crawler) is self:
-                del _FRONTIERS[crawler]
+            unregister_frontier(crawler, self)
         if self._client is not None and not self._gave_up:
-            self._reap_released()
-            held = list(self._inflight)
+            self.ledger.reap()
+            held = self.ledger.keys()
             try:
                 if reason == "finished":
                     # the engine is idle: every request handed out was answered
@@ -616,8 +598,7 @@ class RedisIRIScheduler(BaseScheduler):
         if self._memory:
             logger.warning("RedisIRIScheduler: %d unserializable requests were never "
                            "fetched (lost)", len(self._memory))
-        self._inflight.clear()
-        self._refs.clear()
+        self.ledger.forget()
         if self.stats is not None:
             for name, value in self._counts.items():
                 self.stats.set_value(_PREFIX + name, value)
@@ -683,7 +664,7 @@ class RedisIRIScheduler(BaseScheduler):
     def _enqueue(self, request: Request) -> bool:
         meta = request.meta
         parent: str = meta.get(META_LEASE) or ""
-        replacing = bool(parent) and self._inflight.get(parent) == _DOWNLOADING
+        replacing = bool(parent) and self.ledger.downloading(parent)
         if self._joined and request.dont_filter and meta.get("is_start_request"):
             self._inc("start_skipped")
             return False
@@ -703,7 +684,7 @@ class RedisIRIScheduler(BaseScheduler):
             if df.request_seen(request):
                 df.log(request, self.spider)  # type: ignore[arg-type]
                 if replacing:
-                    self._answered(parent)
+                    self.ledger.answered(parent)
                 return False
         if data is None:
             self._memory.append(request)
@@ -715,7 +696,7 @@ class RedisIRIScheduler(BaseScheduler):
             if intent:
                 self._intent_stale = False
         if replacing:
-            self._answered(parent)
+            self.ledger.answered(parent)
         return True
 
     def _push(self, data: bytes, priority: int, intent: str) -> None:
@@ -735,23 +716,21 @@ class RedisIRIScheduler(BaseScheduler):
             self.stats.inc_value("scheduler/enqueued")
 
     def next_request(self) -> Request | None:
-        if self._released:
-            self._reap_released()
+        ledger = self.ledger
+        ledger.reap()
         if self._memory:
             return self._memory.popleft()
         if self._client is None or self._gave_up:
             return None
-        if self.max_inflight and len(self._inflight) - self._failed >= self.max_inflight:
-            self._collect_leaks()
-            if len(self._inflight) - self._failed >= self.max_inflight:
-                if time.monotonic() - self._last_progress <= self.stall_seconds:
-                    return None
-                logger.warning(
-                    "%(n)d leased requests have not been answered for %(s).0f s (does the "
-                    "spider keep references to its requests?): lifting the in-flight cap",
-                    {"n": len(self._inflight), "s": self.stall_seconds},
-                    extra={"spider": self.spider})
-                self.max_inflight = 0
+        if ledger.at_cap(self.max_inflight):
+            if not ledger.stalled(self.stall_seconds):
+                return None
+            logger.warning(
+                "%(n)d leased requests have not been answered for %(s).0f s (does the "
+                "spider keep references to its requests?): lifting the in-flight cap",
+                {"n": len(ledger), "s": self.stall_seconds},
+                extra={"spider": self.spider})
+            self.max_inflight = 0
         spider = self.spider
         for _ in range(100):
             try:
@@ -770,8 +749,7 @@ class RedisIRIScheduler(BaseScheduler):
                 self._ack([member])
                 continue
             request.meta[META_LEASE] = member
-            self._inflight[member] = _DOWNLOADING
-            self._refs[member] = weakref.ref(request, _on_release(self._released, member))
+            ledger.hand_out(member, request)
             self._idle_since = None
             self._inc("leased")
             if self.stats is not None:
@@ -788,30 +766,11 @@ class RedisIRIScheduler(BaseScheduler):
         :class:`RedisSchedulerSpiderMiddleware` has scheduled every request of
         that output by then, so the lease is acknowledged now.
         """
-        member = request.meta.get(META_LEASE)
-        if member is not None:
-            self._answered(member)
+        self.ledger.answered(request.meta.get(META_LEASE))
 
     def failed(self, request: Request) -> None:
         """The download of *request* failed for good (no downloader middleware handled it)."""
-        member = request.meta.get(META_LEASE)
-        if member is None or member not in self._inflight:
-            return
-        if request.errback is None:
-            self._answered(member)
-        elif self._inflight[member] != _FAILED:
-            self._inflight[member] = _FAILED
-            self._failed += 1
-
-    def _answered(self, member: str) -> None:
-        state = self._inflight.pop(member, None)
-        if state is None:
-            return
-        if state == _FAILED:
-            self._failed -= 1
-        self._refs.pop(member, None)
-        self._last_progress = time.monotonic()
-        self._ack([member])
+        self.ledger.failed(request.meta.get(META_LEASE), errback=request.errback is not None)
 
     def _ack(self, members: list[str]) -> None:
         if self._client is None or self._gave_up:
@@ -828,20 +787,13 @@ class RedisIRIScheduler(BaseScheduler):
         self._inc("acked", len(members))
 
     def _on_response(self, response: Response, request: Request, **_: Any) -> None:
-        member = request.meta.get(META_LEASE)
-        if member is not None and member in self._inflight:
-            self._inflight[member] = _RESPONDED
+        self.ledger.responded(request.meta.get(META_LEASE))
 
     def _on_idle(self, **_: Any) -> None:
         """Nothing in the downloader or the scraper: ours are answered; wait for others."""
-        self._released.clear()
-        held = list(self._inflight)
-        for member in held:
-            self._inflight.pop(member, None)
-            self._refs.pop(member, None)
-        self._failed = 0
-        if held or self._intent_stale:
-            self._ack(held)
+        held = self.ledger.drain()  # acknowledged (the ledger's settle is _ack)
+        if not held and self._intent_stale:
+            self._ack([])
         if self._client is None or self._gave_up:
             return
         try:
@@ -865,26 +817,14 @@ class RedisIRIScheduler(BaseScheduler):
             raise CloseSpider(REASON_IDLE_TIMEOUT)
         raise DontCloseSpider
 
-    def _reap_released(self) -> None:
-        released = self._released
-        while released:
-            member = released.pop()
-            if member in self._inflight:
-                self._answered(member)
-                self._inc("answered_on_release")
-
-    def _collect_leaks(self) -> None:
-        now = time.monotonic()
-        if now - self._last_progress > 1.0 and now - self._last_gc > 1.0:
-            self._last_gc = now
-            gc.collect()
-        self._reap_released()
+    def _reaped(self, member: str) -> None:
+        self._inc("answered_on_release")
 
     # --- heartbeat, reaper -------------------------------------------------------------
 
     def _tick_once(self, alive: bool = True,
                    members: list[str] | None = None) -> tuple[int, list[Any], int, int]:
-        held = list(self._inflight) if members is None else members
+        held = self.ledger.keys() if members is None else members
         reply = self._run(
             "tick", self._key_list("ready", "leases", "bodies", "workers", "intents"),
             [self.worker, self.lease_ms, "1" if alive else "0", *held],
@@ -926,10 +866,7 @@ class RedisIRIScheduler(BaseScheduler):
         """
         if self._client is None or self._gave_up:
             return
-        if self._failed:
-            gc.collect(1)
-        if self._released:
-            self._reap_released()
+        self.ledger.sweep()
         try:
             self._tick_once()
         except Exception as exc:  # noqa: BLE001 - retried at the next tick
