@@ -17,10 +17,9 @@ filter:
   the first pass, divided by the number of distinct stored fingerprints, and the
   ``used_memory`` delta of the server.
 
-Rows for our filter: the default settings (self-sizing generations: the
-headline), the optional size hint ``IRI_REDIS_EXPECTED_URLS`` = the corpus size,
-and the fixed-bucket layout of format 1 (still read; the key set is created as an
-earlier version did) sized for the corpus and with its old default of 10 million.
+Rows for our filter: the default settings (the self-sizing trie of key format 4:
+the headline) and the optional size hint ``IRI_REDIS_EXPECTED_URLS`` = the corpus
+size (more root buckets).
 
 ``--synthetic N`` adds a storage-only run over N random 20-byte fingerprints
 (no Request, no fingerprinting): ``seen_add`` with default settings (format 4,
@@ -35,21 +34,20 @@ Ratios are ours / theirs, for requests per second and for memory.
 Then (``--no-scale`` skips them):
 
 * **server time**: ``INFO commandstats`` (``usec`` summed over every command,
-  divided by the ``request_seen`` calls that reached Redis; an ``EVALSHA``'s time
-  includes the commands its script ran) over the same URLs, first pass (new) and
-  second pass (duplicates), the local cache off: scrapy-redis's ``RFPDupeFilter``
-  (one ``SADD`` of the 40-hex digest: the SADD baseline), ours in format 4
-  (now), 3 (before) and 2 (older), and a bare ``SADD`` of the same 8-byte
-  integer member into 256 intset buckets (the floor for a plain command); with
-  ``MEMORY USAGE`` per stored URL.  Format 4's rare split script (``EVAL``) is
-  counted whole, and the commands it runs once more in their own rows;
+  divided by the ``request_seen`` calls that reached Redis) over the same URLs,
+  first pass (new) and second pass (duplicates), the local cache off:
+  scrapy-redis's ``RFPDupeFilter`` (one ``SADD`` of the 40-hex digest: the SADD
+  baseline), ours, and a bare ``SADD`` of the same 8-byte integer member into 256
+  intset buckets (the floor for a plain command); with ``MEMORY USAGE`` per stored
+  URL.  Our rare split script (``EVAL``) is counted whole, and the commands it
+  runs once more in their own rows;
 * **fleet**: 1, 2 and 4 client processes against the one Redis, each replaying
   the first ``--fleet-limit`` URLs of the corpus (fresh Requests, its own order)
   twice (a crawl finds its links again), started together; requests per second
   of the whole fleet (all calls / the slowest process's time), for
-  scrapy-redis's filter, ours (format 4, local cache on: the default) and ours
-  in format 3 with the local cache (before), run alternately for each fleet
-  size; and the share of calls answered from the local cache, per pass.  The
+  scrapy-redis's filter and ours (local cache on: the default), run alternately
+  for each fleet size; and the share of calls answered from the local cache, per
+  pass.  The
   machine's cores are shared: past its core count, processes compete for CPU.
 
 ``--scheduler N`` runs only the fleet queue's part: ``RedisIRIScheduler``'s
@@ -76,12 +74,9 @@ sys.path.insert(0, str(REPO))
 
 from scrapy import Request  # noqa: E402
 
-from iri_scrapy import CANONICALIZATION_VERSION  # noqa: E402
 from iri_scrapy.frontier.redis_dupefilter import (  # noqa: E402
-    DEFAULT_EXPECTED_URLS,
-    FIELD_BYTES,
+    FORMAT_VERSION,
     RedisIRIDupeFilter,
-    bucket_count,
 )
 from tests.support.redis_support import RedisServer  # noqa: E402
 
@@ -130,17 +125,8 @@ def memory_usage(client: Any, keys: Sequence[bytes | str]) -> int:
     return sum(int(n) for n in pipe.execute() if n is not None)
 
 
-def _format1_meta(admin: Any, df: RedisIRIDupeFilter, buckets: int) -> None:
-    """The meta an earlier (format 1) version wrote: the filter then uses fixed buckets."""
-    admin.hset(df.meta_key, mapping={
-        "format": 1, "canonicalization_version": CANONICALIZATION_VERSION,
-        "options_tag": df.options_tag(), "field_bytes": FIELD_BYTES, "buckets": buckets,
-    })
-
-
 def bench_ours(server: RedisServer, urls: Sequence[str], rounds: int,
-               expected: int | None = None, fixed_buckets: int | None = None,
-               ) -> dict[str, float]:
+               expected: int | None = None) -> dict[str, float]:
     admin = server.client()
     best1 = best2 = float("inf")
     out: dict[str, float] = {}
@@ -148,8 +134,6 @@ def bench_ours(server: RedisServer, urls: Sequence[str], rounds: int,
         admin.flushall()
         base_mem = used_memory(admin)
         df = RedisIRIDupeFilter(redis_url=server.url, key="bench", expected_urls=expected)
-        if fixed_buckets is not None:
-            _format1_meta(admin, df, fixed_buckets)
         df.connect()
         first, second = requests_for(urls), requests_for(urls)
         t1, dups1 = timed(df.request_seen, first)
@@ -163,9 +147,7 @@ def bench_ours(server: RedisServer, urls: Sequence[str], rounds: int,
             "dups_second": dups2,
             "memory_usage": df.memory_usage(),
             "used_memory_delta": mem_delta,
-            "format": df.format,
-            "buckets": df.buckets if df.format == 1 else len(df.bucket_keys()),
-            "generations": df.generations(),
+            "buckets": len(df.bucket_keys()),
         }
         df.close()
     out["rps_first"] = len(urls) / best1
@@ -188,7 +170,7 @@ def _probe_usec(admin: Any, call: Callable[[bytes], bool], fps: Sequence[bytes],
 
 
 def bench_synthetic(server: RedisServer, n: int) -> None:
-    """Storage only: seen_add (defaults, format 4) vs scrapy-redis's SADD of 40-hex.
+    """Storage only: seen_add (default settings) vs scrapy-redis's SADD of 40-hex.
 
     At each size up to *n*: bytes per URL (``MEMORY USAGE`` and the ``used_memory``
     delta of each filter's own load), and the server time per call of 5,000 new and
@@ -252,7 +234,7 @@ def bench_synthetic(server: RedisServer, n: int) -> None:
 
 
 def _encodings(admin: Any, df: RedisIRIDupeFilter) -> list[str]:
-    keys = df._existing_trie_keys(set_only=True) if df.format == 4 else df.bucket_keys()
+    keys = df.bucket_keys()  # buckets (intset), and split markers (embstr)
     found: list[str] = []
     for i in range(0, len(keys), 2000):
         pipe = admin.pipeline(transaction=False)
@@ -294,24 +276,17 @@ def bench_theirs(server: RedisServer, urls: Sequence[str], rounds: int) -> dict[
     return out
 
 
-#: Commands our scripts run: counted inside EVALSHA's time, and again in their own rows.
-_SCRIPT_INNER = {"hget", "hmget", "hset", "hexists", "hincrby", "sismember", "sadd", "scard",
-                 "type", "smembers", "del", "set"}
-
-
 def _server_usec(admin: Any) -> tuple[float, int]:
     """(usec, calls) since the last reset, over every command but CONFIG/INFO.
 
-    Redis counts a command a script runs both in its own row and in the
-    ``EVALSHA``'s time: when scripts ran, those rows are left out (the few
-    top-level ``HGET`` of a client re-reading the generation count with them).
+    The commands our rare split script (``EVAL``) runs are counted in its time and
+    once more in their own rows.
     """
     stats = admin.info("commandstats")
-    scripted = "cmdstat_evalsha" in stats
     usec = calls = 0
     for name, v in stats.items():
         cmd = name.removeprefix("cmdstat_")
-        if cmd.startswith(("config", "info")) or (scripted and cmd in _SCRIPT_INNER):
+        if cmd.startswith(("config", "info")):
             continue
         usec += float(v["usec"])
         calls += int(v["calls"])
@@ -348,14 +323,11 @@ def server_time(server: RedisServer, urls: Sequence[str]) -> None:
         df = RFPDupeFilter(client, key="st:dupefilter")
         return df.request_seen, client.close
 
-    def ours(fmt: int) -> Callable[[], tuple[Callable[[Request], bool], Any]]:
-        def make() -> tuple[Callable[[Request], bool], Any]:
-            df = RedisIRIDupeFilter(redis_url=server.url, key=f"st{fmt}", key_format=fmt,
-                                    local_cache=0)
-            df.connect()
-            holder["df"] = df
-            return df.request_seen, df.close
-        return make
+    def ours() -> tuple[Callable[[Request], bool], Any]:
+        df = RedisIRIDupeFilter(redis_url=server.url, key="st", local_cache=0)
+        df.connect()
+        holder["df"] = df
+        return df.request_seen, df.close
 
     holder: dict[str, RedisIRIDupeFilter] = {}
 
@@ -373,12 +345,8 @@ def server_time(server: RedisServer, urls: Sequence[str]) -> None:
 
     measure("scrapy-redis RFPDupeFilter (SADD 40-hex)", theirs,
             lambda: ["st:dupefilter"])
-    measure("RedisIRIDupeFilter format 4 (now)", ours(4),
+    measure(f"RedisIRIDupeFilter format {FORMAT_VERSION}", ours,
             lambda: [*holder["df"].bucket_keys(), holder["df"].meta_key])
-    measure("RedisIRIDupeFilter format 3 (before)", ours(3),
-            lambda: [*holder["df"]._existing_set_keys(), holder["df"].meta_key])
-    measure("RedisIRIDupeFilter format 2 (older)", ours(2),
-            lambda: [k for k in admin.keys("st2*")])
     measure("bare SADD int into 256 intset buckets", bare_sadd,
             lambda: [k for k in admin.keys("bare:*")])
     stored = len(set(urls))
@@ -409,8 +377,7 @@ def _fleet_worker(args: tuple[str, str, list[str], int, Any, Any]) -> None:
         seen = RFPDupeFilter(client, key="fleet:dupefilter").request_seen
         df = None
     else:
-        fmt = 4 if kind == "ours" else 3
-        df = RedisIRIDupeFilter(redis_url=url, key=f"fleet{fmt}", key_format=fmt)
+        df = RedisIRIDupeFilter(redis_url=url, key="fleet")
         df.connect()
         seen = df.request_seen
     barrier.wait()
@@ -428,11 +395,11 @@ def fleet(server: RedisServer, urls: Sequence[str]) -> None:
 
     ctx = mp.get_context("fork")
     admin = server.client()
-    names = {"theirs": "scrapy-redis RFPDupeFilter", "ours": "ours, format 4 + local cache",
-             "before": "ours, format 3 + local cache (before)"}
+    kinds = ("theirs", "ours")
+    names = {"theirs": "scrapy-redis RFPDupeFilter", "ours": "ours, with the local cache"}
     results: dict[tuple[str, int], tuple[float, list[float], float]] = {}
     for procs in (1, 2, 4):
-        for kind in ("theirs", "ours", "before"):
+        for kind in kinds:
             admin.flushall()
             admin.config_resetstat()
             barrier = ctx.Barrier(procs)
@@ -455,7 +422,7 @@ def fleet(server: RedisServer, urls: Sequence[str]) -> None:
     print(f"{'filter':<36} {'procs':>5} {'fleet req/s':>11} {'vs theirs':>9} "
           f"{'local 1st':>9} {'local 2nd':>9} {'server us/call':>14}")
     for procs in (1, 2, 4):
-        for kind in ("theirs", "ours", "before"):
+        for kind in kinds:
             rate, local, us = results[(kind, procs)]
             ratio = rate / results[("theirs", procs)][0]
             print(f"{names[kind]:<36} {procs:>5} {rate:>11,.0f} {ratio:>9.2f} "
@@ -603,9 +570,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         theirs = bench_theirs(server, urls, args.rounds)
         ours = bench_ours(server, urls, args.rounds)
         hinted = bench_ours(server, urls, 1, expected=n)
-        fixed = bench_ours(server, urls, 1, fixed_buckets=bucket_count(n))
-        fixed_default = bench_ours(server, urls, 1,
-                                   fixed_buckets=bucket_count(DEFAULT_EXPECTED_URLS))
 
         def row(name: str, r: dict[str, float]) -> str:
             per = r["memory_usage"] / r["stored"]
@@ -621,18 +585,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{'filter':<44} {'req/s new':>10} {'req/s dup':>10} {'stored':>8} "
               f"{'B/URL mem':>9} {'B/URL used':>9}")
         print(row("scrapy-redis RFPDupeFilter (SET hex)", theirs))
-        print(row(f"RedisIRIDupeFilter default (format {int(ours['format'])})", ours))
+        print(row(f"RedisIRIDupeFilter default (format {FORMAT_VERSION})", ours))
         print(row(f"  hint EXPECTED_URLS={n}", hinted))
-        print(row(f"  format 1, {int(fixed['buckets'])} fixed buckets", fixed))
-        print(row(f"  format 1, {int(fixed_default['buckets'])} fixed buckets (10M)",
-                  fixed_default))
         print()
         speed1 = ours["rps_first"] / theirs["rps_first"]
         speed2 = ours["rps_second"] / theirs["rps_second"]
         print(f"default settings, ours/theirs: speed new URLs {speed1:.2f}x, duplicates "
               f"{speed2:.2f}x (target >= 1); memory {mem(ours):.3f} (target <= 0.5)")
-        print(f"memory ratio: hint {mem(hinted):.3f}, format 1 sized {mem(fixed):.3f}, "
-              f"format 1 10M {mem(fixed_default):.3f}")
+        print(f"memory ratio: hint {mem(hinted):.3f}")
         print(f"stored distinct keys: ours {int(ours['stored'])} (canonical IRIs), "
               f"theirs {int(theirs['stored'])} (w3lib canonicalize_url)")
         if args.synthetic:

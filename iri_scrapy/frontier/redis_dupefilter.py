@@ -27,7 +27,8 @@ keys: keys of different canonicalizations are never mixed.
     ``format`` (4), ``canonicalization_version``, ``options_tag`` (full text),
     ``field_bytes`` (8), ``roots`` (1024), ``cap`` (440), ``fanout`` (10).  Created
     atomically by the first crawler; later crawlers adopt ``roots``/``cap`` and
-    refuse an unknown format.
+    refuse to start on any other ``format`` (delete the keys or change
+    ``IRI_REDIS_KEY``).
 ``<base>:{<r>}<digits>`` (SET, or an empty STRING once split)
     The member of a request is the first 8 bytes of its fingerprint (the same 64
     bits :func:`~iri_scrapy.store.fpstore.fp64` keeps locally) as a *signed
@@ -48,7 +49,8 @@ sends the ``SADD`` one level down.  One call in eight also sends ``SCARD`` in th
 same round trip; a bucket found at the cap is split.  Members move once per
 level, about once per 400 new URLs a split; nothing else ever moves.  With
 1024 roots, the roots split from about 400,000 URLs on, the first level from about
-4 million, the second from 40 million.  Memory is about 9.5 bytes per URL from
+4 million, the second from 40 million (``IRI_REDIS_EXPECTED_URLS``, an optional size
+hint, may ask for more roots: :func:`roots_for`).  Memory is about 9.5 bytes per URL from
 100,000 URLs on (an intset member is 8 bytes, plus the bucket keys and allocator
 rounding), more below (at most 1024 root keys, about 100 bytes each); server
 time per call about that of scrapy-redis's ``SADD``
@@ -67,9 +69,8 @@ as the URL; ``IRI_REDIS_PARAMS`` go to it).  The 1024 hash tags spread the
 buckets over the slots (so over the masters, within a few percent of even),
 and a request is still one command to one node (over a connection of the
 filter's own to that master; after a connection failure, through ``RedisCluster``,
-which refreshes its slot map, until a call succeeds).  Only format 4 key sets can be
-used on a cluster (older formats' scripts touch keys of several slots);
-``IRI_REDIS_KEY`` must not contain braces.
+which refreshes its slot map, until a call succeeds).  ``IRI_REDIS_KEY`` must not
+contain braces.
 
 Local cache
 -----------
@@ -83,20 +84,6 @@ true.  Only after Redis *lost* its data (a restart without persistence, or
 another crawler's :meth:`clear`) may a process not fetch again a page it already
 saw, which is what deduplication wants anyway.  Stats at close:
 ``iri/redis/local_hits`` and ``iri/redis/remote_calls``.
-
-Older layouts
--------------
-
-Format 3 (generations of intset SET buckets, keys ``<base>:s<g>:<i>``, one
-``EVALSHA`` of :data:`SET_SCRIPT` per request: about 7 times a ``SADD``'s server
-time for new URLs at a million), format 2 (HASH buckets kept as listpacks, keys
-``<base>:g<g>:<i>``; one ``EVALSHA`` of :data:`SEEN_SCRIPT`, about 20
-microseconds) and format 1 (a fixed bucket count sized from
-``IRI_REDIS_EXPECTED_URLS``, keys ``<base>:<i>``, one ``HSETNX``), written by
-earlier versions, are still read and extended as they are: the meta's
-``format`` selects the path.  Delete the keys (or change ``IRI_REDIS_KEY``) to
-move to format 4.  ``IRI_REDIS_EXPECTED_URLS``, optional, is a size hint:
-:func:`roots_for` (format 4), :func:`base_buckets_for` (formats 2 and 3).
 
 Faults
 ======
@@ -173,28 +160,15 @@ __all__ = [
     "IRIRedisSpiderMixin",
     "CLOSE_REASON",
     "FORMAT_VERSION",
-    "SET_FORMAT_VERSION",
     "SPLIT_SCRIPT",
     "SPLIT_FANOUT",
     "DEFAULT_ROOTS",
-    "FIXED_FORMAT_VERSION",
     "FIELD_BYTES",
-    "GROWTH",
     "DEFAULT_KEY",
-    "DEFAULT_BASE_BUCKETS",
-    "DEFAULT_EXPECTED_URLS",
     "DEFAULT_RETRY_SECONDS",
-    "MAX_BUCKET_MEAN",
-    "SEEN_SCRIPT",
-    "SET_SCRIPT",
-    "HASH_FORMAT_VERSION",
-    "SET_GROWTH",
     "BUCKET_CAP",
     "DEFAULT_LOCAL_CACHE",
-    "base_buckets_for",
     "roots_for",
-    "bucket_count",
-    "generation_buckets",
     "redis_url_from_settings",
     "mask_url",
 ]
@@ -203,109 +177,35 @@ logger = logging.getLogger(__name__)
 
 #: ``finish_reason`` when Redis stayed unreachable past ``IRI_REDIS_RETRY_SECONDS``.
 CLOSE_REASON = "iri_redis_unavailable"
-#: Version of the key layout written by this code (stored in ``<base>:meta``): a trie
-#: of intset SET buckets, one plain ``SADD`` per request.
+#: Version of the key layout (stored in ``<base>:meta``): a trie of intset SET buckets,
+#: one plain ``SADD`` per request.  A meta of any other format is refused.
 FORMAT_VERSION = 4
-#: Generations of intset SET buckets, one ``EVALSHA`` per request: still read and extended.
-SET_FORMAT_VERSION = 3
-#: Generations of HASH buckets (listpacks) of earlier versions: still read and extended.
-HASH_FORMAT_VERSION = 2
-#: The fixed-bucket layout of earlier versions: still read and extended.
-FIXED_FORMAT_VERSION = 1
-#: Bytes of the fingerprint stored per request (the HASH field).
+#: Bytes of the fingerprint stored per request (the bucket member).
 FIELD_BYTES = 8
-#: Format 2: each generation has this many times the buckets of the previous one.
-GROWTH = 4
-#: Format 3: each generation has this many times the buckets of the previous one.
-SET_GROWTH = 16
-#: Format 3: a bucket reaching this many members closes its generation (intsets hold
+#: A bucket reaching this many members is split (intsets hold
 #: ``set-max-intset-entries``, 512 by default).
 BUCKET_CAP = 440
-#: Format 4: root buckets (a power of two); each is a Redis Cluster hash tag.
+#: Root buckets (a power of two); each is a Redis Cluster hash tag.
 DEFAULT_ROOTS = 1024
 _MAX_ROOTS = 1 << 20
-#: Format 4: a full bucket is split into this many children (by one decimal digit).
+#: With a size hint, roots for at most this many hinted URLs each (:func:`roots_for`).
+_HINT_URLS_PER_ROOT = 200
+#: A full bucket is split into this many children (by one decimal digit).
 SPLIT_FANOUT = 10
-#: Format 4: one call in ``_CHECK_EVERY`` also sends ``SCARD`` (same round trip) to
-#: notice a full bucket; chosen by fingerprint bits that pick neither bucket nor digit.
+#: One call in ``_CHECK_EVERY`` also sends ``SCARD`` (same round trip) to notice a
+#: full bucket; chosen by fingerprint bits that pick neither bucket nor digit.
 _CHECK_EVERY = 8
-#: Format 4: the deepest bucket (19 decimal digits in a 64-bit member).
+#: The deepest bucket (19 decimal digits in a 64-bit member).
 _MAX_DEPTH = 19
 #: Fingerprints a process remembers as seen (``IRI_REDIS_LOCAL_CACHE``), about 13 MB.
 DEFAULT_LOCAL_CACHE = 1_000_000
 DEFAULT_KEY = "%(spider)s:iri-dupefilter"
-#: Buckets of generation 0 (a power of two) when no size hint is given.
-DEFAULT_BASE_BUCKETS = 16
-#: Format 1's default sizing (kept for callers of :func:`bucket_count`).
-DEFAULT_EXPECTED_URLS = 10_000_000
-#: With a size hint, generation 3 (4**3 times generation 0) is sized for it.
-_HINT_DIVISOR = GROWTH**3
 DEFAULT_RETRY_SECONDS = 60.0
 DEFAULT_SOCKET_TIMEOUT = 5.0
-#: A generation is full at this mean number of fields per bucket (listpacks hold 512).
-MAX_BUCKET_MEAN = 200
-_MAX_BUCKETS = 1 << 24
-#: No generation beyond this many buckets is opened (4 bytes pick the bucket).
-_MAX_GENERATION_BUCKETS = 1 << 30
 _BACKOFF_FIRST = 0.05
 _BACKOFF_MAX = 1.0
 
-#: ``request_seen`` in Redis.  KEYS[1] meta; ARGV: field, bucket hash (0 .. 2^32-1),
-#: "1" to insert or "0" to only look, key prefix ``<base>:g``.  Returns 0 if the
-#: field was there, 1 if it was not (and, when inserting, now is), -1 if the meta is
-#: missing (Redis lost its data, or a clear()): the client re-creates it and retries.
-SEEN_SCRIPT = f"""
-local m = redis.call('HMGET', KEYS[1], 'generations', 'b0', 'fill')
-local gens, b0, fill = tonumber(m[1]), tonumber(m[2]), tonumber(m[3])
-if not gens or not b0 or not fill then return -1 end
-local field, h, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[4]
-local newest = gens - 1
-local buckets = b0 * {GROWTH} ^ newest
-local key = prefix .. newest .. ':' .. string.format('%x', h % buckets)
-if redis.call('HEXISTS', key, field) == 1 then return 0 end
-local b = buckets
-for g = newest - 1, 0, -1 do
-  b = b / {GROWTH}
-  if redis.call('HEXISTS', prefix .. g .. ':' .. string.format('%x', h % b), field) == 1 then
-    return 0
-  end
-end
-if ARGV[3] ~= '1' then return 1 end
-redis.call('HSET', key, field, '')
-local n = redis.call('HINCRBY', KEYS[1], 'n' .. newest, 1)
-if n >= buckets * fill and buckets * {GROWTH} <= {_MAX_GENERATION_BUCKETS} then
-  redis.call('HSET', KEYS[1], 'generations', gens + 1, 'n' .. gens, 0)
-end
-return 1
-"""
-_SEEN_SHA = hashlib.sha1(SEEN_SCRIPT.encode()).hexdigest()  # noqa: S324 - Redis's script id
-
-#: ``request_seen`` in Redis, format 3.  KEYS[1] meta, KEYS[2] the fingerprint's
-#: bucket in the newest generation, KEYS[3..] its buckets in the older ones
-#: (newest first): the client computes them from the generation count it holds.
-#: ARGV: member (the first 8 fingerprint bytes as a signed 64-bit decimal, so the
-#: bucket SET stays an intset), that generation count, "1" to insert or "0" to only
-#: look, the bucket cap, the last generation that may be opened.  Returns 0 seen,
-#: 1 not seen (and, when inserting, now stored), -1 meta missing (re-create it),
-#: -2 the client's generation count is stale (re-read it and call again).
-SET_SCRIPT = """
-local g = redis.call('HGET', KEYS[1], 'generations')
-if not g then return -1 end
-if g ~= ARGV[2] then return -2 end
-local m = ARGV[1]
-for i = 2, #KEYS do
-  if redis.call('SISMEMBER', KEYS[i], m) == 1 then return 0 end
-end
-if ARGV[3] ~= '1' then return 1 end
-redis.call('SADD', KEYS[2], m)
-if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[4]) and tonumber(g) < tonumber(ARGV[5]) then
-  redis.call('HSET', KEYS[1], 'generations', tonumber(g) + 1)
-end
-return 1
-"""
-_SET_SHA = hashlib.sha1(SET_SCRIPT.encode()).hexdigest()  # noqa: S324 - Redis's script id
-
-#: Format 4: split a full bucket (the only script; run about once per 400 new URLs).
+#: Split a full bucket (the only script; run about once per 400 new URLs).
 #: KEYS[1] the bucket; ARGV: the cap, the bucket's depth (0 for a root).  Unless it is
 #: no longer a SET (already split) or holds fewer than cap members, its members move to
 #: ``KEYS[1] .. digit`` (the member's decimal digit at depth + 1, from the right, on its
@@ -373,41 +273,19 @@ class IRIRedisError(RuntimeError):
     """Redis cannot be used by the dupefilter (unreachable, wrong data, bad settings)."""
 
 
-def bucket_count(expected_urls: int) -> int:
-    """Format 1 sizing: the least power of two with at most 200 URLs per bucket."""
-    buckets = 1
-    need = max(1, int(expected_urls))
-    while buckets * MAX_BUCKET_MEAN < need and buckets < _MAX_BUCKETS:
-        buckets <<= 1
-    return buckets
-
-
-def base_buckets_for(expected_urls: int | None) -> int:
-    """Buckets of generation 0: 16, or, with a size hint, ``bucket_count(hint) / 64``.
-
-    With the hint, the hinted count is reached in about 4 generations (fewer
-    ``HEXISTS`` per request on big crawls) at the price of up to ``b0`` mostly
-    empty bucket keys (about 100 bytes each) on a crawl much smaller than hinted.
-    """
-    if not expected_urls or expected_urls <= 0:
-        return DEFAULT_BASE_BUCKETS
-    return max(DEFAULT_BASE_BUCKETS, bucket_count(expected_urls) // _HINT_DIVISOR)
-
-
 def roots_for(expected_urls: int | None) -> int:
-    """Format 4 root buckets: 1024, or, with a size hint, ``bucket_count(hint)`` if more.
+    """Root buckets: 1024, or, with a size hint, the least power of two with at most 200
+    hinted URLs a root if that is more (at most 2**20).
 
     More roots mean fewer splits (a member moves once per level) and a finer spread
     over a cluster's nodes, at the price of about 100 bytes per root key in use.
     """
     if not expected_urls or expected_urls <= 0:
         return DEFAULT_ROOTS
-    return min(_MAX_ROOTS, max(DEFAULT_ROOTS, bucket_count(expected_urls)))
-
-
-def generation_buckets(base_buckets: int, generation: int) -> int:
-    """Buckets of *generation* (format 2): ``base_buckets * 4**generation``."""
-    return int(base_buckets) * GROWTH**generation
+    roots = DEFAULT_ROOTS
+    while roots * _HINT_URLS_PER_ROOT < int(expected_urls) and roots < _MAX_ROOTS:
+        roots <<= 1
+    return roots
 
 
 def mask_url(url: str) -> str:
@@ -506,12 +384,11 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     Built by Scrapy through :meth:`from_crawler` / :meth:`from_spider`.  For direct
     use (tests, benchmarks): ``RedisIRIDupeFilter(redis_url=..., key="name")``, then
     :meth:`connect` (or :meth:`open`); *key* is the base before
-    ``:v<version>:<tag>``.  *base_buckets* (default: :func:`base_buckets_for`
-    of the optional size hint *expected_urls*) and *bucket_fill* shape a key set
-    this filter creates (tests use tiny values to cross generations quickly); an
-    existing meta wins over both.  Other
-    keyword arguments are those of :class:`~iri_scrapy.IRIDupeFilter` (``jobdir``
-    is not supported).
+    ``:v<version>:<tag>``.  *base_buckets* (the root count; default: :func:`roots_for`
+    of the optional size hint *expected_urls*) and *bucket_cap* shape a key set
+    this filter creates (tests use tiny values to split buckets quickly); an
+    existing meta wins over both.  Other keyword arguments are those of
+    :class:`~iri_scrapy.IRIDupeFilter` (``jobdir`` is not supported).
     """
 
     def __init__(
@@ -521,9 +398,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         key: str = "iri-dupefilter",
         expected_urls: int | None = None,
         base_buckets: int | None = None,
-        bucket_fill: int = MAX_BUCKET_MEAN,
         bucket_cap: int = BUCKET_CAP,
-        key_format: int = FORMAT_VERSION,
         local_cache: int = DEFAULT_LOCAL_CACHE,
         cluster: bool = False,
         retry_seconds: float = DEFAULT_RETRY_SECONDS,
@@ -535,30 +410,20 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         if kwargs.get("jobdir"):
             raise IRIRedisError("RedisIRIDupeFilter keeps fingerprints in Redis, not in JOBDIR")
         if base_buckets is None:
-            if key_format == FORMAT_VERSION:
-                base_buckets = roots_for(expected_urls)
-            else:
-                base_buckets = base_buckets_for(expected_urls)
+            base_buckets = roots_for(expected_urls)
         if not _is_power_of_two(int(base_buckets)) or int(base_buckets) > _MAX_ROOTS:
             raise IRIRedisError(f"base_buckets must be a power of two <= {_MAX_ROOTS}")
-        if not 1 <= int(bucket_fill) <= 400:
-            raise IRIRedisError("bucket_fill must be between 1 and 400 (listpacks hold 512)")
         if not 1 <= int(bucket_cap) <= 512:
             raise IRIRedisError("bucket_cap must be between 1 and 512 (intsets hold 512)")
-        if key_format not in (FORMAT_VERSION, SET_FORMAT_VERSION, HASH_FORMAT_VERSION):
-            raise IRIRedisError(
-                f"key_format must be {FORMAT_VERSION}, {SET_FORMAT_VERSION} or "
-                f"{HASH_FORMAT_VERSION}"
-            )
         super().__init__(**kwargs)
         self.redis_url = redis_url
         self.retry_seconds = max(0.0, float(retry_seconds))
         self.socket_timeout = float(socket_timeout)
         self.redis_params = dict(redis_params or {})
-        #: Talk to a Redis Cluster (``redis.cluster.RedisCluster``), format 4 only.
+        #: Talk to a Redis Cluster (``redis.cluster.RedisCluster``).
         self.cluster = bool(cluster)
         self.crawler = crawler
-        self.expected_urls = expected_urls  # an optional hint (base_buckets_for)
+        self.expected_urls = expected_urls  # an optional hint (roots_for)
         self.base_key = f"{key}:v{CANONICALIZATION_VERSION}:{self.tag_hash()}"
         if self.cluster and ("{" in self.base_key or "}" in self.base_key):
             raise IRIRedisError(
@@ -566,21 +431,11 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 "hash tag of every key (all on one node); remove them"
             )
         self.meta_key = f"{self.base_key}:meta"
-        #: Layout in use (from the meta once connected): 3, or 2 or 1 for an old key set.
-        self.format = int(key_format)
-        #: The layout this filter creates when there is no meta yet.
-        self.key_format = int(key_format)
+        #: The root count and the bucket cap (the meta's, once connected).
         self.base_buckets = int(base_buckets)
-        self.bucket_fill = int(bucket_fill)
         self.bucket_cap = int(bucket_cap)
-        #: Format 3: generations open as last seen by this client, their bucket counts.
-        self._gens = 0
-        self._gen_buckets: list[int] = []
-        self._max_gens = 1
-        self._meta_key_b = self.meta_key.encode()
-        self._set_prefix = (self.base_key + ":s").encode()
-        #: Format 4: root bucket keys (``<base>:{<root>}``), and the buckets this
-        #: process knows are split (learned from WRONGTYPE, or split by it).
+        #: Root bucket keys (``<base>:{<root>}``), and the buckets this process
+        #: knows are split (learned from WRONGTYPE, or split by it).
         self._root_keys: list[bytes] = []
         self._split: set[bytes] = set()
         self._conn: Any = None
@@ -593,11 +448,6 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         #: request_seen answered from the local cache / by Redis.
         self.local_hits = 0
         self.remote_calls = 0
-        #: Format 1 only: the fixed bucket count.
-        self.buckets = 0
-        self._mask = 0
-        self._bucket_prefix = (self.base_key + ":").encode()
-        self._gen_prefix = (self.base_key + ":g").encode()
         self._client: Any = None
         self._meta_ok = False
         self._failed = False
@@ -707,46 +557,27 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             )
             logger.error("%s", error)
             raise error from exc
-        if self.format == FIXED_FORMAT_VERSION:
-            logger.info(
-                "RedisIRIDupeFilter: Redis %s, keys %s:* (format 1: %d fixed buckets)",
-                self.safe_url, self.base_key, self.buckets,
-            )
-        elif self.format == FORMAT_VERSION:
-            self._check_intset_limit()
-            logger.info(
-                "RedisIRIDupeFilter: Redis%s %s, keys %s:* (format 4, %d root buckets)",
-                " Cluster" if self.cluster else "", self.safe_url, self.base_key,
-                self.base_buckets,
-            )
-        elif self.format == SET_FORMAT_VERSION:
-            self._check_intset_limit()
-            logger.info(
-                "RedisIRIDupeFilter: Redis %s, keys %s:* (format 3, %d generation(s) open)",
-                self.safe_url, self.base_key, self._gens,
-            )
-        else:
-            logger.info(
-                "RedisIRIDupeFilter: Redis %s, keys %s:* (self-sizing, %d generation(s) open)",
-                self.safe_url, self.base_key, self.generations(),
-            )
+        except IRIRedisError as exc:  # keys this crawler must not use (_refuse): say so
+            logger.error("%s", exc)
+            raise
+        self._check_intset_limit()
+        logger.info(
+            "RedisIRIDupeFilter: Redis%s %s, keys %s:* (format 4, %d root buckets)",
+            " Cluster" if self.cluster else "", self.safe_url, self.base_key,
+            self.base_buckets,
+        )
 
     def _ensure_meta(self) -> None:
         """Create ``<base>:meta`` if absent (atomically) and check/adopt what is there."""
         wanted: dict[str, str | int] = {
-            "format": self.key_format,
+            "format": FORMAT_VERSION,
             "canonicalization_version": CANONICALIZATION_VERSION,
             "options_tag": self.options_tag(),
             "field_bytes": FIELD_BYTES,
+            "roots": self.base_buckets,
+            "cap": self.bucket_cap,
+            "fanout": SPLIT_FANOUT,
         }
-        if self.key_format == FORMAT_VERSION:
-            wanted.update(roots=self.base_buckets, cap=self.bucket_cap, fanout=SPLIT_FANOUT)
-        elif self.key_format == SET_FORMAT_VERSION:
-            wanted.update(growth=SET_GROWTH, b0=self.base_buckets, cap=self.bucket_cap,
-                          generations=1)
-        else:
-            wanted.update(growth=GROWTH, b0=self.base_buckets, fill=self.bucket_fill,
-                          generations=1, n0=0)
         flat: list[str | int] = []
         for name, value in wanted.items():
             flat += [name, value]
@@ -757,29 +588,9 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         for name in ("canonicalization_version", "options_tag", "field_bytes"):
             if stored.get(name) != str(wanted[name]):
                 self._refuse(name, stored.get(name), wanted[name])
-        fmt = stored.get("format")
-        if fmt == str(FIXED_FORMAT_VERSION):
-            self._adopt_fixed(stored)
-        elif fmt == str(HASH_FORMAT_VERSION):
-            self._adopt_generations(stored)
-            self._client.execute_command("SCRIPT", "LOAD", SEEN_SCRIPT)
-        elif fmt == str(SET_FORMAT_VERSION):
-            self._adopt_sets(stored)
-            self._client.execute_command("SCRIPT", "LOAD", SET_SCRIPT)
-        elif fmt == str(FORMAT_VERSION):
-            self._adopt_trie(stored)
-        else:
-            self._refuse(
-                "format", fmt,
-                f"{FIXED_FORMAT_VERSION}, {HASH_FORMAT_VERSION}, {SET_FORMAT_VERSION} or "
-                f"{FORMAT_VERSION}",
-            )
-        if self.cluster and self.format != FORMAT_VERSION:
-            raise IRIRedisError(
-                f"{self.meta_key} is a format-{self.format} key set: its scripts use keys of "
-                f"several hash slots, so only format {FORMAT_VERSION} works on a Redis Cluster "
-                "(use another IRI_REDIS_KEY, or delete the old keys)"
-            )
+        if stored.get("format") != str(FORMAT_VERSION):
+            self._refuse("format", stored.get("format"), FORMAT_VERSION)
+        self._adopt_trie(stored)
         self._meta_ok = True
 
     def _refuse(self, name: str, found: str | None, needed: object) -> None:
@@ -788,64 +599,6 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             f"{needed!r}: refusing to mix keys (use another IRI_REDIS_KEY or delete the "
             "old keys)"
         )
-
-    def _adopt_fixed(self, stored: dict[str, str]) -> None:
-        try:
-            buckets = int(stored["buckets"])
-        except (KeyError, ValueError) as exc:
-            raise IRIRedisError(f"{self.meta_key} has no valid bucket count") from exc
-        if not _is_power_of_two(buckets):
-            raise IRIRedisError(f"{self.meta_key} has a bad bucket count {buckets}")
-        if self.format != FIXED_FORMAT_VERSION:
-            logger.info(
-                "RedisIRIDupeFilter: %s is a format-1 key set (%d fixed buckets, written "
-                "by an earlier version): using it as it is", self.base_key, buckets,
-            )
-        self.format = FIXED_FORMAT_VERSION
-        self.buckets = buckets
-        self._mask = buckets - 1
-
-    def _adopt_generations(self, stored: dict[str, str]) -> None:
-        try:
-            b0, fill = int(stored["b0"]), int(stored["fill"])
-            gens, growth = int(stored["generations"]), int(stored["growth"])
-        except (KeyError, ValueError) as exc:
-            raise IRIRedisError(f"{self.meta_key} has a damaged format-2 layout") from exc
-        if growth != GROWTH or not _is_power_of_two(b0) or fill < 1 or gens < 1:
-            raise IRIRedisError(
-                f"{self.meta_key} has a bad layout (growth={growth}, b0={b0}, fill={fill}, "
-                f"generations={gens})"
-            )
-        if (b0, fill) != (self.base_buckets, self.bucket_fill):
-            logger.info(
-                "RedisIRIDupeFilter: %s was created with b0=%d, fill=%d: keeping them",
-                self.base_key, b0, fill,
-            )
-        self.format = HASH_FORMAT_VERSION
-        self.base_buckets, self.bucket_fill = b0, fill
-
-    def _adopt_sets(self, stored: dict[str, str]) -> None:
-        try:
-            b0, cap = int(stored["b0"]), int(stored["cap"])
-            gens, growth = int(stored["generations"]), int(stored["growth"])
-        except (KeyError, ValueError) as exc:
-            raise IRIRedisError(f"{self.meta_key} has a damaged format-3 layout") from exc
-        if growth != SET_GROWTH or not _is_power_of_two(b0) or not 1 <= cap <= 512 or gens < 1:
-            raise IRIRedisError(
-                f"{self.meta_key} has a bad layout (growth={growth}, b0={b0}, cap={cap}, "
-                f"generations={gens})"
-            )
-        if (b0, cap) != (self.base_buckets, self.bucket_cap):
-            logger.info(
-                "RedisIRIDupeFilter: %s was created with b0=%d, cap=%d: keeping them",
-                self.base_key, b0, cap,
-            )
-        self.format = SET_FORMAT_VERSION
-        self.base_buckets, self.bucket_cap = b0, cap
-        self._max_gens = 1
-        while b0 * SET_GROWTH**self._max_gens <= _MAX_GENERATION_BUCKETS:
-            self._max_gens += 1
-        self._set_generations(gens)
 
     def _adopt_trie(self, stored: dict[str, str]) -> None:
         try:
@@ -862,18 +615,11 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 "RedisIRIDupeFilter: %s was created with roots=%d, cap=%d: keeping them",
                 self.base_key, roots, cap,
             )
-        if self.format != FORMAT_VERSION or roots != len(self._root_keys):
+        if roots != len(self._root_keys):
             self._split.clear()
-        self.format = FORMAT_VERSION
         self.base_buckets, self.bucket_cap = roots, cap
         prefix = self.base_key.encode()
         self._root_keys = [prefix + b":{%x}" % r for r in range(roots)]
-
-    def _set_generations(self, gens: int) -> None:
-        """Format 3: adopt *gens* open generations (newest first in ``_gen_buckets``)."""
-        self._gens = gens
-        self._gen_buckets = [self.base_buckets * SET_GROWTH**g for g in range(gens - 1, -1, -1)]
-        self._gens_arg = b"%d" % gens
 
     def _check_intset_limit(self) -> None:
         """Warn when the server keeps fewer intset members than the bucket cap."""
@@ -896,55 +642,15 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 "deduplication stays exact). Set it to 512 or more.",
                 self.safe_url, limit, self.bucket_cap,
             )
+
     def _locate(self, fingerprint: bytes) -> tuple[bytes, int]:
         """(field, 32-bit bucket hash) of *fingerprint*."""
         if len(fingerprint) < 16:
             fingerprint = blake2b(fingerprint, digest_size=16).digest()
         return fingerprint[:FIELD_BYTES], int.from_bytes(fingerprint[8:12], "big")
 
-    def _fixed_key(self, bucket_hash: int) -> bytes:
-        return self._bucket_prefix + b"%x" % (bucket_hash & self._mask)
-
-    def generations(self) -> int:
-        """Open generations (formats 2 and 3), read from the meta; 0 for formats 1 and 4."""
-        if not self._meta_ok:
-            self.connect()
-        if self.format in (FIXED_FORMAT_VERSION, FORMAT_VERSION):
-            return 0
-        gens = int(self._client.hget(self.meta_key, "generations") or 0)
-        if self.format == SET_FORMAT_VERSION and gens:
-            self._set_generations(gens)
-        return gens
-
-    def generation_counts(self) -> list[int]:
-        """Fields stored in each open generation (format 2, from the meta counters)."""
-        if not self._meta_ok:
-            self.connect()
-        if self.format in (FIXED_FORMAT_VERSION, FORMAT_VERSION):
-            return []
-        if self.format == SET_FORMAT_VERSION:  # no counters: SCARD of every existing bucket
-            counts = [0] * self.generations()
-            keys = self._existing_set_keys()
-            for i in range(0, len(keys), 1000):
-                pipe = self._client.pipeline(transaction=False)
-                for key in keys[i : i + 1000]:
-                    pipe.scard(key)
-                for key, n in zip(keys[i : i + 1000], pipe.execute(), strict=True):
-                    g = int(key[len(self._set_prefix) :].split(b":", 1)[0])
-                    if g < len(counts):
-                        counts[g] += int(n)
-            return counts
-        meta = {k.decode(): v for k, v in self._client.hgetall(self.meta_key).items()}
-        gens = int(meta.get("generations", 0))
-        return [int(meta.get(f"n{g}", 0)) for g in range(gens)]
-
-    def _existing_set_keys(self) -> list[bytes]:
-        """Format 3: the bucket keys that exist (``SCAN``: generations may be huge)."""
-        pattern = _glob_escape(self._set_prefix) + b"[0-9]*:*"
-        return sorted(set(self._client.scan_iter(match=pattern, count=1000)))
-
     def _existing_trie_keys(self, set_only: bool = False) -> list[bytes]:
-        """Format 4: the buckets that exist, and (unless *set_only*) the split markers.
+        """The buckets that exist, and (unless *set_only*) the split markers.
 
         ``SCAN`` (of every master, on a cluster).
         """
@@ -955,11 +661,9 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         return sorted(set(self._client.scan_iter(**kwargs)))
 
     def level_counts(self) -> dict[int, tuple[int, int]]:
-        """Format 4: ``{depth: (buckets, members)}`` over the existing buckets (0: roots)."""
+        """``{depth: (buckets, members)}`` over the existing buckets (0: roots)."""
         if not self._meta_ok:
             self.connect()
-        if self.format != FORMAT_VERSION:
-            return {}
         keys = self._existing_trie_keys(set_only=True)
         out: dict[int, tuple[int, int]] = {}
         for key, n in zip(keys, self._each("SCARD", keys), strict=True):
@@ -979,66 +683,16 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         return replies
 
     def bucket_keys(self) -> list[bytes]:
-        """Bucket key names: for formats 1 and 2 every bucket of the open generations
-        (whether it exists or not); for format 3 those that exist; for format 4 the
-        buckets and split markers that exist."""
+        """The names of the buckets and split markers that exist (``SCAN``)."""
         if not self._meta_ok:
             self.connect()
-        if self.format == FORMAT_VERSION:
-            return self._existing_trie_keys()
-        if self.format == SET_FORMAT_VERSION:
-            return self._existing_set_keys()
-        if self.format == FIXED_FORMAT_VERSION:
-            return [self._bucket_prefix + b"%x" % i for i in range(self.buckets)]
-        keys: list[bytes] = []
-        for g in range(self.generations()):
-            prefix = self._gen_prefix + b"%d:" % g
-            keys += [prefix + b"%x" % i for i in range(generation_buckets(self.base_buckets, g))]
-        return keys
-
-    def _sum_of(self, command: str, keys: list[bytes]) -> int:
-        """The sum of ``command key`` over *keys* (pipelined, 1000 at a time)."""
-        total = 0
-        for i in range(0, len(keys), 1000):
-            pipe = self._client.pipeline(transaction=False)
-            for key in keys[i : i + 1000]:
-                pipe.execute_command(command, key)
-            total += sum(int(n) for n in pipe.execute())
-        return total
+        return self._existing_trie_keys()
 
     # --- the storage hook --------------------------------------------------------
 
     def _apply(self, fingerprint: bytes, insert: bool = True) -> bool:
-        """One round trip: True if *fingerprint* was not stored (and, if *insert*, now is)."""
-        from redis.exceptions import NoScriptError
-
-        field, bucket_hash = self._locate(fingerprint)
-        if self.format == FORMAT_VERSION:
-            return self._apply_trie(field, bucket_hash, insert)
-        if self.format == SET_FORMAT_VERSION:
-            return self._apply_sets(field, bucket_hash, insert)
-        for _ in range(3):
-            if self.format == FIXED_FORMAT_VERSION:
-                key = self._fixed_key(bucket_hash)
-                if insert:
-                    return bool(self._client.execute_command("HSETNX", key, field, b""))
-                return not self._client.execute_command("HEXISTS", key, field)
-            try:
-                answer = self._client.execute_command(
-                    "EVALSHA", _SEEN_SHA, 1, self.meta_key,
-                    field, bucket_hash, b"1" if insert else b"0", self._gen_prefix,
-                )
-            except NoScriptError:  # a restarted (or flushed) server forgot the script
-                self._client.execute_command("SCRIPT", "LOAD", SEEN_SCRIPT)
-                continue
-            if answer == -1:  # the meta is gone (data lost, or cleared): re-create it
-                self._ensure_meta()
-                continue
-            return bool(answer)
-        raise IRIRedisError(f"{self.meta_key}: the dupefilter script cannot run")
-
-    def _apply_trie(self, field: bytes, bucket_hash: int, insert: bool) -> bool:
-        """Format 4: one ``SADD`` (one ``SISMEMBER`` to only look); True if not stored.
+        """One ``SADD`` (one ``SISMEMBER`` to only look), one round trip: True if
+        *fingerprint* was not stored (and, if *insert*, now is).
 
         The root bucket is ``bucket_hash`` modulo the root count; below a bucket this
         process knows is split, the child is the member's next decimal digit.  One call
@@ -1048,6 +702,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         """
         from redis.exceptions import ResponseError
 
+        field, bucket_hash = self._locate(fingerprint)
         member = int.from_bytes(field, "big", signed=True)
         check = insert and (bucket_hash >> 24) % _CHECK_EVERY == 0
         split = self._split
@@ -1179,37 +834,6 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             return  # the answer stands; a later check splits it
         if done == 1:  # else another process split it first: WRONGTYPE will say so
             self._split.add(key)
-
-    def _apply_sets(self, field: bytes, bucket_hash: int, insert: bool) -> bool:
-        """Format 3: one ``EVALSHA``; True if the member was not stored."""
-        from redis.exceptions import NoScriptError
-
-        member = int.from_bytes(field, "big", signed=True)
-        for _ in range(5):
-            prefix = self._set_prefix
-            g = self._gens
-            keys = [self._meta_key_b]
-            for buckets in self._gen_buckets:
-                g -= 1
-                keys.append(prefix + b"%d:%x" % (g, bucket_hash % buckets))
-            try:
-                answer = self._client.execute_command(
-                    "EVALSHA", _SET_SHA, len(keys), *keys, member, self._gens_arg,
-                    b"1" if insert else b"0", self.bucket_cap, self._max_gens,
-                )
-            except NoScriptError:  # a restarted (or flushed) server forgot the script
-                self._client.execute_command("SCRIPT", "LOAD", SET_SCRIPT)
-                continue
-            if answer == -2:  # another crawler opened a generation: re-read the count
-                gens = self._client.execute_command("HGET", self.meta_key, "generations")
-                if gens is not None:
-                    self._set_generations(int(gens))
-                continue
-            if answer == -1:  # the meta is gone (data lost, or cleared): re-create it
-                self._ensure_meta()
-                continue
-            return bool(answer)
-        raise IRIRedisError(f"{self.meta_key}: the dupefilter script cannot run")
 
     def seen_add(self, fingerprint: bytes) -> bool:
         """Record *fingerprint* in Redis; True if it was there already.
@@ -1394,7 +1018,6 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         deleted += int(self._client.unlink(self.meta_key))
         self._split.clear()
         self._meta_ok = False
-        self.format = self.key_format  # the next connect creates a new key set
         logger.warning(
             "RedisIRIDupeFilter: cleared %s:* at %s (%d keys; scrapy-redis flush: "
             "SCHEDULER_PERSIST=False or SCHEDULER_FLUSH_ON_START=True); crawlers sharing "
@@ -1403,20 +1026,10 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         )
 
     def __len__(self) -> int:
-        """Fingerprints stored in Redis.
-
-        Formats 4 and 3: ``SCARD`` of every existing bucket, pipelined.  Format 2: the sum of the
-        per-generation counters in the meta (exact: they change in the same script
-        as the buckets).  Format 1: ``HLEN`` of every
-        bucket, pipelined.
-        """
+        """Fingerprints stored in Redis: ``SCARD`` of every existing bucket, pipelined."""
         if not self._meta_ok:
             self.connect()
-        if self.format == FORMAT_VERSION:
-            return sum(int(n) for n in self._each("SCARD", self._existing_trie_keys(True)))
-        if self.format != FIXED_FORMAT_VERSION:
-            return sum(self.generation_counts())
-        return self._sum_of("HLEN", self.bucket_keys())
+        return sum(int(n) for n in self._each("SCARD", self._existing_trie_keys(True)))
 
     def __contains__(self, request: object) -> bool:
         """True if *request*'s fingerprint is stored (no side effect)."""
@@ -1436,15 +1049,9 @@ class RedisIRIDupeFilter(IRIDupeFilter):
 
     @property
     def known_splits(self) -> frozenset[bytes]:
-        """Format 4: the bucket keys this process knows are split (learned from a
-        ``WRONGTYPE`` reply, or split by it); empty after :meth:`clear`."""
+        """The bucket keys this process knows are split (learned from a ``WRONGTYPE``
+        reply, or split by it); empty after :meth:`clear`."""
         return frozenset(self._split)
-
-    @property
-    def known_generations(self) -> int:
-        """Format 3: the open generations as this process last saw them (0 before it
-        connects); :meth:`generations` reads the meta, and updates this."""
-        return self._gens
 
     @property
     def local_cached(self) -> int:
@@ -1463,16 +1070,9 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                    if n is not None)
 
     def __repr__(self) -> str:
-        if self.format == FIXED_FORMAT_VERSION:
-            layout = f"format=1 buckets={self.buckets}"
-        elif self.format == FORMAT_VERSION:
-            layout = f"format=4 roots={self.base_buckets} cap={self.bucket_cap}"
-            if self.cluster:
-                layout += " cluster"
-        elif self.format == SET_FORMAT_VERSION:
-            layout = f"format=3 b0={self.base_buckets} cap={self.bucket_cap}"
-        else:
-            layout = f"format=2 b0={self.base_buckets} fill={self.bucket_fill}"
+        layout = f"format=4 roots={self.base_buckets} cap={self.bucket_cap}"
+        if self.cluster:
+            layout += " cluster"
         return f"<{type(self).__name__} {self.safe_url} {self.base_key} {layout}>"
 
 

@@ -16,12 +16,8 @@ import pytest
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
-from iri_scrapy import RedisIRIDupeFilter
-from iri_scrapy.frontier.redis_dupefilter import (
-    FORMAT_VERSION,
-    SET_FORMAT_VERSION,
-    IRIRedisError,
-)
+from iri_scrapy import CANONICALIZATION_VERSION, RedisIRIDupeFilter
+from iri_scrapy.frontier.redis_dupefilter import IRIRedisError
 from tests.support.bigsite import large_site
 from tests.support.crawl import DEPRECATIONS_ENV, run_crawl
 from tests.support.redis_support import RedisCluster
@@ -58,7 +54,7 @@ def test_request_seen_new_and_repeats(redis_cluster: RedisCluster) -> None:
     crawler.spider = Spider.from_crawler(crawler, name="cl")
     one = RedisIRIDupeFilter.from_spider(crawler.spider)
     two = RedisIRIDupeFilter.from_spider(crawler.spider)  # another crawler
-    assert one.cluster and one.format == FORMAT_VERSION and "cluster" in repr(one)
+    assert one.cluster and "format=4" in repr(one) and "cluster" in repr(one)
     assert one.request_seen(Request("http://example.com/a")) is False
     assert one.request_seen(Request("http://EXAMPLE.com:80/a")) is True  # local cache
     assert two.request_seen(Request("http://example.com/./a")) is True  # from the cluster
@@ -104,10 +100,20 @@ def test_splits_spread_and_clear(redis_cluster: RedisCluster) -> None:
     other.close()
 
 
-def test_old_formats_and_braces_are_refused_on_a_cluster(redis_cluster: RedisCluster) -> None:
+def test_other_formats_and_braces_are_refused_on_a_cluster(redis_cluster: RedisCluster) -> None:
     key = f"f3-{uuid.uuid4().hex}"
-    with pytest.raises(IRIRedisError, match="only format 4 works on a Redis Cluster"):
-        _direct(redis_cluster, key, key_format=SET_FORMAT_VERSION)
+    probe = RedisIRIDupeFilter(redis_url=redis_cluster.url, key=key, cluster=True)
+    client = redis_cluster.client()
+    try:  # the meta a pre-release format 3 wrote, as data
+        client.hset(probe.meta_key, mapping={
+            "format": 3, "canonicalization_version": CANONICALIZATION_VERSION,
+            "options_tag": probe.options_tag(), "field_bytes": 8, "growth": 16, "b0": 16,
+            "cap": 440, "generations": 1,
+        })
+    finally:
+        client.close()
+    with pytest.raises(IRIRedisError, match="has format='3', this crawler needs 4"):
+        _direct(redis_cluster, key)
     with pytest.raises(IRIRedisError, match="braces"):
         RedisIRIDupeFilter(redis_url=redis_cluster.url, key="{x}", cluster=True)
 

@@ -9,37 +9,26 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import random
 import threading
 import time
 import uuid
-from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
 from iri_scrapy import CANONICALIZATION_VERSION, RedisIRIDupeFilter
 from iri_scrapy.frontier.redis_dupefilter import (
     BUCKET_CAP,
-    DEFAULT_BASE_BUCKETS,
     DEFAULT_ROOTS,
     FIELD_BYTES,
-    GROWTH,
-    HASH_FORMAT_VERSION,
-    MAX_BUCKET_MEAN,
     STAT_AMBIGUOUS,
     STAT_OUTAGES,
     STAT_RETRIES,
     IRIRedisError,
     IRIRedisSpiderMixin,
-    base_buckets_for,
-    bucket_count,
-    generation_buckets,
     mask_url,
     redis_url_from_settings,
     roots_for,
@@ -70,20 +59,13 @@ def _filter(server: RedisServer, name: str = "unit", **settings: Any) -> RedisIR
 
 
 def _direct(server: RedisServer, key: str | None = None, **kwargs: Any) -> RedisIRIDupeFilter:
-    """Built directly (tests' tiny generations: base_buckets, bucket_fill), connected.
+    """Built directly (tests' tiny layouts: base_buckets, bucket_cap), connected.
 
-    Creates a format-2 key set (HASH generations, still read and extended) unless
-    *key_format* says otherwise: format 3 has its own tests in test_redis_format3.py.
+    The layout itself (splits, races, memory) is tested in test_redis_format4.py.
     """
-    kwargs.setdefault("key_format", HASH_FORMAT_VERSION)
     df = RedisIRIDupeFilter(redis_url=server.url, key=key or f"t-{uuid.uuid4().hex}", **kwargs)
     df.connect()
     return df
-
-
-def _fp(i: int) -> bytes:
-    """A 20-byte fingerprint (like the IRI fingerprinter's SHA-1) for integer *i*."""
-    return blake2b(b"%d" % i, digest_size=20).digest()
 
 
 def _bucket_hash(fp: bytes) -> int:
@@ -128,7 +110,7 @@ def test_digests_are_8_byte_integers_in_intsets(redis_server_session: RedisServe
     for url in urls:
         assert df.request_seen(Request(url)) is False
     client = redis_server_session.client()
-    assert df.generations() == 0 and df.level_counts() == {0: (len(df.bucket_keys()), 50)}
+    assert df.level_counts() == {0: (len(df.bucket_keys()), 50)}
     members: set[int] = set()
     for key in df.bucket_keys():
         assert key.startswith(df.base_key.encode() + b":{")
@@ -151,19 +133,13 @@ def test_digests_are_8_byte_integers_in_intsets(redis_server_session: RedisServe
 
 
 def test_size_hint_and_adoption(redis_server_session: RedisServer) -> None:
-    assert bucket_count(1) == 1 and bucket_count(201) == 2  # format 1 sizing, kept
-    assert bucket_count(10_000_000) == 65536
-    assert base_buckets_for(None) == DEFAULT_BASE_BUCKETS == 16
-    assert base_buckets_for(1000) == 16  # a hint never goes below the default
-    assert base_buckets_for(10_000_000) == bucket_count(10_000_000) // GROWTH**3
-    assert generation_buckets(16, 3) == 16 * GROWTH**3
     # no IRI_REDIS_EXPECTED_URLS: the default; a later crawler with a hint adopts the meta
     small = _filter(redis_server_session)
     assert small.request_seen(Request("http://example.com/x")) is False
     big = _filter(redis_server_session, IRI_REDIS_EXPECTED_URLS=10_000_000)
     assert big.base_buckets == small.base_buckets == DEFAULT_ROOTS
     assert big.request_seen(Request("http://EXAMPLE.com/x")) is True
-    # a hinted key set (old configs set IRI_REDIS_EXPECTED_URLS: accepted)
+    # a hinted key set: more roots
     hinted = _filter(redis_server_session, name="hinted", IRI_REDIS_EXPECTED_URLS=10_000_000)
     assert hinted.base_buckets == roots_for(10_000_000)
     assert hinted.request_seen(Request("http://example.com/x")) is False
@@ -179,185 +155,88 @@ def test_incompatible_meta_is_refused(redis_server_session: RedisServer) -> None
     client.hset(df.meta_key, mapping={"field_bytes": "8", "format": "5"})
     with pytest.raises(IRIRedisError, match="format='5'"):
         _filter(redis_server_session)
-    client.hset(df.meta_key, mapping={"format": "3", "growth": "2", "b0": "16",
-                                      "generations": "1"})
-    with pytest.raises(IRIRedisError, match="growth=2"):
-        _filter(redis_server_session)
-    client.hset(df.meta_key, mapping={"format": "2", "growth": "2", "fill": "200"})
-    with pytest.raises(IRIRedisError, match="growth=2"):
-        _filter(redis_server_session)
 
 
-# --------------------------------------------------------------------------- generations
+#: What the pre-release formats 1-3 wrote (their meta's own fields, one bucket), as data.
+PRE_RELEASE: dict[int, tuple[dict[str, int], tuple[Any, ...]]] = {
+    1: ({"buckets": 8}, ("HSET", ":3", b"\x01" * 8, "")),
+    2: ({"growth": 4, "b0": 16, "fill": 200, "generations": 1, "n0": 1},
+        ("HSET", ":g0:3", b"\x01" * 8, "")),
+    3: ({"growth": 16, "b0": 16, "cap": 440, "generations": 1},
+        ("SADD", ":s0:3", 72340172838076673)),
+}
 
 
-def test_generations_open_as_counts_grow(redis_server_session: RedisServer) -> None:
-    df = _direct(redis_server_session, base_buckets=1, bucket_fill=2)
-    client = redis_server_session.client()
-    opened = []
-    for i in range(120):
-        assert df.seen_add(_fp(i)) is False
-        opened.append(df.generations())
-    # generation g holds GROWTH**g * 2 fields: full at 2, 2 + 2*GROWTH, ...
-    caps = [2 * GROWTH**g for g in range(8)]
-    assert opened[0] == 1 and opened[1] == 2  # the second insert filled generation 0
-    assert opened.index(3) == caps[0] + caps[1] - 1
-    expected, left = [], 120
-    for cap in caps:
-        expected.append(min(cap, left))
-        left -= expected[-1]
-        if not left:
-            break
-    assert df.generation_counts() == expected
-    assert len(df) == 120
-    prefix = df.base_key.encode()
-    for g, count in enumerate(df.generation_counts()):
-        keys = [prefix + b":g%d:%x" % (g, i) for i in range(GROWTH**g)]
-        assert sum(client.hlen(k) for k in keys) == count  # nothing was ever moved
-    assert set(df.bucket_keys()) >= set(client.keys(df.base_key + ":g*"))
-    for i in range(120):  # every generation is looked up
-        assert df.seen_add(_fp(i)) is True
-    assert df.generation_counts() == expected
-
-
-def test_randomized_table_against_a_python_set(redis_server_session: RedisServer) -> None:
-    df = _direct(redis_server_session, base_buckets=1, bucket_fill=3)
-    rng = random.Random(20240611)
-    pool = [_fp(i) for i in range(1500)]
-    model: set[bytes] = set()
-    for step in range(6000):
-        fp = rng.choice(pool)
-        if rng.random() < 0.2:
-            assert (fp in model) == df.has_fingerprint(fp), step
-        else:
-            assert df.seen_add(fp) == (fp in model), step
-            model.add(fp)
-    assert len(df) == len(model)
-    assert df.generations() >= 3  # the table crossed several generations
-    assert sum(df.generation_counts()) == len(model)
-
-
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    ops=st.lists(st.tuples(st.booleans(), st.integers(0, 40)), max_size=120),
-    fill=st.integers(1, 4),
-    b0=st.sampled_from([1, 2, 4]),
-)
-@pytest.mark.slow
-def test_no_false_answers_across_generations(
-    redis_server_session: RedisServer, ops: list[tuple[bool, int]], fill: int, b0: int,
+@pytest.mark.parametrize("fmt", sorted(PRE_RELEASE))
+def test_pre_release_formats_are_refused_at_start(
+    redis_server_session: RedisServer, fmt: int, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    df = _direct(redis_server_session, base_buckets=b0, bucket_fill=fill)
-    # fingerprints that share bucket bytes: many fields meet in the same buckets
-    pool = [_fp(i)[:8] + (i % 3).to_bytes(4, "big") + bytes(8) for i in range(41)]
-    model: set[int] = set()
-    try:
-        for insert, i in ops:
-            if insert:
-                assert df.seen_add(pool[i]) == (i in model)
-                model.add(i)
-            else:
-                assert df.has_fingerprint(pool[i]) == (i in model)
-        assert len(df) == len(model)
-    finally:
-        df.clear()
-        df.close()
-
-
-def test_two_clients_racing_exactly_one_new(redis_server_session: RedisServer) -> None:
-    key = f"race-{uuid.uuid4().hex}"
-    filters = [_direct(redis_server_session, key, base_buckets=1, bucket_fill=2)
-               for _ in range(2)]
-    fps = [_fp(i) for i in range(3000)]
-    results: list[dict[bytes, bool]] = [{}, {}]
-    barrier = threading.Barrier(2)
-
-    def run(n: int) -> None:
-        # Both race on the same 50 fingerprints at a time, from opposite ends, and
-        # meet at a barrier after each chunk: so each wins some, whatever the
-        # thread scheduling (bounded: 60 chunks, barrier timeout).
-        for start in range(0, len(fps), 50):
-            chunk = fps[start : start + 50]
-            barrier.wait(timeout=30)
-            for fp in chunk if n == 0 else reversed(chunk):
-                results[n][fp] = filters[n].seen_add(fp)
-
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    for fp in fps:
-        assert [results[0][fp], results[1][fp]].count(False) == 1  # exactly one got "new"
-    news = [sum(not seen for seen in r.values()) for r in results]
-    assert min(news) > 100, news  # they really interleaved
-    assert len(filters[0]) == 3000
-    assert filters[0].generations() >= 3
+    """Key formats 1-3 were never released: a meta of one is refused, one ERROR line
+    saying what to do, and nothing in Redis is touched."""
+    crawler = _spider({
+        "IRI_REDIS_URL": redis_server_session.url,
+        "REQUEST_FINGERPRINTER_CLASS": "iri_scrapy.IRIRequestFingerprinter",
+    }).crawler
+    probe = RedisIRIDupeFilter.from_crawler(crawler)  # not connected
+    client = redis_server_session.client()
+    fields, (command, suffix, *args) = PRE_RELEASE[fmt]
+    client.hset(probe.meta_key, mapping={
+        "format": fmt, "canonicalization_version": CANONICALIZATION_VERSION,
+        "options_tag": probe.options_tag(), "field_bytes": 8, **fields,
+    })
+    client.execute_command(command, probe.base_key + suffix, *args)
+    before = {k: client.dump(k) for k in client.keys("*")}
+    with caplog.at_level(logging.ERROR), pytest.raises(IRIRedisError) as info:
+        _filter(redis_server_session)  # scrapy-redis's scheduler: from_spider raises
+    message = str(info.value)
+    assert f"has format='{fmt}', this crawler needs 4" in message
+    assert "IRI_REDIS_KEY" in message and "delete the old keys" in message
+    assert "\n" not in message
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [message]
+    # Scrapy's scheduler: open() refuses to start (Scrapy 2.18+: the spider is closed
+    # before any request, iri_redis_unavailable; 2.17: the error is raised)
+    caplog.clear()
+    df = RedisIRIDupeFilter.from_crawler(crawler)
+    with caplog.at_level(logging.ERROR):
+        if CLOSESPIDER_AT_OPEN:
+            df.open()
+        else:
+            with pytest.raises(IRIRedisError, match=f"format='{fmt}'"):
+                df.open()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [message]
+    assert {k: client.dump(k) for k in client.keys("*")} == before  # nothing written
+    # what the message says to do: delete the keys, and the next start is format 4
+    client.delete(*before)
+    fresh = _filter(redis_server_session)
+    assert fresh.request_seen(Request("http://example.com/")) is False
+    assert client.hget(fresh.meta_key, "format") == b"4"
 
 
 @pytest.mark.slow
-def test_listpack_and_memory_with_format_2(redis_server_session: RedisServer) -> None:
-    """Format 2 at the benchmark's size (91,424 URLs), no sizing: <= 0.5 of scrapy-redis."""
-    df = _direct(redis_server_session)
-    assert (df.base_buckets, df.bucket_fill) == (DEFAULT_BASE_BUCKETS, MAX_BUCKET_MEAN)
+@pytest.mark.parametrize("fleet", [False, True], ids=["scrapy-scheduler", "fleet-queue"])
+def test_pre_release_format_refused_by_scrapy_crawl(
+    redis_server_session: RedisServer, tmp_path: Path, fleet: bool,
+) -> None:
+    """A real ``scrapy crawl``: one ERROR line, iri_redis_unavailable, exit 1, no request."""
+    from tests.plugin.test_start_refusals import check_refusal, project, scrapy_crawl
+
+    root = project(tmp_path)
+    settings = ("DUPEFILTER_CLASS=iri_scrapy.RedisIRIDupeFilter",
+                f"IRI_REDIS_URL={redis_server_session.url}", f"IRI_REDIS_SCHEDULER={fleet}")
+    first = scrapy_crawl(root, *settings)
+    assert first.returncode == 0 and "'finish_reason': 'finished'" in first.stderr, \
+        first.stderr[-3000:]
     client = redis_server_session.client()
-    ratios = {}
-    done = 0
-    for size in (100, 1000, 10_000, 91_424):
-        pipe = client.pipeline(transaction=False)
-        for i in range(done, size):
-            fp = _fp(i)
-            assert df.seen_add(fp) is False
-            pipe.sadd("hex:dupefilter", fp.hex())  # scrapy-redis's layout
-        pipe.execute()
-        done = size
-        ours = df.memory_usage() / size
-        theirs = client.memory_usage("hex:dupefilter", samples=0) / size
-        ratios[size] = ours / theirs
-    assert all(r <= 0.5 for r in ratios.values()), ratios
-    assert ratios[91_424] <= 0.2, ratios  # about 14 B/URL against about 85
-    caps, total = [], 0
-    while total < 91_424:  # 3,200 + 3,200*GROWTH + ... >= 91,424
-        caps.append(DEFAULT_BASE_BUCKETS * MAX_BUCKET_MEAN * GROWTH ** len(caps))
-        total += caps[-1]
-    assert df.generations() == len(caps)
-    pipe = client.pipeline(transaction=False)
-    existing = client.keys(df.base_key + ":g*")
-    for key in existing:
-        pipe.object("encoding", key)
-        pipe.hlen(key)
-    answers = pipe.execute()
-    assert set(answers[0::2]) == {b"listpack"}
-    assert max(answers[1::2]) < 300  # far below hash-max-listpack-entries (512)
+    [meta_key] = client.keys("one:iri-dupefilter:*:meta")
+    client.hdel(meta_key, "roots", "fanout")
+    client.hset(meta_key, mapping={"format": 3, **PRE_RELEASE[3][0]})
+    meta = client.hgetall(meta_key)
+    second = scrapy_crawl(root, *settings)
+    check_refusal(second, "iri_redis_unavailable", "has format='3', this crawler needs 4",
+                  "use another IRI_REDIS_KEY or delete the old keys")
+    assert client.hgetall(meta_key) == meta
 
 
-def test_format_1_key_set_is_read_and_extended(redis_server_session: RedisServer) -> None:
-    """A key set written by the fixed-bucket version keeps working as it is."""
-    probe = _filter(redis_server_session, name="old")
-    client = redis_server_session.client()
-    client.delete(probe.meta_key)
-    old_urls = [f"http://example.com/old/{i}" for i in range(40)]
-    client.hset(probe.meta_key, mapping={
-        "format": 1, "canonicalization_version": CANONICALIZATION_VERSION,
-        "options_tag": probe.options_tag(), "field_bytes": 8, "buckets": 8,
-    })
-    for url in old_urls:  # the format 1 layout: <base>:<i>, i = bytes 8..12 & (buckets - 1)
-        fp = probe.fingerprint(Request(url))
-        client.hset(f"{probe.base_key}:{_bucket_hash(fp) & 7:x}", fp[:8], "")
-    df = _filter(redis_server_session, name="old")
-    assert df.format == 1 and df.buckets == 8
-    assert len(df) == 40
-    for url in old_urls:
-        assert df.request_seen(Request(url.replace("http", "HTTP"))) is True
-    assert df.request_seen(Request("http://example.com/new")) is False
-    assert Request("http://example.com/new") in df and len(df) == 41
-    assert client.keys(df.base_key + ":g*") == []  # nothing in format 2 keys
-    assert client.hget(df.meta_key, "format") == b"1"
-    df.clear()
-    assert client.keys(df.base_key + ":*") == []
-    assert df.request_seen(Request("http://example.com/new")) is False  # now format 4
-    assert df.format == 4 and client.hget(df.meta_key, "format") == b"4"
 
 
 def test_lost_script_and_lost_meta_are_recovered(redis_server_session: RedisServer) -> None:
@@ -374,13 +253,6 @@ def test_lost_script_and_lost_meta_are_recovered(redis_server_session: RedisServ
     assert client.hget(df.meta_key, "format") is None
     _filter(redis_server_session)
     assert client.hget(df.meta_key, "format") == b"4"
-    # format 3 (still read): its script is loaded again, its meta re-created in the call
-    f3 = _direct(redis_server_session, key_format=3, local_cache=0)
-    assert f3.seen_add(_fp(1)) is False
-    client.script_flush()
-    assert f3.seen_add(_fp(1)) is True
-    client.flushall()
-    assert f3.seen_add(_fp(1)) is False and client.hget(f3.meta_key, "format") == b"3"
 
 
 # --------------------------------------------------------------------------- behaviour
@@ -463,12 +335,10 @@ class ConstantFingerprinter:
 def test_clear_deletes_only_own_keys(redis_server_session: RedisServer) -> None:
     client = redis_server_session.client()
     client.sadd("unit:dupefilter", "not ours")
-    df = _direct(redis_server_session, "unit", base_buckets=1, bucket_fill=4)
+    df = _direct(redis_server_session, "unit", base_buckets=1, bucket_cap=4)
     for i in range(100):
         df.request_seen(Request(f"http://example.com/{i}"))
-    caps = [4 * GROWTH**g for g in range(8)]
-    expected_generations = next(g + 1 for g in range(8) if sum(caps[: g + 1]) >= 100)
-    assert len(df) == 100 and df.generations() == expected_generations
+    assert len(df) == 100 and max(df.level_counts()) >= 1  # split buckets and markers
     df.clear()
     assert client.keys(df.base_key + ":*") == []
     assert client.exists("unit:dupefilter")

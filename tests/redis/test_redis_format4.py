@@ -1,4 +1,5 @@
-"""RedisIRIDupeFilter's format 4: a trie of intset SET buckets, one plain SADD a request.
+"""RedisIRIDupeFilter's key format 4 (a trie of intset SET buckets, one plain SADD a
+request) and its local cache.
 
 Real redis-server (tests/support/redis_support.py), in process.
 """
@@ -21,7 +22,6 @@ from iri_scrapy.frontier.redis_dupefilter import (
     BUCKET_CAP,
     DEFAULT_ROOTS,
     FORMAT_VERSION,
-    SET_FORMAT_VERSION,
     IRIRedisError,
     roots_for,
 )
@@ -63,7 +63,7 @@ def _commands(server: RedisServer) -> dict[str, int]:
 @pytest.mark.slow
 def test_layout_and_splits(redis_server_session: RedisServer) -> None:
     df = _direct(redis_server_session, base_buckets=2, bucket_cap=4)
-    assert df.format == FORMAT_VERSION
+    assert "format=4 roots=2 cap=4" in repr(df)
     client = redis_server_session.client()
     meta = {k.decode(): v.decode() for k, v in client.hgetall(df.meta_key).items()}
     assert meta["format"] == "4" and meta["roots"] == "2" and meta["cap"] == "4"
@@ -228,25 +228,21 @@ def test_memory_intsets_and_server_time_at_corpus_size(
     assert usec["ours"] <= 3 * usec["theirs"], usec
 
 
-def test_older_formats_are_read_and_newer_refused(redis_server_session: RedisServer) -> None:
-    key = f"f3-{uuid.uuid4().hex}"
-    old = _direct(redis_server_session, key, key_format=SET_FORMAT_VERSION,
-                  base_buckets=1, bucket_cap=3)
-    for i in range(60):
-        assert old.seen_add(_fp(i)) is False
-    df = _direct(redis_server_session, key)  # asks for format 4: the meta says 3, it wins
-    assert df.format == SET_FORMAT_VERSION
-    assert all(df.seen_add(_fp(i)) for i in range(60))
-    assert df.seen_add(_fp(60)) is False and len(df) == 61
+def test_newer_or_damaged_meta_is_refused(redis_server_session: RedisServer) -> None:
+    """Formats 1-3 (never released) are refused too: test_redis_dupefilter.py."""
+    key = f"meta-{uuid.uuid4().hex}"
+    df = _direct(redis_server_session, key)
+    assert df.seen_add(_fp(0)) is False
     client = redis_server_session.client()
-    assert client.keys(df.base_key + ":{*") == []
-    df.clear()
-    assert df.seen_add(_fp(0)) is False and df.format == FORMAT_VERSION
-    client.hset(df.meta_key, "format", "5")
-    with pytest.raises(IRIRedisError, match="format='5'"):
+    client.hset(df.meta_key, "format", str(FORMAT_VERSION + 1))
+    with pytest.raises(IRIRedisError, match="format='5', this crawler needs 4"):
         _direct(redis_server_session, key)
     client.hset(df.meta_key, mapping={"format": "4", "fanout": "16"})
     with pytest.raises(IRIRedisError, match="fanout=16"):
+        _direct(redis_server_session, key)
+    client.hset(df.meta_key, "fanout", "10")
+    client.hdel(df.meta_key, "roots")
+    with pytest.raises(IRIRedisError, match="damaged format-4 layout"):
         _direct(redis_server_session, key)
 
 
@@ -291,3 +287,75 @@ def test_edge_members_split_the_same_in_lua_and_python(
         assert client.sismember(_leaf(df, client, fp), _member(fp))
     assert len(df) == len(values)
     assert max(df.level_counts()) >= 3
+
+
+# --------------------------------------------------------------------------- local cache
+
+
+def test_repeats_are_answered_locally(redis_server_session: RedisServer) -> None:
+    key = f"local-{uuid.uuid4().hex}"
+    one = _direct(redis_server_session, key, local_cache=100)
+    two = _direct(redis_server_session, key, local_cache=100)
+    before = _commands(redis_server_session).get("sadd", 0)
+    assert one.seen_add(_fp(1)) is False  # first sighting: Redis
+    assert one.seen_add(_fp(1)) is True  # repeat: local
+    assert two.seen_add(_fp(1)) is True  # another process: Redis says seen
+    assert two.seen_add(_fp(1)) is True  # and now it knows too
+    assert _commands(redis_server_session).get("sadd", 0) - before == 2
+    assert (one.local_hits, one.remote_calls) == (1, 1)
+    assert (two.local_hits, two.remote_calls) == (1, 1)
+
+
+@pytest.mark.slow
+def test_local_cache_is_bounded_and_never_wrong(redis_server_session: RedisServer) -> None:
+    df = _direct(redis_server_session, local_cache=50, base_buckets=1, bucket_cap=4)
+    other = _direct(redis_server_session, df.base_key.split(":v")[0], local_cache=0)
+    rng = random.Random(4)
+    model: set[int] = set()
+    for _ in range(4000):
+        i = rng.randrange(300)
+        who = df if rng.random() < 0.7 else other
+        assert who.seen_add(_fp(i)) == (i in model)
+        model.add(i)
+        assert df.local_cached <= 50
+    assert df.local_cached > 0 and df.local_hits > 100 and df.remote_calls < 4000 * 0.7
+
+
+def test_clear_empties_the_local_cache_and_stats_are_recorded(
+    redis_server_session: RedisServer,
+) -> None:
+    from scrapy.statscollectors import MemoryStatsCollector
+    from scrapy.utils.test import get_crawler
+
+    stats = MemoryStatsCollector(get_crawler())
+    df = _direct(redis_server_session, local_cache=10, stats=stats)
+    assert df.seen_add(_fp(1)) is False and df.seen_add(_fp(1)) is True
+    df.clear()
+    assert df.seen_add(_fp(1)) is False  # forgotten in Redis and locally
+    assert df.request_seen(Request("http://example.com/")) is False
+    assert df.request_seen(Request("http://EXAMPLE.com/")) is True
+    df.close()
+    assert stats.get_value("iri/redis/local_hits") == 2
+    assert stats.get_value("iri/redis/remote_calls") == 3
+
+
+def test_local_cache_setting(redis_server_session: RedisServer) -> None:
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    for value, expected in ((None, 1_000_000), (0, 0), (5000, 5000)):
+        settings: dict[str, Any] = {"IRI_REDIS_URL": redis_server_session.url,
+                                    "IRI_REDIS_KEY": f"cache-{uuid.uuid4().hex}"}
+        if value is not None:
+            settings["IRI_REDIS_LOCAL_CACHE"] = value
+        crawler = get_crawler(Spider, settings)
+        crawler.spider = Spider.from_crawler(crawler, name="s")
+        df = RedisIRIDupeFilter.from_spider(crawler.spider)
+        assert df.local_cache == expected and df.local_cached == 0
+        assert df.seen_add(_fp(1)) is False and df.seen_add(_fp(1)) is True
+        # no local cache at 0: every call asks Redis
+        assert df.known_seen(_fp(1)) == (expected > 0)
+        assert df.local_cached == (1 if expected else 0)
+        assert (df.local_hits, df.remote_calls) == ((1, 1) if expected else (0, 2))
+        df.clear()
+        df.close()
