@@ -20,6 +20,7 @@ class IRIError(ValueError):
 
     Attributes:
         component: the IRI component concerned (``"scheme"``, ``"host"``, ...).
+        reason: the message, without the component, character and index.
         char: the offending character, or ``None`` when the error is not about one.
         index: the index of that character in the input text, or ``None``.
         text: the input text the error is about.
@@ -35,15 +36,25 @@ class IRIError(ValueError):
         text: str | None = None,
     ) -> None:
         self.component = component
+        self.reason = message
         self.char = char
         self.index = index
         self.text = text
+        super().__init__(self._message())
+
+    def _message(self) -> str:
         where = ""
-        if char is not None:
-            where = f" {describe_char(char)}"
-            if index is not None:
-                where += f" at index {index}"
-        super().__init__(f"{component}: {message}{where}")
+        if self.char is not None:
+            where = f" {describe_char(self.char)}"
+            if self.index is not None:
+                where += f" at index {self.index}"
+        return f"{self.component}: {self.reason}{where}"
+
+    def relocate(self, char: str | None, index: int | None, text: str) -> None:
+        """Point the error at *char*, at *index* of *text* (the caller's input), and
+        write the message again to name them."""
+        self.char, self.index, self.text = char, index, text
+        self.args = (self._message(),)
 
 
 class IRISyntaxError(IRIError):

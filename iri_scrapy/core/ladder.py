@@ -799,20 +799,108 @@ _COMPONENTS = frozenset(("scheme", "userinfo", "host", "port", "path", "query", 
 
 
 def with_context(exc: IRIError, text: str) -> IRIError:
-    """Point an error raised on a component at the index in the whole input."""
+    """Point an error raised on a component at the character and its index in the
+    whole input *text*, as the caller wrote it (errors.py: "its index in the input").
+
+    A rung raises on the component as the rungs before it made it: the host
+    lowercased (5.3.2.1), escapes of unreserved characters decoded and non-ASCII
+    characters percent-encoded (5.3.2.3, 3.1), the host percent-decoded for
+    ToASCII (5.3.3).  When that text is not the component as written, the
+    character is found in the written component (see ``_locate``) and the error
+    names the character written there (``%`` for a character written as an escape).
+    """
     if isinstance(exc, WireHostError):
         exc = exc.in_input(text)
-    if exc.index is not None and exc.text and exc.text != text and exc.char is not None:
-        # Found where the component starts (the same text may occur before it:
-        # a host also written in the userinfo), or not at all.
-        start = component_starts(text).get(exc.component, 0)
-        pos = text.find(exc.text, start)
-        if pos >= 0 and (exc.component not in _COMPONENTS or pos == start):
-            exc.index += pos
-            exc.text = text
-            exc.args = (f"{exc.component}: {str(exc).split(': ', 1)[1].rsplit(' at index', 1)[0]}"
-                        f" at index {exc.index}",)
+    if exc.index is None or not exc.text or exc.text == text or exc.char is None:
+        return exc
+    if exc.component not in _COMPONENTS:
+        pos = text.find(exc.text)
+        if pos >= 0:
+            exc.relocate(exc.char, pos + exc.index, text)
+        return exc
+    # Where the component starts (the same text may occur before it: a host also
+    # written in the userinfo).
+    start = component_starts(text).get(exc.component)
+    if start is None:
+        return exc
+    at = start + exc.index
+    if text.startswith(exc.text, start) and text[at : at + 1] == exc.char:
+        exc.relocate(exc.char, at, text)
+        return exc
+    written = getattr(parse(text), exc.component) or ""
+    found = _locate(exc.text, exc.index, written)
+    if found is None:
+        exc.relocate(exc.char, None, text)
+    else:
+        exc.relocate(text[start + found], start + found, text)
     return exc
+
+
+def _decoded_positions(value: str) -> tuple[str, list[int]]:
+    """*value* with every escape run that is UTF-8 decoded (ASCII included; other
+    octets kept as their three characters), and the index in *value* of each
+    character of the result (of its first octet's ``%``)."""
+    if "%" not in value:
+        return value, list(range(len(value)))
+    out: list[str] = []
+    where: list[int] = []
+    i, n = 0, len(value)
+    while i < n:
+        if value[i] != "%" or not _is_hex2(value[i + 1 : i + 3]):
+            out.append(value[i])
+            where.append(i)
+            i += 1
+            continue
+        data, starts = bytearray(), []
+        while i < n and value[i] == "%" and _is_hex2(value[i + 1 : i + 3]):
+            data.append(int(value[i + 1 : i + 3], 16))
+            starts.append(i)
+            i += 3
+        k = 0
+        while k < len(data):
+            b = data[k]
+            length = 1 if b < 0x80 else 2 if 0xC2 <= b <= 0xDF else 3 if 0xE0 <= b <= 0xEF \
+                else 4 if 0xF0 <= b <= 0xF4 else 0
+            try:
+                char = bytes(data[k : k + length]).decode("utf-8") if length else ""
+            except UnicodeDecodeError:
+                char = ""
+            if len(char) == 1:
+                out.append(char)
+                where.append(starts[k])
+                k += length
+            else:
+                out += value[starts[k] : starts[k] + 3]
+                where += [starts[k], starts[k] + 1, starts[k] + 2]
+                k += 1
+    return "".join(out), where
+
+
+def _same_char(a: str, b: str) -> bool:
+    return a == b or (a.isascii() and b.isascii() and a.lower() == b.lower())
+
+
+def _locate(processed: str, index: int, written: str) -> int | None:
+    """The index in *written* (a component as the input has it) of the character
+    at *index* of *processed* (the same component after some rungs), or ``None``.
+
+    Both are percent-decoded (``_decoded_positions``), so that an escape and its
+    character meet, and compared with ASCII case folded (the host is lowercased);
+    the character is the n-th of its kind in both.  If NFC composed it, the base
+    character it was composed from is looked for instead.
+    """
+    chars, where = _decoded_positions(processed)
+    p = next((k for k in range(len(where) - 1, -1, -1) if where[k] <= index), None)
+    if p is None:
+        return None
+    char = chars[p]
+    nth = sum(1 for c in chars[:p] if _same_char(c, char))
+    w_chars, w_where = _decoded_positions(written)
+    for wanted in dict.fromkeys((char, unicodedata.normalize("NFD", char)[0])):
+        hits = [k for k, c in enumerate(w_chars) if _same_char(c, wanted)]
+        if hits:
+            return w_where[hits[min(nth, len(hits) - 1)]]
+    return None
 
 
 def normalize(

@@ -145,7 +145,11 @@ def _map_ref(ref: IRIReference, text: str, *, idna: bool, charset: str) -> str:
         and "%" not in host
         and uses_dns(None if ref.scheme is None else lower_ascii(ref.scheme))
     ):
-        host = host_to_ascii(host, start=starts["host"])
+        try:
+            host = host_to_ascii(host, start=starts["host"])
+        except IRIError as exc:
+            exc.relocate(exc.char, exc.index, text)  # the index is already in *text*
+            raise
     elif host is not None:
         host = encode_component(host, "host", start=starts["host"], text=text)
     path = encode_component(ref.path, "path", start=starts.get("path", 0), text=text)
