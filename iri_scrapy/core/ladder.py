@@ -38,6 +38,7 @@ from iri_scrapy.core.hosts import (
     dns_wire_host,
     host_to_ascii,
     lower_ascii,
+    remap_label,
 )
 from iri_scrapy.core.mapping import decode_component, encode_component, uri_to_iri
 from iri_scrapy.core.parsing import (
@@ -82,7 +83,9 @@ __all__ = [
 #: 2: an escape at index 0 of a component is decoded like any other; escapes that
 #: would make a scheme of a relative reference's first segment stay; a non-ASCII
 #: mailto domain keeps its case (and uppercase hex).
-CANONICALIZATION_VERSION = 2
+#: 3: with nfc=True, NFC is applied to a label of a DNS host only where UTS 46 maps
+#: it as it maps the label (``q\u0345\u0301j.com`` keeps its domain).
+CANONICALIZATION_VERSION = 3
 
 Form = Literal["uri", "iri", "surt"]  # "surt": see iri_scrapy.core.surt
 #: The forms :func:`normalize` writes through the ladder (a new one is added here
@@ -308,6 +311,44 @@ def _nfc_path(path: str, relative: bool) -> str:
     return out
 
 
+def _nfc_dns_host(host: str, nfc_host: str) -> str:
+    """The labels of *nfc_host* (the NFC of *host*, both in URI form) that UTS 46
+    maps as it maps the same label of *host*, the labels of *host* elsewhere.
+
+    RFC 3987 5.3.2.2 NFC must not change which domain a host names (5.3.3
+    compares A-labels).  UTS 46 section 4 maps each code point (step 1), then
+    normalizes to NFC (step 2): NFC first does not always commute with that.
+    U+0345 COMBINING GREEK YPOGEGRAMMENI has combining class 240, so NFC puts it
+    after U+0301 (class 230), but UTS 46 maps it to U+03B9, a starter, and the
+    acute then goes on another base: ``q\u0345\u0301j`` is ``xn--qj-58b``, its
+    NFC ``q\u0301\u0345j`` is ``xn--qj-8tb05e``, another domain.  So a label gets
+    its NFC only where the two map to the same string (then they have the same
+    A-label, or fail ToASCII alike); otherwise, or if either is not UTF-8 or not
+    mappable, it stays as it was.  With this, NFC never splits what ``nfc=False``
+    merged at level SCHEME and never merges different domains at any level.
+    NFC and the escapes never add or remove a full stop, so labels correspond.
+    """
+    labels, nfc_labels = host.split("."), nfc_host.split(".")
+    if len(labels) != len(nfc_labels):
+        return host
+    return ".".join(
+        new if new == old or _same_uts46_mapping(old, new) else old
+        for old, new in zip(labels, nfc_labels, strict=True)
+    )
+
+
+def _same_uts46_mapping(a: str, b: str) -> bool:
+    """Whether UTS 46 (section 4 steps 1-2: map, then NFC) maps the percent-decoded
+    labels *a* and *b* to the same string."""
+    da, db = _decode_host_escapes(a), _decode_host_escapes(b)
+    if da is None or db is None:
+        return False
+    try:
+        return remap_label(da) == remap_label(db)
+    except ValueError:  # idna.IDNAError (a UnicodeError): a disallowed code point
+        return False
+
+
 def _pct_char(char: str) -> str:
     return "%" + char.encode("utf-8").hex("%").upper()
 
@@ -357,11 +398,19 @@ def character_normalize(ref: IRIReference) -> IRIReference:
     NFC can give an uppercase ASCII letter (U+212A KELVIN SIGN is canonically
     "K"), so the host is lowercased again after it: the case rung (5.3.2.1),
     which runs before, says the host is case-insensitive.
+
+    The host of a scheme known to use domain names is converted with ToASCII
+    (3.1, 5.3.3: UTS 46, which maps each code point and only then normalizes to
+    NFC, section 4 steps 1-2), so NFC there is applied to a label only where UTS
+    46 maps the label and its NFC to the same string (``_nfc_dns_host``): NFC
+    first can name another domain.
     """
     host = ref.host
     if host and not host.startswith("["):
         nfc_host = _nfc(host, "host")
         if nfc_host is not host and nfc_host:
+            if nfc_host != host and uses_dns(ref.scheme):
+                nfc_host = _nfc_dns_host(host, nfc_host)
             host = _upper_pct(lower_ascii(nfc_host))
     return IRIReference(
         ref.scheme,

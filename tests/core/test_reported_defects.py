@@ -4,6 +4,9 @@ Every table that involves :func:`iri_scrapy.normalize` runs through each of its 
 paths (the ``path`` fixture and ``via``: climb, fused, fast), checks idempotence on
 that path, and the Hypothesis properties state the rule each fix follows.
 
+1. NFC (RFC 3987 5.3.2.2) on the host of a DNS scheme: UTS 46 maps first and
+   normalizes after (UTS 46 section 4), so NFC before it can name another domain
+   (U+0345 has combining class 240 but maps to U+03B9, a starter).
 3. Errors name the character and its index in the caller's input, whatever the
    rungs did to the component before (case, escapes, percent-encoding).
 """
@@ -13,12 +16,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import iri_scrapy as iri
 from iri_scrapy import Level
 from tests.support.paths import via
 
 ERROR = "error"
+SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck))
 
 
 def cases(rows: list[tuple[Any, ...]]) -> list[Any]:
@@ -40,6 +46,84 @@ def norm(text: str, level: Level | str = Level.SCHEME, **kwargs: Any) -> str:
         return iri.normalize(text, level, **kwargs)
     except iri.IRIError:
         return ERROR
+
+
+# --- 1. NFC never changes which domain a host names ------------------------------------
+#
+# RFC 3987 5.3.2.2 (NFC, only with nfc=True) and 3.1/5.3.3 (ToASCII, UTS 46): UTS 46
+# section 4 maps each code point, then normalizes to NFC.  NFC first reorders U+0345
+# (ccc 240) after U+0301 (ccc 230); the mapping then makes U+0345 the starter U+03B9
+# and the acute goes on another base: another domain.  So NFC is applied to a label
+# of a DNS host only where UTS 46 maps the label and its NFC to the same string.
+
+NFC_HOSTS = [
+    # (id, input, level, form, result with nfc=True)
+    ("3987-5.3.2.2-uts46-4-ypogegrammeni-scheme", "http://q\u0345\u0301j.com/", Level.SCHEME,
+     "uri", "http://xn--qj-58b.com/"),
+    ("3987-5.3.2.2-uts46-4-ypogegrammeni-escaped", "http://q%CD%85%CC%81j.com/", Level.SCHEME,
+     "uri", "http://xn--qj-58b.com/"),
+    ("3987-5.3.2.2-uts46-4-ypogegrammeni-iri", "http://q\u0345\u0301j.com/", Level.SCHEME,
+     "iri", "http://q\u03afj.com/"),
+    ("3987-5.3.2.2-uts46-4-ypogegrammeni-syntax", "http://q\u0345\u0301j.com/", Level.SYNTAX,
+     "uri", "http://q%CD%85%CC%81j.com/"),
+    ("3987-5.3.2.2-uts46-4-reordered-is-another-domain", "http://q\u0301\u0345j.com/",
+     Level.SCHEME, "uri", "http://xn--qj-8tb05e.com/"),
+    ("3987-5.3.2.2-uts46-4-reordered-syntax", "http://q\u0301\u0345j.com/", Level.SYNTAX,
+     "uri", "http://q%CC%81%CD%85j.com/"),
+    ("3987-5.3.2.2-uts46-4-ypogegrammeni-https-port", "HTTPS://Q\u0345\u0301J.com:443/",
+     Level.SCHEME, "uri", "https://xn--qj-58b.com/"),
+    # NFC still applies where UTS 46 agrees (label by label).
+    ("3987-5.3.2.2-safe-label-composed-syntax", "http://e\u0301.q\u0345\u0301j.com/",
+     Level.SYNTAX, "uri", "http://%C3%A9.q%CD%85%CC%81j.com/"),
+    ("3987-5.3.2.2-safe-kelvin-syntax", "http://\u212a/", Level.SYNTAX, "uri", "http://k/"),
+    ("3987-5.3.2.2-safe-alpha-ypogegrammeni-syntax", "http://\u03b1\u0345.com/", Level.SYNTAX,
+     "uri", "http://%E1%BE%B3.com/"),
+    # Not a DNS scheme: not a domain name, NFC as 5.3.2.2 says.
+    ("3987-5.3.2.2-other-scheme-nfc", "foo://q\u0345\u0301j/", Level.SCHEME, "uri",
+     "foo://q%CC%81%CD%85j/"),
+    # The path is not a host: NFC as 5.3.2.2 says.
+    ("3987-5.3.2.2-path-nfc", "http://h/q\u0345\u0301j", Level.SCHEME, "uri",
+     "http://h/q%CC%81%CD%85j"),
+]
+
+
+@pytest.mark.parametrize(("text", "level", "form", "expected"), cases(NFC_HOSTS))
+def test_nfc_keeps_the_domain(path: str, text: str, level: Level, form: str, expected: str) -> None:
+    assert run(path, text, level, form=form, nfc=True) == expected
+    if iri.parse(text).scheme.lower() in ("http", "https"):  # type: ignore[union-attr]
+        if level >= Level.SCHEME:
+            # 5.3.3: the same host with and without NFC (the path may differ).
+            assert iri.parse(run(path, text, level, form=form)).host == iri.parse(expected).host
+        # NFC never splits what nfc=False merged.
+        lower = run(path, text, level, form="uri")
+        assert run(path, lower, level, form=form, nfc=True) == expected
+
+
+COMBINING = ["\u0345", "\u0301", "\u0308", "\u0313", "\u0342", "\u0323", "\u0327", "\u0338",
+             "\u0340", "\u0344", "\u1fbe", "\u0399"]
+BASES = ["q", "a", "\u03b1", "\u03b9", "\u03af", "\u1fb3", "\u1f80", "\u03c9", "e", "K"]
+host_labels = st.lists(st.sampled_from(BASES + COMBINING), min_size=1, max_size=6).map("".join)
+greek_hosts = st.lists(host_labels, min_size=1, max_size=2).map(lambda ls: ".".join(ls) + ".com")
+
+
+@SETTINGS
+@given(greek_hosts, greek_hosts, st.sampled_from(["http", "https", "ws", "ftp"]))
+def test_prop_nfc_never_changes_the_domain(a: str, b: str, scheme: str) -> None:
+    """For combining marks (U+0345 in particular): at SCHEME the host is the same with
+    and without NFC; NFC never splits what non-NFC merged; NFC at SYNTAX never
+    merges hosts that are different domains at SCHEME; idempotence with NFC."""
+    ua, ub = f"{scheme}://{a}/", f"{scheme}://{b}/"
+    for text in (ua, ub):
+        assert norm(text, nfc=True) == norm(text), text
+        for level in (Level.SYNTAX, Level.SCHEME):
+            once = norm(text, level, nfc=True)
+            if once != ERROR:
+                assert norm(once, level, nfc=True) == once, text
+            merged = norm(text, level)
+            if merged != ERROR:
+                assert norm(merged, level, nfc=True) == once, text
+    if norm(ua, Level.SYNTAX, nfc=True) == norm(ub, Level.SYNTAX, nfc=True):
+        assert norm(ua) == norm(ub), (ua, ub)
 
 
 # --- 3. Errors point into the caller's input ---------------------------------------------
