@@ -290,6 +290,15 @@ def _unicode_host(host: str) -> str:
                     for label in host.split("."))
 
 
+def _to_ascii_ok(host: str) -> bool:
+    """Whether ToASCII (UTS 46, :func:`host_to_ascii`, cached per label) takes *host*."""
+    try:
+        host_to_ascii(host)
+    except IRIError:
+        return False
+    return True
+
+
 # scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )   (RFC 3986 3.1)
 
 
@@ -321,6 +330,21 @@ def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:
     allows it with scheme-specific knowledge; off by default), for the schemes
     known to use DNS only, where :func:`iri_to_uri` applies ToASCII: for the
     others the IRI would not map back to the URI.
+
+    With ``unicode_host=True`` (the conversion with scheme-specific knowledge that
+    pairs with ToASCII), the host of such a scheme also keeps its escapes if,
+    decoded, it is one that ToASCII refuses (``ftp://a.%CC%81a/``: a label cannot
+    begin with a combining mark): :func:`iri_to_uri` converts a host without
+    escapes with ToASCII (section 3.1), so the decoded IRI "cannot be resolved"
+    and would not map back to the URI, which section 3.2 says the conversion
+    always does.  A decoded host that ToASCII takes maps to its A-labels
+    (``http://%C3%9F.de/`` -> ``http://ß.de/`` -> ``http://xn--zca.de/``): the host
+    the URI names, since percent-encoded UTF-8 in a reg-name is the IDN, looked
+    up in its IDNA form (RFC 3986 section 3.2.2; level SCHEME compares them
+    equal, 5.3.3).  Without it, the result maps back to the URI byte for byte
+    with the mapping of 3.1 steps 1-2 (``iri_to_uri(..., idna=False)``), which is
+    the one 3.1 says applications MUST apply; with ToASCII as well it fails exactly
+    when the URI's own host has no ToASCII conversion (level SCHEME refuses it).
     """
     check_str(uri, "uri_to_iri")
     text = preprocess(uri)
@@ -329,10 +353,13 @@ def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:
     ref = parse(text)
     host = ref.host
     if host is not None and not host.startswith("["):
-        host = decode_component(host)
-        if unicode_host and "%" not in host and uses_dns(
-            None if ref.scheme is None else lower_ascii(ref.scheme)
-        ):
+        dns = uses_dns(None if ref.scheme is None else lower_ascii(ref.scheme))
+        decoded = decode_component(host)
+        if (unicode_host and dns and "%" not in decoded and not decoded.isascii()
+                and not _to_ascii_ok(decoded)):
+            decoded = host
+        host = decoded
+        if unicode_host and "%" not in host and dns:
             host = _unicode_host(host)
     return IRIReference(
         ref.scheme,

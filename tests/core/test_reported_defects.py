@@ -7,6 +7,10 @@ that path, and the Hypothesis properties state the rule each fix follows.
 1. NFC (RFC 3987 5.3.2.2) on the host of a DNS scheme: UTS 46 maps first and
    normalizes after (UTS 46 section 4), so NFC before it can name another domain
    (U+0345 has combining class 240 but maps to U+03B9, a starter).
+2. URI -> IRI (3.2) must give an IRI that maps back (3.1) to the URI: byte for
+   byte through 3.1 steps 1-2, to the same resource with ToASCII; with
+   ``unicode_host=True`` a DNS host whose decoded form ToASCII refuses keeps its
+   escapes, so that round trip never fails.
 3. Errors name the character and its index in the caller's input, whatever the
    rungs did to the component before (case, escapes, percent-encoding).
 """
@@ -124,6 +128,89 @@ def test_prop_nfc_never_changes_the_domain(a: str, b: str, scheme: str) -> None:
                 assert norm(merged, level, nfc=True) == once, text
     if norm(ua, Level.SYNTAX, nfc=True) == norm(ub, Level.SYNTAX, nfc=True):
         assert norm(ua) == norm(ub), (ua, ub)
+
+
+# --- 2. URI -> IRI -> URI names the same resource (RFC 3987 3.2) ------------------------
+#
+# 3.2: the conversion "will always result in an IRI that maps back to the URI used as
+# an input".  3.1 steps 1-2 (``idna=False``) are the mapping applications MUST apply:
+# the default conversion maps back through it byte for byte.  With ToASCII (3.1, a
+# MAY; ``iri_to_uri``'s default) a decoded host that ToASCII takes maps to its
+# A-labels, the host the URI names (RFC 3986 3.2.2: percent-encoded UTF-8 in a
+# reg-name is the IDN; 5.3.3 compares them equal); one that ToASCII refuses "cannot
+# be resolved" (3.1), nor can the URI (level SCHEME refuses it).  The conversion
+# with scheme-specific knowledge (``unicode_host=True``, 3.2.1), which pairs with
+# ToASCII, keeps the escapes of such a host: its round trip never fails.
+
+ROUND_TRIPS = [
+    # (id, URI, uri_to_iri(URI), the same with unicode_host=True, iri_to_uri of that)
+    ("3987-3.2-combining-mark-label", "ftp://a.%CC%81a/", "ftp://a.\u0301a/",
+     "ftp://a.%CC%81a/", "ftp://a.%CC%81a/"),
+    ("3987-3.2-hyphen-label", "http://%C3%A9-.com/", "http://\u00e9-.com/",
+     "http://%C3%A9-.com/", "http://%C3%A9-.com/"),
+    ("3987-3.2-mapped-delimiter", "http://a%EF%BC%83.com/", "http://a\uff03.com/",
+     "http://a%EF%BC%83.com/", "http://a%EF%BC%83.com/"),
+    ("3987-3.2-ideographic-stop-bracket", "http://example.com[%E3%80%82/",
+     "http://example.com[\u3002/", "http://example.com[%E3%80%82/",
+     "http://example.com[%E3%80%82/"),
+    ("3987-3.2-sharp-s-idn", "http://%C3%9F.de/", "http://\u00df.de/", "http://\u00df.de/",
+     "http://xn--zca.de/"),
+    ("3987-3.2-resume-idn", "http://r%C3%A9sum%C3%A9.example.org/",
+     "http://r\u00e9sum\u00e9.example.org/", "http://r\u00e9sum\u00e9.example.org/",
+     "http://xn--rsum-bpad.example.org/"),
+    ("3987-3.2-other-scheme-decoded", "foo://a.%CC%81a/", "foo://a.\u0301a/", "foo://a.\u0301a/",
+     "foo://a.%CC%81a/"),
+    ("3987-3.2-escape-left-decoded", "http://%40x.%CC%81a/", "http://%40x.\u0301a/",
+     "http://%40x.\u0301a/", "http://%40x.%CC%81a/"),
+]
+
+
+@pytest.mark.parametrize(("uri", "plain", "dns_aware", "expected_uri"), cases(ROUND_TRIPS))
+def test_uri_to_iri_maps_back(
+    path: str, uri: str, plain: str, dns_aware: str, expected_uri: str
+) -> None:
+    # The default conversion: 3.1 steps 1-2 give the URI back, byte for byte.
+    assert iri.uri_to_iri(uri) == plain
+    assert iri.iri_to_uri(plain, idna=False) == uri
+    # With ToASCII too: the same resource, or refused as the URI itself is.
+    try:
+        back = iri.iri_to_uri(plain)
+    except iri.IRIHostError:
+        back = ERROR
+    assert back in (expected_uri, ERROR)
+    if back == ERROR:
+        assert run(path, uri) == ERROR
+    # The conversion with scheme-specific knowledge: never fails, same resource.
+    out = iri.uri_to_iri(uri, unicode_host=True)
+    assert out == dns_aware
+    assert iri.iri_to_uri(out) == expected_uri
+    assert iri.iri_to_uri(out, idna=False) == uri
+    assert iri.uri_to_iri(expected_uri, unicode_host=True) == out
+    assert run(path, expected_uri) == run(path, uri)
+
+
+PCT_HOST_PIECES = ["%C3%A9", "%C3%9F", "%CC%81", "%E2%80%8D", "%EF%BC%83", "%E3%80%82", "%41",
+                   "%40", "a", "-", ".", "xn--zca", "1", "%E0%A4%95%E0%A5%8D"]
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(PCT_HOST_PIECES), min_size=1, max_size=6).map("".join),
+       st.sampled_from(["http", "https", "ftp", "ws", "foo"]))
+def test_prop_round_trip_names_the_same_resource(host: str, scheme: str) -> None:
+    """3.2 on hosts of escapes: with ``unicode_host=True`` the round trip never fails and
+    names what the URI names at 5.3.3; without it, 3.1 steps 1-2 give the URI back, and
+    ToASCII fails only where the URI has no canonical form either."""
+    uri = f"{scheme}://{host}/"
+    out = iri.uri_to_iri(uri, unicode_host=True)
+    back = iri.iri_to_uri(out)
+    assert norm(back) == norm(uri), (uri, out, back)
+    plain = iri.uri_to_iri(uri)
+    # Up to hex case and escaped unreserved characters (3.2), the URI itself.
+    assert norm(iri.iri_to_uri(plain, idna=False), Level.SYNTAX) == norm(uri, Level.SYNTAX)
+    try:
+        assert norm(iri.iri_to_uri(plain)) == norm(uri), (uri, plain)
+    except iri.IRIHostError:
+        assert norm(uri) == ERROR, (uri, plain)
 
 
 # --- 3. Errors point into the caller's input ---------------------------------------------
