@@ -267,9 +267,18 @@ def decode_component(value: str, *, allow_private: bool = False, ascii_too: bool
 
 @lru_cache(maxsize=8192)
 def _unicode_label(label: str) -> str:
-    """ToUnicode of one label if ToASCII gives the label back, else the label."""
+    """ToUnicode of one label if ToASCII gives the label back, else the label.
+
+    The label also stays an A-label if its U-label holds a character not
+    appropriate in an IRI (section 3.2 step 4 with 4.1 and 6.1: ZWJ and ZWNJ,
+    which IDNA 2008 allows in context, are invisible format characters, Cf): in a
+    path they stay percent-encoded, and the A-label is the host's encoded form
+    (a %-encoded host would map back to another URI, 3.1).
+    """
     uni = host_to_unicode(label)
     if uni == label:
+        return label
+    if any(not c.isascii() and not _appropriate(c, False) for c in uni):
         return label
     try:
         back = host_to_ascii(uni)

@@ -13,10 +13,13 @@ that path, and the Hypothesis properties state the rule each fix follows.
    escapes, so that round trip never fails.
 3. Errors name the character and its index in the caller's input, whatever the
    rungs did to the component before (case, escapes, percent-encoding).
+4. The IRI form keeps invisible characters encoded (3.2 step 4, 6.1) in the host
+   as in the path: a label holding ZWJ/ZWNJ stays an A-label.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 import pytest
@@ -25,6 +28,7 @@ from hypothesis import strategies as st
 
 import iri_scrapy as iri
 from iri_scrapy import Level
+from iri_scrapy.core.charclasses import BIDI_FORMATTING
 from tests.support.paths import via
 
 ERROR = "error"
@@ -284,3 +288,57 @@ def test_error_points_into_the_input(
         with pytest.raises(iri.IRIError) as info:
             iri.iri_to_uri(text)
         _check_error(info.value, text, component, bad)
+
+
+# --- 4. Invisible characters stay encoded in the IRI form, host included ----------------
+#
+# RFC 3987 3.2 step 4 with 4.1 and 6.1 (and Weber's guidelines): characters that are
+# invisible (format characters, Cf: ZWJ, ZWNJ) are not shown decoded.  In a path they
+# stay %-encoded; in a host shown with ToUnicode (3.2.1) their label stays the A-label,
+# which maps back to the same URI.
+
+ZWJ_HOST = "\u0915\u094d\u200d"  # KA, VIRAMA, ZWJ: a valid IDNA 2008 label (CONTEXTJ)
+ZWNJ_HOST = "\u0915\u094d\u200c"
+INVISIBLE = [
+    # (id, input, level, IRI form)
+    ("3987-6.1-zwj-host-iri-form", f"http://{ZWJ_HOST}.com/a\u200db", Level.SCHEME,
+     "http://xn--11b6iy14e.com/a%E2%80%8Db"),
+    ("3987-6.1-zwnj-host-iri-form", f"http://{ZWNJ_HOST}.com/", Level.SCHEME,
+     "http://xn--11b6iv14e.com/"),
+    ("3987-6.1-zwj-host-escaped", "http://%E0%A4%95%E0%A5%8D%E2%80%8D.com/", Level.SCHEME,
+     "http://xn--11b6iy14e.com/"),
+    ("3987-6.1-zwj-label-other-labels-shown", f"http://{ZWJ_HOST}.\u00e9.com/", Level.SCHEME,
+     "http://xn--11b6iy14e.\u00e9.com/"),
+    ("3987-6.1-zwj-a-label", "http://xn--11b6iy14e.com/", Level.SCHEME,
+     "http://xn--11b6iy14e.com/"),
+    ("3987-6.1-zwj-host-syntax", f"http://{ZWJ_HOST}.com/", Level.SYNTAX,
+     "http://\u0915\u094d%E2%80%8D.com/"),
+]
+
+
+@pytest.mark.parametrize(("text", "level", "expected"), cases(INVISIBLE))
+def test_invisible_characters_stay_encoded(path: str, text: str, level: Level, expected: str) -> None:
+    assert run(path, text, level, form="iri") == expected
+    # 3.2: the IRI form maps back to the URI form.
+    assert run(path, expected, level) == run(path, text, level)
+    uri = run(path, text, level)
+    if level >= Level.SCHEME:
+        assert iri.uri_to_iri(uri, unicode_host=True) == expected
+        assert iri.iri_to_uri(expected) == uri
+
+
+def _invisible(char: str) -> bool:
+    return char in BIDI_FORMATTING or (
+        not char.isascii() and unicodedata.category(char) in ("Zs", "Zl", "Zp", "Cf", "Cc", "Co", "Cs")
+    )
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(["\u0915", "\u094d", "\u200d", "\u200c", "a", "\u0628",
+                                 "\u0644", "\u00e9", "-", "."]), min_size=1, max_size=6).map("".join))
+def test_prop_iri_form_host_has_no_invisible_character(label: str) -> None:
+    for level in (Level.SYNTAX, Level.SCHEME):
+        out = norm(f"http://{label}.com/", level, form="iri")
+        if out != ERROR:
+            host = iri.parse(out).host or ""
+            assert not any(_invisible(c) for c in host), (label, out)
