@@ -27,8 +27,9 @@ returns :class:`Finding` objects naming the component, the character
 * ``wire``: a host or port of a scheme known to use DNS (http, https, ws, wss,
   ftp) that cannot be on the wire, which level ``scheme`` refuses
   (:func:`iri_scrapy.core.hosts.dns_wire_host`: an empty host or label, a forbidden
-  host code point of the URL Standard after percent-decoding, an invalid IP
-  literal; a port above 65535), unless another finding is at the same index.
+  host code point of the URL Standard after percent-decoding, a host ending in a
+  number that is no IPv4 address, an invalid IP literal; a port above 65535),
+  unless another finding is at the same index.
 * ``syntax``: the first violation of the RFC 3987 section 2.2 grammar that
   :func:`iri_scrapy.validate` reports (other than bidi formatting characters,
   which are all reported above).

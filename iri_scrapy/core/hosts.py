@@ -24,7 +24,7 @@ from iri_scrapy.core.parsing import component_starts, parse
 from iri_scrapy.core.punycode import punycode_encode
 
 __all__ = [
-    "WireHostError", "check_dns_port", "dns_wire_host", "host_to_ascii",
+    "WireHostError", "check_dns_port", "dns_wire_host", "ends_in_number", "host_to_ascii",
     "host_to_unicode", "ipv6_text", "lower_ascii",
 ]
 
@@ -443,6 +443,84 @@ def _reg_name(host: str, spelling: str) -> None:
     )
 
 
+# URL Standard, host parsing: "If asciiDomain ends in a number, then return the
+# result of IPv4 parsing asciiDomain", which fails unless it is an IPv4 address.
+_RADIX_DIGITS = {10: frozenset("0123456789"), 8: frozenset("01234567"),
+                 16: frozenset("0123456789abcdefABCDEF")}
+
+
+def _ipv4_number(part: str) -> int | None:
+    """The URL Standard's IPv4 number parser: decimal, ``0x`` hexadecimal or ``0``
+    octal (an empty number after the prefix is 0); ``None`` for failure."""
+    if not part:
+        return None
+    radix = 10
+    if len(part) >= 2 and part[0] == "0" and part[1] in "xX":
+        part, radix = part[2:], 16
+    elif len(part) >= 2 and part[0] == "0":
+        part, radix = part[1:], 8
+    if not part:
+        return 0
+    digits = _RADIX_DIGITS[radix]
+    if not all(c in digits for c in part):
+        return None
+    return int(part, radix)
+
+
+def ends_in_number(host: str) -> bool:
+    """The URL Standard's "ends in a number checker" on an ASCII host: its last label
+    (less one trailing dot) is all ASCII digits or an IPv4 number (``0x1f``)."""
+    end = len(host) - 1 if host.endswith(".") else len(host)
+    last = host[host.rfind(".", 0, end) + 1 : end]
+    if not last or not "0" <= last[0] <= "9":  # every IPv4 number starts with a digit
+        return False
+    if last.isascii() and last.isdigit():
+        return True
+    return _ipv4_number(last) is not None
+
+
+def _ipv4(host: str, spelling: str) -> None:
+    """The URL Standard's IPv4 parser on a host that ends in a number: raise
+    _WireError unless it gives an address (the host is then kept as written: its
+    other spellings, ``127.1`` or ``0x7f.0.0.1``, are not merged with it)."""
+    parts = host.split(".")
+    if parts[-1] == "" and len(parts) > 1:
+        parts.pop()
+    why, bad = "", 0
+    numbers = [_ipv4_number(part) for part in parts[:5]]
+    if len(parts) > 4:
+        why, bad = "it has more than four parts", 4
+    elif None in numbers:
+        bad = numbers.index(None)
+        why = f"{parts[bad]!r} is not a decimal, 0x hexadecimal or 0 octal number"
+    else:
+        values = [n for n in numbers if n is not None]
+        big = next((k for k, n in enumerate(values[:-1]) if n > 255), None)
+        limit = 256 ** (5 - len(values))
+        if big is not None:
+            why, bad = f"its part {parts[big]!r} is above 255", big
+        elif values[-1] >= limit:
+            why, bad = f"its last part {parts[-1]!r} is above {limit - 1}", len(values) - 1
+    if not why:
+        return
+    raise _WireError(
+        f"a host ending in a number is an IPv4 address (URL Standard, host parsing and "
+        f"IPv4 parser), and {why}", _label_start(spelling, bad),
+    )
+
+
+def _label_start(spelling: str, k: int) -> int | None:
+    """The index in *spelling* of the first character of its *k*-th label (UTS 46
+    maps the other full stops to "." first)."""
+    try:
+        text, index = _decoded_index(spelling)
+    except _WireError:
+        return None
+    labels = text.translate(_DOTS).split(".")
+    at = sum(len(label) + 1 for label in labels[:k])
+    return index[at] if k < len(labels) and at < len(index) else None
+
+
 # A host the rungs made that surely goes on the wire: non-empty labels of
 # characters that need no check, an optional trailing dot.  The decision on it is
 # the decision on its spelling (they have the same percent-decoded characters, or
@@ -452,6 +530,8 @@ _PLAIN_WIRE_HOST_RE = re.compile(r"[a-z0-9\-_~!$&'()*+,;=]+(?:\.[a-z0-9\-_~!$&'(
 
 def _wire_host(host: str, spelling: str) -> str:
     if _PLAIN_WIRE_HOST_RE.fullmatch(host):
+        if ends_in_number(host):
+            _ipv4(host, spelling)
         return host
     if host[:1] == "[":
         try:
@@ -463,6 +543,8 @@ def _wire_host(host: str, spelling: str) -> str:
                 _ip_literal(spelling)
             raise
     _reg_name(host, spelling)
+    if ends_in_number(host):
+        _ipv4(host, spelling)
     return host
 
 
@@ -480,9 +562,11 @@ def dns_wire_host(host: str, spelling: str | None = None) -> str:
     Refused: an empty host; a reg-name holding, after percent-decoding as UTF-8,
     a forbidden host or domain code point of the URL Standard (C0 controls,
     space, ``#%/:<>?@[\\]^|``, DEL) or octets that are not UTF-8; an empty label
-    (a trailing dot is kept: ``example.com.`` may be another virtual host); an
-    unclosed or invalid IP literal, or a zone ID that is not ``%25`` ZoneID (RFC
-    6874 section 2).  IPv6 is written in RFC 5952 canonical text
+    (a trailing dot is kept: ``example.com.`` may be another virtual host); a
+    host that ends in a number (its last label all digits, or ``0x`` hex) and is
+    no IPv4 address to the URL Standard's IPv4 parser (``256.1.1.1``, ``a.1``,
+    ``example.123``); an unclosed or invalid IP literal, or a zone ID that is not
+    ``%25`` ZoneID (RFC 6874 section 2).  IPv6 is written in RFC 5952 canonical text
     (:func:`ipv6_text`); IPvFuture and zone IDs are kept.
     """
     if spelling is None:

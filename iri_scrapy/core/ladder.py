@@ -36,6 +36,7 @@ from iri_scrapy.core.hosts import (
     WireHostError,
     check_dns_port,
     dns_wire_host,
+    ends_in_number,
     host_to_ascii,
     lower_ascii,
     remap_label,
@@ -84,7 +85,8 @@ __all__ = [
 #: would make a scheme of a relative reference's first segment stay; a non-ASCII
 #: mailto domain keeps its case (and uppercase hex).
 #: 3: with nfc=True, NFC is applied to a label of a DNS host only where UTS 46 maps
-#: it as it maps the label (``q\u0345\u0301j.com`` keeps its domain).
+#: it as it maps the label (``q\u0345\u0301j.com`` keeps its domain); a DNS host
+#: ending in a number that is no IPv4 address is refused (URL Standard).
 CANONICALIZATION_VERSION = 3
 
 Form = Literal["uri", "iri", "surt"]  # "surt": see iri_scrapy.core.surt
@@ -619,9 +621,11 @@ def fast_path(text: str, keep_fragment: bool) -> str | None:
     if m is None:
         return None
     scheme, host, port, path, fragment = m.groups()
-    if (".." in host or port is not None and len(port) == 5 and port > "65535") \
-            and scheme in DEFAULT_PORTS:
-        return None  # refused by hosts.dns_wire_host (empty label) or check_dns_port
+    if (".." in host or ends_in_number(host) or port is not None and len(port) == 5
+            and port > "65535") and scheme in DEFAULT_PORTS:
+        # refused by hosts.dns_wire_host (empty label, not an IPv4 address) or
+        # check_dns_port; a valid IPv4 address is left to the fused path
+        return None
     if "%" in text and _NOT_CANONICAL_ESCAPE_RE.search(text):
         return None
     if path is not None:

@@ -15,6 +15,8 @@ that path, and the Hypothesis properties state the rule each fix follows.
    rungs did to the component before (case, escapes, percent-encoding).
 4. The IRI form keeps invisible characters encoded (3.2 step 4, 6.1) in the host
    as in the path: a label holding ZWJ/ZWNJ stays an A-label.
+5. A DNS host ending in a number is an IPv4 address (URL Standard, host parser),
+   refused when it is not a valid one.
 """
 
 from __future__ import annotations
@@ -342,3 +344,63 @@ def test_prop_iri_form_host_has_no_invisible_character(label: str) -> None:
         if out != ERROR:
             host = iri.parse(out).host or ""
             assert not any(_invisible(c) for c in host), (label, out)
+
+
+# --- 5. A host ending in a number is an IPv4 address (URL Standard, host parser) ----------
+#
+# README, "Hosts that cannot be on the wire": what cannot be on the wire follows the
+# URL Standard's host parser, which parses a host "ending in a number" (its last
+# label, less a trailing dot, all ASCII digits or a 0x hex number) with its IPv4
+# parser and fails if that does not give an IPv4 address.
+
+IPV4 = [
+    # (id, input, result at SCHEME or the refused character)
+    ("url-ipv4-part-above-255", "http://256.1.1.1/", ("error", 7)),
+    ("url-ipv4-last-part-above-255", "http://1.2.3.256/", ("error", 13)),
+    ("url-ipv4-letters-then-number", "http://a.1/", ("error", 7)),
+    ("url-ipv4-tld-number", "http://example.123/", ("error", 7)),
+    ("url-ipv4-tld-number-trailing-dot", "http://example.123./", ("error", 7)),
+    ("url-ipv4-five-parts", "http://1.2.3.4.5/", ("error", 15)),
+    ("url-ipv4-above-32-bits", "http://4294967296/", ("error", 7)),
+    ("url-ipv4-bad-octal", "http://09.1.1.1/", ("error", 7)),
+    ("url-ipv4-hex-last-label", "http://a.0x1f/", ("error", 7)),
+    ("url-ipv4-uppercase", "HTTP://EXAMPLE.123/", ("error", 7)),
+    ("url-ipv4-escaped-digit", "http://a.%31/", ("error", 7)),
+    ("url-ipv4-after-escape", "http://%61b.1/", ("error", 7)),
+    ("url-ipv4-fullwidth", "http://\uff41.\uff11/", ("error", 7)),
+    ("url-ipv4-idn-label", "http://\u00e9.1/", ("error", 7)),
+    ("url-ipv4-https-port", "https://u@a.1:8443/x", ("error", 10)),
+    ("url-ipv4-ws", "ws://a.1/", ("error", 5)),
+    ("url-ipv4-ftp", "ftp://a.1/", ("error", 6)),
+    # Valid IPv4 addresses and hosts not ending in a number are kept as they are.
+    ("url-ipv4-dotted", "http://1.2.3.4/", "http://1.2.3.4/"),
+    ("url-ipv4-max", "http://255.255.255.255/", "http://255.255.255.255/"),
+    ("url-ipv4-trailing-dot", "http://1.2.3.4./", "http://1.2.3.4./"),
+    ("url-ipv4-short-form-kept", "http://127.1/", "http://127.1/"),
+    ("url-ipv4-hex-kept", "http://0x7f.1/", "http://0x7f.1/"),
+    ("url-ipv4-not-a-number", "http://a.1a/", "http://a.1a/"),
+    ("url-ipv4-not-hex", "http://a.0x1g/", "http://a.0x1g/"),
+    ("url-ipv4-number-not-last", "http://1.a/", "http://1.a/"),
+    ("url-ipv4-other-scheme", "foo://a.1/", "foo://a.1/"),
+    ("url-ipv4-relative", "//a.1/", "//a.1/"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), cases(IPV4))
+def test_host_ending_in_a_number(path: str, text: str, expected: Any) -> None:
+    if isinstance(expected, str):
+        assert run(path, text) == expected
+        return
+    _, index = expected
+    for form in ("uri", "iri"):
+        with pytest.raises(iri.IRIHostError) as info:
+            via(path, text, form=form)
+        err = info.value
+        assert (err.component, err.index, err.char) == ("host", index, text[index]), str(err)
+        assert "IPv4" in str(err) and f"U+{ord(text[index]):04X} at index {index}" in str(err)
+    # Lower levels stay lenient; SCHEME refuses what they give as it refuses the input.
+    for level in (Level.SIMPLE, Level.SYNTAX):
+        lower = run(path, text, level, form="iri" if level is Level.SIMPLE else "uri")
+        assert lower != ERROR
+        with pytest.raises(iri.IRIHostError):
+            via(path, lower)

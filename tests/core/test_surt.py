@@ -43,7 +43,9 @@ def test_reordering_agrees_with_the_surt_package() -> None:
         if got != want:
             bad.append((uri, got, want))
     assert bad == []
-    assert compared >= 1250 and refused <= 130, (compared, refused)  # 1,269 and 124 today
+    # 1,228 and 165 today: 41 of them hosts ending in a number that are no IPv4
+    # address (URL Standard IPv4 parser: 256.1.1.1, foo.09, 1.2.3.4.5...)
+    assert compared >= 1210 and refused <= 170, (compared, refused)
 
 
 @pytest.mark.parametrize(("iri", "kwargs", "key"), [
