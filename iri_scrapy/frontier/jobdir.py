@@ -116,13 +116,22 @@ unanswered requests pending for the next run, as it should.  The requests out
 are kept in a :class:`~iri_scrapy.frontier.ledger.Ledger` (shared with
 ``RedisIRIScheduler``); an answer deletes the pending row.
 
-**Serialization**: Scrapy's public ``Request.to_dict`` / ``request_from_dict``
-(callbacks and errbacks by name, priority, ``dont_filter``, meta, cb_kwargs),
-pickled like Scrapy's own disk queues.  A request that cannot be serialized (a
-lambda callback, an unpicklable meta value) is kept in memory, counted
-(``iri/frontier/unserializable``) and logged once; its fingerprint goes into the
-store only once it is answered, so a crash never makes it "seen but lost"
-(the page that links to it is fetched again instead).
+**Serialization**: :mod:`.codec` (shared with ``RedisIRIScheduler``): Scrapy's
+public ``Request.to_dict`` / ``request_from_dict`` (callbacks and errbacks by
+name, priority, ``dont_filter``, meta, cb_kwargs) stored as JSON *data*, never
+pickled: whoever can write the store can add or drop requests, not run code
+(``docs/frontier.md``).  Values in ``meta``/``cb_kwargs`` that are not plain
+data are stored as HMAC-signed pickles when ``IRI_FRONTIER_SECRET`` is set.  A
+request that cannot be serialized (a lambda callback, a non-plain meta value
+without a secret) is kept in memory, counted (``iri/frontier/unserializable``)
+and logged once; its fingerprint goes into the store only once it is answered,
+so a crash never makes it "seen but lost" (the page that links to it is fetched
+again instead).  A pending row that cannot be read back (a planted pickle,
+garbage, an unknown class or callback) is refused: never executed, moved to the
+store's ``refused`` table, counted (``iri/frontier/refused_records``, and per
+kind), logged at ERROR once per kind; the crawl goes on without it and closes
+with ``finish_reason`` ``iri_frontier_refused_records`` (exit status 1) instead
+of ``finished``.
 
 **Ordering** is Scrapy's: pending requests are kept in the scheduler's memory
 priority queue (``SCHEDULER_PRIORITY_QUEUE`` over ``SCHEDULER_MEMORY_QUEUE``,
@@ -147,6 +156,9 @@ as a request finishes).  With slow callbacks, a higher cap lets downloads go
 on while responses wait for their callback, at the price of more refetches
 after a kill.
 ``IRI_JOBDIR_ALLOW_RESET`` applies to the store as to the fingerprint file.
+``IRI_FRONTIER_SECRET`` (or the environment variable of that name; default
+unset): the HMAC key of the signed pickles that carry requests whose meta is not
+plain data (``docs/frontier.md``).
 
 A ``JOBDIR`` that was started without the frontier (it has Scrapy's queue or
 ``iri_fingerprints.bin`` and no store) is continued the way it was started,
@@ -159,8 +171,9 @@ Stats
 ``iri/frontier/unclean_shutdown`` 1 if the previous run did not close;
 ``iri/frontier/stored``, ``iri/frontier/answered``, ``iri/frontier/replaced``
 (answered by a replacement request), ``iri/frontier/answered_on_release``,
-``iri/frontier/unserializable``,
-``iri/frontier/inflight_max``, ``iri/frontier/commits``, ``iri/frontier/syncs``,
+``iri/frontier/unserializable``, ``iri/frontier/refused_records`` (and
+``iri/frontier/refused_records/<kind>``), ``iri/frontier/inflight_max``,
+``iri/frontier/commits``, ``iri/frontier/syncs``,
 ``iri/frontier/pending_at_close`` (left for the next run), and Scrapy's
 ``scheduler/enqueued/disk`` (stored) and ``scheduler/enqueued/memory``
 (unserializable).
@@ -170,7 +183,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -179,9 +191,18 @@ from typing import TYPE_CHECKING, Any, cast
 
 from scrapy import signals
 from scrapy.core.scheduler import Scheduler
-from scrapy.utils.request import request_from_dict
+from scrapy.exceptions import CloseSpider
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.frontier.codec import (
+    REASON_REFUSED_RECORDS,
+    RefusalLog,
+    RefusedRecord,
+    RequestCodec,
+    UnserializableRequest,
+    exit_status_one_on,
+    frontier_secret,
+)
 from iri_scrapy.frontier.ledger import (
     Answering,
     Ledger,
@@ -286,8 +307,10 @@ class FrontierStore:
     Tables: ``meta(key, value)`` (format and canonicalization versions, the
     options tag, the ``clean`` flag), ``seen(fp)`` (64-bit records, signed,
     append-only: the dupefilter's table deduplicates them on load) and
-    ``pending(id, request)`` (pickled ``Request.to_dict``; ``AUTOINCREMENT`` so
-    an id is never reused).  Writes go into one open transaction until
+    ``pending(id, request)`` (a :mod:`.codec` record; ``AUTOINCREMENT`` so
+    an id is never reused) and, once a record was refused, ``refused(id,
+    request, kind, at)`` (the records that could not be read back, kept for
+    inspection, never read).  Writes go into one open transaction until
     :meth:`commit`; :meth:`sync` makes every commit durable.  *fsync_ms*
     ``None`` means every commit is synced.
     """
@@ -460,6 +483,27 @@ class FrontierStore:
         """Alias of :meth:`done` for rows that cannot be read back."""
         self.done(rowid)
 
+    def refuse(self, rowid: int, kind: str) -> None:
+        """Move the pending row *rowid* to the ``refused`` table (a record that could
+        not be read back: kept for inspection, never read again by the crawl)."""
+        self._begin()
+        conn = self._conn
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS refused (id INTEGER PRIMARY KEY, request BLOB NOT NULL,"
+            " kind TEXT NOT NULL, at REAL NOT NULL)")
+        conn.execute(
+            "INSERT OR REPLACE INTO refused SELECT id, request, ?, ? FROM pending WHERE id = ?",
+            (kind, time.time(), rowid))
+        conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
+
+    def refused_rows(self) -> list[tuple[int, bytes, str]]:
+        """``(id, record, kind)`` of every refused record (see :meth:`refuse`)."""
+        tables = {row[0] for row in self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
+        if "refused" not in tables:
+            return []
+        return list(self._conn.execute("SELECT id, request, kind FROM refused ORDER BY id"))
+
     @property
     def in_transaction(self) -> bool:
         return self._in_tx
@@ -630,6 +674,9 @@ class IRIFrontierScheduler(Scheduler):
         self._commit_call: Any = None
         self._syncer: LoopingCall | None = None
         self._warned_unser = False
+        self.codec: RequestCodec | None = None
+        #: The pending rows refused at open (see :mod:`.codec`).
+        self.refusals = RefusalLog("IRIFrontierScheduler", "the frontier store")
 
     # --- life cycle ------------------------------------------------------------
 
@@ -655,26 +702,23 @@ class IRIFrontierScheduler(Scheduler):
             refuse_start(self.crawler, REASON_JOBDIR_MISMATCH, str(exc), exc)
             return result
         self.store = store
+        crawler = self.crawler
+        assert crawler is not None
+        self.codec = codec = RequestCodec(spider, frontier_secret(crawler.settings))
+        self.refusals.store = f"the frontier store {store.path}"
         seen = df.preload(store.seen_records())
-        recovered = unloadable = 0
+        recovered = 0
         for rowid, data in store.pending_rows():
             try:
-                request = request_from_dict(pickle.loads(data), spider=spider)  # noqa: S301
-            except Exception as exc:  # a callback renamed since, a class gone...
-                unloadable += 1
-                logger.error(
-                    "Frontier store %s: pending request %d cannot be read back (%s): dropped",
-                    store.path, rowid, exc, extra={"spider": spider},
-                )
-                store.remove(rowid)
+                request = codec.decode(data)
+            except RefusedRecord as exc:  # never executed: kept aside, counted, loud
+                self._refused(exc, rowid)
                 continue
             request.meta[META_FRONTIER_ID] = rowid
             self.mqs.push(request)
             recovered += 1
         store.commit()
         self._inc("iri/frontier/recovered", recovered)
-        if unloadable:
-            self._inc("iri/frontier/unloadable", unloadable)
         if store.unclean:
             self._inc("iri/frontier/unclean_shutdown")
             logger.warning(
@@ -687,8 +731,6 @@ class IRIFrontierScheduler(Scheduler):
                 "Resuming crawl (%(queuesize)d requests scheduled)",
                 {"queuesize": recovered}, extra={"spider": spider},
             )
-        crawler = self.crawler
-        assert crawler is not None
         register_frontier(crawler, self)
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
@@ -837,20 +879,36 @@ class IRIFrontierScheduler(Scheduler):
         self.ledger.responded(request.meta.get(META_FRONTIER_ID))
 
     def _on_idle(self, **_: Any) -> None:
-        """Nothing is in the downloader or the scraper: every request out was answered."""
+        """Nothing is in the downloader or the scraper: every request out was answered.
+
+        A crawl that refused stored records does not end ``finished``: it closes with
+        ``iri_frontier_refused_records``.
+        """
         self.ledger.drain()
         self._commit()
+        if self.refusals.count:
+            self.refusals.closing(self.spider)
+            raise CloseSpider(REASON_REFUSED_RECORDS)
+
+    def _refused(self, exc: RefusedRecord, rowid: int) -> None:
+        """A pending row that cannot be read back: moved aside, counted, logged."""
+        store = self.store
+        assert store is not None
+        store.refuse(rowid, exc.kind)
+        if not self.refusals.count and self.crawler is not None:
+            exit_status_one_on(self.crawler)
+        self.refusals.refused(exc, f"pending row {rowid}", self.spider)
+        self._inc("iri/frontier/refused_records")
+        self._inc(f"iri/frontier/refused_records/{exc.kind}")
 
     # --- persistence -------------------------------------------------------------
 
     def _serialize(self, request: Request) -> bytes | None:
+        codec = self.codec
+        assert codec is not None
         try:
-            d = request.to_dict(spider=self.spider)
-            meta = d.get("meta")
-            if meta and META_FRONTIER_ID in meta:
-                d["meta"] = {k: v for k, v in meta.items() if k != META_FRONTIER_ID}
-            return pickle.dumps(d, protocol=4)
-        except Exception as exc:
+            return codec.encode(request, drop_meta=(META_FRONTIER_ID,))
+        except UnserializableRequest as exc:
             self._inc("iri/frontier/unserializable")
             if not self._warned_unser:
                 self._warned_unser = True

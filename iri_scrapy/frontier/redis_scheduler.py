@@ -52,11 +52,14 @@ other dupefilter keys):
     microseconds of the enqueueing worker's clock, ``id`` is
     ``<worker>.<counter>``), score ``-priority``: higher priorities first,
     first-in first-out within one (across workers as far as their clocks agree).
-``<base>:bodies`` (HASH) ``id`` -> the request (pickled ``Request.to_dict``).
+``<base>:bodies`` (HASH) ``id`` -> the request (a :mod:`.codec` record: JSON data,
+    or a signed pickle with ``IRI_FRONTIER_SECRET``; never a bare pickle).
 ``<base>:leases`` (ZSET) member ``"<worker> <score> <queue member>"`` (who holds
     it, and how to put it back) -> lease deadline (ms, Redis server time).
 ``<base>:workers`` (ZSET) worker -> liveness deadline (ms).
 ``<base>:intents`` (HASH) worker -> the request whose deduplication it is doing.
+``<base>:refused`` (HASH) ``queue:<member>`` or ``intent:<field>`` -> a record that
+    could not be read back (see *Refused records*), kept for inspection.
 
 Every change is one Lua script (atomic): *enqueue* (body and queue entry),
 *lease* (``ZPOPMIN`` plus the lease with deadline ``TIME + lease``), *ack*
@@ -88,6 +91,17 @@ client's).  A worker stalled longer than its lease (Redis down, a blocking
 callback) may see its leases taken over: those requests are fetched twice,
 never lost.  After the deadline the spider closes with ``iri_redis_unavailable``.
 
+Refused records
+===============
+
+A queue entry or an intent whose record cannot be read back (a planted pickle,
+garbage, a bad shape or signature, a class not loaded here, a callback this
+spider does not have: :mod:`.codec`) is never executed: it is moved to
+``<base>:refused``, counted (``refused_records``, and ``refused_records/<kind>``)
+and logged at ERROR once per kind.  The worker goes on without it; when it would
+close ``finished`` it closes with ``finish_reason`` ``iri_frontier_refused_records``
+instead (exit status 1).
+
 Start requests
 ==============
 
@@ -103,14 +117,13 @@ Stats: ``iri/redis_scheduler/enqueued``, ``leased``, ``acked``,
 ``requeued_expired`` (leases of others, or own, that expired and went back),
 ``released_on_close`` (own leases put back at a close that was not
 ``finished``), ``intents_recovered``, ``start_skipped``, ``joined`` (1 if the
-queue or leases were not empty at start), ``unserializable``, ``retries``,
-``outages``.
+queue or leases were not empty at start), ``unserializable``, ``refused_records``
+(and ``refused_records/<kind>``), ``retries``, ``outages``.
 """
 
 from __future__ import annotations
 
 import logging
-import pickle
 import time
 import uuid
 from collections import deque
@@ -120,9 +133,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import CloseSpider, DontCloseSpider
-from scrapy.utils.request import request_from_dict
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.frontier.codec import (
+    REASON_REFUSED_RECORDS,
+    RefusalLog,
+    RefusedRecord,
+    RequestCodec,
+    UnserializableRequest,
+    exit_status_one_on,
+    frontier_secret,
+)
 from iri_scrapy.frontier.jobdir import FrontierSpiderMiddleware, max_inflight_setting
 from iri_scrapy.frontier.ledger import Ledger, register_frontier, unregister_frontier
 from iri_scrapy.frontier.redis_dupefilter import (
@@ -364,6 +385,9 @@ class RedisIRIScheduler(BaseScheduler):
         self._tick_failing = False
         self._counts: dict[str, int] = {}
         self._connected = False  # to the crawler's signals
+        self.codec: RequestCodec | None = None
+        #: The records refused (see *Refused records* in the module doc).
+        self.refusals = RefusalLog("RedisIRIScheduler", "Redis")
 
     # --- construction ------------------------------------------------------------
 
@@ -411,7 +435,7 @@ class RedisIRIScheduler(BaseScheduler):
             # the queue goes with its seen-set: other canonicalization options, other keys
             self.base += f":c{CANONICALIZATION_VERSION}:{df.tag_hash()}"
         self._keys = {name: f"{self.base}:{name}" for name in (
-            "meta", "ready", "bodies", "leases", "workers", "intents")}
+            "meta", "ready", "bodies", "leases", "workers", "intents", "refused")}
 
     def _key_list(self, *names: str) -> list[str]:
         return [self._keys[name] for name in names]
@@ -479,6 +503,8 @@ class RedisIRIScheduler(BaseScheduler):
 
     def open(self, spider: Spider) -> Any:
         self.spider = spider
+        settings = self.crawler.settings if self.crawler is not None else None
+        self.codec = RequestCodec(spider, frontier_secret(settings))
         try:
             self._set_base(spider.name)
             self._connect()
@@ -731,7 +757,6 @@ class RedisIRIScheduler(BaseScheduler):
                 {"n": len(ledger), "s": self.stall_seconds},
                 extra={"spider": self.spider})
             self.max_inflight = 0
-        spider = self.spider
         for _ in range(100):
             try:
                 reply = self._run("lease", self._key_list("ready", "leases", "bodies"),
@@ -742,11 +767,15 @@ class RedisIRIScheduler(BaseScheduler):
                 return None
             member = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
             try:
-                request = request_from_dict(pickle.loads(reply[1]), spider=spider)  # noqa: S301
-            except Exception as exc:  # a callback renamed since, a class gone...
-                logger.error("RedisIRIScheduler: queued request %s cannot be read back (%s): "
-                             "dropped", member, exc, extra={"spider": spider})
+                request = self._decode(reply[1])
+            except RefusedRecord as exc:  # never executed: kept aside, counted, loud
+                queued = member.split(" ", 2)[-1]
+                try:
+                    self._keep_refused(f"queue:{queued}", reply[1])
+                except IRIRedisError:
+                    return None
                 self._ack([member])
+                self._refused(exc, f"queue entry {queued!r}")
                 continue
             request.meta[META_LEASE] = member
             ledger.hand_out(member, request)
@@ -801,6 +830,9 @@ class RedisIRIScheduler(BaseScheduler):
         except IRIRedisError:
             return
         if not ready and not leased:
+            if self.refusals.count:  # loud: never "finished" with records refused
+                self.refusals.closing(self.spider)
+                raise CloseSpider(REASON_REFUSED_RECORDS)
             return  # the crawl is over: "finished"
         now = time.monotonic()
         if self._idle_since is None:
@@ -843,12 +875,12 @@ class RedisIRIScheduler(BaseScheduler):
     def _recover_intent(self, field: str, data: bytes) -> None:
         """A dead worker's intent: enqueue it (after the dupefilter, whose answer is ambiguous)."""
         try:
-            request = request_from_dict(pickle.loads(data), spider=self.spider)  # noqa: S301
-        except Exception as exc:
-            logger.error("RedisIRIScheduler: intent %s cannot be read back (%s): dropped",
-                         field, exc)
+            request = self._decode(data)
+        except RefusedRecord as exc:  # never executed: kept aside, counted, loud
+            self._keep_refused(f"intent:{field}", data)
             self._retrying(lambda: self._client.execute_command(
                 "HDEL", self._keys["intents"], field))
+            self._refused(exc, f"intent {field!r}")
             return
         if not request.dont_filter:
             self.df.request_seen(request)  # record it; "seen" may be its own earlier write
@@ -878,14 +910,28 @@ class RedisIRIScheduler(BaseScheduler):
 
     # --- helpers ---------------------------------------------------------------------
 
+    def _decode(self, data: Any) -> Request:
+        codec = self.codec
+        assert codec is not None
+        return codec.decode(data)
+
+    def _keep_refused(self, field: str, data: bytes) -> None:
+        self._retrying(lambda: self._client.execute_command(
+            "HSET", self._keys["refused"], field, data))
+
+    def _refused(self, exc: RefusedRecord, record: str) -> None:
+        if not self.refusals.count and self.crawler is not None:
+            exit_status_one_on(self.crawler)
+        self.refusals.refused(exc, f"{record} (kept in {self._keys['refused']})", self.spider)
+        self._inc("refused_records")
+        self._inc(f"refused_records/{exc.kind}")
+
     def _serialize(self, request: Request) -> bytes | None:
+        codec = self.codec
+        assert codec is not None
         try:
-            d = request.to_dict(spider=self.spider)
-            meta = d.get("meta")
-            if meta and META_LEASE in meta:
-                d["meta"] = {k: v for k, v in meta.items() if k != META_LEASE}
-            return pickle.dumps(d, protocol=4)
-        except Exception as exc:
+            return codec.encode(request, drop_meta=(META_LEASE,))
+        except UnserializableRequest as exc:
             self._inc("unserializable")
             if not self._warned_unser:
                 self._warned_unser = True
@@ -910,7 +956,8 @@ class RedisIRIScheduler(BaseScheduler):
     @property
     def redis_keys(self) -> dict[str, str]:
         """The Redis keys of this crawl's queue by name (``meta``, ``ready``,
-        ``bodies``, ``leases``, ``workers``, ``intents``: module doc, *Keys*); empty
+        ``bodies``, ``leases``, ``workers``, ``intents``, ``refused``: module doc,
+        *Keys*); empty
         before :meth:`open`."""
         return dict(self._keys)
 
