@@ -179,6 +179,7 @@ def dump(tmp_path: Path) -> tuple[Path, bytes]:
     return src, urls
 
 
+@pytest.mark.slow
 def test_dedupe_progress_percentage_and_time_left(dump: tuple[Path, bytes]) -> None:
     src, urls = dump
     p = run("dedupe", str(src), "--progress", "-q")
@@ -194,6 +195,7 @@ def test_dedupe_progress_percentage_and_time_left(dump: tuple[Path, bytes]) -> N
     assert p.stdout == urls and PROGRESS.search(p.stderr.decode())
 
 
+@pytest.mark.slow
 def test_dedupe_progress_without_size_or_terminal(dump: tuple[Path, bytes]) -> None:
     _, urls = dump
     p = run("dedupe", "--progress", "-q", stdin=urls)  # a pipe: no size, no percentage

@@ -120,6 +120,7 @@ def test_stock_fetches_duplicates_and_misses_traps(stock: Crawl) -> None:
     assert result.stats["downloader/request_count"] > len(DEMO_SITE.keys)
 
 
+@pytest.mark.slow
 def test_resources_that_differ_are_all_fetched(plugin: Crawl) -> None:
     _, hits = plugin
     fetched = hits.fetched()

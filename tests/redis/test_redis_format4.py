@@ -103,6 +103,7 @@ def test_layout_and_splits(redis_server_session: RedisServer) -> None:
     cap=st.integers(1, 4),
     roots=st.sampled_from([1, 2]),
 )
+@pytest.mark.slow
 def test_no_false_answers_across_splits(
     redis_server_session: RedisServer, ops: list[tuple[bool, int]], cap: int, roots: int,
 ) -> None:
