@@ -798,3 +798,190 @@ def test_every_answer_path_in_a_real_crawl(tmp_path: Path) -> None:
         srv.reset()
         run_until(project, srv, 2, None)
         assert srv.hits.hits == []  # nothing pending, everything seen
+
+
+# --------------------------------------------------------------------------- planted records
+
+
+def _plant(path: Path, *records: bytes) -> None:
+    """Someone with write access to the JOBDIR adds rows to the store's pending table."""
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            conn.executemany("INSERT INTO pending (request) VALUES (?)", [(r,) for r in records])
+    finally:
+        conn.close()
+
+
+def _refused_kinds(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return [row[0] for row in conn.execute("SELECT kind FROM refused ORDER BY id")]
+    finally:
+        conn.close()
+
+
+def _idle(crawler: Any) -> BaseException | None:
+    """Send ``spider_idle`` as Scrapy's engine does; the exception a handler raised."""
+    from scrapy.exceptions import CloseSpider, DontCloseSpider
+
+    results = crawler.signals.send_catch_log(
+        signals.spider_idle, spider=crawler.spider, dont_log=(DontCloseSpider, CloseSpider))
+    raised = [result.value for _, result in results if isinstance(result, Failure)]
+    return raised[0] if raised else None
+
+
+def _json_record(spider: Spider, url: str, callback: str | None) -> bytes:
+    """A JSON record as the codec writes it, with the callback renamed to *callback*."""
+    import json
+
+    from iri_scrapy.frontier.codec import RequestCodec
+
+    record = json.loads(RequestCodec(spider).encode(Request(url)))
+    record["callback"] = callback
+    return json.dumps(record).encode()
+
+
+def test_planted_rows_refused_counted_logged_never_executed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from iri_scrapy.frontier.codec import REASON_REFUSED_RECORDS
+    from tests.frontier.test_codec import Plant
+
+    jobdir = tmp_path / "job"
+    crawler, scheduler = open_scheduler(jobdir)
+    assert scheduler.enqueue_request(Request("http://e.com/ok", callback=crawler.spider.parse))
+    scheduler.close("shutdown")
+    target = tmp_path / "pwned"
+    import pickle
+
+    _plant(jobdir / FILENAME, pickle.dumps(Plant(str(target))), b"garbage",
+           _json_record(crawler.spider, "http://e.com/renamed", "gone"),
+           _json_record(crawler.spider, "http://e.com/added", "parse"))
+    with caplog.at_level(logging.ERROR):
+        crawler2, again = open_scheduler(jobdir)
+    assert not target.exists()  # never unpickled
+    stats = crawler2.stats
+    assert stats.get_value("iri/frontier/refused_records") == 3
+    assert stats.get_value("iri/frontier/refused_records/pickle") == 1
+    assert stats.get_value("iri/frontier/refused_records/garbage") == 1
+    assert stats.get_value("iri/frontier/refused_records/callback") == 1
+    assert stats.get_value("iri/frontier/recovered") == 2  # "ok" and the one added
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 3 and all(REASON_REFUSED_RECORDS in e for e in errors), errors
+    assert _refused_kinds(jobdir / FILENAME) == ["pickle", "garbage", "callback"]
+    got = drain(again)
+    assert sorted(r.url for r in got) == ["http://e.com/added", "http://e.com/ok"]
+    for request in got:
+        again.answered(request)
+    # the crawl would end now: it does not end "finished"
+    closing = _idle(crawler2)
+    assert isinstance(closing, Exception) and getattr(closing, "reason", None) == \
+        REASON_REFUSED_RECORDS
+    again.close(REASON_REFUSED_RECORDS)
+    # kept aside, not refused again: the next run ends "finished"
+    crawler3, third = open_scheduler(jobdir)
+    assert not crawler3.stats.get_value("iri/frontier/refused_records")
+    assert drain(third) == [] and _idle(crawler3) is None
+    third.close("finished")
+    assert len(_refused_kinds(jobdir / FILENAME)) == 3
+
+
+def test_non_plain_meta_needs_the_secret(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import datetime
+
+    monkeypatch.delenv("IRI_FRONTIER_SECRET", raising=False)
+    when = datetime.date(2024, 5, 6)
+    crawler, scheduler = open_scheduler(tmp_path / "a")
+    with caplog.at_level(logging.WARNING, logger="iri_scrapy.frontier.jobdir"):
+        assert scheduler.enqueue_request(Request("http://e.com/d", meta={"when": when}))
+    assert crawler.stats.get_value("iri/frontier/unserializable") == 1
+    assert "IRI_FRONTIER_SECRET" in caplog.text  # says what to do
+    scheduler.close("shutdown")
+
+    crawler, scheduler = open_scheduler(tmp_path / "b", IRI_FRONTIER_SECRET="s3cret")
+    assert scheduler.enqueue_request(Request("http://e.com/d", meta={"when": when}))
+    assert crawler.stats.get_value("iri/frontier/stored") == 1
+    scheduler.close("shutdown")
+    crawler, scheduler = open_scheduler(tmp_path / "b", IRI_FRONTIER_SECRET="s3cret")
+    (back,) = drain(scheduler)
+    assert back.meta["when"] == when
+    scheduler.close("shutdown")
+    # another secret: refused, never unpickled
+    crawler, scheduler = open_scheduler(tmp_path / "b", IRI_FRONTIER_SECRET="other")
+    assert crawler.stats.get_value("iri/frontier/refused_records/signature") == 1
+    assert drain(scheduler) == []
+    scheduler.close("shutdown")
+
+
+REFUSAL_SPIDER = '''
+import scrapy
+
+
+class RefusalSpider(scrapy.Spider):
+    name = "frontier"
+    start_urls = ["http://frontier.example/"]
+
+    def parse(self, response):
+        yield {"url": response.url}
+'''
+
+
+@pytest.mark.slow
+def test_rows_planted_in_a_real_jobdir(tmp_path: Path) -> None:
+    """A finished JOBDIR crawl; rows planted into its store (a pickle that would create
+    a file, a record whose callback is gone, a record adding a page): the same command
+    run again fetches the added page, executes nothing, exits 1 with finish_reason
+    iri_frontier_refused_records; run once more, it ends finished."""
+    import pickle
+
+    from iri_scrapy.frontier.codec import REASON_REFUSED_RECORDS
+    from tests.frontier.test_codec import Plant
+    from tests.support import watch
+
+    site = Site(
+        hosts=(LARGE_HOST,),
+        resources=(
+            Resource("home", LARGE_HOST, "/", None, "Home", "", ()),
+            Resource("p1", LARGE_HOST, "/p/1", None, "P1", "", ()),
+            Resource("p2", LARGE_HOST, "/p/2", None, "P2", "", ()),
+        ),
+        start_urls=("http://frontier.example/",),
+    )
+    target = tmp_path / "pwned"
+    with SlowSiteServer(site, latency=0.01) as srv:
+        project = make_project(tmp_path / "p", srv.proxy_url, spider=REFUSAL_SPIDER)
+        run_until(project, srv, 1, None)
+        assert {k.path for k in srv.hits.counts()} == {"/"}
+        spider = _Spider()
+        _plant(project / "job" / FILENAME, pickle.dumps(Plant(str(target))),
+               _json_record(spider, "http://frontier.example/p/2", "gone"),
+               _json_record(spider, "http://frontier.example/p/1", "parse"))
+        srv.reset()
+
+        def run(number: int) -> tuple[int, str]:
+            proc = subprocess.Popen(crawl_command(project, number), cwd=project,
+                                    env=child_env(project), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            code = watch.wait_exit(proc, lambda: len(srv.hits.hits),
+                                   size_of(project / f"log{number}.txt"), what=f"run {number}",
+                                   detail=lambda: log_tail(project, number))
+            return code, (project / f"log{number}.txt").read_text(encoding="utf-8")
+
+        code, log = run(2)
+        assert not target.exists()
+        assert code == 1, log[-3000:]
+        assert f"'finish_reason': '{REASON_REFUSED_RECORDS}'" in log
+        assert stat_of(project, 2, "iri/frontier/refused_records") == 2
+        assert stat_of(project, 2, "iri/frontier/refused_records/pickle") == 1
+        assert stat_of(project, 2, "iri/frontier/refused_records/callback") == 1
+        errors = [line for line in log.splitlines() if "ERROR" in line and "refused" in line]
+        assert len(errors) == 3, errors  # one per kind, and the closing line
+        assert {k.path for k in srv.hits.counts()} == {"/p/1"}  # added: fetched
+        assert _refused_kinds(project / "job" / FILENAME) == ["pickle", "callback"]
+        srv.reset()
+        code, log = run(3)
+        assert code == 0 and "'finish_reason': 'finished'" in log, log[-3000:]
+        assert srv.hits.hits == []
+    assert not target.exists()

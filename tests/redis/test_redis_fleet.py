@@ -296,3 +296,49 @@ def test_scrapy_redis_scheduler_loses_the_killed_workers_requests(
     print(f"scrapy-redis scheduler: {len(lost)} of {len(srv.site.keys)} pages never fetched "
           f"after one kill -9")
     assert lost  # what RedisIRIScheduler fixes (test_kill_9_one_of_two_workers)
+
+
+def test_records_planted_in_redis_refused_by_a_real_worker(redis_server: RedisServer,
+                                                           tmp_path: Path) -> None:
+    """A finished crawl; someone with write access to Redis plants a pickle that would
+    create a file in the queue and as a dead worker's intent, and a record whose callback
+    the spider lacks: a worker started afterwards executes nothing, keeps them aside,
+    logs them and exits 1 with finish_reason iri_frontier_refused_records."""
+    import json
+    import pickle
+
+    from iri_scrapy.frontier.codec import REASON_REFUSED_RECORDS
+    from tests.frontier.test_codec import Plant
+
+    target = tmp_path / "pwned"
+    with SlowSiteServer(tree_site(12), latency=LATENCY) as srv:
+        project = fleet_project(tmp_path / "p", srv, redis_server.url)
+        first = start_worker(project, "A")
+        wait_exit(srv, project, "A", first)
+        assert "'finish_reason': 'finished'" in log_of(project, "A")
+        client = redis_server.client()
+        (meta,) = client.keys("iri:{frontier}:sched:v1:*:meta")
+        base = meta.decode().removesuffix(":meta")
+        payload = pickle.dumps(Plant(str(target)))
+        record = {"v": 1, "url": "http://frontier.example/p/1", "callback": "gone",
+                  "errback": None, "headers": [], "body": {"$b": ""}, "cookies": {},
+                  "meta": {}, "encoding": "utf-8", "flags": [], "cb_kwargs": {},
+                  "dont_filter": True, "method": "GET", "priority": 0}
+        client.hset(f"{base}:bodies", mapping={"x.1": payload, "x.2": json.dumps(record)})
+        client.zadd(f"{base}:ready", {"0000000000000001|x.1": 0, "0000000000000002|x.2": 0})
+        client.hset(f"{base}:intents", "x", payload)
+        srv.reset()
+        second = start_worker(project, "B")
+        code = watch.wait_exit(second, *progress(srv, project, {"B": second}),
+                               what="worker B", detail=lambda: log_tail(project, "B"))
+        log = log_of(project, "B")
+        assert not target.exists()
+        assert code == 1, log[-3000:]
+        assert f"'finish_reason': '{REASON_REFUSED_RECORDS}'" in log
+        assert stat_of(project, "B", "iri/redis_scheduler/refused_records") == 3
+        assert stat_of(project, "B", "iri/redis_scheduler/refused_records/pickle") == 2
+        assert [line for line in log.splitlines() if "ERROR" in line and "refused" in line]
+        assert srv.hits.hits == []  # nothing fetched: the planted records were refused
+        assert client.hlen(f"{base}:refused") == 3
+        assert queue_state(redis_server) == {"ready": 0, "leases": 0, "bodies": 0, "intents": 0}
+    assert not target.exists()

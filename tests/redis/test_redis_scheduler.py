@@ -358,3 +358,68 @@ def test_unserializable_request_kept_in_memory(redis_server: RedisServer, caplog
     assert worker.next_request() is request  # handed out from memory, no lease
     assert "cannot be stored in Redis" in caplog.text
     worker.close("finished")
+
+
+def test_planted_queue_entry_and_intent_refused(
+    redis_server: RedisServer, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Someone who can write to Redis plants a pickle in the queue and as the intent of
+    a "dead worker" (the heartbeat takes those over): refused, kept aside, counted,
+    logged, never unpickled; the worker does not end "finished"."""
+    import json
+    import logging
+    import pickle
+
+    from iri_scrapy.frontier.codec import REASON_REFUSED_RECORDS, RequestCodec
+    from tests.frontier.test_codec import Plant
+
+    crawler, worker = open_worker(redis_server.url)
+    keys = worker.redis_keys
+    client = redis_server.client()
+    target = tmp_path / "pwned"
+    payload = pickle.dumps(Plant(str(target)))
+    client.hset(keys["bodies"], "attacker.1", payload)
+    client.zadd(keys["ready"], {"0000000000000001|attacker.1": 0})
+    record = json.loads(RequestCodec(crawler.spider).encode(Request("http://e.com/gone")))
+    record["callback"] = "gone"
+    client.hset(keys["bodies"], "attacker.2", json.dumps(record))
+    client.zadd(keys["ready"], {"0000000000000002|attacker.2": 0})
+    client.hset(keys["intents"], "attacker", payload)  # a worker never seen: "dead"
+    with caplog.at_level(logging.ERROR):
+        worker.heartbeat()  # takes the dead worker's intent over
+        assert worker.next_request() is None
+    assert not target.exists()
+    assert worker.counts["refused_records"] == 3
+    assert worker.counts["refused_records/pickle"] == 2
+    assert worker.counts["refused_records/callback"] == 1
+    assert "intents_recovered" not in worker.counts
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 2 and all(REASON_REFUSED_RECORDS in e for e in errors), errors
+    assert sorted(client.hkeys(keys["refused"])) == [
+        b"intent:" + f"{worker.worker}/attacker".encode(),
+        b"queue:0000000000000001|attacker.1", b"queue:0000000000000002|attacker.2"]
+    for name in ("ready", "leases"):
+        assert client.zcard(keys[name]) == 0
+    assert client.hlen(keys["bodies"]) == 0 and client.hlen(keys["intents"]) == 0
+    closing = idle(crawler)  # queue and leases empty: not "finished"
+    assert isinstance(closing, CloseSpider) and closing.reason == REASON_REFUSED_RECORDS
+    worker.close(REASON_REFUSED_RECORDS)
+    assert crawler.stats.get_value("iri/redis_scheduler/refused_records") == 3
+
+
+def test_non_plain_meta_signed_across_workers(redis_server: RedisServer) -> None:
+    import datetime
+
+    when = datetime.date(2024, 5, 6)
+    _, plain = open_worker(redis_server.url)
+    assert plain.enqueue_request(Request("http://e.com/d0", meta={"when": when}))
+    assert plain.counts["unserializable"] == 1  # kept in memory without a secret
+    plain.close("shutdown")
+    _, first = open_worker(redis_server.url, IRI_FRONTIER_SECRET="s3cret")
+    _, second = open_worker(redis_server.url, IRI_FRONTIER_SECRET="s3cret")
+    assert first.enqueue_request(Request("http://e.com/d", meta={"when": when}))
+    (got,) = drain(second)
+    assert got.meta["when"] == when
+    second.answered(got)
+    first.close("finished")
+    second.close("finished")
