@@ -50,7 +50,7 @@ from functools import lru_cache
 import regex
 
 from iri_scrapy.core.charclasses import BIDI_FORMATTING
-from iri_scrapy.core.errors import IRIError, IRIHostError, describe_char
+from iri_scrapy.core.errors import IRIError, IRIHostError, describe_at, describe_char
 from iri_scrapy.core.hosts import host_to_ascii, host_to_unicode
 from iri_scrapy.core.parsing import SPLIT_RE, split_authority, split_match, validate
 from iri_scrapy.core.schemes import uses_dns
@@ -87,12 +87,7 @@ class Finding:
         return None if self.char is None else describe_char(self.char)
 
     def __str__(self) -> str:
-        where = ""
-        if self.char is not None:
-            where = f" {describe_char(self.char)}"
-            if self.index is not None:
-                where += f" at index {self.index}"
-        return f"{self.component}: {self.message}{where} [{self.kind}]"
+        return f"{self.component}: {self.message}{describe_at(self.char, self.index)} [{self.kind}]"
 
     def to_dict(self) -> dict[str, object]:
         return {

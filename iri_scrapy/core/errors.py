@@ -15,6 +15,17 @@ def describe_char(char: str) -> str:
     return f"U+{ord(char):04X}"
 
 
+def describe_at(char: str | None, index: int | None) -> str:
+    """`` U+XXXX at index N`` (each part only when known; empty without *char*): the
+    one way messages name a character and its index in the caller's input."""
+    if char is None:
+        return ""
+    where = f" {describe_char(char)}"
+    if index is not None:
+        where += f" at index {index}"
+    return where
+
+
 class IRIError(ValueError):
     """Base class of every error of the IRI core.
 
@@ -43,12 +54,7 @@ class IRIError(ValueError):
         super().__init__(self._message())
 
     def _message(self) -> str:
-        where = ""
-        if self.char is not None:
-            where = f" {describe_char(self.char)}"
-            if self.index is not None:
-                where += f" at index {self.index}"
-        return f"{self.component}: {self.reason}{where}"
+        return f"{self.component}: {self.reason}{describe_at(self.char, self.index)}"
 
     def relocate(self, char: str | None, index: int | None, text: str) -> None:
         """Point the error at *char*, at *index* of *text* (the caller's input), and
