@@ -174,13 +174,34 @@ Stats
 ``iri/frontier/unserializable``, ``iri/frontier/refused_records`` (and
 ``iri/frontier/refused_records/<kind>``), ``iri/frontier/inflight_max``,
 ``iri/frontier/commits``, ``iri/frontier/syncs``,
-``iri/frontier/pending_at_close`` (left for the next run), and Scrapy's
+``iri/frontier/pending_at_close`` (left for the next run),
+``iri/frontier/write_failures`` (the store could not be written: see "Faults"
+below), and Scrapy's
 ``scheduler/enqueued/disk`` (stored) and ``scheduler/enqueued/memory``
 (unserializable).
+
+Faults
+======
+
+**One crawl per** ``JOBDIR``: the scheduler holds an exclusive ``flock`` on
+``<JOBDIR>/iri_frontier.lock`` from open to close (the kernel drops it when the
+process dies, even by ``kill -9``); a second crawl is refused at start with
+``iri_jobdir_locked`` (exit status 1, nothing fetched).
+
+**A write that fails** (disk full, I/O error): SQLite rolls the transaction
+back; the store notices (``Connection.in_transaction``), keeps the changes in
+memory and replays them at the next commit.  Meanwhile no request goes out and
+the spider does not close ``finished``; after ``IRI_FRONTIER_WRITE_RETRY``
+seconds (default 30) of failing retries with backoff the crawl closes with
+``iri_frontier_write_failed`` (one ERROR line, exit status 1).  Nothing of the
+failed transaction is on disk, so the requests it answered stay pending and the
+same command run again fetches them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import sqlite3
@@ -191,7 +212,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from scrapy import signals
 from scrapy.core.scheduler import Scheduler
-from scrapy.exceptions import CloseSpider
+from scrapy.exceptions import CloseSpider, DontCloseSpider
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.codec import (
@@ -213,7 +234,12 @@ from iri_scrapy.frontier.ledger import (
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter, jobdir_setting
-from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
+from iri_scrapy.plugin.refusal import (
+    REASON_FRONTIER_WRITE_FAILED,
+    REASON_JOBDIR_LOCKED,
+    REASON_JOBDIR_MISMATCH,
+    refuse_start,
+)
 from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
 from iri_scrapy.store.fpstore import FingerprintFileError, FingerprintFileMismatch, fp64
 
@@ -233,6 +259,9 @@ __all__ = [
     "META_FRONTIER_ID",
     "DEFAULT_FSYNC_MS",
     "FrontierStore",
+    "JobdirLocked",
+    "LOCK_FILENAME",
+    "DEFAULT_WRITE_RETRY",
     "IRIFrontierScheduler",
     "FrontierSpiderMiddleware",
     "FrontierDownloaderMiddleware",
@@ -243,6 +272,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 FILENAME = "iri_frontier.sqlite3"
+#: Held (``flock``, exclusive) by the crawl that uses the ``JOBDIR``.
+LOCK_FILENAME = "iri_frontier.lock"
+#: ``IRI_FRONTIER_WRITE_RETRY``: seconds a failing store is retried before the crawl closes.
+DEFAULT_WRITE_RETRY = 30.0
 FORMAT_VERSION = 1
 #: Request meta key: the store row of a request the scheduler handed out.
 META_FRONTIER_ID = "iri_frontier_id"
@@ -275,6 +308,38 @@ def fsync_setting(value: Any) -> int | None:
             f"IRI_FRONTIER_FSYNC must be a number of milliseconds or 'always', got {value!r}"
         )
     return None if value == 0 else value
+
+
+class JobdirLocked(RuntimeError):
+    """Another crawl holds the ``JOBDIR``'s lock."""
+
+
+def lock_jobdir(jobdir: str | os.PathLike[str]) -> int:
+    """Take the exclusive lock of *jobdir* (``flock`` on its lock file, non-blocking).
+
+    Returns the file descriptor that holds it: closing it (or the process dying,
+    even by ``kill -9``) releases the lock.  Raises :class:`JobdirLocked` if
+    another process holds it.
+    """
+    path = Path(jobdir, LOCK_FILENAME)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        try:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:  # pragma: no cover
+            holder = ""
+        os.close(fd)
+        who = f" (pid {holder})" if holder.isdigit() else ""
+        raise JobdirLocked(
+            f"JOBDIR {jobdir} is in use by another crawl{who}: refusing to start a second "
+            "crawl on it (both would fetch the same pages); wait for that crawl to end or "
+            "stop it, or use another JOBDIR"
+        ) from exc
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 def max_inflight_setting(settings: BaseSettings) -> int:
@@ -335,6 +400,12 @@ class FrontierStore:
         self.syncs = 0
         self._unsynced = False
         self._in_tx = False
+        #: The changes of the open transaction, kept until they are committed: a
+        #: failed write rolls the transaction back, and :meth:`commit` replays them.
+        self._ops: list[tuple[Any, ...]] = []
+        #: The last write error while the store's changes are not on disk, else None.
+        self.failed: sqlite3.Error | None = None
+        self._next_id = 1
         existed = self.path.exists()
         self._conn = self._connect()
         problem = self._check(existed)
@@ -359,9 +430,30 @@ class FrontierStore:
             self._conn = self._connect()
             self._check(False)
         self.unclean = existed and self._get("clean") == "0"
+        self._next_id = self._max_id() + 1
         self._set("clean", "0")
         self.commit()
+        if self.failed is not None:
+            error, self.failed = self.failed, None
+            self._conn.close()
+            raise error
         self.sync()
+
+    def _max_id(self) -> int:
+        """The highest request id ever given (``sqlite_sequence``, ``pending``, ``refused``)."""
+        conn = self._conn
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
+        ids = [0]
+        if "sqlite_sequence" in tables:
+            row = conn.execute(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'pending'").fetchone()
+            ids.append(int(row[0]) if row is not None else 0)
+        for table in ("pending", "refused"):
+            if table in tables:
+                ids.append(int(conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}")
+                               .fetchone()[0]))
+        return max(ids)
 
     # --- opening -------------------------------------------------------------
 
@@ -432,8 +524,7 @@ class FrontierStore:
         return None if row is None else str(row[0])
 
     def _set(self, key: str, value: str) -> None:
-        self._begin()
-        self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+        self._write(("meta", key, value))
 
     # --- reading -------------------------------------------------------------
 
@@ -459,25 +550,67 @@ class FrontierStore:
             self._conn.execute("BEGIN")
             self._in_tx = True
 
+    def _apply(self, op: tuple[Any, ...]) -> None:
+        conn = self._conn
+        kind = op[0]
+        if kind == "add":
+            _, record, data, rowid = op
+            if record is not None:
+                conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(record),))
+            conn.execute("INSERT INTO pending (id, request) VALUES (?, ?)", (rowid, data))
+        elif kind == "seen":
+            conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(op[1]),))
+        elif kind == "done":
+            conn.execute("DELETE FROM pending WHERE id = ?", (op[1],))
+        elif kind == "refuse":
+            _, rowid, why, at = op
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS refused (id INTEGER PRIMARY KEY, request BLOB NOT"
+                " NULL, kind TEXT NOT NULL, at REAL NOT NULL)")
+            conn.execute(
+                "INSERT OR REPLACE INTO refused SELECT id, request, ?, ? FROM pending WHERE id = ?",
+                (why, at, rowid))
+            conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
+        else:  # "meta"
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (op[1], op[2]))
+
+    def _write(self, op: tuple[Any, ...]) -> None:
+        """Record *op* in the open transaction and apply it (unless a write failed:
+        then it waits for :meth:`commit` to replay every change)."""
+        self._ops.append(op)
+        if self.failed is not None:
+            return
+        try:
+            self._begin()
+            self._apply(op)
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: sqlite3.Error) -> None:
+        """A write failed: SQLite may have rolled the transaction back (it does on
+        ``SQLITE_FULL``, ``SQLITE_IOERR``...); roll back what it did not, so that no
+        change of the transaction is on disk, and keep the changes to replay."""
+        self.failed = exc
+        conn = self._conn
+        if conn is not None and conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):  # already rolled back
+                conn.execute("ROLLBACK")
+        self._in_tx = False
+
     def add(self, record: int | None, data: bytes) -> int:
         """Store a pending request (and its fingerprint *record*, if any); its row id."""
-        self._begin()
-        if record is not None:
-            self._conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(record),))
-        cur = self._conn.execute("INSERT INTO pending (request) VALUES (?)", (data,))
-        rowid = cur.lastrowid
-        assert rowid is not None
+        rowid = self._next_id
+        self._next_id += 1
+        self._write(("add", record, data, rowid))
         return rowid
 
     def add_seen(self, record: int) -> None:
         """Store a fingerprint record without a pending request."""
-        self._begin()
-        self._conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(record),))
+        self._write(("seen", record))
 
     def done(self, rowid: int) -> None:
         """Delete the pending row *rowid* (its request was answered)."""
-        self._begin()
-        self._conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
+        self._write(("done", rowid))
 
     def remove(self, rowid: int) -> None:
         """Alias of :meth:`done` for rows that cannot be read back."""
@@ -486,15 +619,7 @@ class FrontierStore:
     def refuse(self, rowid: int, kind: str) -> None:
         """Move the pending row *rowid* to the ``refused`` table (a record that could
         not be read back: kept for inspection, never read again by the crawl)."""
-        self._begin()
-        conn = self._conn
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS refused (id INTEGER PRIMARY KEY, request BLOB NOT NULL,"
-            " kind TEXT NOT NULL, at REAL NOT NULL)")
-        conn.execute(
-            "INSERT OR REPLACE INTO refused SELECT id, request, ?, ? FROM pending WHERE id = ?",
-            (kind, time.time(), rowid))
-        conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
+        self._write(("refuse", rowid, kind, time.time()))
 
     def refused_rows(self) -> list[tuple[int, bytes, str]]:
         """``(id, record, kind)`` of every refused record (see :meth:`refuse`)."""
@@ -506,7 +631,8 @@ class FrontierStore:
 
     @property
     def in_transaction(self) -> bool:
-        return self._in_tx
+        """True while changes wait for :meth:`commit` (also after a failed write)."""
+        return bool(self._ops)
 
     @property
     def synchronous(self) -> str:
@@ -517,11 +643,27 @@ class FrontierStore:
         return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(level, str(level))
 
     def commit(self) -> bool:
-        """Commit the open transaction (survives the process being killed)."""
-        if not self._in_tx:
+        """Commit the open transaction (survives the process being killed).
+
+        A write error (disk full, I/O error) is not raised: the transaction is
+        rolled back, :attr:`failed` says why and the changes are kept; the next
+        call replays them in a new transaction.  True if changes were committed.
+        """
+        if not self._ops:
             return False
-        self._conn.execute("COMMIT")
+        try:
+            if self.failed is not None or not self._in_tx:
+                # replay: nothing of the changes is on disk
+                self._begin()
+                for op in self._ops:
+                    self._apply(op)
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._fail(exc)
+            return False
         self._in_tx = False
+        self._ops.clear()
+        self.failed = None
         self.commits += 1
         self._unsynced = self.fsync_ms is not None
         return True
@@ -535,7 +677,7 @@ class FrontierStore:
         docstring).  A no-op when nothing was committed since.
         """
         self.commit()
-        if not self._unsynced:
+        if not self._unsynced or self.failed is not None:
             return False
         self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         self._unsynced = False
@@ -547,11 +689,13 @@ class FrontierStore:
         if self.closed:
             return
         try:
-            if clean:
-                self._set("clean", "1")
             self.commit()
-            self._unsynced = True
-            self.sync()
+            if clean and self.failed is None:
+                self._set("clean", "1")
+                self.commit()
+            if self.failed is None:
+                self._unsynced = True
+                self.sync()
         finally:
             self._conn.close()
             self._conn = None  # type: ignore[assignment]
@@ -616,6 +760,8 @@ class IRIFrontierScheduler(Scheduler):
             max_inflight=max_inflight_setting(settings),
             stall_seconds=max(60.0, 2 * settings.getfloat("DOWNLOAD_TIMEOUT", 180)),
             allow_reset=settings.getbool("IRI_JOBDIR_ALLOW_RESET", False),
+            write_retry=max(0.0, settings.getfloat("IRI_FRONTIER_WRITE_RETRY",
+                                                   DEFAULT_WRITE_RETRY)),
         )
 
     @staticmethod
@@ -655,6 +801,7 @@ class IRIFrontierScheduler(Scheduler):
         allow_reset: bool = False,
         max_inflight: int = 0,
         stall_seconds: float = 360.0,
+        write_retry: float = DEFAULT_WRITE_RETRY,
     ) -> None:
         self.frontier_dir: str | None = jobdir if frontier else None
         super().__init__(
@@ -677,6 +824,14 @@ class IRIFrontierScheduler(Scheduler):
         self.codec: RequestCodec | None = None
         #: The pending rows refused at open (see :mod:`.codec`).
         self.refusals = RefusalLog("IRIFrontierScheduler", "the frontier store")
+        #: Seconds a failing store is retried before the crawl closes.
+        self.write_retry = write_retry
+        self._lock_fd: int | None = None
+        self._failing_since: float | None = None
+        self._retry_call: Any = None
+        self._retry_delay = 0.0
+        self._gave_up = False
+        self._sync_failed = False
 
     # --- life cycle ------------------------------------------------------------
 
@@ -687,6 +842,14 @@ class IRIFrontierScheduler(Scheduler):
         df = self.df
         assert isinstance(df, IRIDupeFilter)
         Path(self.frontier_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock_fd = lock_jobdir(self.frontier_dir)
+        except JobdirLocked as exc:
+            # one ERROR line, finish_reason iri_jobdir_locked, exit status 1; the
+            # store is not opened, nothing is fetched
+            self.frontier_dir = None
+            refuse_start(self.crawler, REASON_JOBDIR_LOCKED, str(exc), exc)
+            return result
         try:
             store = FrontierStore(
                 Path(self.frontier_dir, FILENAME),
@@ -699,8 +862,23 @@ class IRIFrontierScheduler(Scheduler):
             # one ERROR line, finish_reason iri_jobdir_mismatch, exit status 1 (the
             # store is left untouched); the spider is closed before any request
             self.frontier_dir = None
+            self._unlock()
             refuse_start(self.crawler, REASON_JOBDIR_MISMATCH, str(exc), exc)
             return result
+        except sqlite3.OperationalError as exc:  # disk full, I/O error, read-only...
+            where = Path(self.frontier_dir, FILENAME)
+            self.frontier_dir = None
+            self._unlock()
+            refuse_start(
+                self.crawler, REASON_FRONTIER_WRITE_FAILED,
+                f"Frontier store {where} cannot be written "
+                f"({exc}): free space on the disk of JOBDIR (or fix the error) and run the "
+                "same command again", exc,
+            )
+            return result
+        except BaseException:
+            self._unlock()
+            raise
         self.store = store
         crawler = self.crawler
         assert crawler is not None
@@ -718,6 +896,7 @@ class IRIFrontierScheduler(Scheduler):
             self.mqs.push(request)
             recovered += 1
         store.commit()
+        self._check_store()
         self._inc("iri/frontier/recovered", recovered)
         if store.unclean:
             self._inc("iri/frontier/unclean_shutdown")
@@ -751,6 +930,9 @@ class IRIFrontierScheduler(Scheduler):
             if self._commit_call is not None and self._commit_call.active():
                 self._commit_call.cancel()
             self._commit_call = None
+            if self._retry_call is not None and self._retry_call.active():
+                self._retry_call.cancel()
+            self._retry_call = None
             lost = len(self._unser)
             if lost and reason != "finished":
                 logger.warning(
@@ -769,7 +951,13 @@ class IRIFrontierScheduler(Scheduler):
                 crawler.signals.disconnect(self._on_idle, signal=signals.spider_idle)
                 unregister_frontier(crawler, self)
             self.store = None
+        self._unlock()
         return super().close(reason)
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
 
     # --- the queue -------------------------------------------------------------
 
@@ -827,14 +1015,20 @@ class IRIFrontierScheduler(Scheduler):
             )
             self._inc("iri/frontier/cap_lifted")
             self.max_inflight = 0
+        store = self.store
+        if store.failed is not None:
+            return None  # nothing goes out while the store cannot be written
         request: Request | None = self.mqs.pop()
         if request is None:
             return None
-        store = self.store
         if store.in_transaction:
             # every answer so far is on disk before another request goes out, so
             # the rows a kill leaves pending are at most the ones handed out
             store.commit()
+            if store.failed is not None:
+                self.mqs.push(request)  # not handed out: stays queued
+                self._check_store()
+                return None
         stats = self.stats
         assert stats is not None
         rowid = request.meta.get(META_FRONTIER_ID)
@@ -886,6 +1080,9 @@ class IRIFrontierScheduler(Scheduler):
         """
         self.ledger.drain()
         self._commit()
+        store = self.store
+        if store is not None and store.failed is not None and not self._gave_up:
+            raise DontCloseSpider  # not "finished" while changes wait to be written
         if self.refusals.count:
             self.refusals.closing(self.spider)
             raise CloseSpider(REASON_REFUSED_RECORDS)
@@ -932,6 +1129,72 @@ class IRIFrontierScheduler(Scheduler):
         self.ledger.reap()
         if self.store is not None:
             self.store.commit()
+            self._check_store()
+
+    def _check_store(self) -> None:
+        """After a commit: a failed write is retried with backoff, for at most
+        ``IRI_FRONTIER_WRITE_RETRY`` seconds, then the crawl closes with
+        ``iri_frontier_write_failed`` (exit status 1).  Meanwhile no request goes
+        out, and the changes (answers, new requests) wait in memory: a request
+        whose children could not be stored is not answered on disk."""
+        store = self.store
+        if store is None:
+            return
+        if store.failed is None:
+            if self._failing_since is not None:
+                logger.warning(
+                    "Frontier store %s: writing works again after %.1f s; crawl resumed",
+                    store.path, time.monotonic() - self._failing_since,
+                    extra={"spider": self.spider},
+                )
+                self._failing_since = None
+                self._retry_delay = 0.0
+            return
+        if self._gave_up:
+            return
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+            self._inc("iri/frontier/write_failures")
+            logger.warning(
+                "Frontier store %s: write failed (%s): no request goes out; retrying for up "
+                "to %.0f s (IRI_FRONTIER_WRITE_RETRY)", store.path, store.failed,
+                self.write_retry, extra={"spider": self.spider},
+            )
+        if now - self._failing_since >= self.write_retry:
+            self._give_up()
+            return
+        if self._retry_call is None or not self._retry_call.active():
+            from twisted.internet import reactor
+
+            self._retry_delay = min(5.0, max(0.25, self._retry_delay * 2))
+            delay = min(self._retry_delay, max(0.0, self._failing_since + self.write_retry - now))
+            self._retry_call = cast(Any, reactor).callLater(delay, self._commit)
+
+    def _give_up(self) -> None:
+        store = self.store
+        assert store is not None
+        self._gave_up = True
+        crawler = self.crawler
+        logger.error(
+            "Frontier store %s: writes failed for %.0f s (%s): closing the crawl with "
+            "finish_reason %s; the requests answered since the last write stay pending "
+            "on disk. Free space on the disk of JOBDIR (or fix the error) and run the same "
+            "command with the same JOBDIR: nothing is lost",
+            store.path, self.write_retry, store.failed, REASON_FRONTIER_WRITE_FAILED,
+            extra={"spider": self.spider},
+        )
+        if crawler is None or crawler.engine is None:  # pragma: no cover
+            return
+        exit_status_one_on(crawler, REASON_FRONTIER_WRITE_FAILED)
+        engine = crawler.engine
+        closer = getattr(engine, "close_spider_async", None)
+        if closer is not None:
+            from scrapy.utils.defer import deferred_from_coro
+
+            deferred_from_coro(closer(reason=REASON_FRONTIER_WRITE_FAILED))
+        else:  # pragma: no cover - older Scrapy
+            engine.close_spider(self.spider, REASON_FRONTIER_WRITE_FAILED)
 
     def _sync(self) -> None:
         if self.store is None:
@@ -939,10 +1202,22 @@ class IRIFrontierScheduler(Scheduler):
         # failed requests whose errback has run are released (and answered) within
         # this interval (see the ledger's sweep)
         self.ledger.sweep()
+        if self.store.failed is not None:
+            return  # the retry loop commits (see _check_store)
         try:
             self.store.sync()
-        except sqlite3.Error as exc:  # keep syncing later; commits still go on
-            logger.error("Frontier store %s: sync failed: %s", self.store.path, exc)
+        except sqlite3.Error as exc:  # commits are in the log: keep syncing later
+            if not self._sync_failed:
+                self._sync_failed = True
+                # the commits are in the log (a kill loses nothing); a write that
+                # fails too is handled by _check_store
+                logger.warning(
+                    "Frontier store %s: sync failed: %s (retried every %d ms; logged once)",
+                    self.store.path, exc, self.fsync_ms or DEFAULT_FSYNC_MS,
+                )
+        else:
+            self._sync_failed = False
+        self._check_store()
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None:

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLOSESPIDER_AT_OPEN",
+    "REASON_FRONTIER_WRITE_FAILED",
+    "REASON_JOBDIR_LOCKED",
     "REASON_JOBDIR_MISMATCH",
     "REASON_REDIS_NOT_INSTALLED",
     "REASON_REDIS_UNAVAILABLE",
@@ -51,6 +53,11 @@ logger = logging.getLogger(__name__)
 REASON_JOBDIR_MISMATCH = "iri_jobdir_mismatch"
 REASON_REDIS_UNAVAILABLE = "iri_redis_unavailable"
 REASON_REDIS_NOT_INSTALLED = "iri_redis_not_installed"
+#: Another crawl holds the ``JOBDIR``'s lock (``iri_scrapy.frontier.jobdir``).
+REASON_JOBDIR_LOCKED = "iri_jobdir_locked"
+#: Not a start-up refusal: the frontier store could not be written for
+#: ``IRI_FRONTIER_WRITE_RETRY`` seconds (disk full...), the crawl closed.
+REASON_FRONTIER_WRITE_FAILED = "iri_frontier_write_failed"
 
 
 def _version(text: str) -> tuple[int, ...]:
