@@ -34,7 +34,7 @@ def load(path: Path) -> list[str]:
 
 
 def clear_caches() -> None:
-    from iri_scrapy import hosts, ladder, mapping
+    from iri_scrapy.core import hosts, ladder, mapping
 
     for module in (hosts, ladder, mapping):
         module.clear_caches()
