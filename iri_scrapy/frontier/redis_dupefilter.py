@@ -130,14 +130,23 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from hashlib import blake2b
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from scrapy import Request
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.frontier.redis_client import (
+    DEFAULT_RETRY_SECONDS,
+    DEFAULT_SOCKET_TIMEOUT,
+    IRIRedisError,
+    RedisRetryExhausted,
+    RetryPolicy,
+    mask_url,
+    new_client,
+    redis_url_from_settings,
+    retryable_errors,
+)
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter
@@ -200,10 +209,6 @@ _MAX_DEPTH = 19
 #: Fingerprints a process remembers as seen (``IRI_REDIS_LOCAL_CACHE``), about 13 MB.
 DEFAULT_LOCAL_CACHE = 1_000_000
 DEFAULT_KEY = "%(spider)s:iri-dupefilter"
-DEFAULT_RETRY_SECONDS = 60.0
-DEFAULT_SOCKET_TIMEOUT = 5.0
-_BACKOFF_FIRST = 0.05
-_BACKOFF_MAX = 1.0
 
 #: Split a full bucket (the only script; run about once per 400 new URLs).
 #: KEYS[1] the bucket; ARGV: the cap, the bucket's depth (0 for a root).  Unless it is
@@ -269,10 +274,6 @@ STAT_START_REDIS = "iri/redis/start_deduplicated"
 SETTING_DEDUPE_START = "IRI_DEDUPE_START_REQUESTS"
 
 
-class IRIRedisError(RuntimeError):
-    """Redis cannot be used by the dupefilter (unreachable, wrong data, bad settings)."""
-
-
 def roots_for(expected_urls: int | None) -> int:
     """Root buckets: 1024, or, with a size hint, the least power of two with at most 200
     hinted URLs a root if that is more (at most 2**20).
@@ -286,82 +287,6 @@ def roots_for(expected_urls: int | None) -> int:
     while roots * _HINT_URLS_PER_ROOT < int(expected_urls) and roots < _MAX_ROOTS:
         roots <<= 1
     return roots
-
-
-def mask_url(url: str) -> str:
-    """*url* with its password replaced by ``***`` (for logs and errors)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable Redis URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
-def redis_url_from_settings(settings: BaseSettings) -> str:
-    """``IRI_REDIS_URL``, else scrapy-redis's ``REDIS_URL``, else ``REDIS_HOST``/``REDIS_PORT``."""
-    url = settings.get("IRI_REDIS_URL") or settings.get("REDIS_URL")
-    if url:
-        return str(url)
-    host = settings.get("REDIS_HOST") or "localhost"
-    port = settings.getint("REDIS_PORT", 6379)
-    db = settings.getint("REDIS_DB", 0)
-    return f"redis://{host}:{port}/{db}"
-
-
-def new_client(url: str, socket_timeout: float, redis_params: dict[str, Any],
-               cluster: bool) -> Any:
-    """A redis-py client for *url* with no retries of its own (the filter and the fleet
-    queue retry with their own deadline: a ``SADD`` re-sent after a lost reply would
-    answer "seen" for a request nobody fetched).  ``RedisCluster`` when *cluster*,
-    otherwise one ``Redis`` socket (no pool lock per command).  *redis_params*
-    (``IRI_REDIS_PARAMS``) override the defaults."""
-    import redis
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
-    if cluster:
-        from redis.cluster import RedisCluster
-
-        cluster_params: dict[str, Any] = {
-            "socket_timeout": socket_timeout,
-            "socket_connect_timeout": min(socket_timeout, 2.0),
-        }
-        cluster_params.update(redis_params)
-        client = RedisCluster.from_url(url, **cluster_params)
-        if not {"retry", "cluster_error_retry_attempts"} & set(redis_params):
-            client.cluster_error_retry_attempts = 0  # type: ignore[attr-defined]  # redis-py 5
-            client.retry = Retry(NoBackoff(), 0)  # redis-py 6+
-        return client
-    params: dict[str, Any] = {
-        "socket_timeout": socket_timeout,
-        "socket_connect_timeout": min(socket_timeout, 2.0),
-        "retry": Retry(NoBackoff(), 0),
-        "single_connection_client": True,
-    }
-    params.update(redis_params)
-    return redis.Redis.from_url(url, **params)
-
-
-def _retryable() -> tuple[type[BaseException], ...]:
-    from redis.exceptions import (
-        ClusterDownError,
-        ReadOnlyError,
-        RedisClusterException,
-        TryAgainError,
-    )
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
-
-    # BusyLoadingError (a restarted server still loading its AOF/RDB) is a ConnectionError;
-    # a cluster that lost a master (or every node) says CLUSTERDOWN / cannot be connected.
-    return (RedisConnectionError, RedisTimeoutError, ReadOnlyError, ClusterDownError,
-            TryAgainError, RedisClusterException, OSError)
 
 
 def _glob_escape(text: bytes) -> bytes:
@@ -452,9 +377,14 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         self._meta_ok = False
         self._failed = False
         try:
-            self._retryable = _retryable()
+            self._retryable = retryable_errors()
         except ImportError:  # no redis package: open() refuses to start, saying so
             self._retryable = (OSError,)
+        #: request_seen's retries through an outage (stats iri/redis/*).
+        self._retry = RetryPolicy(
+            mask_url(redis_url), self.retry_seconds, retryable=self._retryable, log=logger,
+            action="request_seen retries", on_count=self._count_outage,
+        )
         self._close_deferred: Any = None
 
     # --- construction --------------------------------------------------------
@@ -876,53 +806,37 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         local = self._local
         return local is not None and int.from_bytes(fp64(fingerprint), "big") in local
 
+    def _count_outage(self, name: str, value: float) -> None:
+        if name == "outage_seconds":
+            if self.stats is not None:
+                self.stats.max_value(STAT_OUTAGE_SECONDS, round(value, 3))
+        else:
+            self._inc(STAT_OUTAGES if name == "outages" else STAT_RETRIES)
+
     def _seen_add_retrying(self, fingerprint: bytes, first: BaseException) -> bool:
         """Retry (blocking, bounded by ``retry_seconds``) after a connection failure."""
-        start = time.monotonic()
-        deadline = start + self.retry_seconds
-        self._inc(STAT_OUTAGES)
-        logger.warning(
-            "Redis at %s unreachable (%s): request_seen retries for up to %.0f s "
-            "(IRI_REDIS_RETRY_SECONDS); the crawl is stalled meanwhile",
-            self.safe_url, first, self.retry_seconds,
-        )
-        delay = _BACKOFF_FIRST
-        last: BaseException = first
-        max_attempts = int(self.retry_seconds / _BACKOFF_FIRST) + 2  # bounded by time anyway
-        for attempt in range(1, max_attempts + 1):
-            now = time.monotonic()
-            if now >= deadline:
-                break
-            time.sleep(min(delay, deadline - now))
-            delay = min(delay * 2, _BACKOFF_MAX)
-            self._inc(STAT_RETRIES)
+
+        def again() -> bool:
             # A Redis restarted without its data has no split buckets: learn them again.
             self._split.clear()
-            try:
-                added = self._apply(fingerprint)
-            except self._retryable as exc:
-                last = exc
-                continue
-            except Exception as exc:
-                self._give_up(exc, time.monotonic() - start)
-                return False
-            elapsed = time.monotonic() - start
-            if self.stats is not None:
-                self.stats.max_value(STAT_OUTAGE_SECONDS, round(elapsed, 3))
-            logger.warning(
-                "Redis at %s answers again after %.2f s (%d retries): crawl continues",
-                self.safe_url, elapsed, attempt,
-            )
-            if not added:
-                # The first attempt may have been applied before the connection broke:
-                # fetching once more is better than dropping a request nobody fetched.
-                self._inc(STAT_AMBIGUOUS)
-                logger.warning(
-                    "A request whose Redis write was interrupted is now reported as seen; "
-                    "it is fetched anyway (at most one possible duplicate per outage)"
-                )
+            return self._apply(fingerprint)
+
+        try:
+            added = self._retry.retry(again, first)
+        except RedisRetryExhausted as exc:
+            self._give_up(exc.last, exc.waited)
             return False
-        self._give_up(last, time.monotonic() - start)
+        except Exception as exc:  # a RedisError that retrying cannot fix (OOM, auth, ...)
+            self._give_up(exc, self._retry.waited)
+            return False
+        if not added:
+            # The first attempt may have been applied before the connection broke:
+            # fetching once more is better than dropping a request nobody fetched.
+            self._inc(STAT_AMBIGUOUS)
+            logger.warning(
+                "A request whose Redis write was interrupted is now reported as seen; "
+                "it is fetched anyway (at most one possible duplicate per outage)"
+            )
         return False
 
     def _give_up(self, exc: BaseException, waited: float) -> None:

@@ -146,15 +146,18 @@ from iri_scrapy.frontier.codec import (
 )
 from iri_scrapy.frontier.jobdir import FrontierSpiderMiddleware, max_inflight_setting
 from iri_scrapy.frontier.ledger import Ledger, register_frontier, unregister_frontier
-from iri_scrapy.frontier.redis_dupefilter import (
+from iri_scrapy.frontier.redis_client import (
     DEFAULT_RETRY_SECONDS,
     DEFAULT_SOCKET_TIMEOUT,
     IRIRedisError,
-    RedisIRIDupeFilter,
+    RedisRetryExhausted,
+    RetryPolicy,
+    connection_errors,
     mask_url,
     new_client,
     redis_url_from_settings,
 )
+from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object
 from iri_scrapy.plugin.refusal import (
@@ -200,8 +203,6 @@ META_LEASE = "iri_redis_lease"
 REASON_IDLE_TIMEOUT = "iri_redis_idle_timeout"
 
 _PREFIX = "iri/redis_scheduler/"
-_BACKOFF_FIRST = 0.05
-_BACKOFF_MAX = 1.0
 _MAX_PRIORITY = 1 << 40
 
 # A lease is the member "<worker> <score> <queue member>" of the leases ZSET (score: the
@@ -388,6 +389,7 @@ class RedisIRIScheduler(BaseScheduler):
         self.codec: RequestCodec | None = None
         #: The records refused (see *Refused records* in the module doc).
         self.refusals = RefusalLog("RedisIRIScheduler", "Redis")
+        self._retry: RetryPolicy | None = None  # built on first use (imports redis)
 
     # --- construction ------------------------------------------------------------
 
@@ -446,42 +448,26 @@ class RedisIRIScheduler(BaseScheduler):
                                                          client=self._client))
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
-        from redis.exceptions import ConnectionError, TimeoutError
-
-        # BusyLoadingError (a restarted server reading its AOF) is a ConnectionError
-        retryable = (ConnectionError, TimeoutError, OSError)
+        """*call()*, retried through an outage (:class:`RetryPolicy`); at the deadline
+        the spider is closed and :class:`IRIRedisError` raised."""
         if self._gave_up:
             raise IRIRedisError(f"Redis at {mask_url(self.redis_url)} unusable")
-        try:
-            return call()
-        except retryable as exc:
-            first: BaseException = exc
-        start = time.monotonic()
-        deadline = start + self.retry_seconds
-        self._inc("outages")
-        logger.warning(
-            "RedisIRIScheduler: Redis at %s unreachable (%s): retrying for up to %.0f s "
-            "(IRI_REDIS_RETRY_SECONDS); the crawl is stalled meanwhile",
-            mask_url(self.redis_url), first, self.retry_seconds,
-        )
-        delay = _BACKOFF_FIRST
-        last = first
-        while time.monotonic() < deadline:
-            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 2, _BACKOFF_MAX)
-            self._inc("retries")
-            try:
-                result = call()
-            except retryable as exc:
-                last = exc
-                continue
-            logger.warning(
-                "RedisIRIScheduler: Redis at %s answers again after %.2f s: crawl continues",
-                mask_url(self.redis_url), time.monotonic() - start,
+        if self._retry is None:
+            # only lost connections: a cluster error (CLUSTERDOWN, ...) is not retried here
+            self._retry = RetryPolicy(
+                mask_url(self.redis_url), self.retry_seconds, retryable=connection_errors(),
+                log=logger, label="RedisIRIScheduler: ", say_retries=False,
+                on_count=self._count_outage,
             )
-            return result
-        self._give_up(last)
-        raise IRIRedisError(f"Redis at {mask_url(self.redis_url)} unusable: {last}") from last
+        try:
+            return self._retry.call(call)
+        except RedisRetryExhausted as exc:
+            self._give_up(exc.last)
+            raise
+
+    def _count_outage(self, name: str, value: float) -> None:
+        if name != "outage_seconds":  # iri/redis_scheduler/outages, retries
+            self._inc(name)
 
     def _give_up(self, exc: BaseException) -> None:
         self._gave_up = True

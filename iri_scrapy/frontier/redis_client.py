@@ -1,0 +1,237 @@
+"""The Redis client of :class:`~iri_scrapy.RedisIRIDupeFilter` and
+:class:`~iri_scrapy.RedisIRIScheduler`, and their one retry policy.
+
+:func:`new_client` builds a redis-py client with no retries of its own;
+:class:`RetryPolicy` retries a call through an outage: backoff 50 ms doubling to
+1 s until ``IRI_REDIS_RETRY_SECONDS`` have passed, one WARNING line when Redis
+stops answering and one when it answers again, then :class:`RedisRetryExhausted`.
+Each user keeps what differs: the errors it retries, its stats, what it does at
+the deadline.  No Scrapy here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+__all__ = [
+    "IRIRedisError",
+    "RedisRetryExhausted",
+    "RetryPolicy",
+    "DEFAULT_RETRY_SECONDS",
+    "DEFAULT_SOCKET_TIMEOUT",
+    "BACKOFF_FIRST",
+    "BACKOFF_MAX",
+    "new_client",
+    "retryable_errors",
+    "connection_errors",
+    "redis_url_from_settings",
+    "mask_url",
+]
+
+DEFAULT_RETRY_SECONDS = 60.0
+DEFAULT_SOCKET_TIMEOUT = 5.0
+#: The first pause of a retry, doubled after each failed retry up to BACKOFF_MAX.
+BACKOFF_FIRST = 0.05
+BACKOFF_MAX = 1.0
+
+_T = TypeVar("_T")
+
+
+class IRIRedisError(RuntimeError):
+    """Redis cannot be used by the dupefilter (unreachable, wrong data, bad settings)."""
+
+
+class RedisRetryExhausted(IRIRedisError):
+    """Redis did not answer within the retry deadline (``IRI_REDIS_RETRY_SECONDS``).
+
+    ``last`` is the last connection error, ``waited`` the seconds since the outage began.
+    """
+
+    def __init__(self, safe_url: str, last: BaseException, waited: float) -> None:
+        super().__init__(f"Redis at {safe_url} unusable: {last}")
+        self.last = last
+        self.waited = waited
+
+
+def mask_url(url: str) -> str:
+    """*url* with its password replaced by ``***`` (for logs and errors)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable Redis URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def redis_url_from_settings(settings: BaseSettings) -> str:
+    """``IRI_REDIS_URL``, else scrapy-redis's ``REDIS_URL``, else ``REDIS_HOST``/``REDIS_PORT``."""
+    url = settings.get("IRI_REDIS_URL") or settings.get("REDIS_URL")
+    if url:
+        return str(url)
+    host = settings.get("REDIS_HOST") or "localhost"
+    port = settings.getint("REDIS_PORT", 6379)
+    db = settings.getint("REDIS_DB", 0)
+    return f"redis://{host}:{port}/{db}"
+
+
+def new_client(url: str, socket_timeout: float, redis_params: dict[str, Any],
+               cluster: bool) -> Any:
+    """A redis-py client for *url* with no retries of its own (the filter and the fleet
+    queue retry with their own deadline: a ``SADD`` re-sent after a lost reply would
+    answer "seen" for a request nobody fetched).  ``RedisCluster`` when *cluster*,
+    otherwise one ``Redis`` socket (no pool lock per command).  *redis_params*
+    (``IRI_REDIS_PARAMS``) override the defaults."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    if cluster:
+        from redis.cluster import RedisCluster
+
+        cluster_params: dict[str, Any] = {
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": min(socket_timeout, 2.0),
+        }
+        cluster_params.update(redis_params)
+        client = RedisCluster.from_url(url, **cluster_params)
+        if not {"retry", "cluster_error_retry_attempts"} & set(redis_params):
+            client.cluster_error_retry_attempts = 0  # type: ignore[attr-defined]  # redis-py 5
+            client.retry = Retry(NoBackoff(), 0)  # redis-py 6+
+        return client
+    params: dict[str, Any] = {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": min(socket_timeout, 2.0),
+        "retry": Retry(NoBackoff(), 0),
+        "single_connection_client": True,
+    }
+    params.update(redis_params)
+    return redis.Redis.from_url(url, **params)
+
+
+def connection_errors() -> tuple[type[BaseException], ...]:
+    """A lost or timed-out connection (BusyLoadingError, a restarted server still
+    loading its AOF/RDB, is a ConnectionError)."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+def retryable_errors() -> tuple[type[BaseException], ...]:
+    """:func:`connection_errors`, a replica answering READONLY, and a cluster that lost a
+    master (or every node): CLUSTERDOWN, TRYAGAIN, cannot be connected."""
+    from redis.exceptions import (
+        ClusterDownError,
+        ReadOnlyError,
+        RedisClusterException,
+        TryAgainError,
+    )
+
+    return (*connection_errors(), ReadOnlyError, ClusterDownError, TryAgainError,
+            RedisClusterException)
+
+
+@dataclass
+class RetryPolicy:
+    """Retry a Redis call through an outage, blocking, until a deadline.
+
+    :meth:`call` runs *fn*; if it raises one of *retryable*, that is an outage:
+    one WARNING (``<label>Redis at <url> unreachable (<error>): <action> for up to
+    N s ...``), then *fn* again after 50 ms, 100 ms, ... doubling to 1 s, until it
+    returns (one WARNING ``... answers again after S s ...``; its result is
+    returned) or ``retry_seconds`` have passed since the first failure (the last
+    pause is cut to end at the deadline, where *fn* runs once more):
+    :class:`RedisRetryExhausted`.  Any other exception propagates at once.
+
+    Counts ``outages``, ``retries`` and ``longest_outage`` (seconds, outages that
+    ended, by success or deadline); *on_count* (name, value) hears each:
+    ``("outages", 1)``, ``("retries", 1)``, ``("outage_seconds", seconds)``.
+    *clock* and *sleep* are :func:`time.monotonic` and :func:`time.sleep` unless a
+    test gives others.
+    """
+
+    safe_url: str
+    retry_seconds: float
+    _: KW_ONLY
+    retryable: tuple[type[BaseException], ...]
+    log: logging.Logger
+    label: str = ""
+    action: str = "retrying"
+    say_retries: bool = True
+    on_count: Callable[[str, float], None] | None = None
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    outages: int = field(default=0, init=False)
+    retries: int = field(default=0, init=False)
+    longest_outage: float = field(default=0.0, init=False)
+    #: Seconds the last outage lasted (up to an error that ended it, if one did).
+    waited: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
+        self.retry_seconds = max(0.0, float(self.retry_seconds))
+
+    def _count(self, name: str, value: float = 1) -> None:
+        if self.on_count is not None:
+            self.on_count(name, value)
+
+    def call(self, fn: Callable[[], _T]) -> _T:
+        """*fn()*, retried through an outage (class doc)."""
+        try:
+            return fn()
+        except self.retryable as exc:
+            return self.retry(fn, exc)
+
+    def retry(self, fn: Callable[[], _T], first: BaseException) -> _T:
+        """The outage that *first* (raised by a call the caller made) began: retry *fn*."""
+        start = self.clock()
+        deadline = start + self.retry_seconds
+        self.waited = 0.0
+        self.outages += 1
+        self._count("outages")
+        self.log.warning(
+            "%sRedis at %s unreachable (%s): %s for up to %.0f s "
+            "(IRI_REDIS_RETRY_SECONDS); the crawl is stalled meanwhile",
+            self.label, self.safe_url, first, self.action, self.retry_seconds,
+        )
+        delay = BACKOFF_FIRST
+        last = first
+        attempts = 0
+        while (now := self.clock()) < deadline:
+            self.sleep(min(delay, deadline - now))
+            delay = min(delay * 2, BACKOFF_MAX)
+            attempts += 1
+            self.retries += 1
+            self._count("retries")
+            try:
+                result = fn()
+            except self.retryable as exc:
+                last = exc
+                continue
+            except BaseException:  # not an outage: the caller decides
+                self.waited = self.clock() - start
+                raise
+            self._ended(start)
+            retries = f" ({attempts} retries)" if self.say_retries else ""
+            self.log.warning("%sRedis at %s answers again after %.2f s%s: crawl continues",
+                             self.label, self.safe_url, self.waited, retries)
+            return result
+        self._ended(start)
+        raise RedisRetryExhausted(self.safe_url, last, self.waited) from last
+
+    def _ended(self, start: float) -> None:
+        self.waited = self.clock() - start
+        self.longest_outage = max(self.longest_outage, self.waited)
+        self._count("outage_seconds", self.waited)
