@@ -16,8 +16,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from scrapy import Request
+from scrapy.exceptions import DontCloseSpider
 
 from iri_scrapy.frontier.jobdir import (
     FILENAME,
@@ -30,8 +33,10 @@ from iri_scrapy.plugin.refusal import REASON_FRONTIER_WRITE_FAILED, REASON_JOBDI
 from tests.frontier.test_frontier import (
     child_env,
     crawl_command,
+    drain,
     log_tail,
     make_project,
+    open_scheduler,
     run_until,
     stat_of,
 )
@@ -227,3 +232,36 @@ def test_lock_file_is_left_and_reusable(tmp_path: Path) -> None:
     os.close(lock_jobdir(tmp_path))
     assert (tmp_path / LOCK_FILENAME).exists()
     os.close(lock_jobdir(tmp_path))
+
+
+def test_scheduler_holds_requests_while_failing_and_resumes(tmp_path: Path,
+                                                            caplog: Any) -> None:
+    """In-process: while the store cannot be written nothing goes out and the spider
+    is kept open; once it can, the held changes are committed and the crawl goes on."""
+    crawler, scheduler = open_scheduler(tmp_path, IRI_FRONTIER_MAX_INFLIGHT=0)
+    store = scheduler.store
+    assert scheduler.enqueue_request(Request("http://e.com/0"))
+    parent = scheduler.next_request()
+    assert parent is not None
+    pages = int(store._conn.execute("PRAGMA page_count").fetchone()[0])
+    store._conn.execute(f"PRAGMA max_page_count={pages + 1}")
+    for i in range(1, 40):  # the parent's children: do not fit
+        assert scheduler.enqueue_request(Request(f"http://e.com/{i}", body=b"x" * 2000))
+    scheduler.answered(parent)
+    scheduler._commit()
+    assert store.failed is not None
+    assert crawler.stats.get_value("iri/frontier/write_failures") == 1
+    assert scheduler.next_request() is None  # nothing goes out
+    assert scheduler.has_pending_requests()
+    with pytest.raises(DontCloseSpider):
+        scheduler._on_idle()  # not "finished" while changes wait
+    other = sqlite3.connect(tmp_path / FILENAME)  # the parent is still pending on disk
+    assert other.execute("SELECT count(*) FROM pending").fetchone()[0] == 1
+    store._conn.execute("PRAGMA max_page_count=1000000")  # space again
+    scheduler._commit()
+    assert store.failed is None
+    assert "writing works again" in caplog.text
+    assert other.execute("SELECT count(*) FROM pending").fetchone()[0] == 39
+    other.close()
+    assert len(drain(scheduler)) == 39
+    scheduler.close("shutdown")
