@@ -152,10 +152,10 @@ from iri_scrapy.frontier.redis_client import (
     IRIRedisError,
     RedisRetryExhausted,
     RetryPolicy,
-    connection_errors,
     mask_url,
     new_client,
     redis_url_from_settings,
+    retryable_errors,
 )
 from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
@@ -453,9 +453,10 @@ class RedisIRIScheduler(BaseScheduler):
         if self._gave_up:
             raise IRIRedisError(f"Redis at {mask_url(self.redis_url)} unusable")
         if self._retry is None:
-            # only lost connections: a cluster error (CLUSTERDOWN, ...) is not retried here
+            # the dupefilter's list: a cluster in failover (CLUSTERDOWN, TRYAGAIN, a replica
+            # answering READONLY) is waited for, as a lost connection is
             self._retry = RetryPolicy(
-                mask_url(self.redis_url), self.retry_seconds, retryable=connection_errors(),
+                mask_url(self.redis_url), self.retry_seconds, retryable=retryable_errors(),
                 log=logger, label="RedisIRIScheduler: ", say_retries=False,
                 on_count=self._count_outage,
             )
