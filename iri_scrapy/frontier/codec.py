@@ -47,6 +47,7 @@ import logging
 import os
 import pickle
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -284,8 +285,32 @@ class RequestCodec:
     def __init__(self, spider: Spider | None, secret: bytes | None = None) -> None:
         self.spider = spider
         self.secret = secret
+        #: Whether :meth:`record_or_none` has logged its one warning.
+        self.warned_unserializable = False
 
     # --- encoding ----------------------------------------------------------------
+
+    def record_or_none(
+        self, request: Request, *, drop_meta: tuple[str, ...], count: Callable[[], None],
+        log: logging.Logger, store: str, kept: str, stat: str,
+    ) -> bytes | None:
+        """:meth:`encode`, or ``None`` for a request that cannot be stored as data: then
+        *count* is called and, the first time only, *log* says that it is not stored
+        in *store* but *kept* (the scheduler keeps it in memory) and which *stat* counts it."""
+        try:
+            return self.encode(request, drop_meta=drop_meta)
+        except UnserializableRequest as exc:
+            count()
+            if not self.warned_unserializable:
+                self.warned_unserializable = True
+                log.warning(
+                    "Request %(request)s cannot be stored in %(store)s (%(reason)s): %(kept)s "
+                    "(counted in %(stat)s; no more such requests will be logged)",
+                    {"request": request, "reason": exc, "store": store, "kept": kept,
+                     "stat": stat}, extra={"spider": self.spider},
+                )
+            return None
+
 
     def encode(self, request: Request, *, drop_meta: tuple[str, ...] = ()) -> bytes:
         """The record of *request*, without the meta keys *drop_meta*.

@@ -220,7 +220,6 @@ from iri_scrapy.frontier.codec import (
     RefusalLog,
     RefusedRecord,
     RequestCodec,
-    UnserializableRequest,
     exit_status_one_on,
     frontier_secret,
 )
@@ -820,7 +819,6 @@ class IRIFrontierScheduler(Scheduler):
         self._next_memory_id = -1
         self._commit_call: Any = None
         self._syncer: LoopingCall | None = None
-        self._warned_unser = False
         self.codec: RequestCodec | None = None
         #: The pending rows refused at open (see :mod:`.codec`).
         self.refusals = RefusalLog("IRIFrontierScheduler", "the frontier store")
@@ -1103,19 +1101,12 @@ class IRIFrontierScheduler(Scheduler):
     def _serialize(self, request: Request) -> bytes | None:
         codec = self.codec
         assert codec is not None
-        try:
-            return codec.encode(request, drop_meta=(META_FRONTIER_ID,))
-        except UnserializableRequest as exc:
-            self._inc("iri/frontier/unserializable")
-            if not self._warned_unser:
-                self._warned_unser = True
-                logger.warning(
-                    "Request %(request)s cannot be stored in the frontier (%(reason)s): kept in "
-                    "memory, lost if the crawl is killed before it is answered (counted in "
-                    "iri/frontier/unserializable; no more such requests will be logged)",
-                    {"request": request, "reason": exc}, extra={"spider": self.spider},
-                )
-            return None
+        return codec.record_or_none(
+            request, drop_meta=(META_FRONTIER_ID,), log=logger,
+            count=lambda: self._inc("iri/frontier/unserializable"),
+            store="the frontier", stat="iri/frontier/unserializable",
+            kept="kept in memory, lost if the crawl is killed before it is answered",
+        )
 
     def _touch(self) -> None:
         """Commit at the end of the current reactor turn."""

@@ -140,7 +140,6 @@ from iri_scrapy.frontier.codec import (
     RefusalLog,
     RefusedRecord,
     RequestCodec,
-    UnserializableRequest,
     exit_status_one_on,
     frontier_secret,
 )
@@ -382,7 +381,6 @@ class RedisIRIScheduler(BaseScheduler):
         self._idle_since: float | None = None
         self._ticker: LoopingCall | None = None
         self._gave_up = False
-        self._warned_unser = False
         self._tick_failing = False
         self._counts: dict[str, int] = {}
         self._connected = False  # to the crawler's signals
@@ -916,18 +914,11 @@ class RedisIRIScheduler(BaseScheduler):
     def _serialize(self, request: Request) -> bytes | None:
         codec = self.codec
         assert codec is not None
-        try:
-            return codec.encode(request, drop_meta=(META_LEASE,))
-        except UnserializableRequest as exc:
-            self._inc("unserializable")
-            if not self._warned_unser:
-                self._warned_unser = True
-                logger.warning(
-                    "Request %(request)s cannot be stored in Redis (%(reason)s): kept in this "
-                    "worker's memory, lost if it dies (iri/redis_scheduler/unserializable; no "
-                    "more such requests will be logged)",
-                    {"request": request, "reason": exc}, extra={"spider": self.spider})
-            return None
+        return codec.record_or_none(
+            request, drop_meta=(META_LEASE,), count=lambda: self._inc("unserializable"), log=logger,
+            store="Redis", stat="iri/redis_scheduler/unserializable",
+            kept="kept in this worker's memory, lost if it dies",
+        )
 
     def _inc(self, name: str, count: int = 1) -> None:
         self._counts[name] = self._counts.get(name, 0) + count
