@@ -488,8 +488,20 @@ class RefusalLog:
         self.by_kind: dict[str, int] = {}
         self._closing_logged = False
 
-    def refused(self, exc: RefusedRecord, record: str, spider: Spider | None) -> None:
-        """Count *exc* (the record *record*); log it if it is the first of its kind."""
+    def refused(
+        self, exc: RefusedRecord, record: str, spider: Spider | None, *,
+        crawler: Crawler | None = None, count: Callable[[str], None] | None = None,
+    ) -> None:
+        """Count *exc* (the record *record*); log it if it is the first of its kind.
+
+        The first refusal makes ``scrapy crawl`` of *crawler* exit with status 1
+        (:func:`exit_status_one_on`); *count* is called with ``"refused_records"`` and
+        ``"refused_records/<kind>"`` (the scheduler adds its stats prefix)."""
+        if not self.count and crawler is not None:
+            exit_status_one_on(crawler)
+        if count is not None:
+            count("refused_records")
+            count(f"refused_records/{exc.kind}")
         self.count += 1
         first = exc.kind not in self.by_kind
         self.by_kind[exc.kind] = self.by_kind.get(exc.kind, 0) + 1

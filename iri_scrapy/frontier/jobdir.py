@@ -1090,11 +1090,8 @@ class IRIFrontierScheduler(Scheduler):
         store = self.store
         assert store is not None
         store.refuse(rowid, exc.kind)
-        if not self.refusals.count and self.crawler is not None:
-            exit_status_one_on(self.crawler)
-        self.refusals.refused(exc, f"pending row {rowid}", self.spider)
-        self._inc("iri/frontier/refused_records")
-        self._inc(f"iri/frontier/refused_records/{exc.kind}")
+        self.refusals.refused(exc, f"pending row {rowid}", self.spider, crawler=self.crawler,
+                              count=lambda name: self._inc(f"iri/frontier/{name}"))
 
     # --- persistence -------------------------------------------------------------
 

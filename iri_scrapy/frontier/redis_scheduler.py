@@ -140,7 +140,6 @@ from iri_scrapy.frontier.codec import (
     RefusalLog,
     RefusedRecord,
     RequestCodec,
-    exit_status_one_on,
     frontier_secret,
 )
 from iri_scrapy.frontier.jobdir import FrontierSpiderMiddleware, max_inflight_setting
@@ -905,11 +904,8 @@ class RedisIRIScheduler(BaseScheduler):
             "HSET", self._keys["refused"], field, data))
 
     def _refused(self, exc: RefusedRecord, record: str) -> None:
-        if not self.refusals.count and self.crawler is not None:
-            exit_status_one_on(self.crawler)
-        self.refusals.refused(exc, f"{record} (kept in {self._keys['refused']})", self.spider)
-        self._inc("refused_records")
-        self._inc(f"refused_records/{exc.kind}")
+        self.refusals.refused(exc, f"{record} (kept in {self._keys['refused']})", self.spider,
+                              crawler=self.crawler, count=self._inc)
 
     def _serialize(self, request: Request) -> bytes | None:
         codec = self.codec
