@@ -89,3 +89,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("-", f"unmarked tests over {SLOW_SECONDS:.0f} s (mark them slow?)")
         for seconds, nodeid in over[:20]:
             terminalreporter.write_line(f"{seconds:6.2f}s {nodeid}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first (stable: the order within each group stays). Under ``-n 2`` the
+    longest tests then start while short ones remain to fill in, instead of the whole
+    run waiting at its end for a few real crawls on one core."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
