@@ -206,6 +206,7 @@ import logging
 import os
 import sqlite3
 import time
+from bisect import insort
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -275,7 +276,12 @@ FILENAME = "iri_frontier.sqlite3"
 LOCK_FILENAME = "iri_frontier.lock"
 #: ``IRI_FRONTIER_WRITE_RETRY``: seconds a failing store is retried before the crawl closes.
 DEFAULT_WRITE_RETRY = 30.0
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Requests read from the store into memory at a time (see "Ordering").
+BATCH = 256
+#: Most stored requests kept in memory at once; past it, the last half is dropped
+#: from memory (it stays on disk and is read again when its turn comes).
+BUFFER_MAX = 1024
 #: Request meta key: the store row of a request the scheduler handed out.
 META_FRONTIER_ID = "iri_frontier_id"
 DEFAULT_FSYNC_MS = 250
@@ -357,6 +363,45 @@ def max_inflight_setting(settings: BaseSettings) -> int:
     return number
 
 
+PENDING_DDL = (
+    "CREATE TABLE pending (id INTEGER PRIMARY KEY AUTOINCREMENT, request BLOB NOT NULL, "
+    "np INTEGER NOT NULL DEFAULT 0, kind INTEGER NOT NULL DEFAULT 0, "
+    "ord INTEGER NOT NULL DEFAULT 0)"
+)
+PENDING_INDEX = "CREATE INDEX IF NOT EXISTS pending_order ON pending (np, kind, ord)"
+
+
+def order_key(rowid: int, priority: int, start: bool, *, lifo: bool = True,
+              start_lifo: bool = False) -> tuple[int, int, int]:
+    """``(np, kind, ord)``: the crawl order of a pending request, smallest first.
+
+    Scrapy's ``ScrapyPriorityQueue``: the highest priority first (``np`` is the
+    negated priority); within a priority, regular requests (kind 0) before start
+    requests (kind 1); within those, the newest first for a LIFO queue (Scrapy's
+    default ``LifoMemoryQueue``), the oldest first for a FIFO one (start requests:
+    ``FifoMemoryQueue``).  Row ids grow, so ``ord`` is ``-id`` or ``id``.
+    """
+    if start:
+        return -priority, 1, -rowid if start_lifo else rowid
+    return -priority, 0, -rowid if lifo else rowid
+
+
+def _priority_of(data: Any) -> tuple[int, bool]:
+    """Priority and start flag of a JSON record (format 1 upgrade); ``(0, False)`` else."""
+    import json
+
+    try:
+        loaded = json.loads(bytes(data).decode("utf-8"))
+    except (ValueError, TypeError, RecursionError):
+        return 0, False
+    if type(loaded) is not dict:
+        return 0, False
+    priority = loaded.get("priority")
+    meta = loaded.get("meta")
+    start = type(meta) is dict and meta.get("is_start_request") is True
+    return (priority if type(priority) is int else 0), start
+
+
 def _signed(value: int) -> int:
     return value - _U64 if value >= _I64 else value
 
@@ -387,8 +432,14 @@ class FrontierStore:
         tag: str = "",
         fsync_ms: int | None = DEFAULT_FSYNC_MS,
         allow_reset: bool = False,
+        lifo: bool = True,
+        start_lifo: bool = False,
     ) -> None:
         self.path = Path(path)
+        #: LIFO or FIFO within a priority, for regular and for start requests.
+        self.lifo = lifo
+        self.start_lifo = start_lifo
+        self.order = f"{'lifo' if lifo else 'fifo'},{'lifo' if start_lifo else 'fifo'}"
         self.canonicalization_version = canonicalization_version
         self.tag = tag
         self.fsync_ms = fsync_ms
@@ -490,19 +541,22 @@ class FrontierStore:
             conn.execute("BEGIN")
             conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             conn.execute("CREATE TABLE seen (fp INTEGER NOT NULL)")
-            conn.execute(
-                "CREATE TABLE pending (id INTEGER PRIMARY KEY AUTOINCREMENT, request BLOB NOT NULL)"
-            )
+            conn.execute(PENDING_DDL)
+            conn.execute(PENDING_INDEX)
             for key, value in (
                 ("format", str(FORMAT_VERSION)),
                 ("canonicalization", str(self.canonicalization_version)),
                 ("tag", self.tag),
                 ("clean", "1"),
+                ("order", self.order),
             ):
                 conn.execute("INSERT INTO meta VALUES (?, ?)", (key, value))
             conn.execute("COMMIT")
             return None
         fmt = self._get("format")
+        if fmt == "1":
+            self._upgrade_from_1()
+            fmt = self._get("format")
         if fmt != str(FORMAT_VERSION):
             return FingerprintFileError(
                 f"{self.path} has frontier format {fmt}; this iri_scrapy reads format "
@@ -516,7 +570,48 @@ class FrontierStore:
                 f"options {self.tag!r}: refusing to mix keys (set IRI_JOBDIR_ALLOW_RESET = "
                 "True to start a new store, or use a new JOBDIR)"
             )
+        self._reorder()
         return None
+
+    def _upgrade_from_1(self) -> None:
+        """Format 1 (``pending(id, request)``) -> 2: the order columns, filled from each
+        record's JSON ``priority`` and ``meta.is_start_request`` (data only: a record
+        that is not JSON gets priority 0 and is refused when it is read)."""
+        conn = self._conn
+        conn.execute("BEGIN")
+        for column in ("np", "kind", "ord"):
+            conn.execute(f"ALTER TABLE pending ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+        rows = list(conn.execute("SELECT id, request FROM pending"))
+        lifo, slifo = self._order_modes(self.order)
+        for rowid, data in rows:
+            priority, start = _priority_of(data)
+            np_, kind, ord_ = order_key(rowid, priority, start, lifo=lifo, start_lifo=slifo)
+            conn.execute("UPDATE pending SET np = ?, kind = ?, ord = ? WHERE id = ?",
+                         (np_, kind, ord_, rowid))
+        conn.execute(PENDING_INDEX)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('order', ?)", (self.order,))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (str(FORMAT_VERSION),))
+        conn.execute("COMMIT")
+
+    @staticmethod
+    def _order_modes(order: str) -> tuple[bool, bool]:
+        regular, _, start = order.partition(",")
+        return regular != "fifo", start == "lifo"
+
+    def _reorder(self) -> None:
+        """The queue classes changed since the last run (LIFO <-> FIFO): flip the stored
+        order of the kind of rows concerned."""
+        stored = self._get("order") or "lifo,fifo"
+        if stored == self.order:
+            return
+        old, new = self._order_modes(stored), self._order_modes(self.order)
+        conn = self._conn
+        conn.execute("BEGIN")
+        for kind in (0, 1):
+            if old[kind] != new[kind]:
+                conn.execute("UPDATE pending SET ord = -ord WHERE kind = ?", (kind,))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('order', ?)", (self.order,))
+        conn.execute("COMMIT")
 
     def _get(self, key: str) -> str | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -536,6 +631,19 @@ class FrontierStore:
         """``(id, serialized request)`` of every pending request, oldest first."""
         return list(self._conn.execute("SELECT id, request FROM pending ORDER BY id"))
 
+    def pending_after(
+        self, key: tuple[int, int, int] | None, limit: int
+    ) -> list[tuple[int, bytes, int, int, int]]:
+        """``(id, record, np, kind, ord)`` of the next *limit* pending rows in crawl
+        order (:func:`order_key`) after *key* (from the first if ``None``)."""
+        if key is None:
+            return list(self._conn.execute(
+                "SELECT id, request, np, kind, ord FROM pending ORDER BY np, kind, ord "
+                "LIMIT ?", (limit,)))
+        return list(self._conn.execute(
+            "SELECT id, request, np, kind, ord FROM pending WHERE (np, kind, ord) > (?, ?, ?) "
+            "ORDER BY np, kind, ord LIMIT ?", (*key, limit)))
+
     def pending_count(self) -> int:
         return int(self._conn.execute("SELECT count(*) FROM pending").fetchone()[0])
 
@@ -553,10 +661,11 @@ class FrontierStore:
         conn = self._conn
         kind = op[0]
         if kind == "add":
-            _, record, data, rowid = op
+            _, record, data, rowid, np_, kind_, ord_ = op
             if record is not None:
                 conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(record),))
-            conn.execute("INSERT INTO pending (id, request) VALUES (?, ?)", (rowid, data))
+            conn.execute("INSERT INTO pending (id, request, np, kind, ord) VALUES (?, ?, ?, ?, ?)",
+                         (rowid, data, np_, kind_, ord_))
         elif kind == "seen":
             conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(op[1]),))
         elif kind == "done":
@@ -567,7 +676,8 @@ class FrontierStore:
                 "CREATE TABLE IF NOT EXISTS refused (id INTEGER PRIMARY KEY, request BLOB NOT"
                 " NULL, kind TEXT NOT NULL, at REAL NOT NULL)")
             conn.execute(
-                "INSERT OR REPLACE INTO refused SELECT id, request, ?, ? FROM pending WHERE id = ?",
+                "INSERT OR REPLACE INTO refused SELECT id, request, ?, ? FROM pending "
+                "WHERE id = ?",
                 (why, at, rowid))
             conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
         else:  # "meta"
@@ -596,12 +706,25 @@ class FrontierStore:
                 conn.execute("ROLLBACK")
         self._in_tx = False
 
-    def add(self, record: int | None, data: bytes) -> int:
-        """Store a pending request (and its fingerprint *record*, if any); its row id."""
+    def add(self, record: int | None, data: bytes, *, priority: int = 0,
+            start: bool = False) -> int:
+        """Store a pending request (and its fingerprint *record*, if any); its row id.
+
+        *priority* and *start* (a start request) place it in the crawl order."""
         rowid = self._next_id
         self._next_id += 1
-        self._write(("add", record, data, rowid))
+        self._write(("add", record, data, rowid,
+                     *self.key(rowid, priority, start)))
         return rowid
+
+    def key(self, rowid: int, priority: int, start: bool) -> tuple[int, int, int]:
+        """The crawl-order key of a request (see :func:`order_key`)."""
+        return order_key(rowid, priority, start, lifo=self.lifo, start_lifo=self.start_lifo)
+
+    @property
+    def next_id(self) -> int:
+        """The id the next stored request will get."""
+        return self._next_id
 
     def add_seen(self, record: int) -> None:
         """Store a fingerprint record without a pending request."""
@@ -723,6 +846,22 @@ def _legacy_state(jobdir: str) -> str | None:
     return None
 
 
+def _is_fifo(queue_cls: Any) -> bool:
+    """True for a FIFO queue class (Scrapy's ``FifoMemoryQueue``, ``Pickle/MarshalFifo...``)."""
+    for klass in getattr(queue_cls, "__mro__", ()):
+        name = klass.__name__.lower()
+        if "lifo" in name:
+            return False
+        if "fifo" in name:
+            return True
+    return False
+
+
+#: ``_edge`` values: no pending row read yet; every pending row read.
+_NOTHING_READ: tuple[float, ...] = (-float("inf"),)
+_EVERYTHING_READ: tuple[float, ...] = (float("inf"),)
+
+
 class IRIFrontierScheduler(Scheduler):
     """Scrapy's scheduler with a crash-tolerant ``JOBDIR`` (see the module docstring).
 
@@ -830,6 +969,14 @@ class IRIFrontierScheduler(Scheduler):
         self._retry_delay = 0.0
         self._gave_up = False
         self._sync_failed = False
+        #: Requests waiting (stored or memory-only, not handed out): ``len(self)``.
+        self._queued = 0
+        #: The head of the stored queue in crawl order: ``(key, rowid, request)``,
+        #: sorted; every pending row whose key is <= ``_edge`` is here or out.
+        self._buf: list[tuple[tuple[int, int, int], int, Request]] = []
+        self._edge: tuple[float, ...] = _NOTHING_READ
+        #: Memory-only (unserializable) requests waiting, ``(key, -id, id, request)``, sorted.
+        self._mem: list[tuple[tuple[int, int, int], int, int, Request]] = []
 
     # --- life cycle ------------------------------------------------------------
 
@@ -855,6 +1002,8 @@ class IRIFrontierScheduler(Scheduler):
                 tag=df.options_tag(),
                 fsync_ms=self.fsync_ms,
                 allow_reset=self.allow_reset,
+                lifo=not _is_fifo(self.mqclass),
+                start_lifo=self._smqclass is not None and not _is_fifo(self._smqclass),
             )
         except FingerprintFileMismatch as exc:
             # one ERROR line, finish_reason iri_jobdir_mismatch, exit status 1 (the
@@ -883,16 +1032,11 @@ class IRIFrontierScheduler(Scheduler):
         self.codec = codec = RequestCodec(spider, frontier_secret(crawler.settings))
         self.refusals.store = f"the frontier store {store.path}"
         seen = df.preload(store.seen_records())
-        recovered = 0
-        for rowid, data in store.pending_rows():
-            try:
-                request = codec.decode(data)
-            except RefusedRecord as exc:  # never executed: kept aside, counted, loud
-                self._refused(exc, rowid)
-                continue
-            request.meta[META_FRONTIER_ID] = rowid
-            self.mqs.push(request)
-            recovered += 1
+        # the pending rows stay on disk: read BATCH at a time, in crawl order
+        recovered = self._queued = store.pending_count()
+        self._edge = _NOTHING_READ if recovered else _EVERYTHING_READ
+        self._refill()
+        recovered -= self.refusals.count
         store.commit()
         self._check_store()
         self._inc("iri/frontier/recovered", recovered)
@@ -980,17 +1124,25 @@ class IRIFrontierScheduler(Scheduler):
         data = self._serialize(request)
         stats = self.stats
         assert stats is not None
+        start = bool(meta.get("is_start_request")) and self._smqclass is not None
+        priority = request.priority
         if data is None:
             rowid = self._next_memory_id
             self._next_memory_id -= 1
             self._unser[rowid] = record
+            meta[META_FRONTIER_ID] = rowid
+            # placed as a stored request with the next id would be
+            insort(self._mem, (store.key(store.next_id, priority, start), -rowid, rowid, request))
             stats.inc_value("scheduler/enqueued/memory")
         else:
-            rowid = store.add(record, data)
+            rowid = store.add(record, data, priority=priority, start=start)
+            meta[META_FRONTIER_ID] = rowid
+            key = store.key(rowid, priority, start)
+            if key <= self._edge:  # among the rows read: its place is in memory
+                self._buffer(key, rowid, request)
             stats.inc_value("scheduler/enqueued/disk")
             stats.inc_value("iri/frontier/stored")
-        meta[META_FRONTIER_ID] = rowid
-        self.mqs.push(request)
+        self._queued += 1
         stats.inc_value("scheduler/enqueued")
         self._touch()
         return True
@@ -1016,7 +1168,7 @@ class IRIFrontierScheduler(Scheduler):
         store = self.store
         if store.failed is not None:
             return None  # nothing goes out while the store cannot be written
-        request: Request | None = self.mqs.pop()
+        request = self._pop()
         if request is None:
             return None
         if store.in_transaction:
@@ -1024,7 +1176,7 @@ class IRIFrontierScheduler(Scheduler):
             # the rows a kill leaves pending are at most the ones handed out
             store.commit()
             if store.failed is not None:
-                self.mqs.push(request)  # not handed out: stays queued
+                self._unpop(request)  # not handed out: stays queued
                 self._check_store()
                 return None
         stats = self.stats
@@ -1037,6 +1189,79 @@ class IRIFrontierScheduler(Scheduler):
         )
         stats.inc_value("scheduler/dequeued")
         return request
+
+    def __len__(self) -> int:
+        if self.store is None:
+            return super().__len__()
+        return self._queued
+
+    def _pop(self) -> Request | None:
+        """The next request in crawl order (stored or memory-only), or None."""
+        if not self._buf:
+            self._refill()
+        buf, mem = self._buf, self._mem
+        if mem and (not buf or mem[0][0] < buf[0][0]):
+            request = mem.pop(0)[3]
+        elif buf:
+            request = buf.pop(0)[2]
+        else:
+            return None
+        self._queued -= 1
+        return request
+
+    def _unpop(self, request: Request) -> None:
+        """Put back a request :meth:`_pop` returned (it was not handed out)."""
+        store = self.store
+        assert store is not None
+        rowid = request.meta[META_FRONTIER_ID]
+        start = bool(request.meta.get("is_start_request")) and self._smqclass is not None
+        if rowid < 0:
+            insort(self._mem, (store.key(store.next_id, request.priority, start), -rowid, rowid,
+                               request))
+        else:
+            key = store.key(rowid, request.priority, start)
+            if key <= self._edge:
+                self._buffer(key, rowid, request)
+        self._queued += 1
+
+    def _buffer(self, key: tuple[int, int, int], rowid: int, request: Request) -> None:
+        """Keep a stored request in memory; past ``BUFFER_MAX``, the last half is
+        dropped from memory (read again from disk when its turn comes)."""
+        buf = self._buf
+        insort(buf, (key, rowid, request))
+        if len(buf) > BUFFER_MAX:
+            del buf[BUFFER_MAX // 2:]
+            self._edge = buf[-1][0]
+
+    def _refill(self) -> None:
+        """Read the next stored requests in crawl order (``BATCH`` at a time) into
+        memory.  Never while the store is failing: the rows written since the last
+        commit are not on disk then."""
+        store = self.store
+        codec = self.codec
+        if store is None or codec is None or store.failed is not None:
+            return
+        ledger = self.ledger
+        while not self._buf and self._edge != _EVERYTHING_READ:
+            edge = self._edge
+            rows = store.pending_after(
+                None if edge == _NOTHING_READ else cast(tuple[int, int, int], edge), BATCH)
+            for rowid, data, np_, kind, ord_ in rows:
+                if rowid in ledger:
+                    continue  # handed out, not answered yet
+                try:
+                    request = codec.decode(data)
+                except RefusedRecord as exc:  # never executed: kept aside, counted, loud
+                    self._queued -= 1
+                    self._refused(exc, rowid)
+                    continue
+                request.meta[META_FRONTIER_ID] = rowid
+                self._buf.append(((np_, kind, ord_), rowid, request))
+            if len(rows) < BATCH:
+                self._edge = _EVERYTHING_READ
+            else:
+                last = rows[-1]
+                self._edge = (last[2], last[3], last[4])
 
     # --- answers ---------------------------------------------------------------
 

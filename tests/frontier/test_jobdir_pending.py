@@ -1,0 +1,192 @@
+"""Pending requests live on disk, not in memory, and keep Scrapy's order.
+
+``IRIFrontierScheduler`` reads its pending rows from the SQLite store a batch at a
+time, in Scrapy's order (highest priority first; LIFO within a priority for
+regular requests, FIFO for start requests, as ``ScrapyPriorityQueue`` over
+``LifoMemoryQueue``/``FifoMemoryQueue``).  These tests drive the scheduler and a
+stock Scrapy priority queue with the same pushes and pops and compare the
+orders; then they measure the memory per pending request with ``tracemalloc``.
+The 1,000,000-request figures are in ``benchmarks/bench_pending.py``.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy import Request
+from scrapy.utils.misc import build_from_crawler
+
+from iri_scrapy.frontier.jobdir import BUFFER_MAX, FILENAME, FrontierStore, order_key
+from tests.frontier.test_frontier import drain, open_scheduler
+
+NO_CAP = {"IRI_FRONTIER_MAX_INFLIGHT": 0}
+
+
+def _reference(scheduler: Any) -> Any:
+    """A stock Scrapy priority queue with the scheduler's memory queue classes."""
+    return build_from_crawler(
+        scheduler.pqclass, scheduler.crawler, downstream_queue_cls=scheduler.mqclass,
+        key="", start_queue_cls=scheduler._smqclass)
+
+
+def _request(i: int, priority: int, start: bool) -> Request:
+    meta = {"is_start_request": True} if start else {}
+    return Request(f"http://e.com/{i}", priority=priority, meta=meta)
+
+
+def test_order_key_is_scrapys() -> None:
+    assert order_key(5, 2, False) < order_key(1, 1, False)  # higher priority first
+    assert order_key(5, 0, False) < order_key(4, 0, False)  # LIFO within a priority
+    assert order_key(4, 0, False, lifo=False) < order_key(5, 0, False, lifo=False)
+    assert order_key(4, 0, True) < order_key(5, 0, True)  # start requests: FIFO
+    assert order_key(9, 0, False) < order_key(1, 0, True)  # regular before start
+
+
+@pytest.mark.slow
+def test_interleaved_pushes_and_pops_match_scrapys_queue(tmp_path: Path) -> None:
+    """20,000 requests, random priorities, start and regular, pops interleaved:
+    the scheduler hands them out in exactly the stock queue's order (past the
+    in-memory buffer's size, so rows are dropped from memory and read again)."""
+    rng = random.Random(20)
+    crawler, scheduler = open_scheduler(tmp_path, **NO_CAP)
+    ref = _reference(scheduler)
+    got: list[str] = []
+    want: list[str] = []
+
+    def pop() -> None:
+        out = scheduler.next_request()
+        expected = ref.pop()
+        assert (out is None) == (expected is None)
+        if out is not None:
+            got.append(out.url)
+            want.append(expected.url)
+            scheduler.answered(out)
+
+    total = 20_000
+    for i in range(total):
+        priority, start = rng.choice((-1, 0, 0, 0, 1, 2)), rng.random() < 0.1
+        assert scheduler.enqueue_request(_request(i, priority, start))
+        ref.push(_request(i, priority, start))
+        # bursts of pushes (the buffer overflows) and of pops
+        if rng.random() < (0.2 if (i // 3000) % 2 else 0.7):
+            pop()
+        if i % 997 == 0:
+            scheduler._commit()  # a reactor turn
+    assert len(scheduler) == len(ref) > BUFFER_MAX
+    while len(ref):
+        pop()
+    assert scheduler.next_request() is None and not scheduler.has_pending_requests()
+    assert got == want and len(got) == total
+    scheduler.close("finished")
+
+
+def test_resume_keeps_the_order_and_reads_lazily(tmp_path: Path) -> None:
+    crawler, scheduler = open_scheduler(tmp_path, **NO_CAP)
+    ref = _reference(scheduler)
+    for i in range(3000):
+        priority, start = i % 3, i % 7 == 0
+        scheduler.enqueue_request(_request(i, priority, start))
+        ref.push(_request(i, priority, start))
+    first = scheduler.next_request()
+    assert first is not None and first.url == ref.pop().url
+    scheduler.close("shutdown")  # first stays pending: it was not answered
+    ref.push(first)
+
+    crawler2, again = open_scheduler(tmp_path, **NO_CAP)
+    assert len(again) == 3000 and again.has_pending_requests()
+    assert crawler2.stats.get_value("iri/frontier/recovered") == 3000
+    assert len(again._buf) <= BUFFER_MAX  # not all of them in memory
+    got = [r.url for r in drain(again)]
+    want = []
+    while (r := ref.pop()) is not None:
+        want.append(r.url)
+    assert got == want
+    again.close("finished")
+
+
+def test_fifo_memory_queue_setting_is_followed_and_switching_reorders(tmp_path: Path) -> None:
+    fifo = {"SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue", **NO_CAP}
+    _, scheduler = open_scheduler(tmp_path, **fifo)
+    for i in range(5):
+        scheduler.enqueue_request(_request(i, 0, False))
+    first = scheduler.next_request()
+    assert first is not None and first.url == "http://e.com/0"
+    scheduler.answered(first)
+    scheduler.close("shutdown")
+    _, lifo = open_scheduler(tmp_path, **NO_CAP)  # the default again: LIFO
+    assert [r.url for r in drain(lifo)] == [f"http://e.com/{i}" for i in (4, 3, 2, 1)]
+    lifo.close("finished")
+
+
+def test_format_1_store_is_upgraded_in_order(tmp_path: Path) -> None:
+    """A store of format 1 (``pending(id, request)``) gets its order columns from the
+    records' JSON priority."""
+    _, scheduler = open_scheduler(tmp_path, **NO_CAP)
+    for i, priority in enumerate((0, 5, 0, 1)):
+        scheduler.enqueue_request(_request(i, priority, False))
+    scheduler.close("shutdown")
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / FILENAME)
+    rows = list(conn.execute("SELECT id, request FROM pending"))
+    conn.executescript(
+        "DROP TABLE pending; CREATE TABLE pending (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "request BLOB NOT NULL); UPDATE meta SET value = '1' WHERE key = 'format';")
+    conn.executemany("INSERT INTO pending VALUES (?, ?)", rows)
+    conn.commit()
+    conn.close()
+    _, again = open_scheduler(tmp_path, **NO_CAP)
+    assert [r.url for r in drain(again)] == [f"http://e.com/{i}" for i in (1, 3, 2, 0)]
+    again.close("finished")
+    store = FrontierStore(tmp_path / FILENAME, tag=again.df.options_tag())
+    assert store._get("format") == "2"
+    store.close()
+
+
+@pytest.mark.slow
+def test_memory_per_pending_request_is_bounded(tmp_path: Path) -> None:
+    """50,000 pending requests: the memory each more pending request costs (traced
+    over the last 10,000, once the in-memory buffer is full) is at most 100 bytes
+    of Python memory, the dupefilter's seen-set included (SQLite's page cache,
+    outside Python's allocator, is bounded by its ``cache_size``: 2 MB); a
+    resume reads none of them but the first batch."""
+    crawler, scheduler = open_scheduler(tmp_path, **NO_CAP)
+    count, traced = 50_000, 10_000
+
+    def push(start: int, stop: int) -> None:
+        for i in range(start, stop):
+            scheduler.enqueue_request(Request(f"http://example.com/page/{i}?q={i}",
+                                              priority=i % 5))
+            if i % 1000 == 999:
+                scheduler._commit()
+        scheduler._commit()
+
+    push(0, count - traced)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        push(count - traced, count)
+        gc.collect()
+        used = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    per = used / traced
+    print(f"{count} pending: {per:.1f} B of Python memory per more pending request")
+    assert len(scheduler) == count and len(scheduler._buf) <= BUFFER_MAX
+    assert per <= 100, f"{per:.1f} bytes per pending request"
+    scheduler.close("shutdown")
+    started = time.monotonic()
+    crawler2, again = open_scheduler(tmp_path, **NO_CAP)
+    resumed = time.monotonic() - started
+    assert len(again) == count and resumed < 5
+    assert len(again._buf) <= BUFFER_MAX
+    first = again.next_request()
+    assert first is not None and first.priority == 4 and first.url.endswith(f"={count - 1}")
+    again.close("shutdown")
