@@ -22,6 +22,12 @@ This subclass keeps every option of ``LinkExtractor`` and changes only that:
 * ``canonicalize=True`` writes the retrieval key (fragment dropped, RFC 3987
   section 5.1) instead of w3lib's query-sorting form.
 
+Each ``href`` is first read as a browser reads it (the URL Standard's
+preprocessing, :func:`iri_scrapy.core.hrefs.preprocess_href`: C0 controls and
+spaces trimmed, tab and newline removed, ``\\`` as ``/`` before the query for
+http(s)), whatever ``strip`` says: ``..\\index.html`` is ``../index.html`` and
+``http://h\\@evil.test/`` is a link to host ``h``, as in a browser.
+
 An ``href`` with no canonical form (a host that fails UTS 46, say), or whose
 canonical form ``Request()`` refuses, is handled the stock way, so nothing
 Scrapy would extract is dropped.  An ``href`` no request can be made for either
@@ -49,12 +55,20 @@ from scrapy.linkextractors.lxmlhtml import LxmlLinkExtractor
 from w3lib.url import safe_url_string
 
 from iri_scrapy.core.errors import IRIError
+from iri_scrapy.core.hrefs import needs_preprocessing
 from iri_scrapy.core.ladder import Level, normalize
 from iri_scrapy.core.resolve import resolve
 from iri_scrapy.plugin.compat import LinkRequestCrawlSpider
 from iri_scrapy.plugin.config import META_ORIGINAL, META_VERBATIM
-from iri_scrapy.plugin.links import error_reason, report_skipped, request_refusal, response_state
-from iri_scrapy.plugin.middleware import base_url, fetch_form
+from iri_scrapy.plugin.links import (
+    base_url,
+    browser_href,
+    error_reason,
+    report_skipped,
+    request_refusal,
+    response_state,
+)
+from iri_scrapy.plugin.middleware import fetch_form
 from iri_scrapy.plugin.offsite import canonical_domain
 
 if TYPE_CHECKING:
@@ -215,13 +229,15 @@ class IRILinkExtractor(LxmlLinkExtractor):
         stats: StatsCollector | None = None,
     ) -> list[Link]:
         links: list[Link] = []
-        stock: list[tuple[Any, str, tuple[str, str]]] = []
+        stock: list[tuple[Any, str, str, tuple[str, str]]] = []
         for el, value in self._candidates(document):
             href = value.strip(_HTML5_WHITESPACE) if self._iri_strip else value
+            if needs_preprocessing(href):  # as a browser reads it (module docstring)
+                href = browser_href(href, base)
             try:
                 joined = resolve(base, href)
             except IRIError as exc:
-                stock.append((el, value, (error_reason(exc), str(exc))))
+                stock.append((el, value, href, (error_reason(exc), str(exc))))
                 continue
             url = self._iri_process(joined)
             if url is None:
@@ -230,19 +246,20 @@ class IRILinkExtractor(LxmlLinkExtractor):
                 # resolve again: process_value may return a relative reference
                 uri = fetch_form(resolve(response_url, url), response_encoding)
             except IRIError as exc:
-                stock.append((el, value, (error_reason(exc), str(exc))))
+                stock.append((el, value, href, (error_reason(exc), str(exc))))
                 continue
             except TypeError as exc:
-                stock.append((el, value, ("request", str(exc))))
+                stock.append((el, value, href, ("request", str(exc))))
                 continue
             refusal = _refusal(uri)
             if refusal is not None:
-                stock.append((el, value, refusal))
+                stock.append((el, value, href, refusal))
                 continue
             links.append(Link(uri, _text(el), nofollow=_nofollow(el)))
-        for el, value, why in stock:
+        for el, value, href, why in stock:
             # no canonical form, or none a request can be made for: Scrapy's spelling
-            link = self._stock_link(el, value, response_url, response_encoding, base)
+            # (of the href as a browser reads it)
+            link = self._stock_link(el, href, response_url, response_encoding, base)
             refusal = why if link is None else _refusal(link.url)
             if refusal is None:
                 assert link is not None

@@ -24,6 +24,17 @@ fetches.  Each skip counts ``iri/unnormalizable``,
 ``iri/unnormalizable/<reason>`` and ``iri/links/skipped``, and is logged once,
 with the page it came from (the first of each reason as a WARNING, the others
 at DEBUG level).  The reason names the component at fault (:data:`REASONS`).
+
+Before any of that, an href is read as a browser reads it
+(:func:`iri_scrapy.core.hrefs.preprocess_href`, the URL Standard's basic URL
+parser, https://url.spec.whatwg.org/#concept-basic-url-parser): leading and
+trailing C0 controls and spaces trimmed, ASCII tab and newline removed, ``\\``
+read as ``/`` before the query for a special scheme (http(s), ws(s), ftp,
+file), so that ``..\\index.html`` and ``/pa<LF>th.html`` fetch the page a
+browser fetches and ``http://h\\@evil.test/`` contacts ``h``, as a browser
+does.  ``response.urljoin``/``follow``/``follow_all`` (:class:`SkippingFollowMixin`)
+and :func:`base_url` (``<base href>``) do it here; ``IRILinkExtractor`` and the
+redirect middleware call the same function.
 """
 
 from __future__ import annotations
@@ -36,13 +47,14 @@ from urllib.parse import urljoin, urlsplit
 from weakref import WeakKeyDictionary, ref
 
 from scrapy import Request
-from scrapy.http import HtmlResponse
+from scrapy.http import HtmlResponse, TextResponse
 from scrapy.http.request import NO_CALLBACK
 from w3lib.html import get_base_url, get_meta_refresh
 from w3lib.url import safe_url_string
 
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.hosts import WireHostError
+from iri_scrapy.core.hrefs import needs_preprocessing, preprocess_href, url_scheme
 from iri_scrapy.core.ladder import retrieval_key
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 
@@ -56,6 +68,8 @@ __all__ = [
     "STAT_SKIPPED",
     "STAT_UNNORMALIZABLE",
     "ResponseState",
+    "base_url",
+    "browser_href",
     "count_unnormalizable",
     "error_reason",
     "report_skipped",
@@ -234,6 +248,56 @@ def response_state(response: Any) -> ResponseState:
     return found
 
 
+def browser_href(href: str, base: str) -> str:
+    """*href* (found in a page whose base URL is *base*) as a browser reads it:
+    :func:`~iri_scrapy.core.hrefs.preprocess_href` with *base*'s scheme."""
+    if not needs_preprocessing(href):
+        return href
+    return preprocess_href(href, url_scheme(base))
+
+
+# the first <base> element with an href attribute, and that attribute's value
+# (HTML: https://html.spec.whatwg.org/#frozen-base-url); read only when the head
+# holds a backslash, the one character w3lib's get_base_url reads otherwise
+_BASE_TAG = re.compile(r"<base(?=[\s/>])([^>]*)>", re.IGNORECASE)
+_HREF_ATTR = re.compile(
+    r"""(?:^|[\s/])href\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+))""", re.IGNORECASE
+)
+
+
+def _raw_base_href(text: str) -> str | None:
+    """The ``href`` of the first ``<base>`` that has one, as written; None if none."""
+    for tag in _BASE_TAG.finditer(text):
+        attr = _HREF_ATTR.search(tag.group(1))
+        if attr is not None:
+            return next(g for g in attr.groups() if g is not None)
+    return None
+
+
+def base_url(response: TextResponse) -> str:
+    """The base URL of *response* (its ``<base href>`` joined with its URL, else its URL).
+
+    What Scrapy's ``response.urljoin`` and link extractor use: w3lib's
+    ``get_base_url`` over the first 4096 characters of the text, once per response
+    (kept in its :class:`ResponseState`); but a ``<base href>`` a browser reads
+    otherwise (``<base href="\\docs\\">``: a backslash, see the module docstring)
+    is read as the browser reads it.
+    """
+    state = response_state(response)
+    url = state.base
+    if url is None:
+        text = response.text[0:4096]
+        url = get_base_url(text, response.url, response.encoding)
+        if "\\" in text:
+            raw = _raw_base_href(text)
+            if raw is not None and "\\" in raw:
+                href = preprocess_href(raw, url_scheme(response.url))
+                url = urljoin(safe_url_string(response.url),
+                              safe_url_string(href, encoding=response.encoding))
+        state.base = url
+    return url
+
+
 class SkippingFollowMixin:
     """``follow()``/``follow_all()`` that skip a link no request can be made for.
 
@@ -252,8 +316,12 @@ class SkippingFollowMixin:
     __slots__ = ()
 
     def urljoin(self, url: str) -> str:
+        """``Response.urljoin`` of *url* read as a browser reads it (see the module doc)."""
         state = response_state(self)
         state.tried, state.joined = url, None
+        if isinstance(url, str) and needs_preprocessing(url):
+            base = base_url(self) if isinstance(self, TextResponse) else str(self.url)  # type: ignore[attr-defined]
+            url = browser_href(url, base)
         state.joined = joined = super().urljoin(url)  # type: ignore[misc]
         return joined  # type: ignore[no-any-return]
 

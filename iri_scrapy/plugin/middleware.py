@@ -47,7 +47,6 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
-from w3lib.html import get_base_url
 from w3lib.url import safe_url_string
 
 from iri_scrapy.core.errors import IRIError
@@ -67,6 +66,7 @@ from iri_scrapy.plugin.config import (
 from iri_scrapy.plugin.links import (
     META_SKIPPED,
     SkippingFollowMixin,
+    base_url,
     count_unnormalizable,
     error_reason,
     response_state,
@@ -398,20 +398,6 @@ def _setting_is_subclass(crawler: Crawler, name: str, ours: str) -> bool:
 
 
 # ------------------------------------------------------------------------- responses
-
-def base_url(response: TextResponse) -> str:
-    """The base URL of *response* (its ``<base href>`` joined with its URL, else its URL).
-
-    What Scrapy's ``response.urljoin`` and link extractor use: w3lib's
-    ``get_base_url`` over the first 4096 characters of the text, once per response
-    (kept in its :class:`~iri_scrapy.plugin.links.ResponseState`).
-    """
-    state = response_state(response)
-    url = state.base
-    if url is None:
-        url = state.base = get_base_url(response.text[0:4096], response.url, response.encoding)
-    return url
-
 
 class _IRIFollowMixin:
     """Link resolution with the IRI core for :class:`~scrapy.http.Response` classes.

@@ -9,9 +9,11 @@ into a new request.  It does two things:
   against the request URL by the IRI core and rewritten to its canonical URI.
   ``RedirectMiddleware`` runs it through ``w3lib.url.safe_url_string``, whose
   IDNA 2003 would map ``straße.example`` to ``strasse.example``, another
-  domain; an A-label host passes through it unchanged.  Skipped when the
-  redirect will not be followed (``dont_redirect``, ``handle_httpstatus_*``)
-  or for ``dont_normalize_iri`` requests.
+  domain; an A-label host passes through it unchanged.  The header is first
+  read as a browser reads it (:func:`iri_scrapy.core.hrefs.preprocess_href`:
+  ``Location: \\path`` is ``/path``, ``http://h\\@evil.test/`` is host ``h``).
+  Skipped when the redirect will not be followed (``dont_redirect``,
+  ``handle_httpstatus_*``) or for ``dont_normalize_iri`` requests.
 * **Protocol learning** (``IRI_LEVEL = "protocol"``, RFC 3987 section 5.3.4):
   ``rules.observe_redirect(source, target, status)`` for each 3xx, on the
   canonical URIs without fragment, and ``rules.observe_contrary(uri)`` for each
@@ -64,7 +66,7 @@ from iri_scrapy.core.ladder import Level, normalize
 from iri_scrapy.core.resolve import resolve
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import META_DONT_NORMALIZE, META_SERVER_SPELLING, IRIConfig, rules_for
-from iri_scrapy.plugin.links import request_refusal, skip_unusable_redirect
+from iri_scrapy.plugin.links import browser_href, request_refusal, skip_unusable_redirect
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -178,7 +180,9 @@ class IRIProtocolMiddleware:
         except IRIError:
             return False
 
-    def _server_spelling(self, request: Request, response: Response, location: str) -> None:
+    def _server_spelling(
+        self, request: Request, response: Response, location: str, written: str
+    ) -> None:
         """A redirect to another spelling of the requested resource (see the module doc)."""
         if request.meta.get(META_SERVER_SPELLING) == _key_form(request.url):
             self._stop_loop(request)
@@ -187,6 +191,8 @@ class IRIProtocolMiddleware:
             response.headers[b"Location"] = compat.idna2008_safe_url_string(location).encode(
                 "ascii"
             )
+        elif location != written:  # as a browser reads it ("\\" as "/", no tab)
+            response.headers[b"Location"] = location.encode("ascii")
 
     def _stop_loop(self, request: Request) -> None:
         request.meta["dont_redirect"] = True
@@ -223,16 +229,17 @@ class IRIProtocolMiddleware:
         raw = response.headers.get(b"Location")
         if not raw:
             return
-        location = _decode_location(raw).strip()
+        written = _decode_location(raw).strip()
+        location = browser_href(written, request.url)  # as a browser reads it
         try:
             target = normalize(resolve(request.url, location), Level.SCHEME, form="uri")
         except IRIError:
             return  # RedirectMiddleware handles it as stock Scrapy does
         if self._same_resource(request, target) and self._will_redirect(request, response):
-            self._server_spelling(request, response, location)
+            self._server_spelling(request, response, location, written)
             return
         if (
-            target != location
+            target != written
             and request_refusal(target) is None
             and not request.meta.get(META_DONT_NORMALIZE)
             and self._will_redirect(request, response)

@@ -100,7 +100,7 @@ def test_url_scheme() -> None:
     assert url_scheme("/a:b") is None
     assert url_scheme("1a:b") is None
     assert url_scheme("") is None
-    assert SPECIAL_SCHEMES == {"ftp", "file", "http", "https", "ws", "wss"}
+    assert {"ftp", "file", "http", "https", "ws", "wss"} == SPECIAL_SCHEMES
 
 
 def test_normalize_stays_strict_rfc() -> None:
