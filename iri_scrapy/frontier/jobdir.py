@@ -201,6 +201,7 @@ same command run again fetches them.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -285,6 +286,10 @@ BUFFER_MAX = 1024
 #: Request meta key: the store row of a request the scheduler handed out.
 META_FRONTIER_ID = "iri_frontier_id"
 DEFAULT_FSYNC_MS = 250
+#: finish_reason: the store is damaged, truncated or of another format (at start or mid-crawl).
+REASON_FRONTIER_UNREADABLE = "iri_frontier_unreadable"
+#: finish_reason: the store, or its JOBDIR, cannot be written (a read-only disk or file).
+REASON_FRONTIER_READ_ONLY = "iri_frontier_read_only"
 
 _U64 = 1 << 64
 _I64 = 1 << 63
@@ -402,6 +407,65 @@ def _priority_of(data: Any) -> tuple[int, bool]:
     return (priority if type(priority) is int else 0), start
 
 
+#: ``FrontierStoreUnreadable.kind``: the store's file or disk cannot be written.
+READ_ONLY = "read-only"
+#: ``FrontierStoreUnreadable.kind``: SQLite cannot read the file (damaged, truncated, not SQLite).
+DAMAGED = "damaged"
+
+
+class FrontierStoreUnreadable(FingerprintFileError):
+    """The store cannot be used: *kind* :data:`DAMAGED` or :data:`READ_ONLY`."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _read_only_medium(path: Path) -> bool:
+    """True if *path*'s folder is on a read-only file system or cannot be written."""
+    folder = path.parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return True
+    except OSError:  # pragma: no cover
+        return False
+    if not os.access(folder, os.W_OK):
+        return True
+    return path.exists() and not os.access(path, os.W_OK)
+
+
+def _error_kind(exc: BaseException, path: Path) -> str | None:
+    """:data:`READ_ONLY`, :data:`DAMAGED`, or None (another error: a full disk...)."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    text = str(exc).lower()
+    if (name.startswith("SQLITE_READONLY") or "readonly" in text or "read-only" in text
+            or (isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES,
+                                                           errno.EPERM))):
+        return READ_ONLY
+    if (name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text
+            or "not a database" in text):
+        return DAMAGED
+    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
+        return READ_ONLY if _read_only_medium(path) else DAMAGED
+    return None
+
+
+def unreadable_store(path: Path, kind: str, exc: BaseException) -> FrontierStoreUnreadable:
+    """The one-line refusal for a store that cannot be used, saying what to do."""
+    jobdir = path.parent
+    if kind == READ_ONLY:
+        return FrontierStoreUnreadable(
+            f"Frontier store {path} cannot be written: JOBDIR {jobdir} is read-only ({exc}). "
+            "The store itself may be intact, do not remove it: make JOBDIR writable, or copy "
+            "the JOBDIR folder to a writable disk and point JOBDIR at the copy", kind)
+    return FrontierStoreUnreadable(
+        f"Frontier store {path} cannot be read: it is damaged, truncated or not an iri_scrapy "
+        f"frontier store ({exc}). Run `iri-scrapy frontier salvage {jobdir}` to copy every readable "
+        "pending request into a new store (it keeps the damaged file aside), then run the "
+        "crawl again; or move the file aside to start over (pages seen before are "
+        "fetched again)", kind)
+
+
 def _signed(value: int) -> int:
     return value - _U64 if value >= _I64 else value
 
@@ -456,11 +520,26 @@ class FrontierStore:
         #: The last write error while the store's changes are not on disk, else None.
         self.failed: sqlite3.Error | None = None
         self._next_id = 1
+        self._conn: sqlite3.Connection = None  # type: ignore[assignment]
         existed = self.path.exists()
+        try:
+            self._open(existed, allow_reset)
+        except FingerprintFileError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            kind = _error_kind(exc, self.path)
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.close()
+            if kind is None:
+                raise  # a write that fails (disk full...): the caller says so
+            raise unreadable_store(self.path, kind, exc) from exc
+
+    def _open(self, existed: bool, allow_reset: bool) -> None:
         self._conn = self._connect()
         problem = self._check(existed)
         if problem is not None:
-            if not allow_reset:
+            if not allow_reset or getattr(problem, "kind", "") == READ_ONLY:
                 self._conn.close()
                 raise problem
             self._conn.close()
@@ -511,12 +590,9 @@ class FrontierStore:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.DatabaseError:
             conn.close()
-            raise FingerprintFileError(
-                f"{self.path} is not an iri_scrapy frontier store ({exc}); remove it or "
-                "point JOBDIR elsewhere"
-            ) from exc
+            raise
         if str(mode).lower() != "wal":  # pragma: no cover - e.g. a read-only medium
             logger.warning("%s: SQLite refused WAL mode (%s)", self.path, mode)
         conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync_ms is None else 'NORMAL'}")
@@ -528,10 +604,10 @@ class FrontierStore:
             tables = {row[0] for row in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as exc:
-            return FingerprintFileError(
-                f"{self.path} is not an iri_scrapy frontier store ({exc}); remove it or "
-                "point JOBDIR elsewhere"
-            )
+            kind = _error_kind(exc, self.path)
+            if kind is None:
+                raise
+            return unreadable_store(self.path, kind, exc)
         if existed and tables and "meta" not in tables:
             return FingerprintFileError(
                 f"{self.path} is not an iri_scrapy frontier store (no meta table); remove it "
@@ -986,9 +1062,15 @@ class IRIFrontierScheduler(Scheduler):
             return result
         df = self.df
         assert isinstance(df, IRIDupeFilter)
-        Path(self.frontier_dir).mkdir(parents=True, exist_ok=True)
+        jobdir = self.frontier_dir
+        Path(jobdir).mkdir(parents=True, exist_ok=True)
         try:
             self._lock_fd = lock_jobdir(self.frontier_dir)
+        except OSError as exc:  # a read-only JOBDIR: the lock file cannot be written
+            self.frontier_dir = None
+            error = unreadable_store(Path(jobdir, FILENAME), READ_ONLY, exc)
+            refuse_start(self.crawler, REASON_FRONTIER_READ_ONLY, str(error), error)
+            return result
         except JobdirLocked as exc:
             # one ERROR line, finish_reason iri_jobdir_locked, exit status 1; the
             # store is not opened, nothing is fetched
@@ -1012,6 +1094,15 @@ class IRIFrontierScheduler(Scheduler):
             self._unlock()
             refuse_start(self.crawler, REASON_JOBDIR_MISMATCH, str(exc), exc)
             return result
+        except FingerprintFileError as exc:
+            # damaged, truncated, read-only, another format: one ERROR line saying
+            # what to do, its own finish_reason, exit status 1
+            self.frontier_dir = None
+            self._unlock()
+            reason = (REASON_FRONTIER_READ_ONLY if getattr(exc, "kind", "") == READ_ONLY
+                      else REASON_FRONTIER_UNREADABLE)
+            refuse_start(self.crawler, reason, str(exc), exc)
+            return result
         except sqlite3.OperationalError as exc:  # disk full, I/O error, read-only...
             where = Path(self.frontier_dir, FILENAME)
             self.frontier_dir = None
@@ -1029,7 +1120,7 @@ class IRIFrontierScheduler(Scheduler):
         self.store = store
         crawler = self.crawler
         assert crawler is not None
-        self.codec = codec = RequestCodec(spider, frontier_secret(crawler.settings))
+        self.codec = RequestCodec(spider, frontier_secret(crawler.settings))
         self.refusals.store = f"the frontier store {store.path}"
         seen = df.preload(store.seen_records())
         # the pending rows stay on disk: read BATCH at a time, in crawl order
@@ -1244,8 +1335,12 @@ class IRIFrontierScheduler(Scheduler):
         ledger = self.ledger
         while not self._buf and self._edge != _EVERYTHING_READ:
             edge = self._edge
-            rows = store.pending_after(
-                None if edge == _NOTHING_READ else cast(tuple[int, int, int], edge), BATCH)
+            try:
+                rows = store.pending_after(
+                    None if edge == _NOTHING_READ else cast(tuple[int, int, int], edge), BATCH)
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
+                return
             for rowid, data, np_, kind, ord_ in rows:
                 if rowid in ledger:
                     continue  # handed out, not answered yet
@@ -1384,11 +1479,23 @@ class IRIFrontierScheduler(Scheduler):
             delay = min(self._retry_delay, max(0.0, self._failing_since + self.write_retry - now))
             self._retry_call = cast(Any, reactor).callLater(delay, self._commit)
 
+    def _damaged(self, exc: sqlite3.DatabaseError) -> None:
+        """The store cannot be read mid-crawl: nothing more goes out, the crawl closes
+        with ``iri_frontier_unreadable`` (one ERROR line, exit status 1)."""
+        store = self.store
+        assert store is not None
+        self._edge = _EVERYTHING_READ
+        if self._gave_up:
+            return
+        self._gave_up = True
+        logger.error("%s", unreadable_store(store.path, DAMAGED, exc),
+                     extra={"spider": self.spider})
+        self._close_crawl(REASON_FRONTIER_UNREADABLE)
+
     def _give_up(self) -> None:
         store = self.store
         assert store is not None
         self._gave_up = True
-        crawler = self.crawler
         logger.error(
             "Frontier store %s: writes failed for %.0f s (%s): closing the crawl with "
             "finish_reason %s; the requests answered since the last write stay pending "
@@ -1397,17 +1504,22 @@ class IRIFrontierScheduler(Scheduler):
             store.path, self.write_retry, store.failed, REASON_FRONTIER_WRITE_FAILED,
             extra={"spider": self.spider},
         )
+        self._close_crawl(REASON_FRONTIER_WRITE_FAILED)
+
+    def _close_crawl(self, reason: str) -> None:
+        """Close the crawl with *reason* and exit status 1."""
+        crawler = self.crawler
         if crawler is None or crawler.engine is None:  # pragma: no cover
             return
-        exit_status_one_on(crawler, REASON_FRONTIER_WRITE_FAILED)
+        exit_status_one_on(crawler, reason)
         engine = crawler.engine
         closer = getattr(engine, "close_spider_async", None)
         if closer is not None:
             from scrapy.utils.defer import deferred_from_coro
 
-            deferred_from_coro(closer(reason=REASON_FRONTIER_WRITE_FAILED))
+            deferred_from_coro(closer(reason=reason))
         else:  # pragma: no cover - older Scrapy
-            engine.close_spider(self.spider, REASON_FRONTIER_WRITE_FAILED)
+            engine.close_spider(self.spider, reason)
 
     def _sync(self) -> None:
         if self.store is None:
