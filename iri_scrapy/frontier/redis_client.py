@@ -4,7 +4,9 @@
 :func:`new_client` builds a redis-py client with no retries of its own;
 :class:`RetryPolicy` retries a call through an outage: backoff 50 ms doubling to
 1 s until ``IRI_REDIS_RETRY_SECONDS`` have passed, one WARNING line when Redis
-stops answering and one when it answers again, then :class:`RedisRetryExhausted`.
+stops answering (or refuses writes: out of memory under ``maxmemory`` with
+``noeviction``, when the user adds :func:`oom_errors` to the retried errors) and one
+when it answers again, then :class:`RedisRetryExhausted`.
 Each user keeps what differs: the errors it retries, its stats, what it does at
 the deadline.  No Scrapy here.
 """
@@ -32,6 +34,8 @@ __all__ = [
     "new_client",
     "retryable_errors",
     "connection_errors",
+    "oom_errors",
+    "is_oom",
     "redis_url_from_settings",
     "mask_url",
 ]
@@ -144,6 +148,23 @@ def retryable_errors() -> tuple[type[BaseException], ...]:
             RedisClusterException)
 
 
+def oom_errors() -> tuple[type[BaseException], ...]:
+    """Redis out of memory: ``maxmemory`` reached under ``maxmemory-policy noeviction``
+    (``OOM command not allowed``, also from a script's first write): a write refused,
+    not applied, that succeeds once memory is freed or ``maxmemory`` raised."""
+    from redis.exceptions import OutOfMemoryError
+
+    return (OutOfMemoryError,)
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True if *exc* is Redis's ``OOM command not allowed`` error (:func:`oom_errors`)."""
+    try:
+        return isinstance(exc, oom_errors())
+    except ImportError:  # pragma: no cover - no redis package
+        return False
+
+
 @dataclass
 class RetryPolicy:
     """Retry a Redis call through an outage, blocking, until a deadline.
@@ -201,11 +222,19 @@ class RetryPolicy:
         self.waited = 0.0
         self.outages += 1
         self._count("outages")
-        self.log.warning(
-            "%sRedis at %s unreachable (%s): %s for up to %.0f s "
-            "(IRI_REDIS_RETRY_SECONDS); the crawl is stalled meanwhile",
-            self.label, self.safe_url, first, self.action, self.retry_seconds,
-        )
+        if is_oom(first):
+            self.log.warning(
+                "%sRedis at %s is out of memory and refuses writes (OOM: %s): %s for up "
+                "to %.0f s (IRI_REDIS_RETRY_SECONDS); the crawl is stalled meanwhile: free "
+                "memory in Redis or raise its maxmemory",
+                self.label, self.safe_url, first, self.action, self.retry_seconds,
+            )
+        else:
+            self.log.warning(
+                "%sRedis at %s unreachable (%s): %s for up to %.0f s "
+                "(IRI_REDIS_RETRY_SECONDS); the crawl is stalled meanwhile",
+                self.label, self.safe_url, first, self.action, self.retry_seconds,
+            )
         delay = BACKOFF_FIRST
         last = first
         attempts = 0

@@ -16,8 +16,9 @@ scheduler may still keep its queue there).
 Key layout (format 4: a trie of intset buckets, one plain ``SADD`` per request)
 ==============================================================================
 
-``<base>`` is ``IRI_REDIS_KEY % {"spider": spider.name}`` (default
-``"%(spider)s:iri-dupefilter"``) followed by ``:v<CANONICALIZATION_VERSION>:<tag>``,
+``<base>`` is ``IRI_REDIS_KEY % {"project": BOT_NAME, "spider": spider.name}`` (default
+``"%(project)s:%(spider)s:iri-dupefilter"``: two projects with one spider name on one
+Redis database never share a seen-set) followed by ``:v<CANONICALIZATION_VERSION>:<tag>``,
 where ``<tag>`` is the first 8 hex digits of the SHA-1 of
 :meth:`IRIDupeFilter.options_tag` (IRI level, fragments, NFC, heuristics,
 fingerprinter class).  A new ladder version or other options therefore use other
@@ -142,8 +143,10 @@ from iri_scrapy.frontier.redis_client import (
     IRIRedisError,
     RedisRetryExhausted,
     RetryPolicy,
+    is_oom,
     mask_url,
     new_client,
+    oom_errors,
     redis_url_from_settings,
     retryable_errors,
 )
@@ -151,6 +154,7 @@ from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter
 from iri_scrapy.plugin.refusal import (
+    REASON_FRONTIER_WRITE_FAILED,
     REASON_REDIS_NOT_INSTALLED,
     REASON_REDIS_UNAVAILABLE,
     refuse_start,
@@ -208,7 +212,8 @@ _CHECK_EVERY = 8
 _MAX_DEPTH = 19
 #: Fingerprints a process remembers as seen (``IRI_REDIS_LOCAL_CACHE``), about 13 MB.
 DEFAULT_LOCAL_CACHE = 1_000_000
-DEFAULT_KEY = "%(spider)s:iri-dupefilter"
+#: ``%(project)s`` is ``BOT_NAME``: two projects with one spider name never share a seen-set.
+DEFAULT_KEY = "%(project)s:%(spider)s:iri-dupefilter"
 
 #: Split a full bucket (the only script; run about once per 400 new URLs).
 #: KEYS[1] the bucket; ARGV: the cap, the bucket's depth (0 for a root).  Unless it is
@@ -381,9 +386,15 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         except ImportError:  # no redis package: open() refuses to start, saying so
             self._retryable = (OSError,)
         #: request_seen's retries through an outage (stats iri/redis/*).
+        try:
+            oom: tuple[type[BaseException], ...] = oom_errors()
+        except ImportError:
+            oom = ()
+        # an out-of-memory Redis (noeviction) refused the SADD: sent again, as after an
+        # outage, until memory is freed or the deadline
         self._retry = RetryPolicy(
-            mask_url(redis_url), self.retry_seconds, retryable=self._retryable, log=logger,
-            action="request_seen retries", on_count=self._count_outage,
+            mask_url(redis_url), self.retry_seconds, retryable=(*self._retryable, *oom),
+            log=logger, action="request_seen retries", on_count=self._count_outage,
         )
         self._close_deferred: Any = None
 
@@ -409,10 +420,12 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         template = str(settings.get("IRI_REDIS_KEY") or DEFAULT_KEY)
         spider = crawler.spider
         try:
-            key = template % {"spider": spider.name if spider is not None else None}
+            key = template % {"spider": spider.name if spider is not None else None,
+                              "project": str(settings.get("BOT_NAME") or "scrapybot")}
         except (KeyError, TypeError, ValueError) as exc:
             raise IRIRedisError(
-                f"IRI_REDIS_KEY {template!r} must be a string using only %(spider)s: {exc}"
+                f"IRI_REDIS_KEY {template!r} must be a string using only %(project)s and "
+                f"%(spider)s: {exc}"
             ) from exc
         if spider is None and "%(spider)s" in template:
             raise IRIRedisError("IRI_REDIS_KEY names the spider, but the crawler has none yet")
@@ -788,9 +801,11 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             seen = not self._apply(fingerprint)
         except self._retryable as exc:
             seen = self._seen_add_retrying(fingerprint, exc)
-        except Exception as exc:  # a RedisError that retrying cannot fix (OOM, auth, ...)
-            self._give_up(exc, 0.0)
-            return False
+        except Exception as exc:
+            if not is_oom(exc):  # a RedisError that retrying cannot fix (auth, ...)
+                self._give_up(exc, 0.0)
+                return False
+            seen = self._seen_add_retrying(fingerprint, exc)
         if local is not None and not self._failed:  # Redis holds it now
             if len(local) >= self.local_cache:
                 local.clear()
@@ -826,7 +841,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         except RedisRetryExhausted as exc:
             self._give_up(exc.last, exc.waited)
             return False
-        except Exception as exc:  # a RedisError that retrying cannot fix (OOM, auth, ...)
+        except Exception as exc:  # a RedisError that retrying cannot fix (auth, ...)
             self._give_up(exc, self._retry.waited)
             return False
         if not added:
@@ -845,13 +860,17 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         self._inc(STAT_UNCHECKED)
         if self.stats is not None:
             self.stats.max_value(STAT_OUTAGE_SECONDS, round(waited, 3))
+        # out of memory (noeviction): a write failure, as the frontier's (exit status 1)
+        reason = REASON_FRONTIER_WRITE_FAILED if is_oom(exc) else CLOSE_REASON
         logger.error(
             "RedisIRIDupeFilter: Redis at %s unusable (%s: %s) after %.1f s of retries "
             "(IRI_REDIS_RETRY_SECONDS=%s): closing the spider (%s). Requests scheduled "
             "from now on are not deduplicated (%s) and survive only in a persistent queue "
-            "(JOBDIR, or scrapy-redis's queue).",
+            "(JOBDIR, or scrapy-redis's queue).%s",
             self.safe_url, type(exc).__name__, exc, waited, self.retry_seconds,
-            CLOSE_REASON, STAT_UNCHECKED,
+            reason, STAT_UNCHECKED,
+            " Free memory in Redis or raise its maxmemory, then run the same command."
+            if reason != CLOSE_REASON else "",
         )
         engine = None
         if self.crawler is not None:
@@ -863,7 +882,11 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             raise IRIRedisError(f"Redis at {self.safe_url} unusable: {exc}") from exc
         from scrapy.utils.defer import deferred_from_coro
 
-        d = deferred_from_coro(engine.close_spider_async(reason=CLOSE_REASON))
+        if reason != CLOSE_REASON:
+            from iri_scrapy.frontier.codec import exit_status_one_on
+
+            exit_status_one_on(self.crawler, reason)  # type: ignore[arg-type]
+        d = deferred_from_coro(engine.close_spider_async(reason=reason))
         d.addErrback(
             lambda f: logger.error("RedisIRIDupeFilter: closing the spider failed: %s", f.value)
         )

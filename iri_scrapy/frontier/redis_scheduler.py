@@ -39,9 +39,10 @@ answer acknowledges the lease (*ack*).
 Keys
 ====
 
-All keys of one crawl share the Redis Cluster hash tag ``{<spider>}``:
-``<base>`` is ``IRI_REDIS_SCHEDULER_KEY % {"spider": name}`` (default
-``iri:{%(spider)s}:sched``) followed by ``:v1`` (the format; another format
+All keys of one crawl share the Redis Cluster hash tag ``{<project>:<spider>}``:
+``<base>`` is ``IRI_REDIS_SCHEDULER_KEY % {"project": BOT_NAME, "spider": name}``
+(default ``iri:{%(project)s:%(spider)s}:sched``: two projects with one spider name
+on one Redis database never share a queue) followed by ``:v1`` (the format; another format
 uses other keys) and, with :class:`~iri_scrapy.RedisIRIDupeFilter`, by
 ``:c<CANONICALIZATION_VERSION>:<tag>``, the dupefilter's version and options hash
 (the queue goes with its seen-set: other options use another queue, as they use
@@ -60,6 +61,9 @@ other dupefilter keys):
 ``<base>:intents`` (HASH) worker -> the request whose deduplication it is doing.
 ``<base>:refused`` (HASH) ``queue:<member>`` or ``intent:<field>`` -> a record that
     could not be read back (see *Refused records*), kept for inspection.
+``<base>:epoch`` (STRING) the crawl's epoch marker: ``<random token> <creation time>``,
+    or ``lost <time> by <worker>: <what>`` once a worker found the frontier lost.
+``<base>:writes`` (HASH) worker -> the requests it enqueued (see *Loss*).
 
 Every change is one Lua script (atomic): *enqueue* (body and queue entry),
 *lease* (``ZPOPMIN`` plus the lease with deadline ``TIME + lease``), *ack*
@@ -91,6 +95,41 @@ client's).  A worker stalled longer than its lease (Redis down, a blocking
 callback) may see its leases taken over: those requests are fetched twice,
 never lost.  After the deadline the spider closes with ``iri_redis_unavailable``.
 
+Loss: Redis that forgets, evicts or refuses
+==========================================
+
+The queue is in Redis, so a Redis that loses data loses pages (a restart without
+persistence, ``FLUSHALL``, an eviction, a failover to a replica that lagged).  That
+is never silent:
+
+* At start the worker reads ``maxmemory-policy`` (``CONFIG GET``): ``allkeys-*``
+  can evict the queue, so the crawl is refused (one ERROR line, ``finish_reason``
+  ``iri_redis_eviction_policy``, exit status 1); ``volatile-*`` never evicts our
+  keys (none has a TTL) and ``noeviction`` refuses writes when memory is full.  A
+  server that keeps nothing across a restart (``save ""``, ``appendonly no``) gets
+  one WARNING.  A server where ``CONFIG`` is renamed or not allowed gets one WARNING
+  that it could not check.
+* The first worker writes the *epoch marker*; later workers adopt it.  A crawl whose
+  queue or seen-set is in Redis without its marker, or whose marker says ``lost``,
+  is refused at start (``iri_frontier_lost``).
+* After every outage (Redis answers again) and at every heartbeat the worker checks
+  that the marker is still its crawl's, that Redis holds at least as many requests
+  enqueued by this worker as it sent (``<base>:writes``: Redis went back to older
+  data), and that no stored request is neither queued nor leased (queue entries
+  evicted); leasing, a queue entry whose request is gone is counted too.  On any
+  of these the crawl stops: ``finish_reason`` ``iri_frontier_lost``, exit status 1,
+  one ERROR line saying what was found and what to do (make Redis keep its data,
+  then crawl again from the start with ``IRI_REDIS_FLUSH_ON_START``); the marker is
+  set to ``lost`` so the other workers and the next run stop too.
+* Redis out of memory (``noeviction`` at ``maxmemory``: ``OOM command not
+  allowed``): the write is retried like an outage (the crawl stalls) for
+  ``IRI_REDIS_RETRY_SECONDS``, then the crawl closes with
+  ``iri_frontier_write_failed`` (exit status 1).  A request whose new requests
+  could not all be stored is not acknowledged: its lease stays in Redis and it is
+  fetched again by the next run (the same command, once memory is freed), so
+  nothing is lost.  Another error Redis answers (``NOPERM``...) closes the crawl
+  the same way.
+
 Refused records
 ===============
 
@@ -118,7 +157,7 @@ Stats: ``iri/redis_scheduler/enqueued``, ``leased``, ``acked``,
 ``released_on_close`` (own leases put back at a close that was not
 ``finished``), ``intents_recovered``, ``start_skipped``, ``joined`` (1 if the
 queue or leases were not empty at start), ``unserializable``, ``refused_records``
-(and ``refused_records/<kind>``), ``retries``, ``outages``.
+(and ``refused_records/<kind>``), ``retries``, ``outages``, ``frontier_lost``.
 """
 
 from __future__ import annotations
@@ -140,6 +179,7 @@ from iri_scrapy.frontier.codec import (
     RefusalLog,
     RefusedRecord,
     RequestCodec,
+    exit_status_one_on,
     frontier_secret,
 )
 from iri_scrapy.frontier.jobdir import FrontierSpiderMiddleware, max_inflight_setting
@@ -150,8 +190,10 @@ from iri_scrapy.frontier.redis_client import (
     IRIRedisError,
     RedisRetryExhausted,
     RetryPolicy,
+    is_oom,
     mask_url,
     new_client,
+    oom_errors,
     redis_url_from_settings,
     retryable_errors,
 )
@@ -159,6 +201,7 @@ from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object
 from iri_scrapy.plugin.refusal import (
+    REASON_FRONTIER_WRITE_FAILED,
     REASON_REDIS_NOT_INSTALLED,
     REASON_REDIS_UNAVAILABLE,
     refuse_start,
@@ -183,6 +226,8 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "META_LEASE",
     "REASON_IDLE_TIMEOUT",
+    "REASON_FRONTIER_LOST",
+    "REASON_REDIS_EVICTION",
     "ENQUEUE_SCRIPT",
     "LEASE_SCRIPT",
     "ACK_SCRIPT",
@@ -192,13 +237,18 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-DEFAULT_KEY = "iri:{%(spider)s}:sched"
+#: ``%(project)s`` is ``BOT_NAME``: two projects with one spider name never share a queue.
+DEFAULT_KEY = "iri:{%(project)s:%(spider)s}:sched"
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_IDLE_TIMEOUT = 300.0
 #: Request meta key: the queue member of a request this worker holds a lease on.
 META_LEASE = "iri_redis_lease"
 #: ``finish_reason`` when other workers' leases outlasted ``IRI_REDIS_IDLE_TIMEOUT``.
 REASON_IDLE_TIMEOUT = "iri_redis_idle_timeout"
+#: ``finish_reason`` when Redis lost or evicted this crawl's queue (module doc, *Loss*).
+REASON_FRONTIER_LOST = "iri_frontier_lost"
+#: ``finish_reason`` of a start refused because Redis's ``maxmemory-policy`` can evict keys.
+REASON_REDIS_EVICTION = "iri_redis_eviction_policy"
 
 _PREFIX = "iri/redis_scheduler/"
 _MAX_PRIORITY = 1 << 40
@@ -207,30 +257,36 @@ _MAX_PRIORITY = 1 << 40
 # deadline): it says who holds it and how to put it back, with no other key to update.
 # Every redis.call in a script costs about 2.5 us of server time: the scripts make few.
 
-# KEYS: ready, bodies, intents; ARGV: queue member, id, score, body, intent field or ""
+# KEYS: ready, bodies, intents, writes
+# ARGV: queue member, id, score, body, intent field or "", worker
+# (writes: worker -> requests it enqueued, compared with its own count at each heartbeat)
 ENQUEUE_SCRIPT = """
 if ARGV[5] ~= '' then redis.call('HDEL', KEYS[3], ARGV[5]) end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[4])
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+redis.call('HINCRBY', KEYS[4], ARGV[6], 1)
 return 1
 """
 
 # KEYS: ready, leases, bodies; ARGV: worker, lease ms
+# -> {lease or "", body or "", queue entries popped without a body (evicted, deleted)}
 LEASE_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local missing = 0
 for _ = 1, 100 do
   local popped = redis.call('ZPOPMIN', KEYS[1])
-  if #popped == 0 then return false end
+  if #popped == 0 then return {'', '', missing} end
   local member = popped[1]
   local body = redis.call('HGET', KEYS[3], string.sub(member, 18))
   if body then
     local lease = ARGV[1] .. ' ' .. popped[2] .. ' ' .. member
     redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), lease)
-    return {lease, body}
+    return {lease, body, missing}
   end
+  missing = missing + 1
 end
-return false
+return {'', '', missing}
 """
 
 # KEYS: ready, leases, bodies, intents; ARGV: intent field to clear or "", leases...
@@ -249,25 +305,32 @@ end
 return n
 """
 
-# KEYS: ready, leases, bodies, workers, intents
-# ARGV: worker, lease ms, alive (1: heartbeat, 0: leaving), leases held...
+# KEYS: ready, leases, bodies, workers, intents, epoch, writes
+# ARGV: worker, lease ms, alive (1: heartbeat, 0: leaving), the requests this worker
+#       enqueued, 1: restore that count if the worker was reaped as dead, leases held...
+# -> {requeued, recovered intents, ready, leased, epoch, bodies, this worker's writes}
 TICK_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local me = ARGV[1]
 local deadline = now + tonumber(ARGV[2])
 if ARGV[3] == '1' then
+  if ARGV[5] == '1' and redis.call('ZSCORE', KEYS[4], me) == false then
+    -- reaped as dead while it stalled (or first tick): its count of writes went with it
+    redis.call('HSET', KEYS[7], me, ARGV[4])
+  end
   redis.call('ZADD', KEYS[4], deadline, me)
-  for i = 4, #ARGV do
+  for i = 6, #ARGV do
     redis.call('ZADD', KEYS[2], 'XX', deadline, ARGV[i])
   end
 else
   -- leaving: put the given leases back at once, forget the worker and its intent
-  for i = 4, #ARGV do
+  for i = 6, #ARGV do
     redis.call('ZADD', KEYS[2], 'XX', 0, ARGV[i])
   end
   redis.call('ZREM', KEYS[4], me)
   redis.call('HDEL', KEYS[5], me)
+  redis.call('HDEL', KEYS[7], me)
 end
 local requeued = 0
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
@@ -285,6 +348,7 @@ if ARGV[3] == '1' then
   local isdead = {}
   for _, w in ipairs(dead) do
     redis.call('ZREM', KEYS[4], w)
+    redis.call('HDEL', KEYS[7], w)
     isdead[w] = true
   end
   local fields = redis.call('HKEYS', KEYS[5])
@@ -300,10 +364,66 @@ if ARGV[3] == '1' then
     end
   end
 end
-return {requeued, recovered, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])}
+return {requeued, recovered, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),
+        redis.call('GET', KEYS[6]) or '', redis.call('HLEN', KEYS[3]),
+        redis.call('HGET', KEYS[7], me) or 0}
+"""
+
+# KEYS: epoch, ready, bodies, leases, intents; ARGV: new marker, seen-set exists (1/0)
+# -> {0: the marker there, 1: created, 2: none but the crawl has data; marker}
+EPOCH_SCRIPT = """
+local e = redis.call('GET', KEYS[1])
+if e then return {0, e} end
+if ARGV[2] == '1' then return {2, ''} end
+for i = 2, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return {2, ''} end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return {1, ARGV[1]}
+"""
+
+# KEYS: epoch, writes, bodies, ready, leases; ARGV: worker
+CHECK_SCRIPT = """
+return {redis.call('GET', KEYS[1]) or '', redis.call('HGET', KEYS[2], ARGV[1]) or 0,
+        redis.call('HLEN', KEYS[3]), redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5])}
+"""
+
+# KEYS: epoch; ARGV: this crawl's marker, the lost marker.  The marker is replaced only
+# if it is gone or still this crawl's (a new crawl's marker is left alone).
+LOST_SCRIPT = """
+local e = redis.call('GET', KEYS[1])
+if (not e) or e == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) return 1 end
+return 0
 """
 
 _T = TypeVar("_T")
+
+
+class FrontierLost(IRIRedisError):
+    """Redis lost or evicted this crawl's frontier (found at start)."""
+
+
+class EvictionPolicy(IRIRedisError):
+    """Redis's ``maxmemory-policy`` can evict the crawl's keys (refused at start)."""
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _config(client: Any, name: str, target: dict[str, Any]) -> str:
+    """``CONFIG GET name`` (one server, or the cluster node in *target*) as text."""
+    reply = client.execute_command("CONFIG", "GET", name, **target)
+    if isinstance(reply, dict):  # redis-py parses CONFIG GET into a dict
+        if len(reply) == 1 and not any(isinstance(v, dict) for v in reply.values()):
+            return _text(next(iter(reply.values())))
+        for value in reply.values():  # a cluster: {node: {name: value}}
+            if isinstance(value, dict) and value:
+                return _text(next(iter(value.values())))
+        return ""
+    if isinstance(reply, (list, tuple)) and len(reply) >= 2:
+        return _text(reply[1])
+    return ""
 
 
 def _positive_seconds(settings: Any, name: str, default: float, *, zero_ok: bool) -> float:
@@ -344,8 +464,11 @@ class RedisIRIScheduler(BaseScheduler):
         flush_on_start: bool = False,
         stall_seconds: float = 360.0,
         cluster: bool = False,
+        project: str = "scrapybot",
     ) -> None:
         self.df = dupefilter
+        #: ``BOT_NAME``: ``%(project)s`` in the key template.
+        self.project = project
         #: Talk to a Redis Cluster (``redis.cluster.RedisCluster``): every key of one
         #: crawl's queue has the same hash tag, so each script runs on one master.
         self.cluster = cluster
@@ -387,6 +510,14 @@ class RedisIRIScheduler(BaseScheduler):
         #: The records refused (see *Refused records* in the module doc).
         self.refusals = RefusalLog("RedisIRIScheduler", "Redis")
         self._retry: RetryPolicy | None = None  # built on first use (imports redis)
+        #: This crawl's epoch marker (``<base>:epoch``): a token and its creation time.
+        self.epoch = ""
+        #: Why the crawl's frontier is known to be lost (module doc, *Loss*), or None.
+        self.lost: str | None = None
+        #: Requests this worker enqueued (Redis counts them too: ``<base>:writes``).
+        self._writes = 0
+        self._checking = False
+        self._give_up_reason = REASON_REDIS_UNAVAILABLE
 
     # --- construction ------------------------------------------------------------
 
@@ -409,6 +540,7 @@ class RedisIRIScheduler(BaseScheduler):
             flush_on_start=settings.getbool("IRI_REDIS_FLUSH_ON_START", False),
             stall_seconds=max(60.0, 2 * settings.getfloat("DOWNLOAD_TIMEOUT", 180)),
             cluster=settings.getbool("IRI_REDIS_CLUSTER", False),
+            project=str(settings.get("BOT_NAME") or "scrapybot"),
         )
         df_cls = load_object(settings["DUPEFILTER_CLASS"])
         from_crawler = getattr(df_cls, "from_crawler", None)
@@ -422,11 +554,11 @@ class RedisIRIScheduler(BaseScheduler):
 
     def _set_base(self, spider_name: str) -> None:
         try:
-            base = self.key_template % {"spider": spider_name}
+            base = self.key_template % {"spider": spider_name, "project": self.project}
         except (KeyError, TypeError, ValueError) as exc:
             raise IRIRedisError(
                 f"IRI_REDIS_SCHEDULER_KEY {self.key_template!r} must be a string using only "
-                f"%(spider)s: {exc}"
+                f"%(project)s and %(spider)s: {exc}"
             ) from exc
         self.base = f"{base}:v{FORMAT_VERSION}"
         df = self.df
@@ -434,7 +566,8 @@ class RedisIRIScheduler(BaseScheduler):
             # the queue goes with its seen-set: other canonicalization options, other keys
             self.base += f":c{CANONICALIZATION_VERSION}:{df.tag_hash()}"
         self._keys = {name: f"{self.base}:{name}" for name in (
-            "meta", "ready", "bodies", "leases", "workers", "intents", "refused")}
+            "meta", "ready", "bodies", "leases", "workers", "intents", "refused", "epoch",
+            "writes")}
 
     def _key_list(self, *names: str) -> list[str]:
         return [self._keys[name] for name in names]
@@ -445,43 +578,216 @@ class RedisIRIScheduler(BaseScheduler):
                                                          client=self._client))
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
-        """*call()*, retried through an outage (:class:`RetryPolicy`); at the deadline
-        the spider is closed and :class:`IRIRedisError` raised."""
-        if self._gave_up:
+        """*call()*, retried through an outage or an out-of-memory Redis
+        (:class:`RetryPolicy`); at the deadline, or on another Redis error, the
+        spider is closed and :class:`IRIRedisError` raised.  After an outage the
+        crawl's state is checked (:meth:`verify`): Redis may have come back empty."""
+        if not self.connected:
             raise IRIRedisError(f"Redis at {mask_url(self.redis_url)} unusable")
         if self._retry is None:
             # the dupefilter's list: a cluster in failover (CLUSTERDOWN, TRYAGAIN, a replica
-            # answering READONLY) is waited for, as a lost connection is
+            # answering READONLY) is waited for, as a lost connection is; and a Redis out
+            # of memory (noeviction): the write was refused, it is sent again
             self._retry = RetryPolicy(
-                mask_url(self.redis_url), self.retry_seconds, retryable=retryable_errors(),
+                mask_url(self.redis_url), self.retry_seconds,
+                retryable=(*retryable_errors(), *oom_errors()),
                 log=logger, label="RedisIRIScheduler: ", say_retries=False,
                 on_count=self._count_outage,
             )
+        from redis.exceptions import RedisError
+
+        outages = self._retry.outages
         try:
-            return self._retry.call(call)
+            result = self._retry.call(call)
         except RedisRetryExhausted as exc:
             self._give_up(exc.last)
             raise
+        except RedisError as exc:  # an error retrying cannot fix: loud, nothing acked
+            self._give_up(exc)
+            raise IRIRedisError(f"Redis at {mask_url(self.redis_url)}: {exc}") from exc
+        if self._retry.outages != outages and not self._checking:
+            self.verify("after Redis answered again")
+        return result
 
     def _count_outage(self, name: str, value: float) -> None:
         if name != "outage_seconds":  # iri/redis_scheduler/outages, retries
             self._inc(name)
 
     def _give_up(self, exc: BaseException) -> None:
+        """Redis cannot store the queue: close the spider; nothing more is acknowledged
+        (the requests answered since stay leased in Redis, and are fetched again)."""
+        if not self.connected:
+            return
         self._gave_up = True
-        logger.error(
-            "RedisIRIScheduler: Redis at %s unusable (%s) after %.0f s of retries "
-            "(IRI_REDIS_RETRY_SECONDS): closing the spider (%s); the crawl's queue and leases "
-            "stay in Redis for the other workers or the next run",
-            mask_url(self.redis_url), exc, self.retry_seconds, REASON_REDIS_UNAVAILABLE,
-        )
+        oom = is_oom(exc)
+        reason = self._give_up_reason = (
+            REASON_FRONTIER_WRITE_FAILED if oom or not isinstance(exc, retryable_errors())
+            else REASON_REDIS_UNAVAILABLE)
+        if oom:
+            logger.error(
+                "RedisIRIScheduler: Redis at %s is out of memory (%s) after %.0f s of retries "
+                "(IRI_REDIS_RETRY_SECONDS): closing the crawl with finish_reason %s; the "
+                "requests answered since are still pending in Redis. Free memory in Redis or "
+                "raise its maxmemory (the crawl's keys take it), then run the same command: "
+                "nothing is lost", mask_url(self.redis_url), exc, self.retry_seconds, reason,
+                extra={"spider": self.spider})
+        elif reason == REASON_FRONTIER_WRITE_FAILED:
+            logger.error(
+                "RedisIRIScheduler: Redis at %s refused a command (%s: %s): closing the crawl "
+                "with finish_reason %s; the requests answered since are still pending in "
+                "Redis. Fix the cause, then run the same command: nothing is lost",
+                mask_url(self.redis_url), type(exc).__name__, exc, reason,
+                extra={"spider": self.spider})
+        else:
+            logger.error(
+                "RedisIRIScheduler: Redis at %s unusable (%s) after %.0f s of retries "
+                "(IRI_REDIS_RETRY_SECONDS): closing the spider (%s); the crawl's queue and "
+                "leases stay in Redis for the other workers or the next run",
+                mask_url(self.redis_url), exc, self.retry_seconds, reason,
+                extra={"spider": self.spider})
+        self._close_spider(reason, exit_one=reason == REASON_FRONTIER_WRITE_FAILED)
+
+    def _close_spider(self, reason: str, *, exit_one: bool) -> None:
         crawler = self.crawler
-        if crawler is None or crawler.engine is None:
+        if crawler is None:
+            return
+        try:
+            engine = crawler.engine
+        except RuntimeError:  # Scrapy 2.19 before the crawl
+            engine = None
+        if exit_one:
+            exit_status_one_on(crawler, reason)
+        if engine is None:
             return
         from scrapy.utils.defer import deferred_from_coro
 
-        d = deferred_from_coro(crawler.engine.close_spider_async(reason=REASON_REDIS_UNAVAILABLE))
+        d = deferred_from_coro(engine.close_spider_async(reason=reason))
         d.addErrback(lambda f: logger.error("RedisIRIScheduler: closing failed: %s", f.value))
+
+    # --- loss: the epoch marker and the counts that must agree --------------------
+
+    def verify(self, when: str) -> bool:
+        """Check that Redis still holds this crawl's frontier; False (and the crawl
+        closing with ``iri_frontier_lost``) if not.  Run after every outage and at
+        each heartbeat (module doc, *Loss*)."""
+        if not self.connected or not self.epoch:
+            return self.lost is None
+        self._checking = True
+        try:
+            epoch, writes, bodies, ready, leased = self._run(
+                "check", self._key_list("epoch", "writes", "bodies", "ready", "leases"),
+                [self.worker])
+        except IRIRedisError:
+            return self.lost is None
+        finally:
+            self._checking = False
+        return self._check(when, _text(epoch), int(writes), int(bodies), int(ready),
+                           int(leased))
+
+    def _check(self, when: str, epoch: str, writes: int, bodies: int, ready: int,
+               leased: int) -> bool:
+        if epoch != self.epoch:
+            if not epoch:
+                what = f"its epoch marker {self._keys['epoch']} is gone"
+            elif epoch.startswith("lost "):
+                what = f"another worker found it lost ({epoch[5:]})"
+            else:
+                what = f"its epoch marker {self._keys['epoch']} was replaced ({epoch!r})"
+            self._frontier_lost(f"{what} ({when})")
+            return False
+        if writes < self._writes:
+            self._frontier_lost(
+                f"Redis holds {writes} of the {self._writes} requests this worker enqueued "
+                f"({when}): it went back to older data (a restart from an old snapshot, a "
+                "failover) or the keys were changed")
+            return False
+        if bodies > ready + leased:
+            self._frontier_lost(
+                f"{bodies - ready - leased} of the {bodies} stored requests are neither "
+                f"queued nor leased ({when}): queue entries were evicted or deleted")
+            return False
+        return True
+
+    def _frontier_lost(self, what: str) -> None:
+        """Redis lost (or evicted) part of this crawl's frontier: pages may be missing.
+        Stop: ``iri_frontier_lost``, exit status 1, one ERROR line; the marker says so
+        to the other workers and the next run."""
+        if self.lost is not None:
+            return
+        self.lost = what
+        self._inc("frontier_lost")
+        marker = f"lost {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} by {self.worker}: "
+        try:  # best effort, once: the other workers find it at their next heartbeat
+            self._scripts["lost"](keys=[self._keys["epoch"]],
+                                  args=[self.epoch, marker + what[:300]], client=self._client)
+        except Exception:  # noqa: BLE001 - they also see the marker gone
+            logger.debug("RedisIRIScheduler: could not mark the frontier lost", exc_info=True)
+        logger.error(
+            "RedisIRIScheduler: Redis at %s lost this crawl's frontier (%s:*): %s. Pages "
+            "may be missing: closing with finish_reason %s (exit status 1). Make Redis keep "
+            "its data (appendonly yes, maxmemory-policy noeviction, its own database or "
+            "BOT_NAME per project: docs/redis.md), then crawl again from the start with "
+            "IRI_REDIS_FLUSH_ON_START = True",
+            mask_url(self.redis_url), self.base, what, REASON_FRONTIER_LOST,
+            extra={"spider": self.spider})
+        self._close_spider(REASON_FRONTIER_LOST, exit_one=True)
+
+    def _start_epoch(self) -> None:
+        """Adopt the crawl's epoch marker, or create it for a new crawl; refuse a crawl
+        whose data is there without its marker, or that was found lost."""
+        seen = "0"
+        df = self.df
+        if isinstance(df, RedisIRIDupeFilter) and self._client.execute_command(
+                "EXISTS", df.meta_key):
+            seen = "1"
+        token = f"{uuid.uuid4().hex} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+        code, marker = self._scripts["epoch"](
+            keys=self._key_list("epoch", "ready", "bodies", "leases", "intents"),
+            args=[token, seen], client=self._client)
+        marker = _text(marker)
+        if int(code) == 2:
+            what = ("its seen-set" if seen == "1" else "its queue") + (
+                f" is in Redis but not its epoch marker {self._keys['epoch']}: Redis lost or "
+                "evicted part of this crawl's data (or the seen-set was written by a crawl "
+                "without RedisIRIScheduler)")
+            raise FrontierLost(what)
+        if marker.startswith("lost "):
+            raise FrontierLost(f"a worker found it lost: {marker[5:]}")
+        self.epoch = marker
+
+    def _check_server(self) -> None:
+        """At start: refuse a ``maxmemory-policy`` that can evict the crawl's keys, warn
+        about a server that keeps nothing across a restart (module doc, *Loss*)."""
+        from redis.exceptions import RedisError
+
+        client = self._client
+        target: dict[str, Any] = {}
+        if self.cluster:  # the master of the crawl's slot
+            target = {"target_nodes": client.get_node_from_key(self._keys["ready"])}
+        try:
+            policy = _config(client, "maxmemory-policy", target)
+            save = _config(client, "save", target)
+            appendonly = _config(client, "appendonly", target)
+        except RedisError as exc:  # CONFIG renamed or not allowed (managed Redis, ACLs)
+            logger.warning(
+                "RedisIRIScheduler: cannot read the configuration of Redis at %s (CONFIG GET: "
+                "%s): make sure its maxmemory-policy is noeviction (or volatile-*) and that "
+                "it persists its data (appendonly yes), or a restart or an eviction loses "
+                "pages (the crawl then stops with %s)",
+                mask_url(self.redis_url), exc, REASON_FRONTIER_LOST)
+            return
+        if policy.startswith("allkeys-"):
+            raise EvictionPolicy(
+                f"RedisIRIScheduler: Redis at {mask_url(self.redis_url)} has maxmemory-policy "
+                f"{policy}, which evicts the crawl's queue when memory is full (pages lost): "
+                "set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, and in "
+                "redis.conf), or use another Redis for the crawl")
+        if not save.strip() and appendonly.strip().lower() != "yes":
+            logger.warning(
+                "RedisIRIScheduler: Redis at %s keeps no data across a restart (save \"\", "
+                "appendonly no): a restart loses the crawl's frontier, and the crawl then stops "
+                "with %s; set appendonly yes (appendfsync everysec or always) for a crawl that "
+                "must not lose pages", mask_url(self.redis_url), REASON_FRONTIER_LOST)
 
     # --- life cycle ------------------------------------------------------------------
 
@@ -492,6 +798,7 @@ class RedisIRIScheduler(BaseScheduler):
         try:
             self._set_base(spider.name)
             self._connect()
+            self._check_server()
         except ImportError as exc:
             message = (
                 f"RedisIRIScheduler needs the redis package, which cannot be imported "
@@ -499,7 +806,12 @@ class RedisIRIScheduler(BaseScheduler):
             )
             refuse_start(self.crawler, REASON_REDIS_NOT_INSTALLED, message, exc)
             return None
+        except EvictionPolicy as exc:
+            self._close_client()
+            refuse_start(self.crawler, REASON_REDIS_EVICTION, str(exc), exc)
+            return None
         except IRIRedisError as exc:
+            self._close_client()
             refuse_start(self.crawler, REASON_REDIS_UNAVAILABLE, str(exc), exc)
             return None
         if not isinstance(self.df, RedisIRIDupeFilter):
@@ -508,9 +820,21 @@ class RedisIRIScheduler(BaseScheduler):
                 "the workers share the queue but not the seen-set, and a restarted worker "
                 "forgets it (use iri_scrapy.RedisIRIDupeFilter)", type(self.df).__qualname__,
             )
-        result = self.df.open()
         if self.flush_on_start:
             self._flush()
+        try:
+            self._start_epoch()
+        except FrontierLost as exc:
+            self._close_client()
+            message = (
+                f"RedisIRIScheduler: this crawl's frontier in Redis at "
+                f"{mask_url(self.redis_url)} ({self.base}:*) is lost: {exc}. Pages may be "
+                "missing: crawl again from the start with IRI_REDIS_FLUSH_ON_START = True, "
+                "after making Redis keep its data (appendonly yes, maxmemory-policy "
+                "noeviction: docs/redis.md)")
+            refuse_start(self.crawler, REASON_FRONTIER_LOST, message, exc)
+            return None
+        result = self.df.open()
         requeued, _, ready, leased = self._tick_once()
         self._joined = bool(ready or leased)
         if self._joined:
@@ -554,6 +878,9 @@ class RedisIRIScheduler(BaseScheduler):
                 "lease": client.register_script(LEASE_SCRIPT),
                 "ack": client.register_script(ACK_SCRIPT),
                 "tick": client.register_script(TICK_SCRIPT),
+                "epoch": client.register_script(EPOCH_SCRIPT),
+                "check": client.register_script(CHECK_SCRIPT),
+                "lost": client.register_script(LOST_SCRIPT),
             }
         except (RedisError, ValueError) as exc:
             self._close_client()
@@ -588,7 +915,7 @@ class RedisIRIScheduler(BaseScheduler):
             crawler.signals.disconnect(self._on_response, signal=signals.response_received)
             crawler.signals.disconnect(self._on_idle, signal=signals.spider_idle)
             unregister_frontier(crawler, self)
-        if self._client is not None and not self._gave_up:
+        if self.connected:
             self.ledger.reap()
             held = self.ledger.keys()
             try:
@@ -605,9 +932,19 @@ class RedisIRIScheduler(BaseScheduler):
             except Exception as exc:  # noqa: BLE001 - leases expire by themselves
                 logger.warning("RedisIRIScheduler: could not leave cleanly (%s): the leases "
                                "of this worker expire in %.1f s", exc, self.lease_ms / 1000)
+        elif self.lost is not None and self._client is not None:
+            try:  # deregister, so that IRI_REDIS_FLUSH_ON_START is not held up by us
+                self._scripts["tick"](
+                    keys=self._key_list("ready", "leases", "bodies", "workers", "intents",
+                                        "epoch", "writes"),
+                    args=[self.worker, self.lease_ms, "0", self._writes, "1"],
+                    client=self._client)
+            except Exception:  # noqa: BLE001 - it expires by itself
+                logger.debug("RedisIRIScheduler: could not deregister", exc_info=True)
         if self._memory:
-            logger.warning("RedisIRIScheduler: %d unserializable requests were never "
-                           "fetched (lost)", len(self._memory))
+            logger.warning("RedisIRIScheduler: %d requests held in this worker's memory "
+                           "(unserializable, or scheduled once Redis could not take them) "
+                           "were never fetched", len(self._memory))
         self.ledger.forget()
         if self.stats is not None:
             for name, value in self._counts.items():
@@ -642,7 +979,7 @@ class RedisIRIScheduler(BaseScheduler):
     def has_pending_requests(self) -> bool:
         if self._memory:
             return True
-        if self._client is None or self._gave_up:
+        if not self.connected:
             return False
         try:
             ready = self._retrying(lambda: self._client.execute_command(
@@ -653,7 +990,7 @@ class RedisIRIScheduler(BaseScheduler):
 
     def __len__(self) -> int:
         """Requests queued in Redis (for every worker) plus unserializable ones here."""
-        if self._client is None or self._gave_up:
+        if not self.connected:
             return len(self._memory)
         try:
             ready = self._retrying(
@@ -663,7 +1000,7 @@ class RedisIRIScheduler(BaseScheduler):
         return int(ready) + len(self._memory)
 
     def enqueue_request(self, request: Request) -> bool:
-        if self._client is not None and not self._gave_up:
+        if self.connected:
             try:
                 return self._enqueue(request)
             except IRIRedisError:  # gave up after retries (logged; the spider closes)
@@ -718,8 +1055,9 @@ class RedisIRIScheduler(BaseScheduler):
         member = f"{self._seq:016d}|{rid}"
         score = -max(-_MAX_PRIORITY, min(_MAX_PRIORITY, int(priority)))
         # the same member and id if retried after a lost reply: idempotent
-        self._run("enqueue", self._key_list("ready", "bodies", "intents"),
-                  [member, rid, score, data, intent])
+        self._run("enqueue", self._key_list("ready", "bodies", "intents", "writes"),
+                  [member, rid, score, data, intent, self.worker])
+        self._writes += 1
         self._inc("enqueued")
         if self.stats is not None:
             self.stats.inc_value("scheduler/enqueued/redis")
@@ -730,7 +1068,7 @@ class RedisIRIScheduler(BaseScheduler):
         ledger.reap()
         if self._memory:
             return self._memory.popleft()
-        if self._client is None or self._gave_up:
+        if not self.connected:
             return None
         if ledger.at_cap(self.max_inflight):
             if not ledger.stalled(self.stall_seconds):
@@ -747,9 +1085,14 @@ class RedisIRIScheduler(BaseScheduler):
                                   [self.worker, self.lease_ms])
             except IRIRedisError:
                 return None
-            if not reply:
+            if int(reply[2]):  # queue entries whose request is gone: never silent
+                self._frontier_lost(
+                    f"{int(reply[2])} queue entries had no stored request (evicted or "
+                    "deleted), found when leasing")
                 return None
-            member = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+            member = _text(reply[0])
+            if not member:
+                return None
             try:
                 request = self._decode(reply[1])
             except RefusedRecord as exc:  # never executed: kept aside, counted, loud
@@ -786,7 +1129,7 @@ class RedisIRIScheduler(BaseScheduler):
         self.ledger.failed(request.meta.get(META_LEASE), errback=request.errback is not None)
 
     def _ack(self, members: list[str]) -> None:
-        if self._client is None or self._gave_up:
+        if not self.connected:
             return
         if not members and not self._intent_stale:
             return
@@ -807,12 +1150,20 @@ class RedisIRIScheduler(BaseScheduler):
         held = self.ledger.drain()  # acknowledged (the ledger's settle is _ack)
         if not held and self._intent_stale:
             self._ack([])
-        if self._client is None or self._gave_up:
+        counts: tuple[int, int] | None = None
+        if self.connected:
+            try:
+                _requeued, _recovered, ready, leased = self._tick_once()
+                counts = (ready, leased)
+            except IRIRedisError:
+                counts = None
+        if self.lost is not None:  # never "finished" with the frontier lost
+            raise CloseSpider(REASON_FRONTIER_LOST)
+        if self._gave_up:
+            raise CloseSpider(self._give_up_reason)
+        if counts is None:
             return
-        try:
-            _requeued, _recovered, ready, leased = self._tick_once()
-        except IRIRedisError:
-            return
+        ready, leased = counts
         if not ready and not leased:
             if self.refusals.count:  # loud: never "finished" with records refused
                 self.refusals.closing(self.spider)
@@ -841,12 +1192,20 @@ class RedisIRIScheduler(BaseScheduler):
     def _tick_once(self, alive: bool = True,
                    members: list[str] | None = None) -> tuple[int, list[Any], int, int]:
         held = self.ledger.keys() if members is None else members
+        # "1": a worker not registered (reaped as dead while it stalled longer than its
+        # lease) gets its count of writes back (the epoch marker tells a Redis that
+        # came back empty)
         reply = self._run(
-            "tick", self._key_list("ready", "leases", "bodies", "workers", "intents"),
-            [self.worker, self.lease_ms, "1" if alive else "0", *held],
+            "tick", self._key_list("ready", "leases", "bodies", "workers", "intents", "epoch",
+                                   "writes"),
+            [self.worker, self.lease_ms, "1" if alive else "0", self._writes, "1", *held],
         )
         requeued, recovered, ready, leased = int(reply[0]), list(reply[1]), int(reply[2]), \
             int(reply[3])
+        if alive and self.epoch and not self._check(
+                "at a heartbeat", _text(reply[4]), int(reply[6]),
+                int(reply[5]), ready, leased):
+            raise IRIRedisError(f"the frontier is lost: {self.lost}")
         if requeued:
             self._inc("requeued_expired", requeued)
             logger.info("RedisIRIScheduler: %d expired leases put back in the queue", requeued,
@@ -880,12 +1239,14 @@ class RedisIRIScheduler(BaseScheduler):
         worker) back in the queue and enqueues the intents of dead workers (module
         doc, *tick*).  A failure is logged once and retried at the next heartbeat.
         """
-        if self._client is None or self._gave_up:
+        if not self.connected:
             return
         self.ledger.sweep()
         try:
             self._tick_once()
         except Exception as exc:  # noqa: BLE001 - retried at the next tick
+            if self.lost is not None or self._gave_up:  # said once, closing
+                return
             if not self._tick_failing:
                 logger.warning("RedisIRIScheduler: heartbeat failed (%s)", exc)
             self._tick_failing = True
@@ -938,8 +1299,9 @@ class RedisIRIScheduler(BaseScheduler):
     @property
     def connected(self) -> bool:
         """True while this scheduler holds a usable Redis connection: opened, not
-        closed or abandoned, and not given up after ``IRI_REDIS_RETRY_SECONDS``."""
-        return self._client is not None and not self._gave_up
+        closed or abandoned, not given up after ``IRI_REDIS_RETRY_SECONDS``, and the
+        crawl's frontier not found lost."""
+        return self._client is not None and not self._gave_up and self.lost is None
 
 
 class RedisSchedulerSpiderMiddleware(FrontierSpiderMiddleware):

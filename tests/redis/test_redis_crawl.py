@@ -140,7 +140,7 @@ def test_two_processes_with_scrapy_redis_scheduler(
     client = redis_server_session.client()
     keys = {k.decode() for k in client.keys("*")}
     assert "alias:dupefilter" not in keys  # scrapy-redis's own filter was not used
-    assert any(k.startswith("alias:iri-dupefilter:v") for k in keys)
+    assert any(k.startswith("scrapybot:alias:iri-dupefilter:v") for k in keys)
 
 
 # --------------------------------------------------------------------------- resume

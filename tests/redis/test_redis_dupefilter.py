@@ -79,7 +79,7 @@ def test_key_names_version_and_options(redis_server_session: RedisServer) -> Non
     df = _filter(redis_server_session)
     tag = df.options_tag()
     digest = hashlib.sha1(tag.encode()).hexdigest()[:8]
-    assert df.base_key == f"unit:iri-dupefilter:v{CANONICALIZATION_VERSION}:{digest}"
+    assert df.base_key == f"scrapybot:unit:iri-dupefilter:v{CANONICALIZATION_VERSION}:{digest}"
     assert df.request_seen(Request("http://example.com/a")) is False
     client = redis_server_session.client()
     meta = {k.decode(): v.decode() for k, v in client.hgetall(df.meta_key).items()}
@@ -227,7 +227,7 @@ def test_pre_release_format_refused_by_scrapy_crawl(
     assert first.returncode == 0 and "'finish_reason': 'finished'" in first.stderr, \
         first.stderr[-3000:]
     client = redis_server_session.client()
-    [meta_key] = client.keys("one:iri-dupefilter:*:meta")
+    [meta_key] = client.keys("*:one:iri-dupefilter:*:meta")
     client.hdel(meta_key, "roots", "fanout")
     client.hset(meta_key, mapping={"format": 3, **PRE_RELEASE[3][0]})
     meta = client.hgetall(meta_key)
