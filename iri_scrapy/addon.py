@@ -65,6 +65,8 @@ from scrapy import signals
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from scrapy.pipelines.files import FilesPipeline
 from scrapy.pipelines.images import ImagesPipeline
+from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.utils.request import RequestFingerprinter
 
 from iri_scrapy.frontier.jobdir import (
     FrontierDownloaderMiddleware,
@@ -73,6 +75,7 @@ from iri_scrapy.frontier.jobdir import (
 )
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import IRIConfig, load_object
+from iri_scrapy.plugin.fingerprinter import BASE_SETTING, IRIRequestFingerprinter, chain_problem
 from iri_scrapy.plugin.media import IRIFilesPipeline, IRIImagesPipeline
 from iri_scrapy.plugin.middleware import IRINormalizationMiddleware, IRISpiderMiddleware
 from iri_scrapy.plugin.offsite import IRIOffsiteMiddleware
@@ -85,7 +88,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Addon", "FINGERPRINTER", "DUPEFILTER", "FRONTIER_SCHEDULER", "MEDIA_PIPELINES", "PRIORITIES",
-    "REDIS_DUPEFILTER", "REDIS_SCHEDULER",
+    "REDIS_DUPEFILTER", "REDIS_SCHEDULER", "POET_BASE", "POET_FINGERPRINTER", "ZYTE_FALLBACK",
 ]
 
 logger = logging.getLogger(__name__)
@@ -112,6 +115,80 @@ PRIORITIES: dict[str, int] = {
 }
 
 
+#: Settings of scrapy-zyte-api and scrapy-poet naming the fingerprinter they fall back on.
+ZYTE_FALLBACK = "ZYTE_API_FALLBACK_REQUEST_FINGERPRINTER_CLASS"
+POET_BASE = "SCRAPY_POET_REQUEST_FINGERPRINTER_BASE_CLASS"
+POET_FINGERPRINTER = "scrapy_poet.ScrapyPoetRequestFingerprinter"
+
+#: (top-level package, class name) of the fingerprinters the add-on chains with.
+_FAMILIES = {
+    ("scrapy_zyte_api", "ScrapyZyteAPIRequestFingerprinter"): "zyte",
+    ("scrapy_poet", "ScrapyPoetRequestFingerprinter"): "poet",
+}
+
+
+def _family(value: Any) -> str | None:
+    """``ours``, ``zyte``, ``poet``, ``stock`` (Scrapy's own class), else None.
+
+    By class (a subclass counts as its base), without importing scrapy-zyte-api
+    or scrapy-poet: a setting that names theirs has imported them already.
+    """
+    if value is None:
+        return None
+    try:
+        cls = load_object(value)
+    except (ImportError, AttributeError, NameError, ValueError, TypeError):
+        return None
+    if not isinstance(cls, type):
+        return None
+    if issubclass(cls, IRIRequestFingerprinter):
+        return "ours"
+    if cls is RequestFingerprinter:
+        return "stock"
+    for klass in cls.__mro__:
+        family = _FAMILIES.get((klass.__module__.split(".", 1)[0], klass.__qualname__))
+        if family is not None:
+            return family
+    return None
+
+
+def _poet_enabled(settings: BaseSettings) -> bool:
+    """True if scrapy-poet's add-on or its ``InjectionMiddleware`` is enabled."""
+    for setting in ("ADDONS", "DOWNLOADER_MIDDLEWARES"):
+        for key, value in settings.getwithbase(setting).items():
+            if value is None:
+                continue
+            path = key if isinstance(key, str) else f"{key.__module__}.{key.__qualname__}"
+            if path.split(".", 1)[0] == "scrapy_poet" and path.rsplit(".", 1)[-1] in (
+                "Addon", "InjectionMiddleware"
+            ):
+                return True
+    return _family(settings.get("REQUEST_FINGERPRINTER_CLASS")) == "poet"
+
+
+def _is_subclass(value: Any, path: str) -> bool:
+    """True if setting *value* names the class at *path* or a subclass of it."""
+    try:
+        theirs, mine = load_object(value), load_object(path)
+    except (ImportError, AttributeError, NameError, ValueError, TypeError):
+        return False
+    return isinstance(theirs, type) and isinstance(mine, type) and issubclass(theirs, mine)
+
+
+def _is_scrapy_redis_scheduler(value: Any) -> bool:
+    """True if ``SCHEDULER`` names scrapy-redis's scheduler (or a subclass), not importing it."""
+    if value is None:
+        return False
+    try:
+        cls = load_object(value)
+    except (ImportError, AttributeError, NameError, ValueError, TypeError):
+        return False
+    return isinstance(cls, type) and any(
+        f"{k.__module__}.{k.__qualname__}" == "scrapy_redis.scheduler.Scheduler"
+        for k in cls.__mro__
+    )
+
+
 def _listed(components: dict[Any, Any], cls: type) -> bool:
     """True if *cls* is a key of the component priority dict (class or import path)."""
     for key in components:
@@ -129,6 +206,7 @@ class Addon:
     def __init__(self, crawler: Crawler | None = None) -> None:
         self.crawler = crawler
         self._seam = False
+        self._verify = False
 
     def _engine_stopped(self) -> None:
         if self._seam:
@@ -149,13 +227,22 @@ class Addon:
             self._seam = True
             if self.crawler is not None:
                 self.crawler.signals.connect(self._engine_stopped, signal=signals.engine_stopped)
+        if self.crawler is not None and not self._verify:
+            self._verify = True
+            self.crawler.signals.connect(self._verify_fingerprinter, signal=signals.spider_opened)
         fleet = bool(settings.get("IRI_REDIS_URL"))
-        for name, ours in (
-            ("REQUEST_FINGERPRINTER_CLASS", FINGERPRINTER),
-            ("DUPEFILTER_CLASS", REDIS_DUPEFILTER if fleet else DUPEFILTER),
-        ):
-            settings.set(name, ours, priority="addon")
-            self._check_class(settings, name, ours)
+        self._compose_fingerprinter(settings)
+        redis_scheduler = _is_scrapy_redis_scheduler(settings.get("SCHEDULER"))
+        dupefilter = REDIS_DUPEFILTER if fleet or redis_scheduler else DUPEFILTER
+        settings.set("DUPEFILTER_CLASS", dupefilter, priority="addon")
+        self._check_class(settings, "DUPEFILTER_CLASS", dupefilter)
+        if redis_scheduler and not _is_subclass(settings.get("DUPEFILTER_CLASS"), REDIS_DUPEFILTER):
+            logger.warning(
+                "iri_scrapy.Addon: SCHEDULER is scrapy-redis's and DUPEFILTER_CLASS = %(df)r "
+                "keeps its seen-set in this process only: a second run fetches everything "
+                "again (use %(ours)s)", {"df": settings.get("DUPEFILTER_CLASS"),
+                                          "ours": REDIS_DUPEFILTER},
+            )
 
         downloader = settings.getdict("DOWNLOADER_MIDDLEWARES")
         user_offsite = _listed(downloader, OffsiteMiddleware) or _listed(
@@ -204,6 +291,90 @@ class Addon:
                     settings.replace_in_component_priority_dict(
                         "ITEM_PIPELINES", stock_cls, our_cls
                     )
+
+    # --- fingerprinters: compose with scrapy-zyte-api's, scrapy-poet's, the user's ----------
+
+    def _compose_fingerprinter(self, settings: BaseSettings) -> None:
+        """Put ``IRIRequestFingerprinter`` into the crawler's fingerprinter chain.
+
+        In either ``ADDONS`` order: scrapy-zyte-api's and scrapy-poet's
+        fingerprinters call a fallback / base fingerprinter named by a setting,
+        which is set to ours here (to scrapy-poet's for scrapy-zyte-api when
+        scrapy-poet is enabled too); theirs stays ``REQUEST_FINGERPRINTER_CLASS``
+        if it is, or becomes it when their add-on runs after this one.  Any
+        other fingerprinter found in one of those places is not dropped: it
+        becomes ours' base (:data:`~iri_scrapy.plugin.fingerprinter.BASE_SETTING`)
+        and ours takes its place, with one WARNING line.  The chain actually
+        built is checked when the spider opens (:meth:`_verify_fingerprinter`).
+        """
+        poet = _poet_enabled(settings)
+        self._take_slot(settings, POET_BASE, FINGERPRINTER)
+        self._take_slot(settings, ZYTE_FALLBACK, POET_FINGERPRINTER if poet else FINGERPRINTER)
+        name = "REQUEST_FINGERPRINTER_CLASS"
+        family = _family(settings.get(name))
+        if family in ("ours", "zyte", "poet"):
+            return
+        addon = SETTINGS_PRIORITIES["addon"]
+        if family == "stock" and (settings.getpriority(name) or 0) <= addon:
+            settings.set(name, FINGERPRINTER, priority="addon")
+            return
+        self._take_slot(settings, name, FINGERPRINTER)
+
+    def _take_slot(self, settings: BaseSettings, name: str, want: str) -> None:
+        """Set fingerprinter setting *name* to *want*; another class there becomes ours' base."""
+        value = settings.get(name)
+        priority = settings.getpriority(name) or 0
+        family = _family(value)
+        addon = SETTINGS_PRIORITIES["addon"]
+        if value is None or family in ("ours", _family(want)) or (
+            family == "stock" and priority <= addon
+        ):
+            settings.set(name, want, priority="addon")
+            return
+        if family == "stock":  # Scrapy's own, set explicitly: the user's choice, checked at start
+            return
+        base = settings.get(BASE_SETTING)
+        if base is not None and _family(base) != family and base != value:
+            logger.warning(
+                "iri_scrapy.Addon: %(name)s = %(value)r is kept (%(base_name)s is already "
+                "%(base)r): IRI deduplication may not apply, see the check at start",
+                {"name": name, "value": value, "base_name": BASE_SETTING, "base": base},
+            )
+            return
+        if base is None:
+            settings.set(BASE_SETTING, value, priority=max(priority, addon))
+            logger.warning(
+                "iri_scrapy.Addon: %(name)s = %(value)r is composed with IRIRequestFingerprinter "
+                "(it becomes %(base_name)s): two requests are duplicates only if both "
+                "fingerprinters agree; set %(base_name)s yourself to silence this",
+                {"name": name, "value": value, "base_name": BASE_SETTING},
+            )
+        settings.set(name, want, priority=max(priority, addon))
+
+    def _verify_fingerprinter(self) -> None:
+        """At spider open: say loudly if the fingerprinter in use does not key on ours."""
+        crawler = self.crawler
+        if crawler is None:
+            return
+        fingerprinter = getattr(crawler, "request_fingerprinter", None)
+        problem = chain_problem(fingerprinter, IRIConfig.from_settings(crawler.settings))
+        if problem is not None:
+            logger.warning(
+                "iri_scrapy.Addon: IRI deduplication is OFF: the crawler's request "
+                "fingerprinter %(fp)s %(problem)s (REQUEST_FINGERPRINTER_CLASS = %(value)r; "
+                "see docs/compose.md)",
+                {"fp": type(fingerprinter).__qualname__, "problem": problem,
+                 "value": crawler.settings.get("REQUEST_FINGERPRINTER_CLASS")},
+            )
+            return
+        if _family(type(fingerprinter)) == "zyte" and crawler.settings.getbool(
+            "ZYTE_API_TRANSPARENT_MODE"
+        ):
+            logger.info(
+                "iri_scrapy.Addon: requests sent through Zyte API are fingerprinted by "
+                "scrapy-zyte-api (its own URL canonicalization); IRI deduplication keys "
+                "the others"
+            )
 
     @staticmethod
     def _check_class(settings: BaseSettings, name: str, ours: str) -> None:

@@ -25,6 +25,12 @@ fingerprinted on ``request.url`` exactly as given.  A URL with no canonical form
 fingerprinted as given too: never raised, never dropped; the first one of a
 crawl is logged as a warning and each such request counts ``iri/unnormalizable``.
 
+With ``IRI_REQUEST_FINGERPRINTER_BASE_CLASS`` (:data:`BASE_SETTING`) naming another
+fingerprinter (the add-on moves a user's own ``REQUEST_FINGERPRINTER_CLASS`` there),
+the fingerprint is the SHA-1 of this one followed by that one's for the request
+with its key as URL: two requests are duplicates only if both fingerprinters say
+so, and IRI aliases stay one resource for both (docs/compose.md).
+
 Fingerprints are cached per :class:`~scrapy.Request` in a ``WeakKeyDictionary``
 like Scrapy's.  At level PROTOCOL the learned rules change during the crawl, so
 the cache keeps the level-SCHEME canonical URI (the costly part) and re-applies
@@ -65,6 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IRIRequestFingerprinter", "rung_keys", "spelling", "STAT_UNNORMALIZABLE", "META_VERBATIM",
+    "BASE_SETTING", "chain_problem",
 ]
 
 logger = logging.getLogger(__name__)
@@ -72,6 +79,9 @@ logger = logging.getLogger(__name__)
 #: ``json.dumps``' string encoding (``ensure_ascii``, as Scrapy's fingerprint() uses):
 #: ``JSONEncoder.encode(str)`` takes the same C fast path as ``json.dumps`` does.
 _json_str = json.JSONEncoder().encode
+
+#: Setting: another fingerprinter whose fingerprint is hashed together with ours.
+BASE_SETTING = "IRI_REQUEST_FINGERPRINTER_BASE_CLASS"
 
 #: Stats key: requests whose URL has no canonical form (fingerprinted as given).
 STAT_UNNORMALIZABLE = "iri/unnormalizable"
@@ -169,6 +179,10 @@ class IRIRequestFingerprinter:
         self._norm_level = min(config.level, Level.SCHEME)
         self._keep = config.keep_fragments
         self._nfc = config.nfc
+        #: The fingerprinter named by ``IRI_REQUEST_FINGERPRINTER_BASE_CLASS``, or None.
+        self.base: Any = _build_base(crawler) if crawler is not None else None
+        if self.base is not None:
+            self.fingerprint = self._composed_fingerprint  # type: ignore[method-assign]
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -257,6 +271,22 @@ class IRIRequestFingerprinter:
         self._cache[request] = _Entry(verbatim, base, key, fp)
         return fp
 
+    def _composed_fingerprint(self, request: Request) -> bytes:
+        """SHA-1 of ours and the base fingerprinter's fingerprint (with a base only).
+
+        The base fingerprints the request with its key as URL, so that IRI
+        aliases stay one resource for it too (its other parts, e.g. headers, kept).
+        """
+        own = type(self).fingerprint(self, request)
+        key = self._cache[request].key
+        keyed = request
+        if key != request.url:
+            try:
+                keyed = request.replace(url=key)
+            except ValueError:  # a key Request() refuses: the request as it is
+                keyed = request
+        return hashlib.sha1(own + self.base.fingerprint(keyed)).digest()  # noqa: S324
+
     def _hash(self, request: Request, url: str) -> bytes:
         # Byte for byte the text json.dumps(..., sort_keys=True) gives in Scrapy's
         # fingerprint(): {"body": <hex>, "headers": {...}, "method": ..., "url": ...}.
@@ -278,7 +308,61 @@ class IRIRequestFingerprinter:
         return "{" + ", ".join(parts) + "}"
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.config.options_tag()}>"
+        base = "" if self.base is None else f" base={type(self.base).__qualname__}"
+        return f"<{type(self).__name__} {self.config.options_tag()}{base}>"
+
+
+def _build_base(crawler: Crawler) -> Any:
+    """The fingerprinter named by :data:`BASE_SETTING` for *crawler*, or None."""
+    value = crawler.settings.get(BASE_SETTING)
+    if not value:
+        return None
+    from scrapy.utils.misc import build_from_crawler, load_object
+
+    cls = load_object(value)
+    if isinstance(cls, type) and issubclass(cls, IRIRequestFingerprinter):
+        raise ValueError(f"{BASE_SETTING} = {value!r}: the base of IRIRequestFingerprinter "
+                         "must be another fingerprinter")
+    return build_from_crawler(cls, crawler)
+
+
+#: Pairs of URLs for :func:`chain_problem`: stock canonicalization merges the first
+#: pair (an empty query parameter dropped), the ladder keeps it apart (RFC 3987 5.3.3
+#: never removes a query part); the second pair are aliases at level SCHEME (case,
+#: default port, dot segments, an escaped unreserved character: 5.3.2, 5.3.3).
+_PROBES = (
+    ("http://iri-scrapy.invalid/item?id=1", "http://iri-scrapy.invalid/item?id=1&"),
+    ("HTTP://Iri-Scrapy.INVALID:80/a/./b/%7euser", "http://iri-scrapy.invalid/a/b/~user"),
+)
+
+
+def chain_problem(fingerprinter: Any, config: IRIConfig) -> str | None:
+    """None if *fingerprinter* keys requests as :class:`IRIRequestFingerprinter` does.
+
+    An :class:`IRIRequestFingerprinter` passes as is; any other (scrapy-zyte-api's,
+    scrapy-poet's, ...) is asked for the fingerprints of :data:`_PROBES` (plain GET
+    requests that do not use Zyte API, ``meta["zyte_api_automap"] = False``), which
+    must be equal or different exactly as ours are.  Otherwise a short phrase
+    saying what is wrong.
+    """
+    if isinstance(fingerprinter, IRIRequestFingerprinter):
+        return None
+    if fingerprinter is None or not callable(getattr(fingerprinter, "fingerprint", None)):
+        return "is not a fingerprinter"
+    from scrapy import Request
+
+    ours = IRIRequestFingerprinter(config=config)
+    meta = {"zyte_api_automap": False}
+    for a, b in _PROBES:
+        ra, rb = Request(a, meta=dict(meta)), Request(b, meta=dict(meta))
+        try:
+            same = fingerprinter.fingerprint(ra) == fingerprinter.fingerprint(rb)
+        except Exception as exc:  # noqa: BLE001 - any failure: unverified, said as such
+            return f"could not be checked ({type(exc).__name__}: {exc})"
+        if same != (ours.fingerprint(ra) == ours.fingerprint(rb)):
+            verb = "merges" if same else "keeps apart"
+            return f"{verb} {a} and {b} (IRIRequestFingerprinter is not in its chain)"
+    return None
 
 
 def _verbatim(request: Request) -> bool:
