@@ -108,8 +108,13 @@ Faults
   have been applied; if the retry then says "seen", that request is fetched
   anyway (``iri/redis/ambiguous_refetch``): one possible duplicate per outage
   rather than a lost request.
+* Redis out of memory (``maxmemory`` under ``noeviction``): the ``SADD`` is
+  retried as after an outage; after the deadline the spider closes with
+  ``iri_frontier_write_failed`` (exit status 1).
 * Redis restarted *without* its data (no persistence) forgets every seen
-  request: they are fetched again (duplicates, never losses).
+  request: for this filter they are fetched again (duplicates); a queue kept in
+  the same Redis (``RedisIRIScheduler``) is lost with them, which that scheduler
+  detects and stops on (``iri_frontier_lost``).
 
 Stats: ``iri/redis/outages``, ``iri/redis/retries``, ``iri/redis/outage_seconds``
 (longest), ``iri/redis/ambiguous_refetch``, ``iri/redis/unchecked``.
