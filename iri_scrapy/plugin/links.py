@@ -57,6 +57,7 @@ from iri_scrapy.core.hosts import WireHostError
 from iri_scrapy.core.hrefs import needs_preprocessing, preprocess_href, url_scheme
 from iri_scrapy.core.ladder import retrieval_key
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin.config import META_DONT_NORMALIZE
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -213,7 +214,7 @@ class ResponseState:
     with the response).
     """
 
-    __slots__ = ("base", "canon", "joined", "last", "stock", "tried")
+    __slots__ = ("as_written", "base", "canon", "joined", "last", "stock", "tried")
 
     def __init__(self) -> None:
         #: the crawler's Canonicalizer (set by the downloader middleware)
@@ -222,6 +223,8 @@ class ResponseState:
         self.base: str | None = None
         #: resolve the stock way (set while ``follow()`` retries a link)
         self.stock = False
+        #: the href as written, not as a browser reads it (a ``dont_normalize_iri`` follow)
+        self.as_written = False
         #: the href ``urljoin()`` was last asked to resolve, and what it resolved it to
         self.tried: str | None = None
         self.joined: str | None = None
@@ -319,15 +322,28 @@ class SkippingFollowMixin:
         """``Response.urljoin`` of *url* read as a browser reads it (see the module doc)."""
         state = response_state(self)
         state.tried, state.joined = url, None
-        if isinstance(url, str) and needs_preprocessing(url):
+        if isinstance(url, str) and not state.as_written and needs_preprocessing(url):
             base = base_url(self) if isinstance(self, TextResponse) else str(self.url)  # type: ignore[attr-defined]
             url = browser_href(url, base)
         state.joined = joined = super().urljoin(url)  # type: ignore[misc]
         return joined  # type: ignore[no-any-return]
 
     def follow(self, url: Any, *args: Any, **kwargs: Any) -> Request:
-        """``Response.follow``; a placeholder request for a link it cannot use."""
+        """``Response.follow``; a placeholder request for a link it cannot use.
+
+        With ``meta["dont_normalize_iri"]`` (or *meta* given positionally, as
+        :class:`~iri_scrapy.plugin.middleware.IRINormalizationMiddleware`'s
+        responses read it) the href is resolved as written, as stock Scrapy does.
+        """
         state = response_state(self)
+        meta = kwargs.get("meta") or {}
+        state.as_written = len(args) >= 6 or bool(meta.get(META_DONT_NORMALIZE))
+        try:
+            return self._follow(state, url, *args, **kwargs)
+        finally:
+            state.as_written = False
+
+    def _follow(self, state: ResponseState, url: Any, *args: Any, **kwargs: Any) -> Request:
         state.tried = None
         error: Exception
         try:

@@ -66,6 +66,14 @@ def test_follow_and_urljoin_read_hrefs_like_a_browser(href: str, expected: str) 
     assert page.follow(href).url == expected
 
 
+def test_dont_normalize_iri_follows_the_href_as_stock_does() -> None:
+    stock = HtmlResponse(PAGE, body=b"", encoding="utf-8")
+    for href, _ in HREFS:
+        meta = {"dont_normalize_iri": True}
+        assert _page().follow(href, meta=meta).url == stock.follow(href, meta=meta).url
+    assert _page().follow("\\dir\\x.html").url == "http://site.test/dir/x.html"  # reset
+
+
 def test_follow_all_and_the_link_extractor_read_hrefs_like_a_browser() -> None:
     links = "".join(f'<a href="{href}">x</a>' for href, _ in HREFS)
     page = _page(f"<html><body>{links}</body></html>")
