@@ -96,6 +96,18 @@ def test_base_href_with_backslashes_is_read_like_a_browser() -> None:
     assert plain.urljoin("x") == "http://site.test/b/x"
 
 
+@pytest.mark.parametrize("tag", [
+    "<base href='\\docs\\v1\\'>",
+    "<BASE HREF=\\docs\\v1\\>",
+    '<base target="_top" href="\\docs\\v1\\">',
+    '<base data-href="/no/" href="\\docs\\v1\\">',
+    '<base href="\\docs\\v1\\"><base href="/second/">',  # the first one counts
+])
+def test_base_href_spellings(tag: str) -> None:
+    page = _page(f"<html><head>{tag}</head><body></body></html>")
+    assert page.urljoin("x.html") == "http://site.test/docs/v1/x.html"
+
+
 def _redirect(location: bytes, url: str = "http://site.test/from") -> bytes:
     mw = IRIProtocolMiddleware(get_crawler(settings_dict={}))
     request = Request(url)
