@@ -43,13 +43,15 @@ workers, with leases; :mod:`iri_scrapy.frontier.redis_scheduler`) with
 outermost, instead of the ``JOBDIR`` frontier (both at priority ``"addon"``).
 
 ``Request()`` URLs (IDNA 2008): unless ``IRI_IDNA2008_REQUESTS = False``, the
-add-on rebinds the ``safe_url_string`` that ``Request()`` and w3lib's
-``<base href>``/meta refresh parsers call to
+add-on installs :mod:`~iri_scrapy.plugin.idna_requests`' three middlewares
+(spider side 10000, downloader side 40 and 590), which give this crawler's
+requests the URL ``Request()`` makes with
 :func:`~iri_scrapy.plugin.compat.idna2008_safe_url_string` (UTS 46
-non-transitional hosts, a bare ``?`` kept, w3lib's function otherwise), for as
-long as the crawler runs: every URL that enters Scrapy (``start_urls``,
-``Request()`` in ``start()`` or callbacks, media pipelines, ``SitemapSpider``,
-meta refresh, ``scrapy shell``/``fetch``) keeps its IDNA 2008 host.
+non-transitional hosts, a bare ``?`` kept, w3lib's function otherwise): every
+URL that enters the crawl (``start_urls``, ``Request()`` in ``start()`` or
+callbacks, media pipelines, ``SitemapSpider``, meta refresh, ``<base href>``,
+``scrapy shell``/``fetch``) keeps its IDNA 2008 host.  Other crawlers of the
+process are not affected: no function of Scrapy or w3lib changes what it returns.
 
 The ``IRI_*`` settings are validated here, so a bad ``IRI_LEVEL`` stops the
 crawl before it starts.
@@ -76,6 +78,11 @@ from iri_scrapy.frontier.jobdir import (
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import IRIConfig, load_object
 from iri_scrapy.plugin.fingerprinter import BASE_SETTING, IRIRequestFingerprinter, chain_problem
+from iri_scrapy.plugin.idna_requests import (
+    IDNA2008DownloaderMiddleware,
+    IDNA2008ResponseMiddleware,
+    IDNA2008SpiderMiddleware,
+)
 from iri_scrapy.plugin.media import IRIFilesPipeline, IRIImagesPipeline
 from iri_scrapy.plugin.middleware import IRINormalizationMiddleware, IRISpiderMiddleware
 from iri_scrapy.plugin.offsite import IRIOffsiteMiddleware
@@ -112,6 +119,9 @@ PRIORITIES: dict[str, int] = {
     "protocol": 650,  # process_response before RedirectMiddleware (600)
     "spider": 950,  # spider side of every built-in spider middleware
     "frontier": -1000,  # outermost, spider and downloader side (crash-safe JOBDIR)
+    "idna_spider": 10000,  # next to the spider: its requests get IDNA 2008 URLs first
+    "idna": 40,  # before offsite filtering
+    "idna_response": 590,  # process_response before MetaRefreshMiddleware (580)
 }
 
 
@@ -222,11 +232,20 @@ class Addon:
         """Set the plugin's components into *settings* (user values win, see above)."""
         IRIConfig.from_settings(settings)  # fail early on bad IRI_* values
         fsync_setting(settings.get("IRI_FRONTIER_FSYNC"))
-        if settings.getbool("IRI_IDNA2008_REQUESTS", True) and not self._seam:
-            compat.install_idna2008()
-            self._seam = True
-            if self.crawler is not None:
-                self.crawler.signals.connect(self._engine_stopped, signal=signals.engine_stopped)
+        if settings.getbool("IRI_IDNA2008_REQUESTS", True):
+            if not self._seam:
+                compat.install_idna2008()
+                self._seam = True
+                if self.crawler is not None:
+                    self.crawler.signals.connect(self._engine_stopped,
+                                                 signal=signals.engine_stopped)
+            settings.setdefault_in_component_priority_dict(
+                "SPIDER_MIDDLEWARES", IDNA2008SpiderMiddleware, PRIORITIES["idna_spider"])
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", IDNA2008DownloaderMiddleware, PRIORITIES["idna"])
+            settings.setdefault_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", IDNA2008ResponseMiddleware,
+                PRIORITIES["idna_response"])
         if self.crawler is not None and not self._verify:
             self._verify = True
             self.crawler.signals.connect(self._verify_fingerprinter, signal=signals.spider_opened)

@@ -45,8 +45,9 @@ else:
 
         Scrapy's ``fetch`` command builds its ``Request(url)`` before any crawler (so
         before add-ons run): the add-on's :func:`~iri_scrapy.plugin.compat.install_idna2008`
-        would come too late and ``straße.test`` would be fetched as ``strasse.test``.
-        It behaves exactly as Scrapy's unless the settings enable ``iri_scrapy.Addon``.
+        (which records the spelling its middlewares convert, in its crawler only) would
+        come too late and ``straße.test`` would be fetched as ``strasse.test``.  It
+        behaves exactly as Scrapy's unless the settings enable ``iri_scrapy.Addon``.
         """
 
         def run(self, args: list[str], opts: Any) -> None:

@@ -19,21 +19,33 @@ Seams:
     altered), so :class:`LinkRequestCrawlSpider` overrides this method and
     hands both to its public hook :meth:`~LinkRequestCrawlSpider.rule_request`.
 
-``scrapy.http.request.safe_url_string`` and ``w3lib.html.safe_url_string``
+``Request._set_url`` and ``w3lib.html``'s ``safe_url_string``
     ``Request()`` (``Request._set_url``) runs every URL through the module-level
     name ``safe_url_string`` of ``scrapy.http.request``, and w3lib's
     ``get_base_url``/``get_meta_refresh`` (``<base href>``, meta refresh) through
     the one of ``w3lib.html``: both are ``w3lib.url.safe_url_string``, whose
     IDNA 2003 host conversion maps ``straße.test`` to ``strasse.test``, another
-    domain, and which drops a bare ``?``.  Every way a URL enters Scrapy
-    (``start_urls``, ``Request()`` anywhere, media pipelines, ``SitemapSpider``,
-    meta refresh, ``scrapy shell``/``fetch``) passes through them, and no
-    public hook runs before.  :func:`install_idna2008` (called by the add-on
-    unless ``IRI_IDNA2008_REQUESTS = False``) rebinds both names to
-    :func:`idna2008_safe_url_string`; :func:`uninstall_idna2008` undoes it.
-    The check below makes sure that both names are still w3lib's function and
-    that ``Request._set_url``, ``get_base_url`` and w3lib's meta refresh
-    parser still look them up by that name.
+    domain, and which drops a bare ``?``.  No public hook runs before.  Nothing
+    here changes what they return, for any crawler: :func:`install_idna2008`
+    (the add-on, while its crawler runs; ``IRIFetchCommand``) wraps
+    ``Request._set_url`` so that it also *records* the spelling of a URL whose
+    IDNA 2008 form may differ (non-ASCII authority, empty query), and
+    :func:`apply_idna2008`, called by the add-on's components for the requests
+    of their crawler only (:mod:`iri_scrapy.plugin.idna_requests`), sets the URL
+    with a clone of ``_set_url`` whose ``safe_url_string`` is
+    :func:`idna2008_safe_url_string`.  :data:`get_base_url` and
+    :data:`get_meta_refresh` are w3lib's, cloned the same way, for the plugin's
+    own link code; :func:`prime_response_caches` fills Scrapy's per-response
+    caches of them (``scrapy.utils.response._baseurl_cache``/``_metaref_cache``,
+    checked below) so that ``MetaRefreshMiddleware`` and ``response.urljoin`` of
+    the add-on's crawler read IDNA 2008 hosts.  (Until 0.1 the add-on rebound the
+    two names process-wide: every crawler of the process got IDNA 2008 hosts
+    while an add-on crawler ran.)  Upstream: w3lib encodes hosts with Python's
+    IDNA 2003 codec (the call scrapy/w3lib#171 is about); no w3lib issue asks for
+    UTS 46 non-transitional hosts yet, and its fix would retire all of this.  The
+    check below makes sure that both names are still w3lib's function and that
+    ``Request._set_url``, ``get_base_url`` and w3lib's meta refresh parser still
+    look them up by that name.
 
 ``scrapy.commands.fetch.Command.run``
     ``scrapy fetch URL`` builds its ``Request(URL)`` before the crawler exists,
@@ -64,12 +76,15 @@ import contextlib
 import inspect
 import re
 import threading
+import types
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+from weakref import WeakKeyDictionary
 
 import scrapy
 import scrapy.http.request as _scrapy_request_module
+import scrapy.utils.response as _response_utils
 import w3lib.html as _w3lib_html
 import w3lib.url as _w3lib_url
 from scrapy import Request
@@ -84,7 +99,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SUPPORTED_SCRAPY", "LinkRequestCrawlSpider", "unsupported", "idna2008_safe_url_string",
     "install_idna2008", "uninstall_idna2008", "idna2008_installed", "FetchCommand",
-    "w3lib_keeps",
+    "w3lib_keeps", "apply_idna2008", "prime_response_caches", "get_base_url", "get_meta_refresh",
 ]
 
 #: The Scrapy releases supported: CI runs the tests on 2.17.0 and on the newest release.
@@ -258,37 +273,149 @@ def idna2008_safe_url_string(
     return out
 
 
+def _clone(func: Any, names: dict[str, Any], namespace: dict[str, Any] | None = None) -> Any:
+    """A copy of function *func* whose module globals *names* are replaced (in *namespace*,
+    a copy of its module's globals, shared by the clones of one module)."""
+    if namespace is None:
+        namespace = dict(func.__globals__)
+    namespace.update(names)
+    clone = types.FunctionType(func.__code__, namespace, func.__name__,
+                               func.__defaults__, func.__closure__)
+    clone.__kwdefaults__ = func.__kwdefaults__
+    clone.__qualname__ = func.__qualname__
+    clone.__doc__ = func.__doc__
+    clone.__module__ = __name__
+    return clone
+
+
+_OURS = {"safe_url_string": idna2008_safe_url_string}
+#: ``Request._set_url`` with IDNA 2008 hosts: Scrapy's code, our ``safe_url_string``.
+_STOCK_SET_URL = Request._set_url
+_set_url_idna2008 = _clone(_STOCK_SET_URL, _OURS)
+#: w3lib.html with IDNA 2008 hosts: its functions that call ``safe_url_string``
+#: (``get_base_url``, the meta refresh parser) cloned into one namespace where that
+#: name is ours, and ``get_meta_refresh`` calling the clones.  For the add-on's
+#: components; w3lib's own functions are left alone.
+_W3LIB_HTML_2008: dict[str, Any] = dict(vars(_w3lib_html))
+for _f in [_w3lib_html.get_base_url, *_meta_refresh_parsers(), _w3lib_html.get_meta_refresh]:
+    _W3LIB_HTML_2008[_f.__name__] = _clone(_f, _OURS, _W3LIB_HTML_2008)
+get_base_url = _W3LIB_HTML_2008["get_base_url"]
+get_meta_refresh = _W3LIB_HTML_2008["get_meta_refresh"]
+
+# The spelling Request() was given, for the requests whose IDNA 2008 URL may differ
+# from w3lib's (a non-ASCII authority, or an empty query): the add-on's components
+# convert it, for their crawler only.  Weak keys: gone with the request.
+_spellings: WeakKeyDictionary[Request, str] = WeakKeyDictionary()
+
+
+def _authority_non_ascii(url: str) -> bool:
+    head, sep, rest = url.partition("//")
+    if not sep:
+        return False
+    for cut in "/?#":
+        rest = rest.split(cut, 1)[0]
+    return not rest.isascii()
+
+
+def _recording_set_url(self: Request, url: str) -> None:
+    """Scrapy's ``Request._set_url``, unchanged; it also remembers the spelling of a URL
+    whose IDNA 2008 form may differ (see :func:`apply_idna2008`)."""
+    _STOCK_SET_URL(self, url)
+    if url.__class__ is str and (
+        (not url.isascii() and _authority_non_ascii(url))
+        or ((url[-1:] == "?" or "?#" in url) and _empty_query(url))
+    ):
+        _spellings[self] = url
+
+
 _installed = 0
 _install_lock = threading.Lock()
 
 
 def install_idna2008() -> None:
-    """Rebind ``safe_url_string`` in ``scrapy.http.request`` and ``w3lib.html`` to ours.
+    """Start remembering the spelling ``Request()`` was given (see :func:`apply_idna2008`).
 
-    Counted: each call needs one :func:`uninstall_idna2008` (the add-on pairs
-    them per crawler: installed when the crawler applies its settings,
-    removed when its engine stops).  Process-wide while installed.
+    Every ``Request`` keeps the URL Scrapy gives it, in every crawler: this only
+    records, for URLs with a non-ASCII authority or an empty query, the URL as
+    written.  Counted: each call needs one :func:`uninstall_idna2008` (the add-on
+    pairs them per crawler: from its settings until its engine stops).
     """
     global _installed
     with _install_lock:
         _installed += 1
-        _scrapy_request_module.safe_url_string = idna2008_safe_url_string  # type: ignore[assignment]
-        _w3lib_html.safe_url_string = idna2008_safe_url_string  # type: ignore[assignment]
+        Request._set_url = _recording_set_url  # type: ignore[method-assign]
 
 
 def uninstall_idna2008() -> None:
-    """Undo one :func:`install_idna2008`; w3lib's function is back after the last."""
+    """Undo one :func:`install_idna2008`; Scrapy's ``_set_url`` is back after the last."""
     global _installed
     with _install_lock:
         _installed = max(0, _installed - 1)
         if not _installed:
-            _scrapy_request_module.safe_url_string = _W3LIB_SAFE_URL_STRING
-            _w3lib_html.safe_url_string = _W3LIB_SAFE_URL_STRING
+            Request._set_url = _STOCK_SET_URL  # type: ignore[method-assign]
 
 
 def idna2008_installed() -> bool:
     """True while :func:`install_idna2008` is in force."""
-    return _scrapy_request_module.safe_url_string is idna2008_safe_url_string
+    return Request._set_url is _recording_set_url  # type: ignore[comparison-overlap]
+
+
+def pending_idna2008() -> bool:
+    """True if some live request has a recorded spelling (a cheap test before
+    :func:`apply_idna2008`)."""
+    return bool(_spellings)
+
+
+def apply_idna2008(request: Request) -> bool:
+    """Give *request* the URL ``Request()`` makes of its spelling with IDNA 2008 hosts.
+
+    For the add-on's crawler only (its middlewares and its ``request_scheduled``
+    handler call it, before anything reads the URL): ``straße.test`` is
+    ``xn--strae-oqa.test`` (UTS 46 non-transitional), not IDNA 2003's
+    ``strasse.test``, and a bare ``?`` is kept.  The request is changed in place;
+    True if its URL changed.  A request whose spelling was not recorded (made
+    while nothing was installed, or already converted) is left alone.
+    """
+    if not _spellings:
+        return False
+    spelling = _spellings.pop(request, None)
+    if spelling is None:
+        return False
+    before = request.url
+    _set_url_idna2008(request, spelling)
+    return request.url != before
+
+
+def prime_response_caches(response: Any, ignore_tags: Any) -> None:
+    """Fill Scrapy's per-response ``<base href>`` and meta refresh caches with IDNA 2008 hosts.
+
+    ``scrapy.utils.response.get_base_url``/``get_meta_refresh`` (what
+    ``MetaRefreshMiddleware``, ``response.urljoin`` and the link extractors use) keep
+    their result per response; the add-on's response middleware computes it first
+    with :data:`get_base_url`/:data:`get_meta_refresh` (*ignore_tags* as
+    ``METAREFRESH_IGNORE_TAGS``) when the head has a non-ASCII character.
+    """
+    text = response.text[0:4096]
+    if text.isascii():
+        return
+    base = get_base_url(text, response.url, response.encoding)
+    _response_utils._baseurl_cache[response] = base
+    _response_utils._metaref_cache[response] = get_meta_refresh(
+        text, base, response.encoding, ignore_tags=ignore_tags)
+
+
+RESPONSE_CACHES = (
+    "scrapy.utils.response._baseurl_cache and _metaref_cache (per-response caches of "
+    "get_base_url and get_meta_refresh)"
+)
+if not (
+    isinstance(getattr(_response_utils, "_baseurl_cache", None), WeakKeyDictionary)
+    and isinstance(getattr(_response_utils, "_metaref_cache", None), WeakKeyDictionary)
+    and _calls_by_name(_response_utils.get_base_url, "_baseurl_cache")
+    and _calls_by_name(_response_utils.get_meta_refresh, "_metaref_cache")
+    and _parameters(_response_utils.get_meta_refresh) == ["response", "ignore_tags"]
+):
+    raise unsupported(RESPONSE_CACHES)
 
 
 # ------------------------------------------- scrapy fetch: its Request() before the crawler

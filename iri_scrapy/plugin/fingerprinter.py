@@ -51,14 +51,17 @@ from weakref import WeakKeyDictionary
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import Level, rungs_applied
 from iri_scrapy.core.ladder import normalize as _normalize
-from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
     META_DONT_NORMALIZE,
     META_ORIGINAL,
     META_VERBATIM,
     IRIConfig,
+    load_object,
     rules_for,
 )
+from iri_scrapy.plugin.idna_requests import convert as idna_convert
+from iri_scrapy.plugin.idna_requests import enabled as idna_enabled
 from iri_scrapy.plugin.links import count_unnormalizable, error_reason
 
 if TYPE_CHECKING:
@@ -179,6 +182,9 @@ class IRIRequestFingerprinter:
         self._norm_level = min(config.level, Level.SCHEME)
         self._keep = config.keep_fragments
         self._nfc = config.nfc
+        #: The add-on's IDNA 2008 Request() URLs are on in this crawler: a request made
+        #: by another component gets its IDNA 2008 URL here, before it is keyed.
+        self._idna2008 = crawler is not None and idna_enabled(crawler.settings)
         #: The fingerprinter named by ``IRI_REQUEST_FINGERPRINTER_BASE_CLASS``, or None.
         self.base: Any = _build_base(crawler) if crawler is not None else None
         if self.base is not None:
@@ -253,6 +259,8 @@ class IRIRequestFingerprinter:
             entry.key = key
             entry.fp = self._hash(request, key)
             return entry.fp
+        if self._idna2008 and compat.pending_idna2008():
+            idna_convert(request)
         if verbatim:
             base = None
             key = request.url
@@ -317,13 +325,12 @@ def _build_base(crawler: Crawler) -> Any:
     value = crawler.settings.get(BASE_SETTING)
     if not value:
         return None
-    from scrapy.utils.misc import build_from_crawler, load_object
-
     cls = load_object(value)
     if isinstance(cls, type) and issubclass(cls, IRIRequestFingerprinter):
         raise ValueError(f"{BASE_SETTING} = {value!r}: the base of IRIRequestFingerprinter "
                          "must be another fingerprinter")
-    return build_from_crawler(cls, crawler)
+    from_crawler = getattr(cls, "from_crawler", None)  # as Scrapy builds components
+    return from_crawler(crawler) if from_crawler is not None else cls()
 
 
 #: Pairs of URLs for :func:`chain_problem`: stock canonicalization merges the first

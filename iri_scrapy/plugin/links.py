@@ -49,7 +49,6 @@ from weakref import WeakKeyDictionary, ref
 from scrapy import Request
 from scrapy.http import HtmlResponse, TextResponse
 from scrapy.http.request import NO_CALLBACK
-from w3lib.html import get_base_url, get_meta_refresh
 from w3lib.url import safe_url_string
 
 from iri_scrapy.core.errors import IRIError
@@ -57,6 +56,7 @@ from iri_scrapy.core.hosts import WireHostError
 from iri_scrapy.core.hrefs import needs_preprocessing, preprocess_href, url_scheme
 from iri_scrapy.core.ladder import retrieval_key
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin.compat import get_base_url, get_meta_refresh  # IDNA 2008 hosts
 from iri_scrapy.plugin.config import META_DONT_NORMALIZE
 
 if TYPE_CHECKING:

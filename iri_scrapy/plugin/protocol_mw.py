@@ -59,7 +59,6 @@ from typing import TYPE_CHECKING
 
 from scrapy import signals
 from scrapy.http import TextResponse
-from w3lib.html import get_meta_refresh
 
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import Level, normalize
@@ -212,7 +211,7 @@ class IRIProtocolMiddleware:
         ):
             return
         try:
-            _, url = get_meta_refresh(
+            _, url = compat.get_meta_refresh(
                 response.text[0:4096], response.url, response.encoding,
                 ignore_tags=self.meta_refresh_ignore,
             )

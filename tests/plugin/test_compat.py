@@ -79,7 +79,7 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.pipelines.files": {"FilesPipeline"},
     "scrapy.pipelines.images": {"ImagesPipeline"},
     "scrapy.selector": {"Selector"},  # docs: selectors.rst
-    "scrapy.settings": {"BaseSettings"},  # docs: api.rst
+    "scrapy.settings": {"BaseSettings", "SETTINGS_PRIORITIES"},  # docs: api.rst
     "scrapy.spidermiddlewares.base": {"BaseSpiderMiddleware"},  # spider-middleware.rst
     "scrapy.spiders": {"CrawlSpider", "Rule"},  # docs: spiders.rst
     "scrapy.statscollectors": {"StatsCollector"},  # docs: api.rst
@@ -511,7 +511,7 @@ def test_every_scrapy_facing_adapter_runs_the_checks() -> None:
 
 def test_safe_url_string_seam_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     """Request._set_url and w3lib.html's base/meta refresh parsers call the module-level
-    safe_url_string, which is w3lib.url's function (the add-on rebinds these names)."""
+    safe_url_string, which is w3lib.url's function (compat's clones replace that name)."""
     import scrapy.http.request as request_module
     import w3lib.html
     import w3lib.url
@@ -533,25 +533,43 @@ def test_safe_url_string_seam_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     assert w3lib.html.get_meta_refresh(html, "http://x.test/") == (0.0, "http://seam.test/")
 
 
-def test_idna2008_seam_install_uninstall_counted() -> None:
+def test_idna2008_seam_changes_nothing_for_other_crawlers_and_is_counted() -> None:
+    """Installed, the seam only records spellings: Request() and w3lib's parsers give
+    exactly what they give without it; apply_idna2008 (the add-on's components) and the
+    cloned parsers give the IDNA 2008 URLs."""
     from scrapy import Request
     from w3lib.html import get_base_url, get_meta_refresh
 
     html = ('<base href="http://straße.test/b/"><meta http-equiv="refresh" '
             'content="0; url=http://σοφός.test/">')
-    assert Request("http://straße.test/s?").url == "http://strasse.test/s"
+    urls = ["http://straße.test/s?", "http://example.test/search?", "http://example.test/straße",
+            "http://क्\u200dष.test/?#f", "http://example.test/a?b"]
+    stock = [Request(u).url for u in urls]
+    assert stock[0] == "http://strasse.test/s"
     compat.install_idna2008()
     compat.install_idna2008()
     try:
-        assert Request("http://straße.test/s?").url == "http://xn--strae-oqa.test/s?"
-        assert get_base_url(html, "http://x.test/") == "http://xn--strae-oqa.test/b/"
-        assert get_meta_refresh(html, "http://x.test/") == (0.0, "http://xn--0xagbn4a.test/")
+        requests = [Request(u) for u in urls]
+        assert [r.url for r in requests] == stock  # exactly stock
+        assert get_base_url(html, "http://x.test/") == "http://strasse.test/b/"
+        assert get_meta_refresh(html, "http://x.test/") == (0.0, "http://xn--0xahbl4a.test/")
+        changed = [compat.apply_idna2008(r) for r in requests]
+        assert [r.url for r in requests] == [
+            "http://xn--strae-oqa.test/s?", "http://example.test/search?",
+            "http://example.test/stra%C3%9Fe", "http://xn--11b2ezcw70k.test/?#f",
+            "http://example.test/a?b"]
+        assert changed == [True, True, False, True, False]
+        assert [compat.apply_idna2008(r) for r in requests] == [False] * len(urls)  # once
+        assert compat.get_base_url(html, "http://x.test/") == "http://xn--strae-oqa.test/b/"
+        assert compat.get_meta_refresh(html, "http://x.test/") == (
+            0.0, "http://xn--0xagbn4a.test/")
         compat.uninstall_idna2008()
         assert compat.idna2008_installed()
     finally:
         compat.uninstall_idna2008()
     assert not compat.idna2008_installed()
-    assert Request("http://straße.test/s?").url == "http://strasse.test/s"
+    late = Request("http://straße.test/s?")  # not recorded once uninstalled
+    assert late.url == "http://strasse.test/s" and not compat.apply_idna2008(late)
 
 
 def test_idna2008_safe_url_string_is_w3lib_but_for_host_and_bare_query() -> None:
