@@ -243,6 +243,16 @@ from iri_scrapy.plugin.refusal import (
 )
 from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
 from iri_scrapy.store.fpstore import FingerprintFileError, FingerprintFileMismatch, fp64
+from iri_scrapy.store.frontier_file import (
+    FILENAME,
+    FORMAT_VERSION,
+    LOCK_FILENAME,
+    PENDING_DDL,
+    PENDING_INDEX,
+    order_key,
+    order_modes,
+    priority_of,
+)
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -272,12 +282,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-FILENAME = "iri_frontier.sqlite3"
-#: Held (``flock``, exclusive) by the crawl that uses the ``JOBDIR``.
-LOCK_FILENAME = "iri_frontier.lock"
 #: ``IRI_FRONTIER_WRITE_RETRY``: seconds a failing store is retried before the crawl closes.
 DEFAULT_WRITE_RETRY = 30.0
-FORMAT_VERSION = 2
 #: Requests read from the store into memory at a time (see "Ordering").
 BATCH = 256
 #: Most stored requests kept in memory at once; past it, the last half is dropped
@@ -368,45 +374,6 @@ def max_inflight_setting(settings: BaseSettings) -> int:
     return number
 
 
-PENDING_DDL = (
-    "CREATE TABLE pending (id INTEGER PRIMARY KEY AUTOINCREMENT, request BLOB NOT NULL, "
-    "np INTEGER NOT NULL DEFAULT 0, kind INTEGER NOT NULL DEFAULT 0, "
-    "ord INTEGER NOT NULL DEFAULT 0)"
-)
-PENDING_INDEX = "CREATE INDEX IF NOT EXISTS pending_order ON pending (np, kind, ord)"
-
-
-def order_key(rowid: int, priority: int, start: bool, *, lifo: bool = True,
-              start_lifo: bool = False) -> tuple[int, int, int]:
-    """``(np, kind, ord)``: the crawl order of a pending request, smallest first.
-
-    Scrapy's ``ScrapyPriorityQueue``: the highest priority first (``np`` is the
-    negated priority); within a priority, regular requests (kind 0) before start
-    requests (kind 1); within those, the newest first for a LIFO queue (Scrapy's
-    default ``LifoMemoryQueue``), the oldest first for a FIFO one (start requests:
-    ``FifoMemoryQueue``).  Row ids grow, so ``ord`` is ``-id`` or ``id``.
-    """
-    if start:
-        return -priority, 1, -rowid if start_lifo else rowid
-    return -priority, 0, -rowid if lifo else rowid
-
-
-def _priority_of(data: Any) -> tuple[int, bool]:
-    """Priority and start flag of a JSON record (format 1 upgrade); ``(0, False)`` else."""
-    import json
-
-    try:
-        loaded = json.loads(bytes(data).decode("utf-8"))
-    except (ValueError, TypeError, RecursionError):
-        return 0, False
-    if type(loaded) is not dict:
-        return 0, False
-    priority = loaded.get("priority")
-    meta = loaded.get("meta")
-    start = type(meta) is dict and meta.get("is_start_request") is True
-    return (priority if type(priority) is int else 0), start
-
-
 #: ``FrontierStoreUnreadable.kind``: the store's file or disk cannot be written.
 READ_ONLY = "read-only"
 #: ``FrontierStoreUnreadable.kind``: SQLite cannot read the file (damaged, truncated, not SQLite).
@@ -459,9 +426,10 @@ def unreadable_store(path: Path, kind: str, exc: BaseException) -> FrontierStore
             "The store itself may be intact, do not remove it: make JOBDIR writable, or copy "
             "the JOBDIR folder to a writable disk and point JOBDIR at the copy", kind)
     return FrontierStoreUnreadable(
-        f"Frontier store {path} cannot be read: it is damaged, truncated or not an iri_scrapy "
-        f"frontier store ({exc}). Run `iri-scrapy frontier salvage {jobdir}` to copy every readable "
-        "pending request into a new store (it keeps the damaged file aside), then run the "
+        f"Frontier store {path} cannot be read: it is damaged, truncated or not an "
+        f"iri_scrapy frontier store ({exc}). Run `iri-scrapy frontier salvage {jobdir}` to "
+        "copy every readable pending request into a new store (it keeps the damaged file "
+        "aside), then run the "
         "crawl again; or move the file aside to start over (pages seen before are "
         "fetched again)", kind)
 
@@ -658,9 +626,9 @@ class FrontierStore:
         for column in ("np", "kind", "ord"):
             conn.execute(f"ALTER TABLE pending ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
         rows = list(conn.execute("SELECT id, request FROM pending"))
-        lifo, slifo = self._order_modes(self.order)
+        lifo, slifo = order_modes(self.order)
         for rowid, data in rows:
-            priority, start = _priority_of(data)
+            priority, start = priority_of(data)
             np_, kind, ord_ = order_key(rowid, priority, start, lifo=lifo, start_lifo=slifo)
             conn.execute("UPDATE pending SET np = ?, kind = ?, ord = ? WHERE id = ?",
                          (np_, kind, ord_, rowid))
@@ -669,18 +637,13 @@ class FrontierStore:
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (str(FORMAT_VERSION),))
         conn.execute("COMMIT")
 
-    @staticmethod
-    def _order_modes(order: str) -> tuple[bool, bool]:
-        regular, _, start = order.partition(",")
-        return regular != "fifo", start == "lifo"
-
     def _reorder(self) -> None:
         """The queue classes changed since the last run (LIFO <-> FIFO): flip the stored
         order of the kind of rows concerned."""
         stored = self._get("order") or "lifo,fifo"
         if stored == self.order:
             return
-        old, new = self._order_modes(stored), self._order_modes(self.order)
+        old, new = order_modes(stored), order_modes(self.order)
         conn = self._conn
         conn.execute("BEGIN")
         for kind in (0, 1):

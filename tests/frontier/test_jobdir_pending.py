@@ -151,35 +151,47 @@ def test_format_1_store_is_upgraded_in_order(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_memory_per_pending_request_is_bounded(tmp_path: Path) -> None:
-    """50,000 pending requests: the memory each more pending request costs (traced
-    over the last 10,000, once the in-memory buffer is full) is at most 100 bytes
-    of Python memory, the dupefilter's seen-set included (SQLite's page cache,
-    outside Python's allocator, is bounded by its ``cache_size``: 2 MB); a
-    resume reads none of them but the first batch."""
+    """50,000 pending requests: the Python memory each more pending request costs
+    is at most 100 bytes, the dupefilter's seen-set apart (traced over the last
+    10,260, whose place is in the in-memory buffer: it overflows and is trimmed
+    20 times, so the buffer holds as many requests at both ends of the window,
+    all allocated while traced;
+    SQLite's page cache, outside Python's allocator, is bounded by its
+    ``cache_size``: 2 MB); a resume reads none of them but the first batch."""
     crawler, scheduler = open_scheduler(tmp_path, **NO_CAP)
-    count, traced = 50_000, 10_000
+    traced = 20 * (BUFFER_MAX // 2 + 1)  # a trim every BUFFER_MAX // 2 + 1 pushes
+    count = 50_000
 
-    def push(start: int, stop: int) -> None:
+    def push(start: int, stop: int, priority: int | None = None) -> None:
         for i in range(start, stop):
-            scheduler.enqueue_request(Request(f"http://example.com/page/{i}?q={i}",
-                                              priority=i % 5))
+            scheduler.enqueue_request(Request(
+                f"http://example.com/page/{i}?q={i}",
+                priority=i % 4 if priority is None else priority))
             if i % 1000 == 999:
                 scheduler._commit()
         scheduler._commit()
 
-    push(0, count - traced)
-    gc.collect()
+    warm = BUFFER_MAX + 1  # while traced: every request buffered at `before` is traced
+    push(0, count - traced - warm)
     tracemalloc.start()
     try:
-        before = tracemalloc.get_traced_memory()[0]
-        push(count - traced, count)
+        push(count - traced - warm, count - traced, priority=4)
+        buffered = len(scheduler._buf)
         gc.collect()
-        used = tracemalloc.get_traced_memory()[0] - before
+        before = tracemalloc.take_snapshot()
+        push(count - traced, count, priority=4)  # the highest: their place is in memory
+        gc.collect()
+        after = tracemalloc.take_snapshot()
     finally:
         tracemalloc.stop()
-    per = used / traced
-    print(f"{count} pending: {per:.1f} B of Python memory per more pending request")
-    assert len(scheduler) == count and len(scheduler._buf) <= BUFFER_MAX
+    diff = after.compare_to(before, "filename")
+    total = sum(stat.size_diff for stat in diff)
+    seen = sum(stat.size_diff for stat in diff
+               if stat.traceback[0].filename.endswith("fpstore.py"))
+    per, per_seen = (total - seen) / traced, seen / traced
+    print(f"{count} pending: {per:.1f} B of Python memory per more pending request, "
+          f"+ {per_seen:.1f} B for the seen-set")
+    assert len(scheduler) == count and len(scheduler._buf) == buffered
     assert per <= 100, f"{per:.1f} bytes per pending request"
     scheduler.close("shutdown")
     started = time.monotonic()

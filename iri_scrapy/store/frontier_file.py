@@ -1,0 +1,310 @@
+"""The frontier store's file (``<JOBDIR>/iri_frontier.sqlite3``): its schema, and salvage.
+
+The schema is shared by :class:`iri_scrapy.frontier.jobdir.FrontierStore` (which
+reads and writes it during a crawl) and ``iri-scrapy frontier salvage`` (which
+must not load Scrapy, see ``docs/architecture.md``): stdlib :mod:`sqlite3` only.
+
+:func:`salvage` copies every record SQLite can still read out of a damaged or
+truncated store into a fresh one: the pending requests (as stored: records are
+data, checked when the crawl reads them), the seen fingerprints, the refused
+records, the meta table.  It reads past damaged pages id by id, so one bad page
+costs only the rows on it, and it says how many ids it could not read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "FILENAME",
+    "FORMAT_VERSION",
+    "LOCK_FILENAME",
+    "PENDING_DDL",
+    "PENDING_INDEX",
+    "SalvageError",
+    "SalvageReport",
+    "order_key",
+    "priority_of",
+    "salvage",
+]
+
+FILENAME = "iri_frontier.sqlite3"
+#: Held (``flock``, exclusive) by the crawl that uses the ``JOBDIR``.
+LOCK_FILENAME = "iri_frontier.lock"
+FORMAT_VERSION = 2
+
+META_DDL = "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+SEEN_DDL = "CREATE TABLE seen (fp INTEGER NOT NULL)"
+PENDING_DDL = (
+    "CREATE TABLE pending (id INTEGER PRIMARY KEY AUTOINCREMENT, request BLOB NOT NULL, "
+    "np INTEGER NOT NULL DEFAULT 0, kind INTEGER NOT NULL DEFAULT 0, "
+    "ord INTEGER NOT NULL DEFAULT 0)"
+)
+PENDING_INDEX = "CREATE INDEX IF NOT EXISTS pending_order ON pending (np, kind, ord)"
+REFUSED_DDL = (
+    "CREATE TABLE IF NOT EXISTS refused (id INTEGER PRIMARY KEY, request BLOB NOT NULL, "
+    "kind TEXT NOT NULL, at REAL NOT NULL)"
+)
+
+
+def order_key(rowid: int, priority: int, start: bool, *, lifo: bool = True,
+              start_lifo: bool = False) -> tuple[int, int, int]:
+    """``(np, kind, ord)``: the crawl order of a pending request, smallest first.
+
+    Scrapy's ``ScrapyPriorityQueue``: the highest priority first (``np`` is the
+    negated priority); within a priority, regular requests (kind 0) before start
+    requests (kind 1); within those, the newest first for a LIFO queue (Scrapy's
+    default ``LifoMemoryQueue``), the oldest first for a FIFO one (start requests:
+    ``FifoMemoryQueue``).  Row ids grow, so ``ord`` is ``-id`` or ``id``.
+    """
+    if start:
+        return -priority, 1, -rowid if start_lifo else rowid
+    return -priority, 0, -rowid if lifo else rowid
+
+
+def order_modes(order: str) -> tuple[bool, bool]:
+    """The meta ``order`` value (``"lifo,fifo"``) as (regular LIFO, start LIFO)."""
+    regular, _, start = order.partition(",")
+    return regular != "fifo", start == "lifo"
+
+
+def priority_of(data: Any) -> tuple[int, bool]:
+    """Priority and start flag of a JSON record; ``(0, False)`` for anything else."""
+    try:
+        loaded = json.loads(bytes(data).decode("utf-8"))
+    except (ValueError, TypeError, RecursionError):
+        return 0, False
+    if type(loaded) is not dict:
+        return 0, False
+    priority = loaded.get("priority")
+    meta = loaded.get("meta")
+    start = type(meta) is dict and meta.get("is_start_request") is True
+    return (priority if type(priority) is int else 0), start
+
+
+class SalvageError(RuntimeError):
+    """Nothing can be salvaged (no store, no readable meta table, a crawl running)."""
+
+
+@dataclass
+class SalvageReport:
+    """What :func:`salvage` saved and could not read."""
+
+    source: Path
+    target: Path
+    #: Where the damaged store was moved (in place), else None.
+    kept_as: Path | None = None
+    pending: int = 0
+    pending_unreadable: int = 0
+    seen: int = 0
+    seen_unreadable: int = 0
+    refused: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def lost(self) -> bool:
+        return bool(self.pending_unreadable or self.seen_unreadable)
+
+
+def _rows(conn: sqlite3.Connection, table: str, columns: str, key: str,
+          last: int) -> Iterator[tuple[Any, ...]]:
+    """Rows of *table* by *key* order (the rowid), skipping ids SQLite cannot read:
+    yields ``("bad", id)`` for each of them, ``("ok", row)`` else.  Bounded by *last*,
+    the highest id that may exist."""
+    cur = 0
+    while cur <= last:
+        try:
+            for row in conn.execute(
+                    f"SELECT {key}, {columns} FROM {table} WHERE {key} > ? ORDER BY {key}",
+                    (cur,)):
+                cur = int(row[0])
+                yield ("ok", row)
+            return
+        except sqlite3.DatabaseError:
+            pass
+        # the scan broke after id cur: probe the next ids one by one
+        while cur < last:
+            cur += 1
+            try:
+                row = conn.execute(f"SELECT {key}, {columns} FROM {table} WHERE {key} = ?",
+                                   (cur,)).fetchone()
+            except sqlite3.DatabaseError:
+                yield ("bad", cur)
+                continue
+            if row is not None:
+                yield ("ok", row)
+            break  # readable again: back to scanning
+        else:
+            return
+
+
+def _highest(conn: sqlite3.Connection, table: str, key: str, floor: int) -> int:
+    """The highest id of *table* SQLite can tell, at least *floor*."""
+    best = floor
+    for query in (f"SELECT max({key}) FROM {table}",
+                  "SELECT seq FROM sqlite_sequence WHERE name = 'pending'"):
+        with contextlib.suppress(sqlite3.DatabaseError, TypeError):
+            row = conn.execute(query).fetchone()
+            if row is not None and row[0] is not None:
+                best = max(best, int(row[0]))
+    return best
+
+
+def _lock(jobdir: Path) -> int:
+    path = jobdir / LOCK_FILENAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise SalvageError(
+            f"JOBDIR {jobdir} is in use by a crawl: stop it before salvaging its store"
+        ) from None
+    return fd
+
+
+def salvage(jobdir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
+            *, progress: Callable[[str], None] | None = None) -> SalvageReport:
+    """Copy every readable record of ``<jobdir>/iri_frontier.sqlite3`` into a new store.
+
+    Without *out*: in place (the ``JOBDIR`` must be writable and no crawl may hold
+    it): the new store takes the old one's name and the damaged file is kept as
+    ``iri_frontier.sqlite3.damaged-<time>``.  With *out* (a folder, for a
+    read-only ``JOBDIR``): the new store is ``<out>/iri_frontier.sqlite3``; point
+    ``JOBDIR`` at *out* (copy the rest of the old ``JOBDIR`` beside it if you use
+    it).  Raises :class:`SalvageError` when nothing can be salvaged.
+    """
+    src_dir = Path(jobdir)
+    source = src_dir / FILENAME
+    if not source.is_file():
+        raise SalvageError(f"{source} does not exist: nothing to salvage")
+    dest_dir = Path(out) if out is not None else src_dir
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    target = dest_dir / FILENAME
+    if out is not None and target.exists():
+        raise SalvageError(f"{target} exists already: give --out an empty folder")
+    report = SalvageReport(source=source, target=target)
+    lock_fd = _lock(dest_dir) if out is None else None
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    work = dest_dir / f".{FILENAME}.salvage-{os.getpid()}"
+    copy = dest_dir / f".{FILENAME}.source-{os.getpid()}"
+    try:
+        # read a copy (with its write-ahead log): the original is never written
+        shutil.copyfile(source, copy)
+        wal = Path(f"{source}-wal")
+        if wal.exists():
+            shutil.copyfile(wal, Path(f"{copy}-wal"))
+        _copy_records(copy, work, report)
+        if out is None:
+            kept = src_dir / f"{FILENAME}.damaged-{stamp}"
+            os.replace(source, kept)
+            for suffix in ("-wal", "-shm"):
+                side = Path(f"{source}{suffix}")
+                if side.exists():
+                    os.replace(side, Path(f"{kept}{suffix}"))
+            report.kept_as = kept
+        os.replace(work, target)
+    finally:
+        for leftover in (work, copy, Path(f"{copy}-wal"), Path(f"{copy}-shm"),
+                         Path(f"{work}-journal")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+        if lock_fd is not None:
+            os.close(lock_fd)
+    return report
+
+
+def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
+    try:
+        src = sqlite3.connect(source, isolation_level=None)
+        meta = dict(src.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.DatabaseError as exc:
+        raise SalvageError(
+            f"{report.source}: its meta table cannot be read ({exc}), so the options its "
+            "keys were made with are unknown: nothing can be salvaged; move it aside and "
+            "start the crawl again"
+        ) from None
+    if not {"canonicalization", "tag"} <= set(meta):
+        src.close()
+        raise SalvageError(f"{report.source} is not an iri_scrapy frontier store (no options "
+                           "in its meta table): nothing to salvage")
+    fmt = meta.get("format")
+    if fmt not in ("1", str(FORMAT_VERSION)):
+        src.close()
+        raise SalvageError(f"{report.source} has frontier format {fmt}; this iri_scrapy "
+                           f"reads formats 1 and {FORMAT_VERSION}")
+    order = meta.get("order") or "lifo,fifo"
+    lifo, start_lifo = order_modes(order)
+    with contextlib.suppress(FileNotFoundError):
+        target.unlink()
+    dst = sqlite3.connect(target, isolation_level=None)
+    try:
+        dst.execute("PRAGMA journal_mode=DELETE")
+        dst.execute("BEGIN")
+        for ddl in (META_DDL, SEEN_DDL, PENDING_DDL, PENDING_INDEX, REFUSED_DDL):
+            dst.execute(ddl)
+        meta.update({"format": str(FORMAT_VERSION), "clean": "1", "order": order})
+        dst.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
+        # pending: with the order columns (format 1 has none: from the JSON record)
+        columns = "request, np, kind, ord" if fmt != "1" else "request"
+        last = _highest(src, "pending", "id", 0)
+        for state, row in _rows(src, "pending", columns, "id", last):
+            if state == "bad":
+                report.pending_unreadable += 1
+                continue
+            assert isinstance(row, tuple)
+            rowid, data = row[0], row[1]
+            if fmt == "1":
+                priority, start = priority_of(data)
+                key = order_key(rowid, priority, start, lifo=lifo, start_lifo=start_lifo)
+            else:
+                key = (row[2], row[3], row[4])
+            dst.execute("INSERT INTO pending VALUES (?, ?, ?, ?, ?)", (rowid, data, *key))
+            report.pending += 1
+        highest = last
+        # seen fingerprints (rowid order)
+        seen_last = _highest(src, "seen", "rowid", 0)
+        batch: list[tuple[int]] = []
+        for state, row in _rows(src, "seen", "fp", "rowid", seen_last):
+            if state == "bad":
+                report.seen_unreadable += 1
+                continue
+            assert isinstance(row, tuple)
+            batch.append((row[1],))
+            if len(batch) >= 10000:
+                dst.executemany("INSERT INTO seen VALUES (?)", batch)
+                batch.clear()
+        dst.executemany("INSERT INTO seen VALUES (?)", batch)
+        report.seen = _count(dst, "seen")
+        # refused records (kept for inspection): best effort
+        try:
+            refused = list(src.execute("SELECT id, request, kind, at FROM refused"))
+        except sqlite3.DatabaseError:
+            refused = []
+        dst.executemany("INSERT OR REPLACE INTO refused VALUES (?, ?, ?, ?)", refused)
+        report.refused = len(refused)
+        for rowid, *_ in refused:
+            highest = max(highest, int(rowid))
+        # ids are never reused: the sequence goes on from the highest id known
+        if dst.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'pending'",
+                       (highest,)).rowcount == 0:
+            dst.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('pending', ?)",
+                        (highest,))
+        dst.execute("COMMIT")
+    finally:
+        src.close()
+        dst.close()
+
+
+def _count(conn: sqlite3.Connection, table: str) -> int:
+    return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
