@@ -31,7 +31,6 @@ from scrapy.http import HtmlResponse
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
-from iri_scrapy.plugin.config import META_DONT_NORMALIZE
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -47,9 +46,12 @@ __all__ = [
 
 
 def convert(request: Request) -> None:
-    """Give *request* its IDNA 2008 URL (in place) unless ``dont_normalize_iri``."""
-    if not request.meta.get(META_DONT_NORMALIZE):
-        compat.apply_idna2008(request)
+    """Give *request* its IDNA 2008 URL (in place).
+
+    ``meta["dont_normalize_iri"]`` does not turn it off: it is what ``Request()``
+    gives in this crawler (``IRI_IDNA2008_REQUESTS``), not a canonicalization.
+    """
+    compat.apply_idna2008(request)
 
 
 _convert = convert
@@ -99,6 +101,6 @@ class IDNA2008ResponseMiddleware:
         return cls(crawler.settings.getlist("METAREFRESH_IGNORE_TAGS"))
 
     def process_response(self, request: Request, response: Response) -> Response:
-        if isinstance(response, HtmlResponse) and not request.meta.get(META_DONT_NORMALIZE):
+        if isinstance(response, HtmlResponse):
             compat.prime_response_caches(response, self.ignore_tags)
         return response

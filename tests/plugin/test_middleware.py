@@ -12,6 +12,7 @@ from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
 from iri_scrapy.addon import PRIORITIES, Addon
+from iri_scrapy.plugin import compat
 from iri_scrapy.plugin.middleware import (
     IRINormalizationMiddleware,
     IRISpiderMiddleware,
@@ -178,8 +179,11 @@ def test_iri_response_follow_defeats_idna2003() -> None:
     crawler = get_crawler(settings_dict=ADDON)
     mw = IRINormalizationMiddleware(crawler)
     page = _page("http://xn--bcher-kva.example/", '<a href="http://straße.example/karte">')
-    # a stock response under the add-on: its Request() seam already gives IDNA 2008
-    assert page.follow("http://straße.example/karte").url == "http://xn--strae-oqa.example/karte"
+    # a stock response under the add-on: Request() gives stock's URL (every crawler of the
+    # process does); the add-on's middlewares then set its IDNA 2008 URL, in this crawler only
+    stock = page.follow("http://straße.example/karte")
+    assert stock.url == "http://strasse.example/karte"
+    assert compat.apply_idna2008(stock) and stock.url == "http://xn--strae-oqa.example/karte"
     ours = mw.process_response(page.request, page)  # type: ignore[arg-type]
     assert isinstance(ours, HtmlResponse) and type(ours) is iri_response_class(HtmlResponse)
     assert ours is page  # switched in place (the subclass keeps the slots layout), not copied
@@ -194,8 +198,10 @@ def test_iri_response_follow_defeats_idna2003() -> None:
         "http://xn--bcher-kva.example/%C3%BCber?q=%C3%A4#f",
     ]
     stock = ours.follow("http://straße.example/", meta={"dont_normalize_iri": True})
-    # joined the stock way; Request() itself is the add-on's (IRI_IDNA2008_REQUESTS)
-    assert stock.url == "http://xn--strae-oqa.example/"
+    # joined the stock way; Request()'s URL is then the add-on's (IRI_IDNA2008_REQUESTS),
+    # set by its middlewares in this crawler
+    assert stock.url == "http://strasse.example/"
+    assert compat.apply_idna2008(stock) and stock.url == "http://xn--strae-oqa.example/"
     assert ours.urljoin("HTTP://WWW.Example.TEST:80/") == "http://www.example.test/"
 
 
