@@ -185,7 +185,7 @@ def _form_option(p: argparse.ArgumentParser, note: str = "") -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``iri-scrapy`` and its four commands."""
+    """The argument parser of ``iri-scrapy`` and its commands."""
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -318,6 +318,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="one JSON object per URL: {url, ok, findings: [...]}")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser(
+        "frontier",
+        formatter_class=fmt,
+        help="repair the crash-safe frontier store of a JOBDIR",
+        description="Work on the frontier store of a JOBDIR (<JOBDIR>/iri_frontier.sqlite3).",
+    )
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+    p = verbs.add_parser(
+        "salvage",
+        formatter_class=fmt,
+        help="copy every readable record of a damaged store into a new one",
+        description="Copy every pending request, seen fingerprint and refused record that "
+        "SQLite can still read out of a damaged or truncated frontier store into a new "
+        "store, and say how many ids could not be read.  The damaged file is only read "
+        "(from a copy).  In place (default): the JOBDIR must be writable and no crawl may "
+        "use it; the new store takes the old one's name and the damaged file is kept as "
+        "iri_frontier.sqlite3.damaged-<time>.  With --out DIR (a read-only JOBDIR): the new "
+        "store is DIR/iri_frontier.sqlite3; point JOBDIR at DIR.  Then run the crawl again: "
+        "the saved pending requests are fetched, the saved fingerprints are not fetched "
+        "again.",
+        epilog=_EXIT_CODES.format(
+            one="salvaged, but some ids could not be read (their requests are lost: the "
+            "pages that link to them are not fetched again)",
+            two=", or nothing could be salvaged"),
+    )
+    p.add_argument("jobdir", metavar="JOBDIR")
+    p.add_argument("--out", metavar="DIR", help="write the new store into DIR instead")
+    p.set_defaults(func=cmd_frontier_salvage)
     return parser
 
 
@@ -409,6 +438,31 @@ def cmd_check(args: argparse.Namespace) -> int:
             sys.stdout.write(prefix + "ok\n")
     sys.stdout.flush()
     return EXIT_PROBLEM if problems else EXIT_OK
+
+
+def cmd_frontier_salvage(args: argparse.Namespace) -> int:
+    """``iri-scrapy frontier salvage JOBDIR [--out DIR]`` (stdlib sqlite3 only)."""
+    from iri_scrapy.store.frontier_file import SalvageError, salvage
+
+    try:
+        report = salvage(args.jobdir, args.out)
+    except SalvageError as exc:
+        raise _Error(str(exc)) from None
+    except OSError as exc:
+        raise _Error(f"cannot salvage {args.jobdir}: {exc}") from None
+    lines = [
+        f"salvaged {report.source} into {report.target}",
+        f"pending requests: {report.pending} saved, {report.pending_unreadable} ids unreadable",
+        f"seen fingerprints: {report.seen} saved, {report.seen_unreadable} rows unreadable",
+        f"refused records: {report.refused} kept",
+    ]
+    if report.kept_as is not None:
+        lines.append(f"damaged store kept as {report.kept_as}")
+    if report.lost:
+        lines.append("some records could not be read: the pending requests among them are "
+                     "lost (an unreadable id may also be one already answered)")
+    sys.stdout.write("".join(f"{line}\n" for line in lines))
+    return EXIT_PROBLEM if report.lost else EXIT_OK
 
 
 def _input_size(stream: BinaryIO) -> tuple[int, int] | None:

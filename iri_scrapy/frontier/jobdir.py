@@ -423,8 +423,9 @@ def unreadable_store(path: Path, kind: str, exc: BaseException) -> FrontierStore
     if kind == READ_ONLY:
         return FrontierStoreUnreadable(
             f"Frontier store {path} cannot be written: JOBDIR {jobdir} is read-only ({exc}). "
-            "The store itself may be intact, do not remove it: make JOBDIR writable, or copy "
-            "the JOBDIR folder to a writable disk and point JOBDIR at the copy", kind)
+            "The store itself may well be intact, keep it: make JOBDIR writable (its disk "
+            "and its files), or copy the JOBDIR folder to a writable disk and point JOBDIR "
+            "at the copy", kind)
     return FrontierStoreUnreadable(
         f"Frontier store {path} cannot be read: it is damaged, truncated or not an "
         f"iri_scrapy frontier store ({exc}). Run `iri-scrapy frontier salvage {jobdir}` to "
@@ -1085,11 +1086,21 @@ class IRIFrontierScheduler(Scheduler):
         assert crawler is not None
         self.codec = RequestCodec(spider, frontier_secret(crawler.settings))
         self.refusals.store = f"the frontier store {store.path}"
-        seen = df.preload(store.seen_records())
-        # the pending rows stay on disk: read BATCH at a time, in crawl order
-        recovered = self._queued = store.pending_count()
-        self._edge = _NOTHING_READ if recovered else _EVERYTHING_READ
-        self._refill()
+        try:
+            seen = df.preload(store.seen_records())
+            # the pending rows stay on disk: read BATCH at a time, in crawl order
+            recovered = self._queued = store.pending_count()
+            self._edge = _NOTHING_READ if recovered else _EVERYTHING_READ
+            self._refill(at_open=True)
+        except sqlite3.DatabaseError as exc:  # damaged pages: refused, one line
+            self.store = None
+            with contextlib.suppress(sqlite3.Error):
+                store.close(clean=False)
+            self.frontier_dir = None
+            self._unlock()
+            error = unreadable_store(store.path, DAMAGED, exc)
+            refuse_start(crawler, REASON_FRONTIER_UNREADABLE, str(error), error)
+            return result
         recovered -= self.refusals.count
         store.commit()
         self._check_store()
@@ -1287,7 +1298,7 @@ class IRIFrontierScheduler(Scheduler):
             del buf[BUFFER_MAX // 2:]
             self._edge = buf[-1][0]
 
-    def _refill(self) -> None:
+    def _refill(self, *, at_open: bool = False) -> None:
         """Read the next stored requests in crawl order (``BATCH`` at a time) into
         memory.  Never while the store is failing: the rows written since the last
         commit are not on disk then."""
@@ -1302,6 +1313,8 @@ class IRIFrontierScheduler(Scheduler):
                 rows = store.pending_after(
                     None if edge == _NOTHING_READ else cast(tuple[int, int, int], edge), BATCH)
             except sqlite3.DatabaseError as exc:
+                if at_open:
+                    raise
                 self._damaged(exc)
                 return
             for rowid, data, np_, kind, ord_ in rows:
@@ -1472,10 +1485,13 @@ class IRIFrontierScheduler(Scheduler):
     def _close_crawl(self, reason: str) -> None:
         """Close the crawl with *reason* and exit status 1."""
         crawler = self.crawler
-        if crawler is None or crawler.engine is None:  # pragma: no cover
+        try:
+            engine = None if crawler is None else crawler.engine
+        except RuntimeError:  # Scrapy 2.19 raises before the crawl starts
+            engine = None
+        if crawler is None or engine is None:  # pragma: no cover
             return
         exit_status_one_on(crawler, reason)
-        engine = crawler.engine
         closer = getattr(engine, "close_spider_async", None)
         if closer is not None:
             from scrapy.utils.defer import deferred_from_coro

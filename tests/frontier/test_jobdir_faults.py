@@ -8,10 +8,13 @@ same command run again once there is space fetches every page (none lost).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,9 +26,13 @@ from scrapy import Request
 from scrapy.exceptions import DontCloseSpider
 
 from iri_scrapy.frontier.jobdir import (
+    DAMAGED,
     FILENAME,
     LOCK_FILENAME,
+    REASON_FRONTIER_READ_ONLY,
+    REASON_FRONTIER_UNREADABLE,
     FrontierStore,
+    FrontierStoreUnreadable,
     JobdirLocked,
     lock_jobdir,
 )
@@ -272,3 +279,181 @@ def test_scheduler_holds_requests_while_failing_and_resumes(tmp_path: Path,
     other.close()
     assert len(drain(scheduler)) == 39
     scheduler.close("shutdown")
+
+
+# --------------------------------------------------------------------------- damaged, read-only
+
+
+def _store_with_pending(tmp_path: Path, count: int = 1500) -> Path:
+    _, scheduler = open_scheduler(tmp_path)
+    for i in range(count):
+        scheduler.enqueue_request(Request(f"http://e.com/{i}", priority=i % 3, body=b"x" * 200))
+    scheduler.close("shutdown")
+    return tmp_path / FILENAME
+
+
+def _damage_middle(path: Path, pages: int = 3) -> None:
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        f.seek(size // 2 - (size // 2) % 4096)
+        f.write(bytes(range(256)) * 16 * pages)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "header"])
+def test_damaged_store_is_refused_with_the_salvage_line(tmp_path: Path, damage: str) -> None:
+    path = _store_with_pending(tmp_path, 300)
+    if damage == "truncated":
+        with path.open("r+b") as f:
+            f.truncate(path.stat().st_size // 2)
+    elif damage == "garbage":
+        path.write_bytes(b"not a database at all" * 200)
+    else:
+        with path.open("r+b") as f:
+            f.write(b"\0" * 100)
+    with pytest.raises(FrontierStoreUnreadable) as info:
+        FrontierStore(path, tag="t")
+    assert info.value.kind == DAMAGED
+    message = str(info.value)
+    assert f"iri-scrapy frontier salvage {tmp_path}" in message and "\n" not in message
+    assert "read-only" not in message
+
+
+def test_damage_found_mid_crawl_closes_with_its_reason(tmp_path: Path, caplog: Any) -> None:
+    """Damage in a page the start does not read (SQLite checks a page when it reads
+    it; a full check of a 1,000,000-request store takes 2 to 13 s, too long for each
+    start): found when the scheduler reads the batch that holds it; nothing more
+    goes out, one ERROR line, finish_reason iri_frontier_unreadable."""
+    path = _store_with_pending(tmp_path)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        # the table's first leaf: the oldest rows, read after the first batch
+        page = conn.execute("SELECT pageno FROM dbstat WHERE name = 'pending' AND "
+                            "pagetype = 'leaf' ORDER BY path LIMIT 1").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    with path.open("r+b") as f:
+        f.seek((page - 1) * size)
+        f.write(b"\xff" * size)
+    crawler, scheduler = open_scheduler(tmp_path, IRI_FRONTIER_MAX_INFLIGHT=0)
+    closed: list[str] = []
+    scheduler._close_crawl = closed.append  # no engine in this test
+    out = drain(scheduler)
+    assert 0 < len(out) < 1500 and closed == [REASON_FRONTIER_UNREADABLE]
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "iri-scrapy frontier salvage" in errors[0].getMessage()
+    assert scheduler.next_request() is None
+    scheduler.close("shutdown")
+
+
+def _salvage(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "iri_scrapy", "frontier", "salvage", *args],
+                          capture_output=True, text=True, check=False, timeout=120)
+
+
+def test_salvage_saves_every_readable_row_and_counts_the_rest(tmp_path: Path) -> None:
+    path = _store_with_pending(tmp_path)
+    _damage_middle(path)
+    done = _salvage(str(tmp_path))
+    assert done.returncode == 1, done.stderr  # some ids could not be read: loud
+    saved = int(re.search(r"pending requests: (\d+) saved", done.stdout).group(1))
+    unreadable = int(re.search(r"(\d+) ids unreadable", done.stdout).group(1))
+    assert unreadable > 0 and saved + unreadable >= 1500 - 10 and saved < 1500
+    kept = list(tmp_path.glob(f"{FILENAME}.damaged-*"))
+    assert len(kept) == 1 and f"damaged store kept as {kept[0]}" in done.stdout
+    crawler, scheduler = open_scheduler(tmp_path, IRI_FRONTIER_MAX_INFLIGHT=0)
+    assert crawler.stats.get_value("iri/frontier/recovered") == saved
+    got = drain(scheduler)
+    assert len(got) == saved and len({r.url for r in got}) == saved
+    assert [r.priority for r in got] == sorted((r.priority for r in got), reverse=True)
+    assert not scheduler.enqueue_request(Request("http://e.com/0", body=b"x" * 200))  # seen
+    scheduler.close("finished")
+    # nothing to salvage / a crawl running: one line, exit status 2
+    assert "does not exist" in _salvage(str(tmp_path / "nowhere")).stderr
+    fd = lock_jobdir(tmp_path)
+    try:
+        busy = _salvage(str(tmp_path))
+    finally:
+        os.close(fd)
+    assert busy.returncode == 2 and "in use by a crawl" in busy.stderr
+
+
+def test_salvage_of_an_intact_store_loses_nothing_and_out_keeps_the_source(
+        tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    path = _store_with_pending(job, 500)
+    before = path.read_bytes()
+    out = tmp_path / "out"
+    done = _salvage(str(job), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "pending requests: 500 saved, 0 ids unreadable" in done.stdout
+    assert "seen fingerprints: 500 saved, 0 rows unreadable" in done.stdout
+    assert path.read_bytes() == before  # only read
+    assert _salvage(str(job), "--out", str(out)).returncode == 2  # never overwrites
+
+
+@pytest.mark.slow
+def test_read_only_store_is_refused_without_remove_and_resumes_once_writable(
+        slow_site: SlowSiteServer, tmp_path: Path) -> None:
+    srv = slow_site
+    srv.reset()
+    project = make_project(tmp_path, srv.proxy_url, extra="CONCURRENT_REQUESTS = 4")
+    with _tmpfs(tmp_path / "job", "64m") as job:
+        _, killed = run_until(project, srv, 1, 40)
+        assert killed
+        subprocess.run(["mount", "-o", "remount,ro", str(job)], check=True)
+        hits = len(srv.hits.hits)
+        proc = _start(project, 2)
+        code = wait_exit(proc, size_of(project / "log2.txt"), what="crawl on a read-only JOBDIR",
+                         detail=lambda: log_tail(project, 2))
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+        log2 = (project / "log2.txt").read_text()
+        assert code == 1, log_tail(project, 2)
+        assert len(srv.hits.hits) == hits  # nothing fetched
+        errors = [line for line in log2.splitlines()
+                  if "[iri_scrapy" in line and "] ERROR:" in line]
+        assert len(errors) == 1, errors
+        assert "read-only" in errors[0] and "make JOBDIR writable" in errors[0]
+        assert "remove" not in errors[0] and "salvage" not in errors[0]
+        if CLOSESPIDER_AT_OPEN:
+            assert f"'finish_reason': '{REASON_FRONTIER_READ_ONLY}'" in log2
+            assert "Traceback" not in log2 and "Traceback" not in stderr
+        subprocess.run(["mount", "-o", "remount,rw", str(job)], check=True)
+        _, killed = run_until(project, srv, 3, None)
+        assert not killed
+        assert "'finish_reason': 'finished'" in (project / "log3.txt").read_text()
+    assert set(srv.hits.counts()) == srv.site.keys  # 0 lost
+
+
+@pytest.mark.slow
+def test_truncated_store_refused_then_salvaged_and_resumed(
+        slow_site: SlowSiteServer, tmp_path: Path) -> None:
+    srv = slow_site
+    srv.reset()
+    project = make_project(tmp_path, srv.proxy_url, extra="CONCURRENT_REQUESTS = 4")
+    _, killed = run_until(project, srv, 1, 60)
+    assert killed
+    path = project / "job" / FILENAME
+    with contextlib.closing(sqlite3.connect(path)) as conn:  # the log into the file
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with path.open("r+b") as f:
+        f.truncate(path.stat().st_size * 3 // 4)
+    hits = len(srv.hits.hits)
+    proc = _start(project, 2)
+    code = wait_exit(proc, size_of(project / "log2.txt"), what="crawl on a truncated store",
+                     detail=lambda: log_tail(project, 2))
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    log2 = (project / "log2.txt").read_text()
+    assert code == 1 and len(srv.hits.hits) == hits, log_tail(project, 2)
+    errors = [line for line in log2.splitlines() if "[iri_scrapy" in line and "] ERROR:" in line]
+    assert len(errors) == 1 and "iri-scrapy frontier salvage" in errors[0], errors
+    if CLOSESPIDER_AT_OPEN:
+        assert f"'finish_reason': '{REASON_FRONTIER_UNREADABLE}'" in log2
+        assert "Traceback" not in log2 and "Traceback" not in stderr
+    done = _salvage(str(project / "job"))
+    assert done.returncode in (0, 1), done.stderr
+    saved = int(re.search(r"pending requests: (\d+) saved", done.stdout).group(1))
+    _, killed = run_until(project, srv, 3, None)
+    assert not killed
+    assert "'finish_reason': 'finished'" in (project / "log3.txt").read_text()
+    assert (stat_of(project, 3, "iri/frontier/recovered") or 0) == saved
+    print(f"truncated store: {done.stdout.strip()}; run 3 fetched "
+          f"{len(srv.hits.hits) - hits} pages")
