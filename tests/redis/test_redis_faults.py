@@ -32,7 +32,6 @@ from scrapy.exceptions import CloseSpider
 from iri_scrapy.frontier.redis_scheduler import (
     REASON_FRONTIER_LOST,
     REASON_REDIS_EVICTION,
-    RedisIRIScheduler,
 )
 from iri_scrapy.plugin.refusal import CLOSESPIDER_AT_OPEN, REASON_FRONTIER_WRITE_FAILED
 from tests.frontier.test_frontier import log_tail, stat_of
