@@ -382,9 +382,15 @@ redis.call('SET', KEYS[1], ARGV[1])
 return {1, ARGV[1]}
 """
 
-# KEYS: epoch, writes, bodies, ready, leases; ARGV: worker
+# KEYS: epoch, writes, bodies, ready, leases, workers; ARGV: worker
+# -> {epoch, this worker's writes (-1: not registered, reaped as dead meanwhile: unknown
+#     until its next heartbeat), bodies, ready, leased}
 CHECK_SCRIPT = """
-return {redis.call('GET', KEYS[1]) or '', redis.call('HGET', KEYS[2], ARGV[1]) or 0,
+local writes = -1
+if redis.call('ZSCORE', KEYS[6], ARGV[1]) then
+  writes = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or 0)
+end
+return {redis.call('GET', KEYS[1]) or '', writes,
         redis.call('HLEN', KEYS[3]), redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5])}
 """
 
@@ -675,7 +681,8 @@ class RedisIRIScheduler(BaseScheduler):
         self._checking = True
         try:
             epoch, writes, bodies, ready, leased = self._run(
-                "check", self._key_list("epoch", "writes", "bodies", "ready", "leases"),
+                "check", self._key_list("epoch", "writes", "bodies", "ready", "leases",
+                                        "workers"),
                 [self.worker])
         except IRIRedisError:
             return self.lost is None
@@ -695,7 +702,7 @@ class RedisIRIScheduler(BaseScheduler):
                 what = f"its epoch marker {self._keys['epoch']} was replaced ({epoch!r})"
             self._frontier_lost(f"{what} ({when})")
             return False
-        if writes < self._writes:
+        if 0 <= writes < self._writes:
             self._frontier_lost(
                 f"Redis holds {writes} of the {self._writes} requests this worker enqueued "
                 f"({when}): it went back to older data (a restart from an old snapshot, a "

@@ -150,6 +150,27 @@ def test_redis_back_in_time_found_by_the_count_of_writes(redis_server: RedisServ
     worker.close(REASON_FRONTIER_LOST)
 
 
+def test_worker_reaped_after_a_stall_is_not_found_lost(redis_server: RedisServer) -> None:
+    """A worker that stalled past its lease is reaped by another (its count of writes goes
+    with it): not a loss; its next heartbeat registers it again with its count."""
+    _, stalled = open_worker(redis_server.url)
+    _, other = open_worker(redis_server.url)
+    for i in range(3):
+        stalled.enqueue_request(Request(f"http://e.com/{i}"))
+    client = redis_server.client()
+    keys = stalled.redis_keys
+    client.zadd(keys["workers"], {stalled.worker: 0})  # its liveness expired
+    other.heartbeat()  # reaps it
+    assert client.hget(keys["writes"], stalled.worker) is None
+    assert stalled.verify("after the stall")
+    stalled.heartbeat()
+    assert int(client.hget(keys["writes"], stalled.worker)) == 3
+    assert stalled.verify("after its heartbeat")
+    assert stalled.lost is None and other.lost is None
+    stalled.close("finished")
+    other.close("finished")
+
+
 def test_allkeys_policy_refused_volatile_accepted(redis_server: RedisServer,
                                                   caplog: pytest.LogCaptureFixture) -> None:
     client = redis_server.client()
