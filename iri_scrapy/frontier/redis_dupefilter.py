@@ -570,17 +570,33 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         self._root_keys = [prefix + b":{%x}" % r for r in range(roots)]
 
     def _check_intset_limit(self) -> None:
-        """Warn when the server keeps fewer intset members than the bucket cap."""
+        """Warn when the server keeps fewer intset members than the bucket cap, and when
+        its ``maxmemory-policy`` can evict the seen-set (``allkeys-*``: its URLs would be
+        fetched again; under ``RedisIRIScheduler``, which holds the queue there too, such
+        a server is refused before this filter connects)."""
         from redis.exceptions import RedisError
 
-        try:
+        def config(name: str) -> list[dict[Any, Any]]:
             if self.cluster:  # every master's own setting
-                nodes = self._client.get_primaries()
-                replies = [self._client.get_redis_connection(n).config_get(
-                    "set-max-intset-entries") for n in nodes]
-            else:
-                replies = [self._client.config_get("set-max-intset-entries")]
-            limit = min(int(r.get("set-max-intset-entries", 512)) for r in replies)
+                return [self._client.get_redis_connection(n).config_get(name)
+                        for n in self._client.get_primaries()]
+            return [self._client.config_get(name)]
+
+        try:
+            policies = sorted({str(r.get("maxmemory-policy", ""))
+                               for r in config("maxmemory-policy")})
+        except RedisError:  # CONFIG disabled (managed Redis): cannot tell
+            policies = []
+        evicting = [policy for policy in policies if policy.startswith("allkeys-")]
+        if evicting:
+            logger.warning(
+                "RedisIRIDupeFilter: Redis at %s has maxmemory-policy %s: when its memory is "
+                "full it evicts seen-set buckets, and their URLs are fetched again (set "
+                "maxmemory-policy noeviction)", self.safe_url, evicting[0],
+            )
+        try:
+            limit = min(int(r.get("set-max-intset-entries", 512))
+                        for r in config("set-max-intset-entries"))
         except (RedisError, ValueError):  # CONFIG disabled (managed Redis): cannot tell
             return
         if limit < self.bucket_cap:

@@ -194,6 +194,19 @@ def test_allkeys_policy_refused_volatile_accepted(redis_server: RedisServer,
     worker.close("finished")
 
 
+def test_dupefilter_alone_warns_about_an_evicting_policy(
+        redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
+    """Without the fleet queue an eviction costs refetches, not pages: one WARNING."""
+    from tests.redis.test_redis_dupefilter import _filter
+
+    redis_server.client().config_set("maxmemory-policy", "allkeys-lfu")
+    with caplog.at_level(logging.WARNING, logger="iri_scrapy"):
+        df = _filter(redis_server)
+    lines = [r.getMessage() for r in caplog.records if "maxmemory-policy" in r.getMessage()]
+    assert len(lines) == 1 and "allkeys-lfu" in lines[0] and "fetched again" in lines[0]
+    df.close()
+
+
 def test_no_persistence_warned_config_disabled_warned(
         redis_server: RedisServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="iri_scrapy"):
