@@ -458,6 +458,7 @@ def cmd_frontier_salvage(args: argparse.Namespace) -> int:
     ]
     if report.kept_as is not None:
         lines.append(f"damaged store kept as {report.kept_as}")
+    lines.extend(f"note: {note}" for note in report.notes)
     if report.lost:
         lines.append("some records could not be read: the pending requests among them are "
                      "lost (an unreadable id may also be one already answered)")

@@ -215,6 +215,7 @@ from typing import TYPE_CHECKING, Any, cast
 from scrapy import signals
 from scrapy.core.scheduler import Scheduler
 from scrapy.exceptions import CloseSpider, DontCloseSpider
+from scrapy.utils.request import fingerprint as stock_fingerprint
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.codec import (
@@ -225,12 +226,20 @@ from iri_scrapy.frontier.codec import (
     exit_status_one_on,
     frontier_secret,
 )
+from iri_scrapy.frontier.codec import VERSION as CODEC_VERSION
 from iri_scrapy.frontier.ledger import (
     Answering,
     Ledger,
     frontier_for,
     register_frontier,
     unregister_frontier,
+)
+from iri_scrapy.frontier.stock_jobdir import (
+    QUEUE_DIRNAME,
+    SEEN_FILENAME,
+    load_data,
+    read_queue,
+    read_seen,
 )
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object
@@ -242,7 +251,12 @@ from iri_scrapy.plugin.refusal import (
     refuse_start,
 )
 from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
-from iri_scrapy.store.fpstore import FingerprintFileError, FingerprintFileMismatch, fp64
+from iri_scrapy.store.fpstore import (
+    FingerprintFileError,
+    FingerprintFileMismatch,
+    FingerprintSet,
+    fp64,
+)
 from iri_scrapy.store.frontier_file import (
     FILENAME,
     FORMAT_VERSION,
@@ -607,6 +621,19 @@ class FrontierStore:
                 f"{self.path} has frontier format {fmt}; this iri_scrapy reads format "
                 f"{FORMAT_VERSION}"
             )
+        if self._get("adopt_options") == "1":
+            # salvaged from a store whose meta table could not be read: this crawl's
+            # options are taken (the salvage said so)
+            logger.warning(
+                "%s was salvaged without its options (its meta table could not be read): "
+                "taking this crawl's (canonicalization version %d, options %r)",
+                self.path, self.canonicalization_version, self.tag)
+            conn.execute("BEGIN")
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('canonicalization', ?)",
+                         (str(self.canonicalization_version),))
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('tag', ?)", (self.tag,))
+            conn.execute("DELETE FROM meta WHERE key = 'adopt_options'")
+            conn.execute("COMMIT")
         canon, tag = self._get("canonicalization"), self._get("tag")
         if canon != str(self.canonicalization_version) or tag != self.tag:
             return FingerprintFileMismatch(
@@ -879,7 +906,11 @@ def _local_iri_dupefilter(df_cls: Any) -> bool:
 
 
 def _legacy_state(jobdir: str) -> str | None:
-    """The Scrapy-queue ``JOBDIR`` state file found in *jobdir*, if any."""
+    """The Scrapy-queue ``JOBDIR`` state file found in *jobdir*, if any.
+
+    ``iri_fingerprints.bin`` (the add-on with ``IRI_FRONTIER = False``) is continued
+    the way it was started; stock Scrapy's ``requests.queue`` and ``requests.seen``
+    alone are adopted (see :meth:`IRIFrontierScheduler._adopt_stock`)."""
     for name in (FP_FILENAME, "requests.queue", "requests.seen"):
         if Path(jobdir, name).exists():
             return name
@@ -954,7 +985,7 @@ class IRIFrontierScheduler(Scheduler):
             )
             return False
         legacy = _legacy_state(jobdir)
-        if legacy is not None and not Path(jobdir, FILENAME).exists():
+        if legacy == FP_FILENAME and not Path(jobdir, FILENAME).exists():
             logger.warning(
                 "IRIFrontierScheduler: JOBDIR %s was started without the crash-safe frontier "
                 "(it has %s): continuing it with Scrapy's JOBDIR queue (not crash-safe); "
@@ -1017,6 +1048,9 @@ class IRIFrontierScheduler(Scheduler):
         self._edge: tuple[float, ...] = _NOTHING_READ
         #: Memory-only (unserializable) requests waiting, ``(key, -id, id, request)``, sorted.
         self._mem: list[tuple[tuple[int, int, int], int, int, Request]] = []
+        #: Stock Scrapy's ``requests.seen`` (64-bit records), when the JOBDIR has one.
+        self._stock_seen: FingerprintSet | None = None
+        self._adopting = False
 
     # --- life cycle ------------------------------------------------------------
 
@@ -1091,6 +1125,8 @@ class IRIFrontierScheduler(Scheduler):
             # the pending rows stay on disk: read BATCH at a time, in crawl order
             recovered = self._queued = store.pending_count()
             self._edge = _NOTHING_READ if recovered else _EVERYTHING_READ
+            self._adopt_stock(spider)
+            stock_refused = self.refusals.count
             self._refill(at_open=True)
         except sqlite3.DatabaseError as exc:  # damaged pages: refused, one line
             self.store = None
@@ -1101,7 +1137,7 @@ class IRIFrontierScheduler(Scheduler):
             error = unreadable_store(store.path, DAMAGED, exc)
             refuse_start(crawler, REASON_FRONTIER_UNREADABLE, str(error), error)
             return result
-        recovered -= self.refusals.count
+        recovered -= self.refusals.count - stock_refused
         store.commit()
         self._check_store()
         self._inc("iri/frontier/recovered", recovered)
@@ -1178,6 +1214,14 @@ class IRIFrontierScheduler(Scheduler):
             # a downloader middleware's replacement (redirect, retry, re-issue)
             self.ledger.answered(parent)
             self._inc("iri/frontier/replaced")
+        if self._stock_seen is not None and not self._adopting and not request.dont_filter:
+            stock = int.from_bytes(fp64(stock_fingerprint(request)), "big")
+            if stock in self._stock_seen:  # stock Scrapy saw it: fetched, or adopted
+                self.df.request_seen(request)  # its aliases are seen too
+                self.df.log(request, self.spider)
+                self._inc("iri/frontier/stock_seen_dropped")
+                self._touch()
+                return False
         record: int | None = None
         if not request.dont_filter:
             if self.df.request_seen(request):
@@ -1254,6 +1298,72 @@ class IRIFrontierScheduler(Scheduler):
         )
         stats.inc_value("scheduler/dequeued")
         return request
+
+    def _adopt_stock(self, spider: Spider) -> None:
+        """A ``JOBDIR`` written by stock Scrapy (:mod:`.stock_jobdir`): its seen
+        fingerprints are consulted on every run (a new request whose stock fingerprint
+        is in ``requests.seen`` is a duplicate); its pending queue is read once, with
+        a data-only unpickler, and stored like newly scheduled requests (in the
+        transaction that marks it adopted)."""
+        jobdir = self.frontier_dir
+        store = self.store
+        codec = self.codec
+        assert jobdir is not None and store is not None and codec is not None
+        if Path(jobdir, SEEN_FILENAME).is_file():
+            seen = FingerprintSet()
+            for fingerprint in read_seen(jobdir):
+                seen.add(int.from_bytes(fp64(fingerprint), "big"))
+            self._stock_seen = seen
+            self._set_stat("iri/frontier/stock_seen_loaded", len(seen))
+        if not Path(jobdir, QUEUE_DIRNAME).is_dir() or store._get("stock_queue") == "adopted":
+            return
+        adopted = dropped = 0
+        self._adopting = True
+        try:
+            for item in read_queue(jobdir):
+                try:
+                    d = load_data(item.data)
+                    if type(d) is not dict:
+                        raise RefusedRecord("shape", f"a {type(d).__name__}, not a dict")
+                    request = codec._build({**d, "v": CODEC_VERSION}, plain=False)
+                except RefusedRecord as exc:
+                    self._refused_stock(exc, item.where, item.data)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - anything not plain data: refused
+                    self._refused_stock(
+                        RefusedRecord("pickle", f"not plain data ({exc})"), item.where,
+                        item.data)
+                    continue
+                if self.enqueue_request(request):
+                    adopted += 1
+                else:
+                    dropped += 1
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self._refused_stock(RefusedRecord("garbage", f"cannot be parsed ({exc})"),
+                                QUEUE_DIRNAME, None)
+        finally:
+            self._adopting = False
+        store._set("stock_queue", "adopted")
+        store.commit()
+        self._inc("iri/frontier/stock_adopted", adopted)
+        logger.warning(
+            "IRIFrontierScheduler: JOBDIR %s was started by stock Scrapy: adopted the %d "
+            "requests of its queue (%d duplicates dropped) into the crash-safe frontier "
+            "store; its %d seen fingerprints (%s) keep what it fetched from being fetched "
+            "again. %s is left in place and no longer read", jobdir, adopted, dropped,
+            0 if self._stock_seen is None else len(self._stock_seen), SEEN_FILENAME,
+            QUEUE_DIRNAME, extra={"spider": spider},
+        )
+
+    def _refused_stock(self, exc: RefusedRecord, where: str, data: bytes | None) -> None:
+        """A stock queue record that is not plain data: kept aside, counted, loud."""
+        store = self.store
+        assert store is not None
+        if data is not None:
+            store.refuse(store.add(None, data), exc.kind)
+        self.refusals.refused(exc, f"stock Scrapy queue record in {where}", self.spider,
+                              crawler=self.crawler,
+                              count=lambda name: self._inc(f"iri/frontier/{name}"))
 
     def __len__(self) -> int:
         if self.store is None:

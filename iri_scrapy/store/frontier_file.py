@@ -227,13 +227,25 @@ def salvage(jobdir: str | os.PathLike[str], out: str | os.PathLike[str] | None =
 def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
     try:
         src = sqlite3.connect(source, isolation_level=None)
-        meta = dict(src.execute("SELECT key, value FROM meta").fetchall())
+        tables = {row[0] for row in src.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as exc:
         raise SalvageError(
-            f"{report.source}: its meta table cannot be read ({exc}), so the options its "
-            "keys were made with are unknown: nothing can be salvaged; move it aside and "
-            "start the crawl again"
-        ) from None
+            f"{report.source} cannot be read at all ({exc}): nothing can be salvaged; move "
+            "it aside and start the crawl again") from None
+    if "pending" not in tables or "seen" not in tables:
+        src.close()
+        raise SalvageError(f"{report.source} is not an iri_scrapy frontier store: nothing "
+                           "to salvage")
+    try:
+        meta = dict(src.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.DatabaseError as exc:
+        names = {row[1] for row in src.execute("PRAGMA table_info(pending)")}
+        meta = {"format": str(FORMAT_VERSION) if "ord" in names else "1",
+                "canonicalization": "", "tag": "", "adopt_options": "1"}
+        report.notes.append(
+            f"its meta table could not be read ({exc}): the next crawl on this JOBDIR "
+            "takes its own options (run it with the settings of the crawl that wrote it)")
     if not {"canonicalization", "tag"} <= set(meta):
         src.close()
         raise SalvageError(f"{report.source} is not an iri_scrapy frontier store (no options "

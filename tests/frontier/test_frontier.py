@@ -42,7 +42,12 @@ from iri_scrapy.frontier.jobdir import (
     IRIFrontierScheduler,
     fsync_setting,
 )
-from iri_scrapy.store.fpstore import FingerprintFileError, FingerprintFileMismatch
+from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
+from iri_scrapy.store.fpstore import (
+    FingerprintFile,
+    FingerprintFileError,
+    FingerprintFileMismatch,
+)
 from tests.support.bigsite import LARGE_HOST, SlowSiteServer, large_site
 from tests.support.server import HitLog
 from tests.support.site import Resource, Site
@@ -512,7 +517,14 @@ def test_released_request_is_answered(tmp_path: Path) -> None:
 
 
 def test_falls_back_on_a_jobdir_started_without_it(tmp_path: Path, caplog: Any) -> None:
+    _, probe = open_scheduler(tmp_path / "probe")
+    tag = probe.df.options_tag()
+    probe.close("finished")
+    # the add-on without the frontier: its fingerprint file and Scrapy's queue (a JOBDIR
+    # of stock Scrapy alone is adopted: tests/frontier/test_stock_jobdir.py)
     (tmp_path / "requests.queue").mkdir()
+    FingerprintFile(tmp_path / FP_FILENAME, canonicalization_version=CANONICALIZATION_VERSION,
+                    tag=tag).close()
     with caplog.at_level(logging.WARNING):
         crawler, scheduler = open_scheduler(tmp_path)
     assert scheduler.store is None
