@@ -308,7 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
         "right-to-left text that does not start and end with it (section 4.2; components "
         "are userinfo, host labels, path segments, query names and values, fragment); "
         "host labels that fail IDNA (UTS 46) or are invalid A-labels; host labels that mix "
-        "scripts (Latin with Cyrillic...: homograph risk); and the RFC 3987 section 2.2 "
+        "scripts (Latin with Cyrillic...: homograph risk); host labels written in one "
+        "other script whose letters all read as ASCII (xn--80ak6aa92e, Cyrillic 'аррӏе' "
+        "for 'apple': a whole-script homograph, UTS 39 section 4, as browsers check; not "
+        "under a TLD of that script, e.g. .ru or .рф); and the RFC 3987 section 2.2 "
         "grammar (validate).  One line per finding, 'component: message U+XXXX at index "
         "N [kind]', or 'ok'.  With several URLs each line starts with the URL and a tab.  "
         "Without URL arguments (or with '-') the lines of stdin are checked.",

@@ -24,6 +24,14 @@ returns :class:`Finding` objects naming the component, the character
   Common and Inherited characters (digits, hyphen, combining marks) do not
   count; Han with Hiragana/Katakana, Bopomofo or Hangul, each also with Latin,
   are accepted as single writing systems.
+* ``homograph``: a host label written entirely in one script other than Latin
+  whose letters all read as ASCII (``xn--80ak6aa92e``, Cyrillic ``аррӏе``, reads
+  as ``apple``): a whole-script confusable (UTS 39 section 4, Confusable
+  Detection; the letters and their readings are Unicode's ``confusables.txt``
+  prototypes, :mod:`iri_scrapy.core.confusables`), the test browsers make
+  before they show a label in Unicode (Chromium's IDN spoof checker).  As there,
+  a label is accepted under a TLD in its script (``.рф``) or a ccTLD of it
+  (``.ru``, ``.gr``...: :data:`~iri_scrapy.core.confusables.SCRIPT_TLDS`).
 * ``wire``: a host or port of a scheme known to use DNS (http, https, ws, wss,
   ftp) that cannot be on the wire, which level ``scheme`` refuses
   (:func:`iri_scrapy.core.hosts.dns_wire_host`: an empty host or label, a forbidden
@@ -50,6 +58,7 @@ from functools import lru_cache
 import regex
 
 from iri_scrapy.core.charclasses import BIDI_FORMATTING
+from iri_scrapy.core.confusables import SCRIPT_TLDS, ascii_reading
 from iri_scrapy.core.errors import IRIError, IRIHostError, describe_at, describe_char
 from iri_scrapy.core.hosts import host_to_ascii, host_to_unicode
 from iri_scrapy.core.parsing import SPLIT_RE, split_authority, split_match, validate
@@ -352,6 +361,9 @@ def check_host(host: str, start: int = 0) -> list[Finding]:
                     exc.index,
                 )
             )
+    tld = host.rstrip(".").rsplit(".", 1)[-1]
+    if tld[:4].lower() == "xn--":
+        tld = host_to_unicode(tld.lower())
     for label, i in _split_spans(host, ".", start):
         shown = label
         decoded = False
@@ -384,7 +396,34 @@ def check_host(host: str, start: int = 0) -> list[Finding]:
                     i if decoded else i + j,
                 )
             )
+        elif len(scripts) == 1 and scripts[0][0] != "Latin":
+            found = _whole_script(label, shown, decoded, scripts[0][0], tld, i)
+            if found is not None:
+                out.append(found)
     return out
+
+
+def _whole_script(label: str, shown: str, decoded: bool, script: str, tld: str,
+                  index: int) -> Finding | None:
+    """The ``homograph`` finding of a label of one *script* whose letters all read as
+    ASCII (UTS 39 section 4), unless the TLD is of that script or one of its ccTLDs."""
+    reading = ascii_reading(shown)
+    if reading is None:
+        return None
+    if tld.lower() in SCRIPT_TLDS.get(script, ()) or any(
+        script_of(c) == script for c in tld
+    ):
+        return None
+    what = f"label {label!r}" + (f" ({shown})" if decoded else "")
+    return Finding(
+        "homograph",
+        "host",
+        f"{what} is written in {script} letters that all read as ASCII "
+        f"{reading!r}: whole-script homograph (UTS 39 section 4; browsers show it "
+        "as punycode)",
+        shown[0],
+        index,
+    )
 
 
 def _message(exc: IRIError) -> str:

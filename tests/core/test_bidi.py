@@ -266,7 +266,7 @@ HOST_CASES = [
     pytest.param("bücher.example", [], id="valid-u-label"),
     pytest.param("xn--zz-.example", ["idn"], id="a-label-trailing-hyphen"),
     pytest.param(f"p{CYR_A}y.example", ["mixed-script"], id="mixed"),
-    pytest.param(f"{CYR_A}{CYR_A}.example", [], id="whole-script-cyrillic-not-flagged"),
+    pytest.param(f"{CYR_A}{CYR_A}.example", ["homograph"], id="whole-script-cyrillic-lookalike"),
     pytest.param("a\u00adb.example", [], id="soft-hyphen-mapped-away"),
 ]
 
