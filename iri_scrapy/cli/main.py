@@ -445,13 +445,15 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_frontier_salvage(args: argparse.Namespace) -> int:
     """``iri-scrapy frontier salvage JOBDIR [--out DIR]`` (stdlib sqlite3 only)."""
+    import sqlite3
+
     from iri_scrapy.store.frontier_file import SalvageError, salvage
 
     try:
         report = salvage(args.jobdir, args.out)
     except SalvageError as exc:
         raise _Error(str(exc)) from None
-    except OSError as exc:
+    except (OSError, sqlite3.Error) as exc:
         raise _Error(f"cannot salvage {args.jobdir}: {exc}") from None
     lines = [
         f"salvaged {report.source} into {report.target}",

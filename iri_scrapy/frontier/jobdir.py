@@ -133,12 +133,44 @@ kind), logged at ERROR once per kind; the crawl goes on without it and closes
 with ``finish_reason`` ``iri_frontier_refused_records`` (exit status 1) instead
 of ``finished``.
 
-**Ordering** is Scrapy's: pending requests are kept in the scheduler's memory
-priority queue (``SCHEDULER_PRIORITY_QUEUE`` over ``SCHEDULER_MEMORY_QUEUE``,
-start requests in ``SCHEDULER_START_MEMORY_QUEUE``), so the crawl order is that
-of a crawl without ``JOBDIR``; on resume the pending rows are pushed back in
-the order they were first scheduled.  The price: pending requests are held in
-memory as well as on disk (Scrapy's ``JOBDIR`` queue keeps them on disk only).
+**Ordering** is Scrapy's (``ScrapyPriorityQueue``): the highest priority
+first; within a priority, regular requests before start requests; LIFO for
+regular requests with Scrapy's default ``LifoMemoryQueue``, FIFO with a
+``FifoMemoryQueue``, FIFO for start requests (``SCHEDULER_START_MEMORY_QUEUE``).
+Each pending row carries its place in that order (``np, kind, ord``: the negated
+priority, 0 or 1 for a start request, the row id negated for LIFO), indexed.
+**Pending requests stay on disk**: the scheduler reads them in that order,
+``BATCH`` (256) at a time, into a small sorted buffer, and remembers the key of
+the last row read (the *edge*); a request scheduled later whose place is before
+the edge goes into the buffer as well as to disk, one after it only to disk.
+Past ``BUFFER_MAX`` (1024) requests the buffer drops its last half (they stay on
+disk; the edge moves back).  Only the buffer and the requests out (the ledger)
+are in memory: about 16 bytes of Python memory per more pending request plus the
+dupefilter's 8-byte records (``tests/frontier/test_jobdir_pending.py``), a
+resume reads no pending row but the first batch (``benchmarks/bench_pending.py``).
+``len(scheduler)`` is a counter kept in step.  A ``DownloaderAwarePriorityQueue``
+(Scrapy's default ``SCHEDULER_PRIORITY_QUEUE``) is not consulted: the order is
+by priority alone, as with ``ScrapyPriorityQueue``.  Changing
+``SCHEDULER_MEMORY_QUEUE`` between runs (LIFO <-> FIFO) reorders the stored rows
+at the next start.
+
+**A damaged store** (a truncated file, bad pages, not SQLite) is refused at
+start with one line (``iri_frontier_unreadable``, exit status 1) that names
+``iri-scrapy frontier salvage JOBDIR``; SQLite checks a page when it reads it,
+and a full check takes seconds on a large store, so damage in pages the start
+does not read is found when the batch that holds them is read, and closes the
+crawl with the same reason.  A store on a read-only disk or file is refused with
+``iri_frontier_read_only`` and a line that says to make it writable or copy it
+(never to remove it).
+
+**A** ``JOBDIR`` **written by stock Scrapy** (``requests.seen``,
+``requests.queue/``, no store) is adopted (:mod:`.stock_jobdir`): its queue is
+read once, by an unpickler that builds plain data only (a record that needs any
+global is refused as ``pickle``, never run), and stored as if just scheduled;
+its seen fingerprints are loaded at each start (8-byte records) and a new
+request whose stock fingerprint (Scrapy's default ``RequestFingerprinter``) is
+among them is a duplicate (``iri/frontier/stock_seen_dropped``).  The stock
+files are left in place; the store's meta remembers that the queue was adopted.
 
 Settings
 ========
@@ -160,9 +192,10 @@ after a kill.
 unset): the HMAC key of the signed pickles that carry requests whose meta is not
 plain data (``docs/frontier.md``).
 
-A ``JOBDIR`` that was started without the frontier (it has Scrapy's queue or
-``iri_fingerprints.bin`` and no store) is continued the way it was started,
-with a warning: mixing the two would lose either the queue or the seen-set.
+A ``JOBDIR`` that the add-on started without the frontier (``IRI_FRONTIER =
+False``: it has ``iri_fingerprints.bin`` and no store) is continued the way it
+was started, with a warning: mixing the two would lose either the queue or the
+seen-set.  One written by stock Scrapy alone is adopted (above).
 
 Stats
 =====
@@ -175,6 +208,8 @@ Stats
 ``iri/frontier/refused_records/<kind>``), ``iri/frontier/inflight_max``,
 ``iri/frontier/commits``, ``iri/frontier/syncs``,
 ``iri/frontier/pending_at_close`` (left for the next run),
+``iri/frontier/stock_adopted``, ``iri/frontier/stock_seen_loaded`` and
+``iri/frontier/stock_seen_dropped`` (a stock ``JOBDIR`` adopted),
 ``iri/frontier/write_failures`` (the store could not be written: see "Faults"
 below), and Scrapy's
 ``scheduler/enqueued/disk`` (stored) and ``scheduler/enqueued/memory``
@@ -292,6 +327,15 @@ __all__ = [
     "FrontierDownloaderMiddleware",
     "fsync_setting",
     "max_inflight_setting",
+    "BATCH",
+    "BUFFER_MAX",
+    "DAMAGED",
+    "READ_ONLY",
+    "REASON_FRONTIER_READ_ONLY",
+    "REASON_FRONTIER_UNREADABLE",
+    "FrontierStoreUnreadable",
+    "order_key",
+    "unreadable_store",
 ]
 
 logger = logging.getLogger(__name__)

@@ -160,6 +160,40 @@ def _highest(conn: sqlite3.Connection, table: str, key: str, floor: int) -> int:
     return best
 
 
+def _damaged_json(data: bytes | str) -> bool:
+    """True for a JSON record (the codec's data records start with ``{``) that does not
+    parse: part of it was on a page that is gone.  Signed records cannot be checked
+    without the secret: the crawl checks them."""
+    raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+    if raw[:1] != b"{":
+        return False
+    try:
+        json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return True
+    return False
+
+
+def _pad_truncated(path: Path) -> bool:
+    """A truncated SQLite file is refused whole by SQLite ("malformed", even its schema):
+    pad the copy with zero bytes up to the size its header gives (file format,
+    section 1.3: page size at offset 16, page count at 28), so that only the pages
+    that are gone cannot be read.  True if padded."""
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        header = f.read(100)
+        if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
+            return False
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big")
+        want = pages * page_size
+        if page_size < 512 or want <= size:
+            return False
+        f.truncate(want)  # extends with zero bytes
+    return True
+
+
 def _lock(jobdir: Path) -> int:
     path = jobdir / LOCK_FILENAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -204,6 +238,9 @@ def salvage(jobdir: str | os.PathLike[str], out: str | os.PathLike[str] | None =
         wal = Path(f"{source}-wal")
         if wal.exists():
             shutil.copyfile(wal, Path(f"{copy}-wal"))
+        if _pad_truncated(copy):
+            report.notes.append("the file was shorter than its header says (truncated): "
+                                "the missing pages were read as empty")
         _copy_records(copy, work, report)
         if out is None:
             kept = src_dir / f"{FILENAME}.damaged-{stamp}"
@@ -276,7 +313,11 @@ def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
                 continue
             assert isinstance(row, tuple)
             rowid, data = row[0], row[1]
-            if fmt == "1":
+            if not isinstance(data, (bytes, str)) or not isinstance(rowid, int) or (
+                    _damaged_json(data)):
+                report.pending_unreadable += 1  # a damaged cell or overflow page
+                continue
+            if fmt == "1" or not all(isinstance(v, int) for v in row[2:5]):
                 priority, start = priority_of(data)
                 key = order_key(rowid, priority, start, lifo=lifo, start_lifo=start_lifo)
             else:
@@ -292,6 +333,9 @@ def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
                 report.seen_unreadable += 1
                 continue
             assert isinstance(row, tuple)
+            if not isinstance(row[1], int):
+                report.seen_unreadable += 1
+                continue
             batch.append((row[1],))
             if len(batch) >= 10000:
                 dst.executemany("INSERT INTO seen VALUES (?)", batch)
