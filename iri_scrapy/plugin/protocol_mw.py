@@ -26,7 +26,9 @@ into a new request.  It does two things:
   meta (``iri_pending_redirect``, JOBDIR-safe).  The crawler's shared
   :class:`~iri_scrapy.ProtocolRules` (see
   :func:`~iri_scrapy.plugin.config.rules_for`) is what the fingerprinter
-  applies to keys computed afterwards.  Rules never change what is fetched,
+  applies to keys computed afterwards.  Conflicting evidence: the latest wins
+  (see :mod:`iri_scrapy.core.protocol`); a rule it revokes counts in
+  ``iri/protocol/revoked``.  Rules never change what is fetched,
   only keys; a rule maps to the redirect *target* spelling, so it can neither
   loop nor make the target a duplicate of a request that was not fetched.
 
@@ -48,8 +50,9 @@ response) is not followed: see :func:`~iri_scrapy.plugin.links.skip_unusable_red
   unfollowed redirect), counted in ``iri/protocol/server_spelling_loop``.
 
 Stats: ``iri/redirect/location_canonicalized``, ``iri/protocol/redirects``,
-``iri/protocol/learned``, ``iri/protocol/contrary``, ``iri/protocol/server_spelling``
-(counted by the normalization middleware), ``iri/protocol/server_spelling_loop``.
+``iri/protocol/learned``, ``iri/protocol/contrary``, ``iri/protocol/revoked``,
+``iri/protocol/server_spelling`` (counted by the normalization middleware),
+``iri/protocol/server_spelling_loop``.
 """
 
 from __future__ import annotations
@@ -130,12 +133,21 @@ class IRIProtocolMiddleware:
     def _learn(self, pending: list[object]) -> None:
         assert self.rules is not None
         source, target, status = str(pending[0]), str(pending[1]), int(str(pending[2]))
+        revoked = self.rules.revoked
         if self.rules.observe_redirect(source, target, status):
             self._inc("iri/protocol/learned")
             logger.debug(
                 "IRI protocol rule learned: %(source)s -> %(target)s (%(status)d)",
                 {"source": source, "target": target, "status": status},
             )
+        if self.rules.revoked != revoked:
+            self._revoked(self.rules.revoked - revoked, f"the redirect {source} -> {target}")
+
+    def _revoked(self, count: int, evidence: str) -> None:
+        if self.stats is not None:
+            self.stats.inc_value("iri/protocol/revoked", count)
+        logger.debug("IRI protocol rules revoked (%(count)d) by %(evidence)s",
+                     {"count": count, "evidence": evidence})
 
     def _inc(self, key: str) -> None:
         if self.stats is not None:
@@ -162,11 +174,13 @@ class IRIProtocolMiddleware:
                 self._refresh_loop(request, response)
             if 200 <= status < 300 and self.rules is not None:
                 try:
-                    self.rules.observe_contrary(_key_form(response.url))
+                    served = _key_form(response.url)
                 except IRIError:
                     pass
                 else:
                     self._inc("iri/protocol/contrary")
+                    if self.rules.observe_contrary(served):
+                        self._revoked(1, f"{served} served with status {status}")
         skip_unusable_redirect(request, response, self.stats)  # a target Request() refuses
         return response
 
