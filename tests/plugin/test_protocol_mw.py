@@ -1,0 +1,89 @@
+"""IRIProtocolMiddleware with the crawler's fingerprinter: learned rules as keys (RFC 3987 5.3.4).
+
+Each redirect goes through the middleware as in a crawl: ``process_response``
+sees the 301 (the observation waits in the redirected request's meta), then
+``process_request`` sees the redirected request once it has met the dupefilter
+(the rule is learned).  The keys are the crawler's own fingerprinter's, which
+shares the middleware's :class:`~iri_scrapy.ProtocolRules`.
+"""
+
+from __future__ import annotations
+
+from scrapy import Request, Spider
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
+
+from iri_scrapy.plugin.protocol_mw import META_PENDING, IRIProtocolMiddleware
+
+ADDON = {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_LEVEL": "protocol"}
+H = "http://www.example.test"
+
+
+class _Spider(Spider):
+    name = "protocol"
+
+
+class Crawl:
+    """The middleware and fingerprinter of one crawler, driven as a crawl drives them."""
+
+    def __init__(self) -> None:
+        self.crawler = get_crawler(_Spider, ADDON)
+        self.mw = IRIProtocolMiddleware.from_crawler(self.crawler)
+        self.fp = self.crawler.request_fingerprinter
+        assert self.mw.rules is not None and self.fp.rules is self.mw.rules
+
+    def redirect(self, path: str, location: str, status: int = 301) -> None:
+        req = Request(H + path)
+        resp = HtmlResponse(req.url, status=status, request=req, headers={"Location": location})
+        assert self.mw.process_response(req, resp) is resp
+        assert META_PENDING in req.meta
+        followed = Request(H + location, meta=dict(req.meta))  # RedirectMiddleware copies meta
+        assert self.mw.process_request(followed) is None
+        assert META_PENDING not in followed.meta
+
+    def served(self, path: str) -> None:
+        req = Request(H + path)
+        resp = HtmlResponse(req.url, status=200, request=req, body=b"<p>page</p>")
+        assert self.mw.process_response(req, resp) is resp
+
+    def key(self, path: str) -> str:
+        return str(self.fp.key_url(Request(H + path)))
+
+    def stat(self, name: str) -> int:
+        return int(self.crawler.stats.get_value(f"iri/protocol/{name}", 0))
+
+
+def test_exact_rule_beats_the_opposite_host_rule() -> None:
+    """Issue 23's defect: /b, /c -> slash (host rule), then /a/ -> /a."""
+    c = Crawl()
+    c.redirect("/b", "/b/")
+    c.redirect("/c", "/c/")
+    assert c.key("/z") == H + "/z/"  # two confirmations: the host rule is in force
+    c.redirect("/a/", "/a")
+    assert c.key("/a") == c.key("/a/") == H + "/a"  # not /a/, the spelling redirected away
+    assert c.key(c.key("/a")[len(H):]) == H + "/a"  # a fixed point
+    assert c.key("/z") == H + "/z"  # /a/ -> /a contradicts add-slash on this host
+    assert c.key("/b") == H + "/b/"  # exact rules stay
+    assert (c.stat("learned"), c.stat("redirects"), c.stat("revoked")) == (3, 3, 0)
+
+
+def test_latest_evidence_wins_and_is_counted() -> None:
+    c = Crawl()
+    c.redirect("/a", "/a/")
+    assert c.key("/a") == c.key("/a/") == H + "/a/"
+    c.redirect("/a/", "/a")  # the server changed its mind: the pair stays one key
+    assert c.key("/a") == c.key("/a/") == H + "/a"
+    assert (c.stat("learned"), c.stat("revoked")) == (2, 1)
+    c.served("/a/")  # now served as it is: the rule from it goes
+    assert c.key("/a/") == H + "/a/" != c.key("/a")
+    assert (c.stat("revoked"), c.stat("contrary")) == (2, 1)
+    c.served("/a")  # no rule from /a: nothing revoked
+    assert (c.stat("revoked"), c.stat("contrary")) == (2, 2)
+
+
+def test_temporary_redirects_teach_nothing() -> None:
+    c = Crawl()
+    c.redirect("/a", "/a/", status=302)
+    c.redirect("/b", "/b/", status=307)
+    assert c.key("/a") == H + "/a"
+    assert (c.stat("learned"), c.stat("redirects")) == (0, 2)
