@@ -13,6 +13,7 @@ from scrapy import Request, Spider
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
+from iri_scrapy import IRIRequestFingerprinter
 from iri_scrapy.plugin.protocol_mw import META_PENDING, IRIProtocolMiddleware
 
 ADDON = {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_LEVEL": "protocol"}
@@ -29,7 +30,9 @@ class Crawl:
     def __init__(self) -> None:
         self.crawler = get_crawler(_Spider, ADDON)
         self.mw = IRIProtocolMiddleware.from_crawler(self.crawler)
-        self.fp = self.crawler.request_fingerprinter
+        fingerprinter = self.crawler.request_fingerprinter
+        assert isinstance(fingerprinter, IRIRequestFingerprinter)
+        self.fp = fingerprinter
         assert self.mw.rules is not None and self.fp.rules is self.mw.rules
 
     def redirect(self, path: str, location: str, status: int = 301) -> None:
@@ -38,7 +41,7 @@ class Crawl:
         assert self.mw.process_response(req, resp) is resp
         assert META_PENDING in req.meta
         followed = Request(H + location, meta=dict(req.meta))  # RedirectMiddleware copies meta
-        assert self.mw.process_request(followed) is None
+        self.mw.process_request(followed)
         assert META_PENDING not in followed.meta
 
     def served(self, path: str) -> None:
@@ -47,7 +50,7 @@ class Crawl:
         assert self.mw.process_response(req, resp) is resp
 
     def key(self, path: str) -> str:
-        return str(self.fp.key_url(Request(H + path)))
+        return self.fp.key_url(Request(H + path))
 
     def stat(self, name: str) -> int:
         return int(self.crawler.stats.get_value(f"iri/protocol/{name}", 0))
