@@ -99,7 +99,8 @@ if TYPE_CHECKING:
 __all__ = [
     "SUPPORTED_SCRAPY", "LinkRequestCrawlSpider", "unsupported", "idna2008_safe_url_string",
     "install_idna2008", "uninstall_idna2008", "idna2008_installed", "FetchCommand",
-    "w3lib_keeps", "apply_idna2008", "prime_response_caches", "get_base_url", "get_meta_refresh",
+    "w3lib_keeps", "w3lib_safe_url_string", "apply_idna2008", "prime_response_caches",
+    "get_base_url", "get_meta_refresh", "pending_idna2008",
 ]
 
 #: The Scrapy releases supported: CI runs the tests on 2.17.0 and on the newest release.
@@ -317,6 +318,23 @@ def _authority_non_ascii(url: str) -> bool:
     return not rest.isascii()
 
 
+def w3lib_safe_url_string(
+    url: str | bytes, encoding: str = "utf8", path_encoding: str = "utf8",
+    quote_path: bool = True,
+) -> str:
+    """``w3lib.url.safe_url_string``, exactly, only faster on a URL it keeps as is.
+
+    A URL :func:`w3lib_keeps` is returned at once (what w3lib returns for it,
+    without its URL parser); any other goes to w3lib's function.  Bound in
+    ``scrapy.http.request`` while :func:`install_idna2008` is in force: the same
+    output for every crawler, less CPU per ``Request()``.
+    """
+    if (url.__class__ is str and encoding in _ASCII_ENCODINGS
+            and path_encoding in _ASCII_ENCODINGS and w3lib_keeps(url)):  # type: ignore[arg-type]
+        return url  # type: ignore[return-value]
+    return _W3LIB_SAFE_URL_STRING(url, encoding, path_encoding, quote_path)
+
+
 def _recording_set_url(self: Request, url: str) -> None:
     """Scrapy's ``Request._set_url``, unchanged; it also remembers the spelling of a URL
     whose IDNA 2008 form may differ (see :func:`apply_idna2008`)."""
@@ -337,13 +355,16 @@ def install_idna2008() -> None:
 
     Every ``Request`` keeps the URL Scrapy gives it, in every crawler: this only
     records, for URLs with a non-ASCII authority or an empty query, the URL as
-    written.  Counted: each call needs one :func:`uninstall_idna2008` (the add-on
-    pairs them per crawler: from its settings until its engine stops).
+    written (and binds :func:`w3lib_safe_url_string`, w3lib's function with a
+    fast path, as ``Request()``'s ``safe_url_string``).  Counted: each call needs
+    one :func:`uninstall_idna2008` (the add-on pairs them per crawler: from its
+    settings until its engine stops).
     """
     global _installed
     with _install_lock:
         _installed += 1
         Request._set_url = _recording_set_url  # type: ignore[method-assign]
+        _scrapy_request_module.safe_url_string = w3lib_safe_url_string  # type: ignore[assignment]
 
 
 def uninstall_idna2008() -> None:
@@ -353,6 +374,7 @@ def uninstall_idna2008() -> None:
         _installed = max(0, _installed - 1)
         if not _installed:
             Request._set_url = _STOCK_SET_URL  # type: ignore[method-assign]
+            _scrapy_request_module.safe_url_string = _W3LIB_SAFE_URL_STRING
 
 
 def idna2008_installed() -> bool:
