@@ -1,6 +1,7 @@
 """Scrapy commands registered by the package (entry point group ``scrapy.commands``).
 
-``fetch``: :class:`FetchCommand`, Scrapy's ``scrapy fetch`` that, when the
+``fetch``: :class:`FetchCommand`, Scrapy's ``scrapy fetch`` that takes a URL whose
+scheme is not lower case (``HTTP://...``: :func:`lower_scheme`) and, when the
 settings enable ``iri_scrapy.Addon``, builds its request with the add-on's
 IDNA 2008 ``Request()`` (Scrapy builds it before any add-on runs).  Without the
 add-on it is Scrapy's command unchanged.  If the installed Scrapy is outside the
@@ -13,7 +14,21 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__all__ = ["FetchCommand", "addon_wants_idna2008"]
+__all__ = ["FetchCommand", "addon_wants_idna2008", "lower_scheme"]
+
+#: The schemes Scrapy's ``fetch`` takes (``w3lib.url.is_url``, which compares them
+#: case-sensitively).
+_FETCH_SCHEMES = ("file", "http", "https")
+
+
+def lower_scheme(url: str) -> str:
+    """*url* with its scheme lower-cased when it is one ``scrapy fetch`` takes:
+    ``HTTP://Example.com/`` is a URL (schemes are case-insensitive, RFC 3986
+    section 3.1), but Scrapy's ``is_url`` reads only ``http://`` and prints usage."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() in _FETCH_SCHEMES:
+        return scheme.lower() + sep + rest
+    return url
 
 
 def addon_wants_idna2008(settings: Any) -> bool:
@@ -51,6 +66,7 @@ else:
         """
 
         def run(self, args: list[str], opts: Any) -> None:
+            args = [lower_scheme(args[0])] if len(args) == 1 else args
             if not addon_wants_idna2008(self.settings):
                 super().run(args, opts)
                 return

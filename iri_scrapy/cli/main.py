@@ -12,8 +12,11 @@ an input that cannot be normalized; 130 on Ctrl-C; 141 when the reader of the
 output went away (broken pipe), quietly.
 
 Refusals name the line (or argument) and what is wrong: a byte that is not
-UTF-8 reads "invalid UTF-8 byte 0xC9 at column 3", the column being the
-1-based byte position in the line.
+UTF-8 reads "invalid UTF-8 byte 0xC9 at index 2".  Every position in every
+message is a 0-based character index into the text as given (an undecodable
+byte counts as one character), as in the library's errors (``IRIError.index``).
+URLs quoted in messages are shortened past :data:`~iri_scrapy.core.shorten.SHOWN_LENGTH`
+characters (:func:`~iri_scrapy.core.shorten.shorten`).
 
 Fragments: every command compares and writes the *retrieval* key by default,
 without the fragment ("when IRIs are compared to select (or avoid) a network
@@ -37,8 +40,9 @@ from iri_scrapy.core.bidi import check as check_iri
 from iri_scrapy.core.charclasses import BIDI_FORMATTING
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.explain import explain as explain_iris
+from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
-from iri_scrapy.store.dedupe import Deduper, DedupeStats, Outcome, undecodable_byte
+from iri_scrapy.store.dedupe import Deduper, DedupeStats, Outcome, Samples, undecodable_byte
 
 __all__ = ["main", "build_parser"]
 
@@ -209,9 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
         "line, in input order.  Without URL arguments (or with '-') the lines of standard "
         "input are read; blank lines stay blank.  A line that cannot be normalized is "
         "reported on standard error with its line number (a byte that is not UTF-8: "
-        "'invalid UTF-8 byte 0xC9 at column M', M the 1-based byte position in the "
-        "line) and, by default, written unchanged so the output stays aligned with the "
-        "input (--on-error).",
+        "'invalid UTF-8 byte 0xC9 at index N', N the 0-based character index in the "
+        "line, as every position in messages) and, by default, written unchanged so "
+        "the output stays aligned with the input (--on-error).",
         epilog=_EXIT_CODES.format(
             one="some input could not be normalized (each reported on stderr, with any "
             "--on-error)", two=""),
@@ -255,17 +259,20 @@ def build_parser() -> argparse.ArgumentParser:
         "the canonical key) each, in a flat open-addressing table, never the lines: "
         f"{MEMORY_FIGURE}.  Blank lines are dropped and counted.  Lines "
         "that are not URLs are refused: a byte that is not UTF-8 ('invalid UTF-8 byte "
-        "0xC9 at column M'), a control character inside the line (C0 including tab, DEL, "
+        "0xC9 at index N'), a control character inside the line (C0 including tab, DEL, "
         "C1; the white space around a line is ignored), no scheme (a relative "
         "reference); so are lines that cannot be normalized.  Refused lines are never "
         "dropped silently: they are counted, listed with their line numbers in the "
-        "closing report on stderr, and written to --rejects.  Columns are 1-based byte "
-        "positions in the line.",
+        "closing report on stderr, and written to --rejects.  Positions ('index N') are "
+        "0-based character indices in the line (an undecodable byte counts as one), as "
+        "in the library's errors.",
         epilog=_EXIT_CODES.format(one="some lines were refused (not URLs, or could not be "
                                   "normalized)", two="")
-        + "\nThe closing report (stderr) gives lines read, unique, duplicates per rung of "
-        "the ladder\n(a duplicate counts under each rung that changed its spelling; "
-        "'simple' if it was\nalready canonical), blank and unparseable (refused) lines, "
+        + "\nThe closing report (stderr) gives lines read, unique, duplicates, the URL "
+        "lines per rung of\nthe ladder (every line, first spelling or duplicate, counts "
+        "under each rung that changed\nits spelling on the way to its canonical key, "
+        "'simple' if none did: so the counts do not\ndepend on which spelling came "
+        "first), blank and unparseable (refused) lines, "
         f"and from {MEMORY_REPORT_MIN_UNIQUE:,} unique\nURLs on the fingerprint table's "
         "size.  Standard output carries only the URLs.",
     )
@@ -281,6 +288,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rejects", metavar="FILE", help="write the refused lines, as given")
     p.add_argument("--json-report", metavar="FILE", help="write the closing report as JSON "
                    "('-' for stdout only when -o is a file)")
+    p.add_argument("--report", metavar="FILE.html", help="write the report as one "
+                   "self-contained web page (no script, nothing fetched): totals, URL lines "
+                   "by rung as a chart, the hosts with most aliases, sample alias clusters "
+                   "with their explain account; bounded memory")
     p.add_argument("--max-listed", type=int, default=20, metavar="N",
                    help="list the first N unparseable lines in the report (default: 20)")
     p.add_argument("--no-rung-stats", dest="rung_stats", action="store_false",
@@ -291,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "read and the time left")
     p.add_argument("-q", "--quiet", action="store_true", help="no closing report on stderr")
     p.add_argument("--spark", nargs="?", const="local[*]", default=None, metavar="MASTER",
-                   help="run the job on Apache Spark (pip install 'iri-scrapy[spark]', Java "
+                   help=f"run the job on Apache Spark ({install_hint('spark')}; Java "
                    "17+) at MASTER (default local[*]); FILE is then a text file, directory "
                    "or glob, or Parquet (FILE ending in .parquet, or --column); -o OUT "
                    "ending in .parquet writes a Parquet directory; same report")
@@ -560,26 +571,37 @@ class _Progress:
             self.drawn = False
 
 
+def _plural(n: int, word: str) -> str:
+    """``"1 duplicate"``, ``"2 duplicates"`` (thousands separated)."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _rungs(args: argparse.Namespace) -> tuple[Rung, ...]:
+    """The rungs a dedupe run climbs: simple, then those of its level."""
+    return (Rung.SIMPLE, *NormalizeOptions(Level.coerce(args.level), nfc=args.nfc).rungs)
+
+
 def _report(stats: DedupeStats, args: argparse.Namespace, elapsed: float) -> str:
     """The closing report of ``dedupe`` as text."""
     frag = "kept" if args.keep_fragment else "dropped (retrieval key, RFC 3987 section 5.1)"
     lines = [
-        f"dedupe: {stats.lines:,} lines read: {stats.unique:,} unique, "
-        f"{stats.duplicates:,} duplicates, {stats.blank:,} blank, "
+        f"dedupe: {_plural(stats.lines, 'line')} read: {stats.unique:,} unique, "
+        f"{_plural(stats.duplicates, 'duplicate')}, {stats.blank:,} blank, "
         f"{stats.unparseable:,} unparseable ({elapsed:.1f} s)",
         f"  level {args.level}, fragments {frag}, nfc {'on' if args.nfc else 'off'}",
     ]
     if args.rung_stats and stats.duplicates:
-        lines.append("  duplicates by rung (each counts under every rung that changed its "
-                     "spelling):")
-        rungs = (Rung.SIMPLE, *NormalizeOptions(Level.coerce(args.level), nfc=args.nfc).rungs)
-        for rung in rungs:
+        lines.append("  URL lines by rung (each line counts under every rung that changed its "
+                     "spelling to reach its canonical key, whatever the order):")
+        spellings = stats.spellings_by_rung()
+        for rung in _rungs(args):
             title = rung.title + (" (already canonical)" if rung is Rung.SIMPLE else "")
-            lines.append(f"    {rung.section:<8} {title:<46} {stats.by_rung[rung.key]:>12,}")
+            lines.append(f"    {rung.section:<8} {title:<46} {spellings[rung.key]:>12,}")
     if stats.unparseable:
         where = f"; all written to {args.rejects}" if args.rejects else ""
         lines.append(f"  unparseable lines (first {len(stats.rejects)} of "
-                     f"{stats.unparseable:,}{where}):")
+                     f"{stats.unparseable:,}{where}; positions are 0-based character "
+                     "indices):")
         for r in stats.rejects:
             lines.append(f"    line {r.line}: {r.error}")
     if stats.unique >= MEMORY_REPORT_MIN_UNIQUE and stats.fingerprint_bytes:  # not --spark
@@ -617,12 +639,16 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
             raise _Error(f"dedupe: {other} is the input file")
     if args.json_report == "-" and args.output in (None, "-"):
         raise _Error("dedupe: --json-report - needs -o FILE (stdout carries the URLs)")
+    if args.report is not None and (args.report == "-" or _same_file(args.input, args.report)):
+        raise _Error("dedupe: --report needs a FILE.html other than the input")
     if args.spark is not None:
+        if args.report is not None:
+            raise _Error("dedupe: --report is not available with --spark (use --json-report)")
         return _dedupe_spark(args)
     deduper = Deduper(
         args.level, keep_fragment=args.keep_fragment, nfc=args.nfc,
         canonical=args.canonical, form=args.form, max_rejects=args.max_listed,
-        rung_stats=args.rung_stats,
+        rung_stats=args.rung_stats, samples=args.report is not None,
     )
     show = sys.stderr.isatty() if args.progress is None else args.progress
     start = time.monotonic()
@@ -657,7 +683,24 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
             _close(out)
     elapsed = time.monotonic() - start
     stats = deduper.finish()
+    if args.report is not None and deduper.samples is not None:
+        _write_html_report(stats, deduper.samples, args, elapsed)
     return _finish_dedupe(stats, args, elapsed)
+
+
+def _write_html_report(stats: DedupeStats, samples: Samples, args: argparse.Namespace,
+                       elapsed: float) -> None:
+    """``--report FILE.html``: :func:`iri_scrapy.cli.report.render`."""
+    from iri_scrapy.cli.report import render
+
+    page = render(stats, samples, source="stdin" if args.input == "-" else args.input,
+                  level=args.level, keep_fragment=args.keep_fragment, nfc=args.nfc,
+                  rungs=_rungs(args), elapsed=elapsed)
+    try:
+        with open(args.report, "w", encoding="utf-8") as f:
+            f.write(page)
+    except OSError as exc:
+        raise _Error(f"cannot write {args.report}: {exc.strerror or exc}") from None
 
 
 def _dedupe_spark(args: argparse.Namespace) -> int:
@@ -665,7 +708,7 @@ def _dedupe_spark(args: argparse.Namespace) -> int:
     try:
         from iri_scrapy.cli import spark as spark_job
     except ImportError as exc:
-        raise _Error(f"dedupe --spark needs pyspark (pip install 'iri-scrapy[spark]'): "
+        raise _Error(f"dedupe --spark needs pyspark ({install_hint('spark')}): "
                      f"{exc}") from None
     if not spark_job.is_master(args.spark) and args.input == "-":
         # "--spark FILE": argparse gave the file to the optional MASTER.

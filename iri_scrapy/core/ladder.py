@@ -983,7 +983,10 @@ def normalize(
 
     Idempotent for every level and form.  Raises :class:`IRIError` for text
     that has no canonical form (a host that fails IDNA, a non-numeric port, a
-    lone surrogate).
+    lone surrogate).  Relative references are normalized too (``IRI-reference``,
+    RFC 3987 section 2.2), so ``""``, the empty same-document reference (RFC 3986
+    section 4.4), is its own canonical form, as ``"#"`` and ``"?"`` are, and
+    is no error; a caller that needs a URL checks for a scheme first.
     """
     lvl = level if level.__class__ is Level else Level.coerce(level)
     if form == "surt":  # the canonical URI reordered (iri_scrapy.core.surt, its defaults)

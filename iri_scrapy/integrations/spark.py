@@ -470,8 +470,9 @@ class SparkDedupe:
                             blank=total[1], unparseable=total[2])
         if self.rung_stats:
             for i, k in enumerate(RUNG_KEYS):
+                stats.first_by_rung[k] = int(row.get(f"r_{k}") or 0)  # first spellings
                 stats.by_rung[k] = (total[base + i] + total[base + n + i]
-                                    - int(row.get(f"r_{k}") or 0))
+                                    - stats.first_by_rung[k])
         if stats.unparseable and max_rejects:
             first_rejects = (self.rejects.select(self.order_by, "iri_error")
                              .orderBy(self.order_by).limit(max_rejects).collect())

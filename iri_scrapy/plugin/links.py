@@ -55,6 +55,7 @@ from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.hosts import WireHostError
 from iri_scrapy.core.hrefs import needs_preprocessing, preprocess_href, url_scheme
 from iri_scrapy.core.ladder import retrieval_key
+from iri_scrapy.core.shorten import shorten
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.compat import get_base_url, get_meta_refresh  # IDNA 2008 hosts
 from iri_scrapy.plugin.config import META_DONT_NORMALIZE
@@ -121,10 +122,21 @@ def request_refusal(url: str) -> tuple[str, str] | None:
         if Request(url).url != url:
             Request(url, meta={"verbatim_url": True})
     except ValueError as exc:
-        return _refusal_reason(url), str(exc)
+        return _refusal_reason(url), _refusal_message(url, exc)
     except TypeError as exc:  # not a str Scrapy takes
-        return "request", str(exc)
+        return "request", shorten(str(exc))
     return None
+
+
+def _refusal_message(url: str, exc: ValueError) -> str:
+    """Scrapy's message, shortened; for a URL with a scheme but no ``//`` (``mailto:``,
+    ``tel:``, ``javascript:``) Scrapy says "Missing scheme": say what is meant."""
+    text = str(exc)
+    scheme = url_scheme(url)
+    if text.startswith("Missing scheme") and scheme:
+        return (f"a {scheme}: URL, which Scrapy does not request (no '//' after the "
+                "scheme)")
+    return shorten(text)
 
 
 def _wire_refusal(url: str) -> tuple[str, str] | None:
@@ -175,7 +187,7 @@ def report_skipped(
     warned = _WARNED.setdefault(stats, set()) if stats is not None else _WARNED_NO_STATS
     first = reason not in warned
     warned.add(reason)
-    shown = href if len(href) <= 200 else f"{href[:200]}... ({len(href)} characters)"
+    shown = shorten(href)
     logger.log(
         logging.WARNING if first else logging.DEBUG,
         "IRI: skipped a link of %(page)s that no request can be made for: %(href)r "

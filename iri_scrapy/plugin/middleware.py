@@ -53,6 +53,7 @@ from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import Level, fast_path, normalize
 from iri_scrapy.core.mapping import iri_to_uri
 from iri_scrapy.core.resolve import resolve
+from iri_scrapy.core.shorten import shorten
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
     META_DONT_NORMALIZE,
@@ -190,7 +191,7 @@ class Canonicalizer:
             level,
             "IRI: %(url)r has no canonical form (%(error)s); requested unchanged "
             "(further ones are logged at DEBUG level and counted in iri/unnormalizable)",
-            {"url": url, "error": exc},
+            {"url": shorten(url), "error": exc},
         )
 
     def verbatim_form(self, uri: str) -> str:

@@ -12,12 +12,23 @@ are merged with probability below n**2 / 2**65 for n distinct resources
 
 Two lines are the same resource when their ``normalize(..., form="uri")``
 strings are equal at the chosen level (section 5.3's ladder; by default without
-fragments, the retrieval comparison of section 5.1).  For each duplicate the
+fragments, the retrieval comparison of section 5.1).  For every URL line the
 rungs that changed its spelling on the way to the canonical form are counted
 (what :func:`iri_scrapy.core.ladder.rungs_applied` returns, computed in the
 same climb as the key by :func:`iri_scrapy.core.ladder.canonical_and_rungs`); a
-duplicate that was already canonical counts under ``simple`` (section 5.3.1:
-string comparison sufficed).
+line that was already canonical counts under ``simple`` (section 5.3.1).  The
+counts are kept apart for duplicates (``by_rung``) and first spellings
+(``first_by_rung``): their sum, :meth:`DedupeStats.spellings_by_rung`, depends on
+the canonical key of each line only, never on which spelling came first
+(``HTTP://EXAMPLE.COM`` then ``http://example.com/``, or the other way round:
+case 1, scheme 1, simple 1 either way).
+
+With *samples*, :class:`Deduper` also keeps what ``dedupe --report`` shows, in
+bounded memory: the hosts with most duplicates (:data:`MAX_HOSTS` counters, the
+smallest dropped when full, so the counts are lower bounds past that), and up to
+:data:`MAX_CLUSTERS` alias clusters (a first spelling and up to
+:data:`MAX_CLUSTER_SPELLINGS` - 1 others), found among the last
+:data:`RECENT_FIRSTS` first spellings.
 """
 
 from __future__ import annotations
@@ -41,12 +52,18 @@ from iri_scrapy.core.parsing import SCHEME_RE, WHITESPACE, preprocess
 from iri_scrapy.store.fpstore import FingerprintSet
 
 __all__ = [
-    "Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS",
+    "Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS", "Samples",
     "fingerprint", "refusal", "undecodable_byte", "byte_column",
 ]
 
 #: Keys of :attr:`DedupeStats.by_rung`, in ladder order.
 RUNG_KEYS: tuple[str, ...] = tuple(r.key for r in Rung)
+#: Bounds of :class:`Samples` (``dedupe --report``).
+MAX_HOSTS = 4096
+MAX_CLUSTERS = 24
+MAX_CLUSTER_SPELLINGS = 6
+RECENT_FIRSTS = 4096
+MAX_SAMPLED_LENGTH = 2048
 
 
 def fingerprint(key: str) -> int:
@@ -76,20 +93,23 @@ def byte_column(line: str, index: int) -> int:
 
 
 def undecodable_byte(line: str) -> str | None:
-    """``"invalid UTF-8 byte 0xC9 at column 3"`` for the first byte of *line* that was
-    not UTF-8 (decoded with ``errors="surrogateescape"``), or None."""
+    """``"invalid UTF-8 byte 0xC9 at index 2"`` for the first byte of *line* that was
+    not UTF-8 (decoded with ``errors="surrogateescape"``), or None.  The index is
+    0-based, in characters of the line as decoded (each undecodable byte one
+    character), as the library's errors count."""
     m = _UNDECODABLE.search(line)
     if m is None:
         return None
     byte = ord(m.group()) - 0xDC00
-    return f"invalid UTF-8 byte 0x{byte:02X} at column {byte_column(line, m.start())}"
+    return f"invalid UTF-8 byte 0x{byte:02X} at index {m.start()}"
 
 
 def refusal(line: str) -> str | None:
     """Why *line* (one line of a URL list, without its end of line) is not a URL at
     all, or None: an undecodable byte, a control character inside it, or no scheme.
 
-    Columns are 1-based byte positions in the line as read.  White space around
+    Positions are 0-based character indices in the line (each undecodable byte one
+    character), as in the library's errors (``index``).  White space around
     the line (space, tab, CR, LF) is not data and is ignored, as by the core.
     """
     if _PLAIN.match(line) is not None:
@@ -103,12 +123,10 @@ def refusal(line: str) -> str | None:
             return undecodable_byte(line)
         name = _CONTROL_NAMES.get(cp)
         what = f"U+{cp:04X} ({name})" if name else f"U+{cp:04X}"
-        return (f"control character {what} at column {byte_column(line, m.start())}: "
-                "not allowed in a URL")
+        return f"control character {what} at index {m.start()}: not allowed in a URL"
     if _SCHEME.match(stripped) is None:
         if stripped.startswith("\ufeff"):  # a UTF-8 BOM at the start of a file
-            return (f"byte order mark U+FEFF at column {byte_column(line, start)}: "
-                    "not part of a URL")
+            return f"byte order mark U+FEFF at index {start}: not part of a URL"
         return "no scheme: not an absolute URL"
     return None
 
@@ -140,6 +158,7 @@ class DedupeStats:
     blank: int = 0
     unparseable: int = 0
     by_rung: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RUNG_KEYS, 0))
+    first_by_rung: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RUNG_KEYS, 0))
     rejects: list[Reject] = field(default_factory=list)
     fingerprint_bytes: int = 0
     peak_fingerprint_bytes: int = 0
@@ -153,11 +172,75 @@ class DedupeStats:
             "blank": self.blank,
             "unparseable": self.unparseable,
             "duplicates_by_rung": dict(self.by_rung),
+            "spellings_by_rung": self.spellings_by_rung(),
             "rejects": [{"line": r.line, "error": r.error} for r in self.rejects],
             "rejects_listed": len(self.rejects),
             "fingerprint_bytes": self.fingerprint_bytes,
             "peak_fingerprint_bytes": self.peak_fingerprint_bytes,
         }
+
+    def spellings_by_rung(self) -> dict[str, int]:
+        """Every URL line (first spellings and duplicates) under each rung that changed
+        its spelling, ``simple`` if none did: from each line's canonical key alone,
+        whatever the order of the lines."""
+        return {k: self.by_rung[k] + self.first_by_rung[k] for k in RUNG_KEYS}
+
+
+@dataclass(slots=True)
+class Samples:
+    """What ``dedupe --report`` shows besides the counters, in bounded memory."""
+
+    hosts: dict[str, int] = field(default_factory=dict)
+    hosts_pruned: bool = False
+    clusters: dict[str, list[str]] = field(default_factory=dict)
+    recent: dict[str, str] = field(default_factory=dict)
+
+    def first(self, key: str, line: str) -> None:
+        """A first spelling: remembered among the last :data:`RECENT_FIRSTS`."""
+        if len(self.clusters) >= MAX_CLUSTERS or len(line) > MAX_SAMPLED_LENGTH:
+            return
+        recent = self.recent
+        recent[key] = line
+        if len(recent) > RECENT_FIRSTS:
+            del recent[next(iter(recent))]
+
+    def duplicate(self, key: str, line: str) -> None:
+        """A duplicate spelling of *key*: counted for its host, maybe sampled."""
+        host = _host_of(key)
+        hosts = self.hosts
+        hosts[host] = hosts.get(host, 0) + 1
+        if len(hosts) > MAX_HOSTS:
+            keep = sorted(hosts.items(), key=lambda kv: -kv[1])[: MAX_HOSTS // 2]
+            self.hosts = dict(keep)
+            self.hosts_pruned = True
+        spellings = self.clusters.get(key)
+        if spellings is not None:
+            if len(spellings) < MAX_CLUSTER_SPELLINGS and line not in spellings and len(
+                    line) <= MAX_SAMPLED_LENGTH:
+                spellings.append(line)
+        elif len(self.clusters) < MAX_CLUSTERS and key in self.recent:
+            first = self.recent.pop(key)
+            if line != first and len(line) <= MAX_SAMPLED_LENGTH:
+                self.clusters[key] = [first, line]
+            if len(self.clusters) >= MAX_CLUSTERS:
+                self.recent.clear()
+
+    def top_hosts(self, n: int = 15) -> list[tuple[str, int]]:
+        """The *n* hosts with most duplicates, most first."""
+        return sorted(self.hosts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+
+def _host_of(key: str) -> str:
+    """The host of a canonical key (URI form): between ``//`` and the path, without
+    userinfo and port; ``""`` for a key without authority."""
+    rest = key.partition(":")[2]
+    if not rest.startswith("//"):
+        return ""
+    authority = rest[2:].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    host = authority.rpartition("@")[2]
+    if host.startswith("["):
+        return host.split("]", 1)[0] + "]"
+    return host.split(":", 1)[0]
 
 
 class Deduper:
@@ -180,6 +263,7 @@ class Deduper:
         form: Form = "uri",
         max_rejects: int = 20,
         rung_stats: bool = True,
+        samples: bool = False,
     ) -> None:
         self.level = Level.coerce(level)
         self.keep_fragment = keep_fragment
@@ -193,6 +277,8 @@ class Deduper:
         self.options = NormalizeOptions(self.level, "uri", keep_fragment, nfc)
         self.out_options = NormalizeOptions(self.level, form, keep_fragment, nfc)
         self.stats = DedupeStats()
+        #: What ``--report`` shows (with *samples*), else None.
+        self.samples: Samples | None = Samples() if samples else None
 
     def classify(self, line: str) -> tuple[Outcome | None, str, tuple[Rung, ...], str]:
         """What the ladder says of one line, before the seen-set; counts nothing.
@@ -227,17 +313,19 @@ class Deduper:
         """Count a URL of fingerprint *fp* (:func:`fingerprint` of its key): True when
         it is the first of its resource, else a duplicate counted under its *rungs*."""
         stats = self.stats
-        if self.seen.add(fp):
+        first = self.seen.add(fp)
+        if first:
             stats.unique += 1
-            return True
-        stats.duplicates += 1
-        if self.rung_stats:
+            by_rung = stats.first_by_rung
+        else:
+            stats.duplicates += 1
             by_rung = stats.by_rung
+        if self.rung_stats:
             if not rungs:
                 by_rung["simple"] += 1
             for rung in rungs:
                 by_rung[rung.key] += 1
-        return False
+        return first
 
     def process(self, line: str) -> tuple[Outcome, str]:
         """Classify one line (without its end-of-line characters)."""
@@ -250,7 +338,11 @@ class Deduper:
                 return outcome, ""
             return self._reject(key)
         if self.add(fingerprint(key), rungs):
+            if self.samples is not None:
+                self.samples.first(key, line)
             return Outcome.UNIQUE, out
+        if self.samples is not None:
+            self.samples.duplicate(key, line)
         return Outcome.DUPLICATE, ""
 
     def _reject(self, error: str) -> tuple[Outcome, str]:

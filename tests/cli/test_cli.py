@@ -126,7 +126,7 @@ def test_normalize_stdin_line_numbers(capsysbinary: pytest.CaptureFixture[bytes]
     lines = r.out.split("\n")
     # Blank lines stay blank, failures are kept: the output is aligned with the input.
     assert lines == ["http://a/", "", "http://bad:p/", "http://b/~", "\udcff\udcfe", ""]
-    assert "line 3: port:" in r.err and "line 5: invalid UTF-8 byte 0xFF at column 1" in r.err
+    assert "line 3: port:" in r.err and "line 5: invalid UTF-8 byte 0xFF at index 0" in r.err
     assert "2 input(s) could not be normalized" in r.err
 
 
@@ -286,7 +286,7 @@ def test_dedupe_small(tmp_path: Path, capsys: pytest.CaptureFixture[str],
         "simple": 2, "case": 0, "character": 0, "percent": 0, "path": 1, "scheme": 2,
         "protocol": 0}
     assert [x["line"] for x in report["rejects"]] == [6, 11]
-    assert "line 6: port:" in r.err and "line 11: invalid UTF-8 byte 0xFF at column 8" in r.err
+    assert "line 6: port:" in r.err and "line 11: invalid UTF-8 byte 0xFF at index 7" in r.err
     assert "11 lines read: 3 unique, 4 duplicates, 2 blank, 2 unparseable" in r.err
     assert "5.3.2.1  case normalization" in r.err
     assert r.out == ""

@@ -32,20 +32,20 @@ def run(*args: str | bytes, stdin: Any = b"") -> subprocess.CompletedProcess[byt
 # --- dedupe: garbage is refused, with a reason, never accepted or dropped ---------------
 
 GARBAGE = [  # (line as given, refusal in the report, or None if it is a URL)
-    (b"\xef\xbb\xbfhttp://a/", "byte order mark U+FEFF at column 1: not part of a URL"),
+    (b"\xef\xbb\xbfhttp://a/", "byte order mark U+FEFF at index 0: not part of a URL"),
     (b"http://a/", None),
-    (b"\xc9\xff\x00abc", "invalid UTF-8 byte 0xC9 at column 1"),
-    (b"http://caf\xc3\xa9.example/\xff", "invalid UTF-8 byte 0xFF at column 22"),  # bytes
-    (b"http://a/\x00b", "control character U+0000 (NUL) at column 10"),
-    (b"http://a/x\ty", "control character U+0009 (tab) at column 11"),
-    (b"http://a/\x7f", "control character U+007F (DEL) at column 10"),
-    (b"\x1b[2Jhttp://a/", "control character U+001B (escape) at column 1"),
-    (b"http://\xc3\xa9/\xc2\x85", "control character U+0085 at column 11"),  # C1, UTF-8
+    (b"\xc9\xff\x00abc", "invalid UTF-8 byte 0xC9 at index 0"),
+    (b"http://caf\xc3\xa9.example/\xff", "invalid UTF-8 byte 0xFF at index 20"),  # characters
+    (b"http://a/\x00b", "control character U+0000 (NUL) at index 9"),
+    (b"http://a/x\ty", "control character U+0009 (tab) at index 10"),
+    (b"http://a/\x7f", "control character U+007F (DEL) at index 9"),
+    (b"\x1b[2Jhttp://a/", "control character U+001B (escape) at index 0"),
+    (b"http://\xc3\xa9/\xc2\x85", "control character U+0085 at index 9"),  # C1, UTF-8
     (b"junk line", "no scheme: not an absolute URL"),
     (b"//host/path", "no scheme: not an absolute URL"),
     (b"/relative?q", "no scheme: not an absolute URL"),
-    (b"\x89PNG\r", "invalid UTF-8 byte 0x89 at column 1"),
-    (b"\x1a", "control character U+001A at column 1"),
+    (b"\x89PNG\r", "invalid UTF-8 byte 0x89 at index 0"),
+    (b"\x1a", "control character U+001A at index 0"),
     (b" \thttp://b/ \t", None),  # white space around a line is not data
     (b"http://c/\r", None),  # CRLF line end
     (b"mailto:someone@example.com", None),
@@ -95,8 +95,8 @@ def test_dedupe_random_bytes_are_all_refused(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_normalize_refusal_argument_stdin_and_skip() -> None:
-    bad = b"http://a/caf\xc3\xa9\xff"  # the invalid byte is byte 15 (character 14)
-    why = b"invalid UTF-8 byte 0xFF at column 15"
+    bad = b"http://a/caf\xc3\xa9\xff"  # the invalid byte is byte 15, character index 13
+    why = b"invalid UTF-8 byte 0xFF at index 13"
     p = run("normalize", b"HTTP://A/", bad)
     assert p.returncode == 1
     assert p.stdout == b"http://a/\n" + bad + b"\n"  # kept: aligned with the input
@@ -122,7 +122,7 @@ def test_normalize_help_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
     help_text = " ".join(capsys.readouterr().out.split())
     assert "1 some input could not be normalized (each reported on stderr, with any " \
            "--on-error)" in help_text
-    assert "invalid UTF-8 byte 0xC9 at column M', M the 1-based byte position" in help_text
+    assert "invalid UTF-8 byte 0xC9 at index N', N the 0-based character index" in help_text
 
 
 # --- dedupe: memory figures only when they mean something, one figure everywhere ----------
