@@ -242,6 +242,7 @@ import logging
 import os
 import sqlite3
 import time
+from array import array
 from bisect import insort
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
@@ -735,8 +736,16 @@ class FrontierStore:
 
     def seen_records(self) -> Iterator[int]:
         """Every stored fingerprint record, as an unsigned 64-bit integer."""
-        for (value,) in self._conn.execute("SELECT fp FROM seen"):
-            yield _unsigned(value)
+        return iter(self.seen_array())
+
+    def seen_array(self) -> array[int]:
+        """Every stored fingerprint record, unsigned 64-bit, in one ``array('Q')``
+        (stored signed; converted in C, not one Python call per record)."""
+        signed = array("q")
+        cursor = self._conn.execute("SELECT fp FROM seen")
+        while rows := cursor.fetchmany(65536):
+            signed.extend(value for (value,) in rows)
+        return array("Q", signed.tobytes())
 
     def pending_rows(self) -> list[tuple[int, bytes]]:
         """``(id, serialized request)`` of every pending request, oldest first."""
@@ -1165,7 +1174,13 @@ class IRIFrontierScheduler(Scheduler):
         self.codec = RequestCodec(spider, frontier_secret(crawler.settings))
         self.refusals.store = f"the frontier store {store.path}"
         try:
-            seen = df.preload(store.seen_records())
+            records = store.seen_array()
+            held = getattr(df, "_set", None)
+            if isinstance(held, FingerprintSet) and not len(held) and len(records) > 65536:
+                # sized for them at once: no growth step while loading
+                df._set = FingerprintSet(capacity=len(records))  # type: ignore[attr-defined]
+            seen = df.preload(records)
+            del records
             # the pending rows stay on disk: read BATCH at a time, in crawl order
             recovered = self._queued = store.pending_count()
             self._edge = _NOTHING_READ if recovered else _EVERYTHING_READ
