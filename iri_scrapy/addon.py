@@ -22,6 +22,10 @@ The rule for values the user set explicitly:
 * Stock offsite filtering is replaced by ours unless the user lists Scrapy's
   ``OffsiteMiddleware`` or ours in ``DOWNLOADER_MIDDLEWARES`` (then offsite
   filtering is the user's choice and is left alone).
+* With ``ROBOTSTXT_OBEY`` true, Scrapy's ``RobotsTxtMiddleware`` is replaced
+  by :class:`~iri_scrapy.plugin.robots.IRIRobotsTxtMiddleware` at its place
+  (100): every request waits for its origin's robots.txt, one fetch per
+  canonical origin.  Unless the user lists either in ``DOWNLOADER_MIDDLEWARES``.
 * Scrapy's ``FilesPipeline``/``ImagesPipeline`` listed in ``ITEM_PIPELINES`` are
   replaced by :class:`~iri_scrapy.plugin.media.IRIFilesPipeline` /
   ``IRIImagesPipeline`` at the same priority (a stored file's path then depends
@@ -65,6 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.pipelines.files import FilesPipeline
 from scrapy.pipelines.images import ImagesPipeline
 from scrapy.settings import SETTINGS_PRIORITIES
@@ -87,6 +92,7 @@ from iri_scrapy.plugin.media import IRIFilesPipeline, IRIImagesPipeline
 from iri_scrapy.plugin.middleware import IRINormalizationMiddleware, IRISpiderMiddleware
 from iri_scrapy.plugin.offsite import IRIOffsiteMiddleware
 from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware
+from iri_scrapy.plugin.robots import IRIRobotsTxtMiddleware
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -96,6 +102,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Addon", "FINGERPRINTER", "DUPEFILTER", "FRONTIER_SCHEDULER", "MEDIA_PIPELINES", "PRIORITIES",
     "REDIS_DUPEFILTER", "REDIS_SCHEDULER", "POET_BASE", "POET_FINGERPRINTER", "ZYTE_FALLBACK",
+    "ZYTE_FINGERPRINTER",
 ]
 
 logger = logging.getLogger(__name__)
@@ -116,6 +123,7 @@ MEDIA_PIPELINES: tuple[tuple[type, type], ...] = (
 PRIORITIES: dict[str, int] = {
     "offsite": 50,  # the stock OffsiteMiddleware's place
     "normalization": 60,  # right after offsite; process_response runs late (sees final class)
+    "robots": 100,  # the stock RobotsTxtMiddleware's place (with ROBOTSTXT_OBEY only)
     "protocol": 650,  # process_response before RedirectMiddleware (600)
     "spider": 950,  # spider side of every built-in spider middleware
     "frontier": -1000,  # outermost, spider and downloader side (crash-safe JOBDIR)
@@ -129,6 +137,7 @@ PRIORITIES: dict[str, int] = {
 ZYTE_FALLBACK = "ZYTE_API_FALLBACK_REQUEST_FINGERPRINTER_CLASS"
 POET_BASE = "SCRAPY_POET_REQUEST_FINGERPRINTER_BASE_CLASS"
 POET_FINGERPRINTER = "scrapy_poet.ScrapyPoetRequestFingerprinter"
+ZYTE_FINGERPRINTER = "scrapy_zyte_api.ScrapyZyteAPIRequestFingerprinter"
 
 #: (top-level package, class name) of the fingerprinters the add-on chains with.
 _FAMILIES = {
@@ -162,18 +171,24 @@ def _family(value: Any) -> str | None:
     return None
 
 
-def _poet_enabled(settings: BaseSettings) -> bool:
-    """True if scrapy-poet's add-on or its ``InjectionMiddleware`` is enabled."""
+def _enabled(settings: BaseSettings, package: str, names: tuple[str, ...]) -> bool:
+    """True if ``ADDONS`` or ``DOWNLOADER_MIDDLEWARES`` enable a class of *package* named
+    one of *names* (by path, without importing *package*)."""
     for setting in ("ADDONS", "DOWNLOADER_MIDDLEWARES"):
         for key, value in settings.getwithbase(setting).items():
             if value is None:
                 continue
             path = key if isinstance(key, str) else f"{key.__module__}.{key.__qualname__}"
-            if path.split(".", 1)[0] == "scrapy_poet" and path.rsplit(".", 1)[-1] in (
-                "Addon", "InjectionMiddleware"
-            ):
+            if path.split(".", 1)[0] == package and path.rsplit(".", 1)[-1] in names:
                 return True
-    return _family(settings.get("REQUEST_FINGERPRINTER_CLASS")) == "poet"
+    return False
+
+
+def _poet_enabled(settings: BaseSettings) -> bool:
+    """True if scrapy-poet's add-on or its ``InjectionMiddleware`` is enabled."""
+    return _enabled(settings, "scrapy_poet", ("Addon", "InjectionMiddleware")) or (
+        _family(settings.get("REQUEST_FINGERPRINTER_CLASS")) == "poet"
+    )
 
 
 def _is_subclass(value: Any, path: str) -> bool:
@@ -274,6 +289,15 @@ class Addon:
             settings.set_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", IRIOffsiteMiddleware, PRIORITIES["offsite"]
             )
+        if settings.getbool("ROBOTSTXT_OBEY") and not (
+            _listed(downloader, RobotsTxtMiddleware) or _listed(downloader, IRIRobotsTxtMiddleware)
+        ):
+            settings.set_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", RobotsTxtMiddleware, None
+            )
+            settings.set_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", IRIRobotsTxtMiddleware, PRIORITIES["robots"]
+            )
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", IRINormalizationMiddleware, PRIORITIES["normalization"]
         )
@@ -337,7 +361,11 @@ class Addon:
         if family == "stock" and (settings.getpriority(name) or 0) <= addon:
             settings.set(name, FINGERPRINTER, priority="addon")
             return
-        self._take_slot(settings, name, FINGERPRINTER)
+        # Another class, set above the add-ons' priority: scrapy-zyte-api's add-on, if
+        # it runs later, could not take its place (as it does without us), so its
+        # fingerprinter is put there now, at that priority; ours is its fallback.
+        zyte = _enabled(settings, "scrapy_zyte_api", ("Addon",))
+        self._take_slot(settings, name, ZYTE_FINGERPRINTER if zyte else FINGERPRINTER)
 
     def _take_slot(self, settings: BaseSettings, name: str, want: str) -> None:
         """Set fingerprinter setting *name* to *want*; another class there becomes ours' base."""

@@ -145,6 +145,19 @@ def test_a_users_fingerprinter_as_zyte_fallback_is_kept_as_our_base() -> None:
     assert chain_problem(crawler.request_fingerprinter, IRIConfig()) is None
 
 
+@pytest.mark.parametrize("addons", [{OURS: 0, ZYTE: 500}, {ZYTE: 0, OURS: 500}],
+                         ids=["ours_first", "zyte_first"])
+def test_a_users_fingerprinter_with_zyte_in_either_order(addons: dict[str, int]) -> None:
+    """scrapy-zyte-api's fingerprinter on top, ours its fallback, the user's ours' base."""
+    crawler = _crawler(addons, REQUEST_FINGERPRINTER_CLASS=USER_FP)
+    fp = crawler.request_fingerprinter
+    assert type(fp).__name__ == "ScrapyZyteAPIRequestFingerprinter"
+    assert crawler.settings.get("ZYTE_API_FALLBACK_REQUEST_FINGERPRINTER_CLASS") == (
+        "iri_scrapy.IRIRequestFingerprinter")
+    assert crawler.settings.get(BASE_SETTING) == USER_FP
+    assert chain_problem(fp, IRIConfig()) is None  # (Zyte API requests need an engine)
+
+
 def test_a_chain_without_ours_is_said_loudly_at_start(caplog: pytest.LogCaptureFixture) -> None:
     crawler = _crawler({ZYTE: 0, OURS: 500}, ZYTE_API_FALLBACK_REQUEST_FINGERPRINTER_CLASS=(
         "scrapy.utils.request.RequestFingerprinter"))
