@@ -61,6 +61,8 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.core.scheduler": {"Scheduler", "BaseScheduler"},
     "scrapy.crawler": {"Crawler", "CrawlerProcess"},  # docs: api.rst
     "scrapy.downloadermiddlewares.offsite": {"OffsiteMiddleware"},  # downloader-middleware.rst
+    "scrapy.downloadermiddlewares.robotstxt": {"RobotsTxtMiddleware"},  # the same page
+    "scrapy.robotstxt": {"RobotParser"},  # downloader-middleware.rst (autoclass, its interface)
     "scrapy.dupefilters": {"BaseDupeFilter"},  # docs: settings.rst (autoclass)
     # docs: exceptions.rst; ScrapyDeprecationWarning is that documented module's
     # public warning category (used by the test harness only)
@@ -83,12 +85,14 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.spidermiddlewares.base": {"BaseSpiderMiddleware"},  # spider-middleware.rst
     "scrapy.spiders": {"CrawlSpider", "Rule"},  # docs: spiders.rst
     "scrapy.statscollectors": {"StatsCollector"},  # docs: api.rst
-    "scrapy.utils.defer": {"deferred_from_coro"},  # docs: asyncio.rst (autofunction)
+    # docs: asyncio.rst (autofunction, both)
+    "scrapy.utils.defer": {"deferred_from_coro", "maybe_deferred_to_future"},
     # request-response.rst: autoclass RequestFingerprinter; request_from_dict, the
     # documented inverse of Request.to_dict (cross-referenced from Request.attributes)
     "scrapy.utils.request": {"RequestFingerprinter", "request_from_dict"},
     "scrapy_redis.spiders": {"RedisSpider", "RedisCrawlSpider"},  # scrapy-redis README
     "twisted.internet": {"reactor"},  # Twisted API docs: twisted.internet.reactor
+    "twisted.internet.defer": {"Deferred"},  # Twisted API docs: twisted.internet.defer
     "twisted.internet.task": {"LoopingCall"},
     "w3lib.html": {"get_base_url", "get_meta_refresh"},  # w3lib docs: w3lib.html
     "w3lib.url": {"safe_url_string"},  # w3lib docs: w3lib.url
