@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -161,6 +162,17 @@ def _fmt(value: int | None) -> str:
     return NA if value is None else str(value)
 
 
+def shown(iri: str) -> str:
+    """*iri* for the report: an IRI that is not in NFC (``café`` spelled ``e`` + U+0301)
+    would look exactly like its NFC twin, so its combining marks are written as
+    escapes and a note is added: ``http://bücher.example/cafe\\u0301 (decomposed, not
+    NFC)``."""
+    if unicodedata.is_normalized("NFC", iri):
+        return iri
+    marks = "".join(f"\\u{ord(c):04x}" if unicodedata.combining(c) else c for c in iri)
+    return f"{marks} (decomposed, not NFC)"
+
+
 @dataclass
 class DemoReport:
     """Both crawls of the demo web, side by side."""
@@ -206,7 +218,7 @@ class DemoReport:
         run = self.iri
         for key, count in sorted(run.duplicates.items()):
             out.append(f"{run.label} fetched {self._name(key)} {count} times")
-        out.extend(f"{run.label} never fetched {r.iri} ({r.name})" for r in run.missed)
+        out.extend(f"{run.label} never fetched {shown(r.iri)} ({r.name})" for r in run.missed)
         out.extend(f"{run.label} got a 404 for {h.target}" for h in run.not_found)
         if run.items_scraped != len(self.site.page_keys):
             out.append(f"{run.label} scraped {run.items_scraped} items, "
@@ -269,21 +281,41 @@ class DemoReport:
                 lines += _wrap([f"{self._name(k)} x{n}" for k, n in dups])
             if run.missed:
                 lines.append(f"Missed by {run.label}:")
-                width = max(len(r.iri) for r in run.missed)
+                width = max(len(shown(r.iri)) for r in run.missed)
                 for r in run.missed:
                     why = r.trap.split(": ", 1)[1] if r.trap and ": " in r.trap else (r.trap or "")
-                    lines.append(f"  {r.iri:<{width}}  {why}".rstrip())
+                    lines.append(f"  {shown(r.iri):<{width}}  {why}".rstrip())
             if run.not_found:
                 targets = ", ".join(dict.fromkeys(h.target for h in run.not_found))
                 lines.append(f"404s of {run.label}: {targets}")
         for run in (self.stock, self.iri):
-            shown = _display_path(run.items_path)
-            lines.append(f"Items ({run.label}): {shown} ({len(run.items)} lines)")
-        return "\n".join(lines)
+            path = _display_path(run.items_path)
+            lines.append(f"Items ({run.label}): {path} ({len(run.items)} lines)")
+        return "\n".join([*lines, "", *self.numbers()])
+
+    def numbers(self) -> list[str]:
+        """What the table's numbers add up to, in words."""
+        site, s, i = self.site, self.stock, self.iri
+        pages, redirects = len(site.page_keys), sorted(site.redirect_keys)
+        moved = ", ".join(self._name(k) for k in redirects)
+        lines = [
+            f"The numbers: the demo web has {len(site.keys)} resources, {pages} HTML pages "
+            f"(one item each) and {len(redirects)} redirect{'s' if len(redirects) != 1 else ''}"
+            f" ({moved}: a 301, no item).",
+            f"  {i.label}: {i.requests_sent} requests = {i.distinct_fetched} resources "
+            f"once each; {i.items_scraped} items = one per page.",
+        ]
+        distinct_items = len({item.get("url") for item in s.items})
+        lines.append(
+            f"  {s.label}: {s.requests_sent} requests = {s.distinct_fetched} resources + "
+            f"{s.duplicate_fetches} duplicate fetches + {len(s.not_found)} 404s; "
+            f"{s.items_scraped} items = {distinct_items} distinct pages + "
+            f"{s.items_scraped - distinct_items} scraped again.")
+        return lines
 
     def _name(self, key: ResourceKey) -> str:
         res = self.site.lookup(key)
-        return res.iri if res is not None else f"http://{key.host}{key.path}" + (
+        return shown(res.iri) if res is not None else f"http://{key.host}{key.path}" + (
             "" if key.query is None else "?" + key.query)
 
     def render(self) -> str:

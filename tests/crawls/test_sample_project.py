@@ -149,6 +149,36 @@ def test_stock_fetches_duplicates_and_misses_the_traps(out: str, rows: Rows) -> 
     assert "404s of stock Scrapy: http://strasse.example/" in out  # IDNA 2003's other domain
     assert "Missed by iri_scrapy" not in out
     assert "Fetched more than once by iri_scrapy" not in out
+    # NFC and NFD café look alike: the NFD one is shown with its combining mark escaped
+    assert "http://bücher.example/cafe\\u0301 (decomposed, not NFC) x2" in out
+    assert "http://bücher.example/café x2" in out
+
+
+def test_the_numbers_are_explained(out: str, rows: Rows) -> None:
+    """33 resources but 32 items: the redirect; stock's items: pages scraped again."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("The numbers: "))
+    head, iri, stock = lines[start:start + 3]
+    assert head == (f"The numbers: the demo web has {N_KEYS} resources, {N_PAGES} HTML pages "
+                    "(one item each) and 1 redirect (http://www.example.test/docs: a 301, "
+                    "no item).")
+    assert iri == (f"  iri_scrapy: {N_KEYS} requests = {N_KEYS} resources once each; "
+                   f"{N_PAGES} items = one per page.")
+
+    def stock_row(label: str) -> int:
+        return val(rows, label, 0)
+
+    sent, items = stock_row("requests sent (Scrapy downloader)"), stock_row("items scraped")
+    distinct = stock_row(f"distinct resources fetched (of {N_KEYS})")
+    m = re.fullmatch(r"  stock Scrapy: (\d+) requests = (\d+) resources \+ (\d+) duplicate "
+                     r"fetches \+ (\d+) 404s; (\d+) items = (\d+) distinct pages \+ (\d+) "
+                     r"scraped again\.", stock)
+    assert m, stock
+    n = [int(x) for x in m.groups()]
+    assert n[:5] == [sent, distinct, stock_row("duplicate fetches"), stock_row("404 Not Found"),
+                     items]
+    assert n[0] == n[1] + n[2] + n[3] and n[4] == n[5] + n[6]
+    assert n[5] == len({i["url"] for i in _items(OUTPUT / "items-stock.jsonl")})
 
 
 def test_rung_rows_present_and_summing_as_printed(rows: Rows) -> None:
