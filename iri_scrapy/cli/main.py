@@ -40,6 +40,7 @@ from iri_scrapy.core.bidi import check as check_iri
 from iri_scrapy.core.charclasses import BIDI_FORMATTING
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.explain import explain as explain_iris
+from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
 from iri_scrapy.store.dedupe import Deduper, DedupeStats, Outcome, Samples, undecodable_byte
 
@@ -301,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "read and the time left")
     p.add_argument("-q", "--quiet", action="store_true", help="no closing report on stderr")
     p.add_argument("--spark", nargs="?", const="local[*]", default=None, metavar="MASTER",
-                   help="run the job on Apache Spark (pip install 'iri-scrapy[spark]', Java "
+                   help=f"run the job on Apache Spark ({install_hint('spark')}; Java "
                    "17+) at MASTER (default local[*]); FILE is then a text file, directory "
                    "or glob, or Parquet (FILE ending in .parquet, or --column); -o OUT "
                    "ending in .parquet writes a Parquet directory; same report")
@@ -707,7 +708,7 @@ def _dedupe_spark(args: argparse.Namespace) -> int:
     try:
         from iri_scrapy.cli import spark as spark_job
     except ImportError as exc:
-        raise _Error(f"dedupe --spark needs pyspark (pip install 'iri-scrapy[spark]'): "
+        raise _Error(f"dedupe --spark needs pyspark ({install_hint('spark')}): "
                      f"{exc}") from None
     if not spark_job.is_master(args.spark) and args.input == "-":
         # "--spark FILE": argparse gave the file to the optional MASTER.

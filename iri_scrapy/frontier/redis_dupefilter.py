@@ -141,6 +141,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
 
+from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.redis_client import (
     DEFAULT_RETRY_SECONDS,
@@ -931,7 +932,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         except ImportError as exc:
             message = (
                 f"RedisIRIDupeFilter needs the redis package, which cannot be imported "
-                f'({exc}): pip install "iri-scrapy[redis]"'
+                f"({exc}): {install_hint('redis')}"
             )
             refuse_start(self.crawler, REASON_REDIS_NOT_INSTALLED, message, exc)
 

@@ -173,6 +173,7 @@ from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 
+from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.codec import (
     REASON_REFUSED_RECORDS,
@@ -809,7 +810,7 @@ class RedisIRIScheduler(BaseScheduler):
         except ImportError as exc:
             message = (
                 f"RedisIRIScheduler needs the redis package, which cannot be imported "
-                f'({exc}): pip install "iri-scrapy[redis]"'
+                f"({exc}): {install_hint('redis')}"
             )
             refuse_start(self.crawler, REASON_REDIS_NOT_INSTALLED, message, exc)
             return None

@@ -1,6 +1,7 @@
 """iri_scrapy on Apache Spark: canonical keys as vectorized column functions, and dedupe.
 
-``pip install "iri-scrapy[spark]"`` (pyspark 4.1+, pyarrow; Spark 4 needs Java 17+).
+``pip install "iri-scrapy[spark]"`` (or from a clone: ``pip install ".[spark]"``): pyspark
+4.1+, pyarrow; Spark 4 needs Java 17+.
 Nothing else in the package imports this module, so the core stays importable
 without pyspark.
 

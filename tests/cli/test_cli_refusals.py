@@ -21,7 +21,7 @@ from iri_scrapy.cli.main import main
 from iri_scrapy.store.fpstore import FingerprintSet
 
 MODULE = [sys.executable, "-m", "iri_scrapy"]
-README = Path(__file__).resolve().parents[2] / "README.md"
+CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 def run(*args: str | bytes, stdin: Any = b"") -> subprocess.CompletedProcess[bytes]:
@@ -162,7 +162,7 @@ def test_memory_figure_is_measured_and_said_once() -> None:
     assert figure.startswith("12 bytes per distinct URL, 12 at the peak")
     p = run("dedupe", "--help")
     assert figure in " ".join(p.stdout.decode().split())
-    assert figure in " ".join(README.read_text(encoding="utf-8").split())
+    assert figure in " ".join(CLI_DOC.read_text(encoding="utf-8").split())
 
 
 # --- dedupe: progress with percentage and time left, on stderr only -------------------------

@@ -338,11 +338,12 @@ def test_refusal_log_once_per_kind(spider: CodecSpider, caplog: pytest.LogCaptur
     assert log.count == 4 and log.by_kind == {"pickle": 3, "callback": 1}
 
 
-def test_readme_and_docs_name_the_reason_and_setting() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_docs_name_the_reason_and_setting() -> None:
+    settings = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    stats = (ROOT / "docs" / "stats.md").read_text(encoding="utf-8")
     docs = (ROOT / "docs" / "frontier.md").read_text(encoding="utf-8")
-    for text in (readme, docs):
+    for text in (settings, docs):
         assert f"`{REASON_REFUSED_RECORDS}`" in text
         assert "`IRI_FRONTIER_SECRET`" in text
-    assert "`iri/frontier/refused_records`" in readme
-    assert "refused_records" in readme.split("`iri/redis_scheduler/*`", 1)[1].split("\n", 1)[0]
+    assert "`iri/frontier/refused_records`" in stats
+    assert "refused_records" in stats.split("`iri/redis_scheduler/*`", 1)[1].split("\n", 1)[0]
