@@ -18,14 +18,18 @@ for robots.txt once per canonical origin.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from scrapy import Request
+from scrapy.settings import Settings
 
-from iri_scrapy.plugin.robots import robots_origin
+from iri_scrapy import Addon
+from iri_scrapy.plugin.robots import IRIRobotsTxtMiddleware, robots_origin
 from tests.support.crawl import CrawlResult, run_crawl
 from tests.support.robots_site import RobotsServer
+from tests.support.spider import AliasSpider
 
 ADDON = {"ADDONS": {"iri_scrapy.Addon": 0}}
 STOCK_ROBOTS = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
@@ -95,6 +99,7 @@ def test_no_disallowed_page_before_robots_txt() -> None:
     assert ours.stats["robotstxt/request_count"] == len(HOSTS)
     assert ours.stats["robotstxt/forbidden"] == len(HOSTS) * PER_HOST // 2
     assert set(hits) == allowed | {(h, "/robots.txt") for h in HOSTS}
+    assert sum(hits.values()) <= sum(stock_hits.values())  # never more requests than stock
 
     # stock Scrapy: waiters after the first are let through unchecked (the bug)
     leaked = pages(stock_hits, "/private/")
@@ -138,3 +143,49 @@ def test_robotstxt_obey_false_is_unaffected() -> None:
     assert set(hits) == everything  # no robots.txt asked for
     assert all(n == 1 for n in hits.values())
     assert not [k for k in ours.stats if k.startswith("robotstxt/")]
+
+
+class MetaSpider(AliasSpider):
+    """Start requests with ``meta["dont_obey_robotstxt"]`` for the disallowed paths."""
+
+    async def start(self) -> AsyncIterator[Any]:
+        for url in self.start_urls:
+            yield Request(url, meta={"dont_obey_robotstxt": "/private/" in url})
+
+
+@pytest.mark.slow
+def test_dont_obey_robotstxt_meta_and_a_select_reactor() -> None:
+    """meta dont_obey_robotstxt is honoured; the waiting works without asyncio too."""
+    everything = {(h, f"/{kind}/{i}.html") for h in HOSTS for kind in ("private", "public")
+                  for i in range(PER_HOST // 2)}
+    reactor = {"TWISTED_REACTOR": "twisted.internet.selectreactor.SelectReactor"}
+    with RobotsServer(robots_delay=1.0) as server:
+        server.reset()
+        meta = run_crawl({**CONCURRENT, **ADDON}, start_urls(), server.proxy_url,
+                         spider="tests.crawls.test_robots.MetaSpider")
+        assert meta.ok, meta.stderr[-3000:]
+        meta_hits = server.hits()
+        select, select_hits = crawl(server, {**ADDON, **reactor})
+    assert set(meta_hits) == everything | {(h, "/robots.txt") for h in HOSTS}
+    assert "robotstxt/forbidden" not in meta.stats
+    assert pages(select_hits, "/private/") == set()
+    assert {h: select_hits[(h, "/robots.txt")] for h in HOSTS} == dict.fromkeys(HOSTS, 1)
+    assert select.stats["robotstxt/forbidden"] == len(HOSTS) * PER_HOST // 2
+
+
+def _downloader_mws(user: dict[str, Any]) -> dict[Any, Any]:
+    settings = Settings(user)
+    Addon().update_settings(settings)
+    return dict(settings.getdict("DOWNLOADER_MIDDLEWARES"))
+
+
+def test_the_addon_installs_it_only_with_robotstxt_obey() -> None:
+    mws = _downloader_mws({"ROBOTSTXT_OBEY": True})
+    assert mws[IRIRobotsTxtMiddleware] == 100
+    assert [v for k, v in mws.items() if k in (STOCK_ROBOTS,) or getattr(k, "__name__", "")
+            == "RobotsTxtMiddleware"] == [None]
+    assert IRIRobotsTxtMiddleware not in _downloader_mws({"ROBOTSTXT_OBEY": False})
+    assert IRIRobotsTxtMiddleware not in _downloader_mws({})
+    # the user's own choice of Scrapy's middleware is left alone
+    mine = _downloader_mws({"ROBOTSTXT_OBEY": True, "DOWNLOADER_MIDDLEWARES": {STOCK_ROBOTS: 90}})
+    assert mine[STOCK_ROBOTS] == 90 and IRIRobotsTxtMiddleware not in mine
