@@ -1,13 +1,12 @@
-"""The plugin's settings, read once per crawler, and crawler-scoped shared state.
+"""The plugin's settings and request meta keys, each defined once; crawler-scoped state.
 
-| setting | default | meaning |
-|---|---|---|
-| ``IRI_LEVEL`` | ``"scheme"`` | ladder level: simple, syntax, scheme, protocol |
-| ``IRI_KEEP_FRAGMENTS`` | ``False`` | keep fragments in the dedup key (RFC 3987 5.1 says drop) |
-| ``IRI_NFC`` | ``False`` | character normalization to NFC (5.3.2.2), opt-in |
-| ``IRI_SORT_QUERY`` | ``False`` | heuristic, not RFC: sort query parameters in the key |
-| ``IRI_DROP_QUERY_PARAMS`` | ``[]`` | heuristic, not RFC: names (``utm_*``) dropped |
-| ``IRI_PROTOCOL_MIN_EVIDENCE`` | ``2`` | redirects needed before a host-wide trailing-slash rule |
+:data:`SETTINGS` is the one table of every ``IRI_*`` setting the package reads
+(plugin, frontier and add-on alike): its default, its type and one line of
+meaning.  Read a setting with :func:`setting` (``setting(settings, "IRI_NFC")``),
+never with a default of your own: the default is the table's.  A test greps the
+package for ``"IRI_`` literals and checks that each one is in the table, and
+``docs/settings.md`` lists the table.  The ``META_*`` constants are the request
+meta keys the plugin and the frontier read or write, all of them here.
 """
 
 from __future__ import annotations
@@ -27,7 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IRIConfig", "rules_for", "META_DONT_NORMALIZE", "META_ORIGINAL", "META_RENORMALIZED",
-    "META_VERBATIM", "META_SERVER_SPELLING",
+    "META_VERBATIM", "META_SERVER_SPELLING", "META_UNNORMALIZABLE", "META_REISSUED_FROM",
+    "META_SKIPPED", "META_PENDING", "SETTINGS", "Setting", "setting", "setting_is_subclass",
 ]
 
 #: Request meta key: skip canonicalization for this request.
@@ -42,6 +42,107 @@ META_VERBATIM = "verbatim_url"
 #: Request meta key: this request is the spelling a server redirected to for the
 #: resource of its source (the value is that resource's canonical URI, no fragment).
 META_SERVER_SPELLING = "iri_server_spelling"
+#: Request meta key: this URL has no canonical form (already counted and logged).
+META_UNNORMALIZABLE = "iri_unnormalizable"
+#: Request meta key: the URL a request re-issued by the downloader middleware had
+#: (at most one re-issue per URL).
+META_REISSUED_FROM = "_iri_reissued_from"
+#: Request meta key of the placeholder ``response.follow()`` returns for a link it
+#: cannot use: ``{"href": ..., "page": ..., "reason": ..., "error": ...}``.
+META_SKIPPED = "iri_skipped_link"
+#: Request meta key: a redirect observation waiting for its target to meet the dupefilter.
+META_PENDING = "iri_pending_redirect"
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One ``IRI_*`` setting: its default, how it is read, what it means."""
+
+    default: Any
+    kind: str  # "str", "bool", "int", "float", "list", "dict", "raw" (validated by its reader)
+    doc: str
+
+
+#: Every ``IRI_*`` setting of the package.
+SETTINGS: dict[str, Setting] = {
+    # keys (plugin/config.py, the fingerprinter, the middlewares)
+    "IRI_LEVEL": Setting("scheme", "str",
+                         "ladder level of RFC 3987 section 5.3: simple, syntax, scheme, protocol"),
+    "IRI_KEEP_FRAGMENTS": Setting(False, "bool",
+                                  "keep fragments in the dedup key (RFC 3987 5.1 says drop)"),
+    "IRI_NFC": Setting(False, "bool", "character normalization to NFC (5.3.2.2), opt-in"),
+    "IRI_SORT_QUERY": Setting(False, "bool",
+                              "heuristic, not RFC: sort query parameters in the key"),
+    "IRI_DROP_QUERY_PARAMS": Setting([], "list",
+                                     "heuristic, not RFC: query parameter names (utm_*) dropped"),
+    "IRI_PROTOCOL_MIN_EVIDENCE": Setting(
+        2, "int", "redirects needed before a host-wide trailing-slash rule (level protocol)"),
+    "IRI_REQUEST_FINGERPRINTER_BASE_CLASS": Setting(
+        None, "raw", "another fingerprinter hashed together with ours (docs/compose.md)"),
+    # requests
+    "IRI_DEDUPE_START_REQUESTS": Setting(
+        True, "bool", "start requests go through the dupefilter (still exempt from offsite)"),
+    "IRI_IDNA2008_REQUESTS": Setting(
+        True, "bool", "Request() URLs with IDNA 2008 (UTS 46) hosts in the add-on's crawler"),
+    "IRI_MEDIA_PIPELINES": Setting(
+        True, "bool", "the add-on's media pipelines store files under the retrieval key"),
+    # JOBDIR
+    "IRI_JOBDIR_ALLOW_RESET": Setting(
+        False, "bool", "start afresh when JOBDIR was written under other options"),
+    "IRI_FRONTIER": Setting(True, "bool", "the crash-safe frontier scheduler with JOBDIR"),
+    "IRI_FRONTIER_FSYNC": Setting(
+        250, "raw", "frontier store: milliseconds between fsyncs, or 'always'"),
+    "IRI_FRONTIER_MAX_INFLIGHT": Setting(
+        None, "raw", "frontier: requests out at once (default CONCURRENT_REQUESTS; 0: no cap)"),
+    "IRI_FRONTIER_WRITE_RETRY": Setting(
+        30.0, "float", "frontier: seconds a failing store write is retried before closing"),
+    "IRI_FRONTIER_SECRET": Setting(
+        None, "raw", "HMAC key for requests stored as signed pickles (or the environment)"),
+    # Redis
+    "IRI_REDIS_URL": Setting(None, "raw", "Redis URL of the shared seen-set (else REDIS_URL)"),
+    "IRI_REDIS_KEY": Setting(None, "raw", "key template of the seen-set in Redis"),
+    "IRI_REDIS_PARAMS": Setting({}, "dict", "extra redis-py client arguments"),
+    "IRI_REDIS_EXPECTED_URLS": Setting(None, "raw", "sizes the seen-set's buckets"),
+    "IRI_REDIS_LOCAL_CACHE": Setting(
+        1_000_000, "int", "fingerprints known seen kept in memory per worker"),
+    "IRI_REDIS_CLUSTER": Setting(False, "bool", "Redis Cluster client"),
+    "IRI_REDIS_RETRY_SECONDS": Setting(
+        60.0, "float", "seconds an unreachable Redis is retried before the crawl closes"),
+    "IRI_REDIS_SOCKET_TIMEOUT": Setting(5.0, "float", "Redis socket timeout in seconds"),
+    "IRI_REDIS_SCHEDULER": Setting(True, "bool", "the fleet's Redis scheduler with IRI_REDIS_URL"),
+    "IRI_REDIS_SCHEDULER_KEY": Setting(None, "raw", "key template of the fleet's queue"),
+    "IRI_REDIS_LEASE_SECONDS": Setting(30.0, "raw", "seconds a worker holds a request"),
+    "IRI_REDIS_IDLE_TIMEOUT": Setting(300.0, "raw", "seconds an idle fleet waits before closing"),
+    "IRI_REDIS_FLUSH_ON_START": Setting(False, "bool", "empty the fleet's queue at start"),
+}
+
+_READERS = {
+    "bool": "getbool", "int": "getint", "float": "getfloat", "list": "getlist",
+    "dict": "getdict", "str": "get", "raw": "get",
+}
+
+
+def setting(settings: BaseSettings, name: str) -> Any:
+    """The value of ``IRI_*`` setting *name* in *settings*, its default from :data:`SETTINGS`.
+
+    ``KeyError`` for a name not in the table (a new setting is added there first).
+    """
+    spec = SETTINGS[name]
+    reader = getattr(settings, _READERS[spec.kind])
+    default = spec.default
+    if isinstance(default, (list, dict)):
+        default = type(default)(default)  # a copy: the table's stays as it is
+    return reader(name, default)
+
+
+def setting_is_subclass(settings: BaseSettings, name: str, ours: str) -> bool:
+    """True if the class in setting *name* is the class at path *ours* or a subclass
+    (the one copy of "is this setting our class")."""
+    try:
+        theirs, mine = load_object(settings.get(name)), load_object(ours)
+    except (ImportError, AttributeError, NameError, ValueError, TypeError):
+        return False
+    return isinstance(theirs, type) and isinstance(mine, type) and issubclass(theirs, mine)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +158,14 @@ class IRIConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> IRIConfig:
-        drop: Any = settings.getlist("IRI_DROP_QUERY_PARAMS", [])
+        drop: Any = setting(settings, "IRI_DROP_QUERY_PARAMS")
         return cls(
-            level=Level.coerce(settings.get("IRI_LEVEL", "scheme")),
-            keep_fragments=settings.getbool("IRI_KEEP_FRAGMENTS", False),
-            nfc=settings.getbool("IRI_NFC", False),
-            sort_query=settings.getbool("IRI_SORT_QUERY", False),
+            level=Level.coerce(setting(settings, "IRI_LEVEL")),
+            keep_fragments=setting(settings, "IRI_KEEP_FRAGMENTS"),
+            nfc=setting(settings, "IRI_NFC"),
+            sort_query=setting(settings, "IRI_SORT_QUERY"),
             drop_query_params=tuple(str(p) for p in drop),
-            protocol_min_evidence=settings.getint("IRI_PROTOCOL_MIN_EVIDENCE", 2),
+            protocol_min_evidence=setting(settings, "IRI_PROTOCOL_MIN_EVIDENCE"),
         )
 
     @property

@@ -49,25 +49,35 @@ it drops as a duplicate:
     Scrapy's standard counter.
 ``iri/dupefilter/filtered``
     The same number, under this plugin's prefix.
-``iri/dupefilter/rung/<key>``
-    For each dropped request, one count for every normalization its own URL
-    needed to reach its key (:func:`~iri_scrapy.plugin.fingerprinter.rung_keys`,
-    computed with the IRI core whatever the fingerprinter): ``case``,
-    ``character``, ``percent``, ``path``, ``scheme``, ``protocol`` (RFC 3987
-    5.3.2.1-5.3.4), ``fragment`` (a fragment was dropped, section 5.1),
-    ``heuristics`` (an opt-in query heuristic).  A dropped request whose URL was
-    already its key counts ``simple`` (5.3.1) alone: it is the same string as
-    a key already seen (the *first* spelling may have needed rungs: those were
-    counted for nobody, since that request was not dropped).  A
+``iri/dupefilter/decided_by/<rung>``
+    One count per dropped request, so they sum to ``dupefilter/filtered``: the
+    lowest rung of the ladder at which its spelling and the first spelling of
+    its key became equal (:func:`iri_scrapy.explain`'s ``rung``, on the spellings
+    the two requests' stamps recorded, :mod:`iri_scrapy.plugin.stamp`):
+    ``simple`` (the very same string, 5.3.1), ``case``, ``character``,
+    ``percent``, ``path``, ``scheme``, ``protocol`` (5.3.2.1-5.3.4),
+    ``fragment`` (equal once fragments are excluded, section 5.1),
+    ``heuristics`` (only an opt-in query heuristic made them equal).  A
     ``dont_normalize_iri`` request, or one with no canonical form, counts
-    ``simple``.  So ``/a#x`` after ``/a`` counts ``fragment`` only, and
-    ``/%7Ea`` after ``/~a`` counts ``percent``.
+    ``simple``.  The first spelling of a key is kept (in memory, at most
+    :data:`FIRST_SPELLINGS_KEPT` of them; every one with ``DUPEFILTER_DEBUG``)
+    only when a rung changed it; otherwise, and for a key seen before this run
+    (``JOBDIR``, Redis), the duplicate is compared with the key itself, which is
+    exact whenever the first spelling was canonical.  So ``/a#x`` after ``/a``
+    counts ``fragment``, ``/%7Ea`` after ``/~a`` counts ``percent``, and
+    ``/%7ea`` after ``/%7Ea`` counts ``case``.
+``iri/dupefilter/stock_aliases``
+    Dropped requests that stock Scrapy's fingerprint would have fetched: Scrapy's
+    ``RequestFingerprinter`` gives their spelling and the first one (each as
+    ``Request()`` spells it) different fingerprints.
+
+At close, one INFO line sums it up: requests seen, duplicates dropped (by rung),
+and the aliases stock Scrapy would have fetched.
 
 With ``DUPEFILTER_DEBUG`` every dropped request is logged (DEBUG) with the
-spelling the spider wrote (``meta["iri_original"]``: ``request.url`` is already
-canonical) and an ``explain()`` account of it against the first spelling seen
-of its key, which is kept (in debug mode only) per fingerprint, naming the rung
-that made them equal; otherwise only the first one is logged.
+spelling the spider wrote (its stamp's: ``request.url`` is already canonical)
+and an ``explain()`` account of it against the first spelling seen of its key,
+naming the rung that made them equal; otherwise only the first one is logged.
 
 Subclassing (a Redis-backed filter)
 -----------------------------------
@@ -86,22 +96,25 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from scrapy import Request
 from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.request import RequestFingerprinter
 
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.explain import explain
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
-    META_DONT_NORMALIZE,
     META_ORIGINAL,
     META_RENORMALIZED,
     META_VERBATIM,
     IRIConfig,
     rules_for,
+    setting,
 )
-from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter, rung_keys, spelling
+from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter, spelling
 from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
+from iri_scrapy.plugin.stamp import Stamp, as_given, stamp_of
 from iri_scrapy.store.fpstore import (
     FILENAME,
     FingerprintFile,
@@ -113,7 +126,7 @@ from iri_scrapy.store.fpstore import (
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from scrapy import Request, Spider
+    from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
@@ -127,7 +140,9 @@ __all__ = [
     "META_RENORMALIZED",
     "STAT_FILTERED",
     "STAT_IRI_FILTERED",
-    "STAT_RUNG_PREFIX",
+    "STAT_DECIDED_BY_PREFIX",
+    "STAT_STOCK_ALIASES",
+    "FIRST_SPELLINGS_KEPT",
     "STAT_REDIRECT_SAME_KEY",
     "STAT_RENORMALIZED",
     "STAT_LOADED",
@@ -137,7 +152,12 @@ logger = logging.getLogger(__name__)
 
 STAT_FILTERED = "dupefilter/filtered"
 STAT_IRI_FILTERED = "iri/dupefilter/filtered"
-STAT_RUNG_PREFIX = "iri/dupefilter/rung/"
+#: One count per duplicate: the rung that made it equal to the first spelling.
+STAT_DECIDED_BY_PREFIX = "iri/dupefilter/decided_by/"
+#: Duplicates stock Scrapy's fingerprint would have fetched as another page.
+STAT_STOCK_ALIASES = "iri/dupefilter/stock_aliases"
+#: First spellings kept for ``decided_by`` (only those a rung changed; all in debug).
+FIRST_SPELLINGS_KEPT = 100_000
 STAT_REDIRECT_SAME_KEY = "iri/dupefilter/redirect_same_key"
 STAT_RENORMALIZED = "iri/dupefilter/renormalized"
 #: Fingerprints read back from ``JOBDIR`` at start.
@@ -163,6 +183,14 @@ def _referer(request: Request) -> str | None:
     """The ``Referer`` header as text, for logs (undecodable bytes replaced)."""
     referer = request.headers.get("Referer")
     return None if referer is None else referer.decode("utf-8", errors="replace")
+
+
+_STOCK_FINGERPRINTER = RequestFingerprinter()
+
+
+def _stock_url(url: str) -> bytes:
+    """Stock Scrapy's fingerprint of a GET request for a link written *url*."""
+    return _STOCK_FINGERPRINTER.fingerprint(Request(url))
 
 
 def _fingerprinter_path(fingerprinter: object) -> str:
@@ -200,7 +228,11 @@ class IRIDupeFilter(BaseDupeFilter):
         self.debug = debug
         self.logdupes = True
         self.file: FingerprintFile | None = None
+        #: fp64 -> the first spelling of that key (when a rung changed it, or in debug)
         self._first_seen: dict[bytes, str] = {}
+        self._requests = 0
+        self._decided: dict[str, int] = {}
+        self._stock_aliases = 0
         self._refusal: tuple[Crawler, FingerprintFileMismatch] | None = None
         self._flusher: LoopingCall | None = None
         if jobdir:
@@ -233,7 +265,7 @@ class IRIDupeFilter(BaseDupeFilter):
             "stats": crawler.stats,
             "jobdir": jobdir_setting(settings),
             "debug": settings.getbool("DUPEFILTER_DEBUG"),
-            "allow_reset": settings.getbool("IRI_JOBDIR_ALLOW_RESET", False),
+            "allow_reset": setting(settings, "IRI_JOBDIR_ALLOW_RESET"),
         }
 
     @classmethod
@@ -296,10 +328,15 @@ class IRIDupeFilter(BaseDupeFilter):
 
     def request_seen(self, request: Request) -> bool:
         """True if *request* is a duplicate to drop (see the module docstring)."""
+        self._requests += 1
         fp = self.fingerprint(request)
         if not self.seen_add(fp):
+            stamp = stamp_of(request)
             if self.debug:  # the spelling the spider wrote (request.url is canonical)
-                self._first_seen[fp64(fp)] = spelling(request)
+                self._first_seen[fp64(fp)] = stamp.spelling if stamp else spelling(request)
+            elif (stamp is not None and not stamp.canonical
+                    and len(self._first_seen) < FIRST_SPELLINGS_KEPT):
+                self._first_seen[fp64(fp)] = stamp.spelling
             return False
         meta = request.meta
         redirect_urls = meta.get("redirect_urls")
@@ -307,8 +344,10 @@ class IRIDupeFilter(BaseDupeFilter):
             self._inc(STAT_REDIRECT_SAME_KEY)
             return False
         if meta.get(META_RENORMALIZED):
+            stamp = stamp_of(request)
             original = meta.get(META_ORIGINAL)
-            if original is None or self._same_key_as(request, original, fp):
+            if ((stamp is not None and stamp.reissued) or original is None
+                    or self._same_key_as(request, original, fp)):
                 self._inc(STAT_RENORMALIZED)
                 return False
         return True
@@ -335,19 +374,45 @@ class IRIDupeFilter(BaseDupeFilter):
 
     # --- duplicates: stats and log -------------------------------------------
 
-    def rung_keys(self, request: Request) -> tuple[str, ...]:
-        """The normalizations *request*'s URL needed (``("simple",)`` if none)."""
-        meta = request.meta
-        if meta.get(META_DONT_NORMALIZE) or (
-            meta.get(META_VERBATIM) and META_ORIGINAL not in meta
-        ):
-            return ("simple",)
+    def decided_by(self, request: Request, first: str | None = None) -> str:
+        """The rung that made *request* a duplicate (see ``iri/dupefilter/decided_by``).
+
+        *first*: the first spelling of its key, if known; else the key itself.
+        """
+        stamp = stamp_of(request)
+        if stamp is None or stamp.base is None or as_given(request.meta):
+            return "simple"
+        written = stamp.spelling
+        cfg = self.config
+        if first is None:
+            if stamp.canonical:  # its own key (fragment aside): equal as written
+                return "fragment" if written != stamp.base else "simple"
+            first = stamp.base
+        if first == written:
+            return "simple"
         try:
-            # the spelling the spider wrote: request.url is already canonical
-            keys = rung_keys(spelling(request), self.config, self.rules)
+            result = explain(first, written, cfg.level, keep_fragment=cfg.keep_fragments,
+                             nfc=cfg.nfc, rules=self.rules)
         except IRIError:
-            keys = ()
-        return keys or ("simple",)
+            return "simple"
+        rung = result.rung
+        if rung is None:
+            return "heuristics"
+        if rung.key == "simple" and result.fragments_dropped:
+            return "fragment"
+        return rung.key
+
+    def _stock_alias(self, stamp: Stamp | None, first: str | None) -> bool:
+        """True if stock Scrapy's fingerprint tells the two spellings apart."""
+        if stamp is None:
+            return False
+        other = first if first is not None else stamp.base
+        if other is None or other == stamp.spelling:
+            return False
+        try:
+            return _stock_url(other) != _stock_url(stamp.spelling)
+        except (ValueError, TypeError):
+            return True  # stock could not even spell one of them alike
 
     def log(self, request: Request, spider: Spider | None = None) -> None:
         """Count (and log) a request the scheduler dropped as a duplicate.
@@ -356,26 +421,33 @@ class IRIDupeFilter(BaseDupeFilter):
         Scrapy 2.19 the scheduler still calls ``df.log(request, spider)`` for every
         duplicate and only the base implementation warns.
         """
-        keys = self.rung_keys(request)
+        record = fp64(self.fingerprint(request))
+        first = self._first_seen.get(record)
+        rung = self.decided_by(request, first)
+        stamp = stamp_of(request)
+        alias = self._stock_alias(stamp, first)
+        self._decided[rung] = self._decided.get(rung, 0) + 1
         stats = self.stats
         if stats is not None:
             inc = stats.inc_value  # one look-up (Scrapy's collector wraps each one)
             inc(STAT_FILTERED)
             inc(STAT_IRI_FILTERED)
-            for key in keys:
-                inc(STAT_RUNG_PREFIX + key)
+            inc(STAT_DECIDED_BY_PREFIX + rung)
+            if alias:
+                inc(STAT_STOCK_ALIASES)
+        if alias:
+            self._stock_aliases += 1
         extra = {"spider": spider} if spider is not None else None
         if self.debug:
-            first = self._first_seen.get(fp64(self.fingerprint(request)))
-            written = spelling(request)
+            written = stamp.spelling if stamp is not None else spelling(request)
             logger.debug(
                 "Filtered duplicate request: %(request)s written as %(written)s (referer: "
-                "%(referer)s; normalized by: %(rungs)s; first seen as %(first)s): %(explain)s",
+                "%(referer)s; decided by: %(rungs)s; first seen as %(first)s): %(explain)s",
                 {
                     "request": request,
                     "written": written,
                     "referer": _referer(request),
-                    "rungs": ", ".join(keys),
+                    "rungs": rung,
                     "first": first or "an earlier run",
                     "explain": self._explain(first, written),
                 },
@@ -383,13 +455,24 @@ class IRIDupeFilter(BaseDupeFilter):
             )
         elif self.logdupes:
             logger.debug(
-                "Filtered duplicate request: %(request)s (normalized by: %(rungs)s)"
+                "Filtered duplicate request: %(request)s (decided by: %(rungs)s)"
                 " - no more duplicates will be shown (see DUPEFILTER_DEBUG to show all"
                 " duplicates, with the rung of RFC 3987 section 5.3 that merged them)",
-                {"request": request, "rungs": ", ".join(keys)},
+                {"request": request, "rungs": rung},
                 extra=extra,
             )
             self.logdupes = False
+
+    def summary(self) -> str:
+        """The close line: requests, duplicates by rung, aliases stock would have fetched."""
+        dropped = sum(self._decided.values())
+        by_rung = ", ".join(f"{k} {v}" for k, v in sorted(
+            self._decided.items(), key=lambda kv: (-kv[1], kv[0])))
+        return (
+            f"IRI dupefilter: {self._requests} requests, {dropped} duplicates dropped"
+            f"{f' (decided by: {by_rung})' if by_rung else ''}, {self._stock_aliases} of them "
+            "aliases stock Scrapy's fingerprint would have fetched"
+        )
 
     def _explain(self, first: str | None, url: str) -> str:
         """One line: the rung of RFC 3987 section 5.3 that made *url* equal *first*."""
@@ -438,6 +521,7 @@ class IRIDupeFilter(BaseDupeFilter):
             self.file.flush()
 
     def close(self, reason: str = "") -> None:
+        logger.info(self.summary())
         if self._flusher is not None and self._flusher.running:
             self._flusher.stop()
         self._flusher = None

@@ -53,7 +53,6 @@ from iri_scrapy.core.ladder import Level, rungs_applied
 from iri_scrapy.core.ladder import normalize as _normalize
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
-    META_DONT_NORMALIZE,
     META_ORIGINAL,
     META_VERBATIM,
     IRIConfig,
@@ -62,7 +61,13 @@ from iri_scrapy.plugin.config import (
 )
 from iri_scrapy.plugin.idna_requests import convert as idna_convert
 from iri_scrapy.plugin.idna_requests import enabled as idna_enabled
-from iri_scrapy.plugin.links import count_unnormalizable, error_reason
+from iri_scrapy.plugin.stamp import (
+    STAT_UNNORMALIZABLE,
+    Stamper,
+    as_given,
+    retrieval_key,
+    stamp_of,
+)
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -85,9 +90,6 @@ _json_str = json.JSONEncoder().encode
 
 #: Setting: another fingerprinter whose fingerprint is hashed together with ours.
 BASE_SETTING = "IRI_REQUEST_FINGERPRINTER_BASE_CLASS"
-
-#: Stats key: requests whose URL has no canonical form (fingerprinted as given).
-STAT_UNNORMALIZABLE = "iri/unnormalizable"
 
 
 def rung_keys(
@@ -177,11 +179,10 @@ class IRIRequestFingerprinter:
                    for h in include_headers or ())
         )
         self._cache: WeakKeyDictionary[Request, _Entry] = WeakKeyDictionary()
-        self._warned = False
-        # normalize() arguments: at PROTOCOL the rules are applied here, after caching.
-        self._norm_level = min(config.level, Level.SCHEME)
-        self._keep = config.keep_fragments
-        self._nfc = config.nfc
+        #: canonicalizes each request once (shared with the middlewares of the crawler)
+        self.stamper = (Stamper.for_crawler(crawler)
+                        if crawler is not None and config == IRIConfig.from_settings(
+                            crawler.settings) else Stamper(config, self.stats))
         #: The add-on's IDNA 2008 Request() URLs are on in this crawler: a request made
         #: by another component gets its IDNA 2008 URL here, before it is keyed.
         self._idna2008 = crawler is not None and idna_enabled(crawler.settings)
@@ -196,33 +197,15 @@ class IRIRequestFingerprinter:
 
     # --- keys --------------------------------------------------------------
 
-    def _base(self, url: str) -> str | None:
-        """The canonical URI of *url* before protocol rules; None if it has none."""
-        try:
-            return _normalize(url, self._norm_level, keep_fragment=self._keep, nfc=self._nfc)
-        except IRIError as exc:
-            self._unnormalizable(url, exc)
-            return None
-
     def _key(self, base: str) -> str:
         rules = self.rules
         if rules is not None:
             base = rules.apply(base)
         return self.config.apply_heuristics(base)
 
-    def _unnormalizable(self, url: str, exc: IRIError) -> None:
-        count_unnormalizable(self.stats, error_reason(exc))
-        if not self._warned:
-            self._warned = True
-            logger.warning(
-                "URL has no canonical form, deduplicated as given: %r (%s); further such "
-                "URLs are not logged, see the %s stat",
-                url, exc, STAT_UNNORMALIZABLE,
-            )
-
     def canonical_url(self, url: str) -> str:
         """The key URL of *url* (what the fingerprint hashes; *url* itself if none)."""
-        base = self._base(url)
+        base = self.stamper.base_of(url)
         return url if base is None else self._key(base)
 
     def key_url(self, request: Request) -> str:
@@ -233,11 +216,11 @@ class IRIRequestFingerprinter:
     def rungs(self, request: Request) -> tuple[str, ...]:
         """The normalizations that changed *request*'s URL into its key (see :func:`rung_keys`).
 
-        Computed on the spelling the spider wrote (:func:`spelling`), since the
+        Computed on the spelling the spider wrote (its stamp's), since the
         normalization middleware has already made ``request.url`` canonical.
         Empty for ``dont_normalize_iri`` requests and URLs with no canonical form.
         """
-        if _verbatim(request):
+        if as_given(request.meta):
             return ()
         try:
             return rung_keys(spelling(request), self.config, self.rules)
@@ -247,8 +230,12 @@ class IRIRequestFingerprinter:
     # --- fingerprint ---------------------------------------------------------
 
     def fingerprint(self, request: Request) -> bytes:
-        """The 20-byte SHA-1 fingerprint of *request* (method, key URL, body)."""
-        verbatim = _verbatim(request)
+        """The 20-byte SHA-1 fingerprint of *request* (method, key URL, body).
+
+        The key comes from the request's stamp (:mod:`iri_scrapy.plugin.stamp`):
+        a request the plugin has already canonicalized is not canonicalized again.
+        """
+        verbatim = as_given(request.meta)
         entry = self._cache.get(request)
         if entry is not None and entry.verbatim == verbatim:
             if entry.base is None:
@@ -265,10 +252,7 @@ class IRIRequestFingerprinter:
             base = None
             key = request.url
         else:
-            # Below level SCHEME the key must come from the spelling the spider
-            # wrote: request.url was already made SCHEME-canonical for the wire.
-            url = request.url if self.level >= Level.SCHEME else spelling(request)
-            base = self._base(url)
+            base = self.stamper.stamp_for(request).base
             if base is None:
                 key = request.url
             else:
@@ -372,34 +356,24 @@ def chain_problem(fingerprinter: Any, config: IRIConfig) -> str | None:
     return None
 
 
-def _verbatim(request: Request) -> bool:
-    """Keyed as given: ``dont_normalize_iri``, or the user's own ``verbatim_url``
-    (the normalization middleware sets ``verbatim_url`` together with
-    ``iri_original`` on canonical URIs that ``Request()`` would alter)."""
-    meta: dict[str, Any] = request.meta
-    return bool(
-        meta.get(META_DONT_NORMALIZE) or (meta.get(META_VERBATIM) and META_ORIGINAL not in meta)
-    )
-
-
 def spelling(request: Request) -> str:
-    """The URL as the spider wrote it: ``meta["iri_original"]`` when that is the same
-    resource as ``request.url`` at level SCHEME, else ``request.url``.
+    """The URL as the spider wrote it: its stamp's spelling (see
+    :mod:`iri_scrapy.plugin.stamp`); for a request with no valid stamp,
+    ``meta["iri_original"]`` when that is the same resource as ``request.url`` at
+    level SCHEME, else ``request.url``.
 
     The check matters after a redirect: Scrapy copies meta, so ``iri_original``
     may still name the redirect's source.
     """
+    stamp = stamp_of(request)
+    if stamp is not None:
+        return stamp.spelling
     url = request.url
     original = request.meta.get(META_ORIGINAL)
     if not original or original == url:
         return url
     try:
-        same = _scheme_key(original) == _scheme_key(url)
+        same = retrieval_key(original) == retrieval_key(url)
     except IRIError:
         return url
     return original if same else url
-
-
-@lru_cache(maxsize=16384)
-def _scheme_key(url: str) -> str:
-    return _normalize(url, Level.SCHEME, keep_fragment=False)

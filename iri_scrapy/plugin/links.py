@@ -58,7 +58,7 @@ from iri_scrapy.core.ladder import retrieval_key
 from iri_scrapy.core.shorten import shorten
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.compat import get_base_url, get_meta_refresh  # IDNA 2008 hosts
-from iri_scrapy.plugin.config import META_DONT_NORMALIZE
+from iri_scrapy.plugin.config import META_DONT_NORMALIZE, META_SKIPPED
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -83,9 +83,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Request meta key of the placeholder ``response.follow()`` returns for a link it
-#: cannot use: ``{"href": ..., "page": ..., "reason": ..., "error": ...}``.
-META_SKIPPED = "iri_skipped_link"
 #: Stats keys.
 STAT_UNNORMALIZABLE = "iri/unnormalizable"
 STAT_SKIPPED = "iri/links/skipped"

@@ -50,28 +50,26 @@ from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 from w3lib.url import safe_url_string
 
 from iri_scrapy.core.errors import IRIError
-from iri_scrapy.core.ladder import Level, fast_path, normalize
-from iri_scrapy.core.mapping import iri_to_uri
 from iri_scrapy.core.resolve import resolve
-from iri_scrapy.core.shorten import shorten
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
     META_DONT_NORMALIZE,
     META_ORIGINAL,
+    META_REISSUED_FROM,
     META_RENORMALIZED,
     META_SERVER_SPELLING,
+    META_UNNORMALIZABLE,
     META_VERBATIM,
     IRIConfig,
-    load_object,
+    setting_is_subclass,
 )
 from iri_scrapy.plugin.links import (
     META_SKIPPED,
     SkippingFollowMixin,
     base_url,
-    count_unnormalizable,
-    error_reason,
     response_state,
 )
+from iri_scrapy.plugin.stamp import Stamper, as_given, fetch_form, retrieval_key, stamp_of
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -87,50 +85,11 @@ __all__ = [
     "META_VERBATIM",
     "META_UNNORMALIZABLE",
     "fetch_form",
-    "retrieval_form",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: Request meta key: this URL has no canonical form (already counted and logged).
-META_UNNORMALIZABLE = "iri_unnormalizable"
-
 _CANON_ATTR = "_iri_scrapy_canonicalizer"
-_META_REISSUED_FROM = "_iri_reissued_from"
-
-
-_UCS_ENCODINGS = frozenset({
-    "utf-8", "utf8", "utf_8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32",
-    "utf-32-le", "utf-32-be",
-})
-
-
-def retrieval_form(url: str) -> str:
-    """The fetch form of *url* without its fragment (what one resource is fetched as)."""
-    return normalize(url, Level.SCHEME, form="uri", keep_fragment=False)
-
-
-def fetch_form(url: str, query_encoding: str | None = None) -> str:
-    """The URI a request for *url* is sent as (level SCHEME, URI form, fragment kept).
-
-    *query_encoding* is the charset of the document the link was found in: for
-    http(s), the characters of the query are sent in that charset (RFC 3987
-    section 3.1 note, what browsers and stock Scrapy send; a character it
-    cannot hold as ``%26%23NNNN%3B``); the path is always UTF-8.
-
-    Raises :class:`~iri_scrapy.IRIError` when *url* has no canonical form.
-    """
-    fast = fast_path(url, True)  # already canonical: most links (what normalize tries first)
-    if fast is not None:
-        return fast
-    if (
-        query_encoding is not None
-        and not url.isascii()
-        and query_encoding.lower() not in _UCS_ENCODINGS
-        and "?" in url
-    ):
-        url = iri_to_uri(url, query_encoding=query_encoding)
-    return normalize(url, Level.SCHEME, form="uri", keep_fragment=True)
 
 
 class Canonicalizer:
@@ -152,12 +111,13 @@ class Canonicalizer:
     """
 
     def __init__(
-        self, config: IRIConfig, stats: StatsCollector | None, *, count_unnormalizable: bool = True
+        self, config: IRIConfig, stats: StatsCollector | None, *,
+        stamper: Stamper | None = None,
     ) -> None:
         self.config = config
         self.stats = stats
-        self.count_unnormalizable = count_unnormalizable
-        self._warned = False
+        #: canonicalizes each request once (shared with the crawler's fingerprinter)
+        self.stamper = stamper or Stamper(config, stats)
         #: canonical URI (no fragment) -> the spelling its server redirected to
         #: for it (RFC 3987 5.3.4 evidence); requests for it are sent that way.
         self.server_spellings: dict[str, str] = {}
@@ -167,11 +127,8 @@ class Canonicalizer:
         """The crawler's instance (created on first use)."""
         canon = getattr(crawler, _CANON_ATTR, None)
         if canon is None:
-            count = not _setting_is_subclass(
-                crawler, "REQUEST_FINGERPRINTER_CLASS", "iri_scrapy.IRIRequestFingerprinter"
-            )
-            canon = cls(IRIConfig.from_settings(crawler.settings), crawler.stats,
-                        count_unnormalizable=count)
+            stamper = Stamper.for_crawler(crawler)
+            canon = cls(stamper.config, crawler.stats, stamper=stamper)
             setattr(crawler, _CANON_ATTR, canon)
         return canon
 
@@ -180,28 +137,15 @@ class Canonicalizer:
         if self.stats is not None:
             self.stats.inc_value(key)
 
-    def unnormalizable(self, url: str, exc: IRIError) -> None:
-        """Count and log a URL that has no canonical form (unless the fingerprinter does)."""
-        if not self.count_unnormalizable:
-            return
-        count_unnormalizable(self.stats, error_reason(exc))
-        level = logging.DEBUG if self._warned else logging.WARNING
-        self._warned = True
-        logger.log(
-            level,
-            "IRI: %(url)r has no canonical form (%(error)s); requested unchanged "
-            "(further ones are logged at DEBUG level and counted in iri/unnormalizable)",
-            {"url": shorten(url), "error": exc},
-        )
-
     def verbatim_form(self, uri: str) -> str:
         """The URL to set with ``verbatim_url``: *uri*, without fragment unless kept."""
         return uri if self.config.keep_fragments else uri.split("#", 1)[0]
 
-    def rewrite(self, request: Request, uri: str) -> Request:
+    def rewrite(self, request: Request, uri: str, *, reissued: bool = False) -> Request:
         """A copy of *request* for *uri*, which ``Request()`` must not alter.
 
-        ``meta["iri_original"]`` records the URL *request* had.
+        ``meta["iri_original"]`` records the URL *request* had; the copy carries
+        *request*'s stamp (no second canonicalization).
         """
         meta = dict(request.meta)
         meta[META_ORIGINAL] = request.url
@@ -209,6 +153,9 @@ class Canonicalizer:
         if new.url != uri:  # safe_url_string changed it (a bare "?"): keep it verbatim
             meta[META_VERBATIM] = True
             new = request.replace(url=self.verbatim_form(uri), meta=meta)
+        stamp = stamp_of(request)
+        if stamp is not None:
+            self.stamper.restamp(new, stamp, reissued=reissued)
         return new
 
     def fetch_uri(self, request: Request) -> str | None:
@@ -216,18 +163,15 @@ class Canonicalizer:
 
         None as well for ``dont_normalize_iri`` requests and for URLs with no
         canonical form (flagged in meta, counted and logged once per request).
+        The fetch form is the request's stamp's (made now if it has none).
         """
         meta = request.meta
-        if meta.get(META_DONT_NORMALIZE) or meta.get(META_UNNORMALIZABLE):
+        if meta.get(META_UNNORMALIZABLE) or as_given(meta):
             return None
-        if meta.get(META_VERBATIM) and META_ORIGINAL not in meta:
-            return None  # the user's own verbatim_url: sent exactly as given
         url = request.url
-        try:
-            uri = fetch_form(url)
-        except IRIError as exc:
+        uri = self.stamper.stamp_for(request).wire
+        if uri is None:
             meta[META_UNNORMALIZABLE] = True
-            self.unnormalizable(url, exc)
             return None
         if self.server_spellings:
             head, hash_, fragment = uri.partition("#")
@@ -254,10 +198,11 @@ class Canonicalizer:
         if not redirect_urls or meta.get(META_DONT_NORMALIZE):
             return False
         try:
-            key = retrieval_form(request.url)
+            stamp = self.stamper.stamp_for(request)
+            key = (stamp.wire or retrieval_key(request.url)).split("#", 1)[0]
             if meta.get(META_SERVER_SPELLING) == key:
                 return True  # already passed (a re-scheduled request)
-            if key != retrieval_form(redirect_urls[-1]):
+            if key != retrieval_key(redirect_urls[-1]):
                 meta.pop(META_SERVER_SPELLING, None)  # from an earlier hop: stale
                 return False
         except IRIError:
@@ -311,6 +256,9 @@ class IRISpiderMiddleware(BaseSpiderMiddleware):
             request.dont_filter = False
             request.meta.setdefault("allow_offsite", True)
             self.canon.inc("iri/start/deduplicated")
+        stamp = stamp_of(request)
+        if stamp is not None and stamp.wire == request.url:
+            return request  # stamped by follow(): already in fetch form
         new = self.canon.canonical(request)
         if new is None:
             return request
@@ -343,8 +291,8 @@ class IRINormalizationMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.canon = Canonicalizer.for_crawler(crawler)
-        self.force_dont_filter = not _setting_is_subclass(
-            crawler, "DUPEFILTER_CLASS", "iri_scrapy.IRIDupeFilter"
+        self.force_dont_filter = not setting_is_subclass(
+            crawler.settings, "DUPEFILTER_CLASS", "iri_scrapy.IRIDupeFilter"
         )
 
     @classmethod
@@ -363,11 +311,11 @@ class IRINormalizationMiddleware:
         if self.canon.server_spelling(request):
             return None
         uri = self.canon.fetch_uri(request)
-        if uri is None or request.meta.get(_META_REISSUED_FROM) == request.url:
+        if uri is None or request.meta.get(META_REISSUED_FROM) == request.url:
             return None
-        new = self.canon.rewrite(request, uri)
+        new = self.canon.rewrite(request, uri, reissued=True)
         new.meta[META_RENORMALIZED] = True
-        new.meta[_META_REISSUED_FROM] = request.url  # at most one re-issue per URL
+        new.meta[META_REISSUED_FROM] = request.url  # at most one re-issue per URL
         if self.force_dont_filter:
             new.dont_filter = True
         self.canon.inc("iri/renormalized")
@@ -387,15 +335,6 @@ class IRINormalizationMiddleware:
             response = response.replace(cls=cls)
         response_state(response).canon = self.canon
         return response
-
-
-def _setting_is_subclass(crawler: Crawler, name: str, ours: str) -> bool:
-    """True if the class in setting *name* is the class at path *ours* or a subclass."""
-    try:
-        theirs, mine = load_object(crawler.settings.get(name)), load_object(ours)
-    except (ImportError, AttributeError, NameError, ValueError, TypeError):
-        return False
-    return isinstance(theirs, type) and isinstance(mine, type) and issubclass(theirs, mine)
 
 
 # ------------------------------------------------------------------------- responses
@@ -448,11 +387,13 @@ class _IRIFollowMixin:
         if last is None:
             return request
         joined, uri = last
+        canon = state.canon or Canonicalizer(IRIConfig(), None)
         if request.url != uri:  # Request() altered the fetch form (a bare "?")
-            canon = state.canon or Canonicalizer(IRIConfig(), None)
             request = canon.rewrite(request, uri)
         if joined != request.url:
             request.meta[META_ORIGINAL] = joined
+        # the one canonicalization of this request: urljoin() has just made it
+        canon.stamper.stamp(request, joined, uri if request.url == uri else request.url)
         return request
 
 

@@ -64,10 +64,16 @@ from scrapy import signals
 from scrapy.http import TextResponse
 
 from iri_scrapy.core.errors import IRIError
-from iri_scrapy.core.ladder import Level, normalize
+from iri_scrapy.core.ladder import Level, normalize, retrieval_key
 from iri_scrapy.core.resolve import resolve
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
-from iri_scrapy.plugin.config import META_DONT_NORMALIZE, META_SERVER_SPELLING, IRIConfig, rules_for
+from iri_scrapy.plugin.config import (
+    META_DONT_NORMALIZE,
+    META_PENDING,
+    META_SERVER_SPELLING,
+    IRIConfig,
+    rules_for,
+)
 from iri_scrapy.plugin.links import browser_href, request_refusal, skip_unusable_redirect
 
 if TYPE_CHECKING:
@@ -82,16 +88,8 @@ __all__ = ["IRIProtocolMiddleware", "REDIRECT_STATUSES", "META_PENDING"]
 
 logger = logging.getLogger(__name__)
 
-#: Request meta key: a redirect observation waiting for its target to meet the dupefilter.
-META_PENDING = "iri_pending_redirect"
-
 #: The statuses Scrapy's RedirectMiddleware follows.
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-
-
-def _key_form(url: str) -> str:
-    """Canonical URI without fragment (what ProtocolRules works on)."""
-    return normalize(url, Level.SCHEME, form="uri", keep_fragment=False)
 
 
 def _decode_location(raw: bytes) -> str:
@@ -174,7 +172,7 @@ class IRIProtocolMiddleware:
                 self._refresh_loop(request, response)
             if 200 <= status < 300 and self.rules is not None:
                 try:
-                    served = _key_form(response.url)
+                    served = retrieval_key(response.url)
                 except IRIError:
                     pass
                 else:
@@ -189,7 +187,7 @@ class IRIProtocolMiddleware:
         if request.meta.get(META_DONT_NORMALIZE):
             return False
         try:
-            return target.split("#", 1)[0] == _key_form(request.url)
+            return target.split("#", 1)[0] == retrieval_key(request.url)
         except IRIError:
             return False
 
@@ -197,7 +195,7 @@ class IRIProtocolMiddleware:
         self, request: Request, response: Response, location: str, written: str
     ) -> None:
         """A redirect to another spelling of the requested resource (see the module doc)."""
-        if request.meta.get(META_SERVER_SPELLING) == _key_form(request.url):
+        if request.meta.get(META_SERVER_SPELLING) == retrieval_key(request.url):
             self._stop_loop(request)
             return
         if not location.isascii():  # as written, but never an IDNA 2003 host
@@ -232,7 +230,7 @@ class IRIProtocolMiddleware:
         except ValueError:
             return
         try:
-            same = bool(url) and self._same_resource(request, _key_form(str(url)))
+            same = bool(url) and self._same_resource(request, retrieval_key(str(url)))
         except IRIError:
             return
         if same:
@@ -262,7 +260,7 @@ class IRIProtocolMiddleware:
         if self.rules is None:
             return
         try:
-            source = _key_form(request.url)
+            source = retrieval_key(request.url)
         except IRIError:
             return
         self._inc("iri/protocol/redirects")

@@ -18,7 +18,7 @@ from tests.support.site import DEMO_SITE
 
 LINE = re.compile(
     r"Filtered duplicate request: <GET (?P<url>\S+)> written as (?P<written>\S+) "
-    r"\(referer: .*?; normalized by: (?P<rungs>[^;]+); first seen as (?P<first>\S+)\): "
+    r"\(referer: .*?; decided by: (?P<rungs>[^;]+); first seen as (?P<first>\S+)\): "
     r"(?P<explain>.*)"
 )
 
