@@ -1439,6 +1439,12 @@ class IRIFrontierScheduler(Scheduler):
         elif buf:
             request = buf.pop(0)[2]
         else:
+            if self._queued and self._edge == _EVERYTHING_READ and not self._gave_up:
+                # every row read and nothing waiting: the count must say so, or the
+                # spider would never go idle
+                logger.warning("IRIFrontierScheduler: %d requests counted as pending but "
+                               "none left in the store; count reset", self._queued)
+                self._queued = 0
             return None
         self._queued -= 1
         return request
