@@ -81,7 +81,8 @@ from iri_scrapy.frontier.jobdir import (
     fsync_setting,
 )
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
-from iri_scrapy.plugin.config import IRIConfig, load_object
+from iri_scrapy.plugin.config import IRIConfig, is_subclass_path, load_object
+from iri_scrapy.plugin.config import setting as iri_setting
 from iri_scrapy.plugin.fingerprinter import BASE_SETTING, IRIRequestFingerprinter, chain_problem
 from iri_scrapy.plugin.idna_requests import (
     IDNA2008DownloaderMiddleware,
@@ -191,13 +192,7 @@ def _poet_enabled(settings: BaseSettings) -> bool:
     )
 
 
-def _is_subclass(value: Any, path: str) -> bool:
-    """True if setting *value* names the class at *path* or a subclass of it."""
-    try:
-        theirs, mine = load_object(value), load_object(path)
-    except (ImportError, AttributeError, NameError, ValueError, TypeError):
-        return False
-    return isinstance(theirs, type) and isinstance(mine, type) and issubclass(theirs, mine)
+_is_subclass = is_subclass_path  # "is this setting our class": plugin/config.py
 
 
 def _is_scrapy_redis_scheduler(value: Any) -> bool:
@@ -246,8 +241,8 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         """Set the plugin's components into *settings* (user values win, see above)."""
         IRIConfig.from_settings(settings)  # fail early on bad IRI_* values
-        fsync_setting(settings.get("IRI_FRONTIER_FSYNC"))
-        if settings.getbool("IRI_IDNA2008_REQUESTS", True):
+        fsync_setting(iri_setting(settings, "IRI_FRONTIER_FSYNC"))
+        if iri_setting(settings, "IRI_IDNA2008_REQUESTS"):
             if not self._seam:
                 compat.install_idna2008()
                 self._seam = True
@@ -264,7 +259,7 @@ class Addon:
         if self.crawler is not None and not self._verify:
             self._verify = True
             self.crawler.signals.connect(self._verify_fingerprinter, signal=signals.spider_opened)
-        fleet = bool(settings.get("IRI_REDIS_URL"))
+        fleet = bool(iri_setting(settings, "IRI_REDIS_URL"))
         self._compose_fingerprinter(settings)
         redis_scheduler = _is_scrapy_redis_scheduler(settings.get("SCHEDULER"))
         dupefilter = REDIS_DUPEFILTER if fleet or redis_scheduler else DUPEFILTER
@@ -308,9 +303,9 @@ class Addon:
             "SPIDER_MIDDLEWARES", IRISpiderMiddleware, PRIORITIES["spider"]
         )
         scheduler = None
-        if fleet and settings.getbool("IRI_REDIS_SCHEDULER", True):
+        if fleet and iri_setting(settings, "IRI_REDIS_SCHEDULER"):
             scheduler = REDIS_SCHEDULER
-        elif settings.get("JOBDIR") and settings.getbool("IRI_FRONTIER", True):
+        elif settings.get("JOBDIR") and iri_setting(settings, "IRI_FRONTIER"):
             scheduler = FRONTIER_SCHEDULER
         if scheduler is not None:
             settings.set("SCHEDULER", scheduler, priority="addon")
@@ -325,7 +320,7 @@ class Addon:
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", FrontierDownloaderMiddleware, PRIORITIES["frontier"]
             )
-        if settings.getbool("IRI_MEDIA_PIPELINES", True):
+        if iri_setting(settings, "IRI_MEDIA_PIPELINES"):
             pipelines = settings.getdict("ITEM_PIPELINES")
             for stock_cls, our_cls in MEDIA_PIPELINES:
                 if _listed(pipelines, our_cls):
@@ -429,11 +424,7 @@ class Addon:
         value = settings.get(name)
         if value == ours:
             return
-        try:
-            theirs, mine = load_object(value), load_object(ours)
-        except (ImportError, AttributeError, NameError, ValueError):
-            return
-        if isinstance(theirs, type) and isinstance(mine, type) and issubclass(theirs, mine):
+        if is_subclass_path(value, ours):
             return
         logger.warning(
             "iri_scrapy.Addon: %(name)s = %(value)r was set explicitly and is kept; "

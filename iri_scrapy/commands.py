@@ -34,9 +34,9 @@ def lower_scheme(url: str) -> str:
 def addon_wants_idna2008(settings: Any) -> bool:
     """True if *settings* enable ``iri_scrapy.Addon`` and leave ``IRI_IDNA2008_REQUESTS`` on."""
     from iri_scrapy.addon import Addon
-    from iri_scrapy.plugin.config import load_object
+    from iri_scrapy.plugin.config import load_object, setting
 
-    if not settings.getbool("IRI_IDNA2008_REQUESTS", True):
+    if not setting(settings, "IRI_IDNA2008_REQUESTS"):
         return False
     for key, value in settings.getwithbase("ADDONS").items():
         try:

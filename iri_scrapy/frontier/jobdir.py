@@ -278,7 +278,7 @@ from iri_scrapy.frontier.stock_jobdir import (
     read_seen,
 )
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
-from iri_scrapy.plugin.config import load_object
+from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter, jobdir_setting
 from iri_scrapy.plugin.refusal import (
     REASON_FRONTIER_WRITE_FAILED,
@@ -419,7 +419,7 @@ def lock_jobdir(jobdir: str | os.PathLike[str]) -> int:
 
 def max_inflight_setting(settings: BaseSettings) -> int:
     """``IRI_FRONTIER_MAX_INFLIGHT``: default ``CONCURRENT_REQUESTS``; ``0``: no cap."""
-    value = settings.get("IRI_FRONTIER_MAX_INFLIGHT")
+    value = setting(settings, "IRI_FRONTIER_MAX_INFLIGHT")
     if value is None:
         return max(0, settings.getint("CONCURRENT_REQUESTS", 16))
     try:
@@ -1018,17 +1018,16 @@ class IRIFrontierScheduler(Scheduler):
             pqclass=load_object(settings["SCHEDULER_PRIORITY_QUEUE"]),
             crawler=crawler,
             frontier=use,
-            fsync_ms=fsync_setting(settings.get("IRI_FRONTIER_FSYNC", DEFAULT_FSYNC_MS)),
+            fsync_ms=fsync_setting(setting(settings, "IRI_FRONTIER_FSYNC")),
             max_inflight=max_inflight_setting(settings),
             stall_seconds=max(60.0, 2 * settings.getfloat("DOWNLOAD_TIMEOUT", 180)),
-            allow_reset=settings.getbool("IRI_JOBDIR_ALLOW_RESET", False),
-            write_retry=max(0.0, settings.getfloat("IRI_FRONTIER_WRITE_RETRY",
-                                                   DEFAULT_WRITE_RETRY)),
+            allow_reset=setting(settings, "IRI_JOBDIR_ALLOW_RESET"),
+            write_retry=max(0.0, setting(settings, "IRI_FRONTIER_WRITE_RETRY")),
         )
 
     @staticmethod
     def _frontier_wanted(settings: BaseSettings, jobdir: str | None, df_cls: Any) -> bool:
-        if not jobdir or not settings.getbool("IRI_FRONTIER", True):
+        if not jobdir or not setting(settings, "IRI_FRONTIER"):
             return False
         if not _local_iri_dupefilter(df_cls):
             logger.warning(

@@ -20,6 +20,8 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from iri_scrapy.plugin.config import setting
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
@@ -82,7 +84,7 @@ def mask_url(url: str) -> str:
 
 def redis_url_from_settings(settings: BaseSettings) -> str:
     """``IRI_REDIS_URL``, else scrapy-redis's ``REDIS_URL``, else ``REDIS_HOST``/``REDIS_PORT``."""
-    url = settings.get("IRI_REDIS_URL") or settings.get("REDIS_URL")
+    url = setting(settings, "IRI_REDIS_URL") or settings.get("REDIS_URL")
     if url:
         return str(url)
     host = settings.get("REDIS_HOST") or "localhost"

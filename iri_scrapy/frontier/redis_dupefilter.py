@@ -157,6 +157,7 @@ from iri_scrapy.frontier.redis_client import (
     retryable_errors,
 )
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin.config import setting
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter
 from iri_scrapy.plugin.refusal import (
@@ -423,7 +424,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
                 "share it with the HTTP cache and other components)"
             )
             kwargs["fingerprinter"] = IRIRequestFingerprinter(crawler)
-        template = str(settings.get("IRI_REDIS_KEY") or DEFAULT_KEY)
+        template = str(setting(settings, "IRI_REDIS_KEY") or DEFAULT_KEY)
         spider = crawler.spider
         try:
             key = template % {"spider": spider.name if spider is not None else None,
@@ -435,16 +436,16 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             ) from exc
         if spider is None and "%(spider)s" in template:
             raise IRIRedisError("IRI_REDIS_KEY names the spider, but the crawler has none yet")
-        expected = settings.get("IRI_REDIS_EXPECTED_URLS")
-        params = settings.getdict("IRI_REDIS_PARAMS")
-        kwargs["local_cache"] = settings.getint("IRI_REDIS_LOCAL_CACHE", DEFAULT_LOCAL_CACHE)
-        kwargs["cluster"] = settings.getbool("IRI_REDIS_CLUSTER", False)
+        expected = setting(settings, "IRI_REDIS_EXPECTED_URLS")
+        params = setting(settings, "IRI_REDIS_PARAMS")
+        kwargs["local_cache"] = setting(settings, "IRI_REDIS_LOCAL_CACHE")
+        kwargs["cluster"] = setting(settings, "IRI_REDIS_CLUSTER")
         kwargs.update(
             redis_url=redis_url_from_settings(settings),
             key=key,
             expected_urls=None if expected is None else settings.getint("IRI_REDIS_EXPECTED_URLS"),
-            retry_seconds=settings.getfloat("IRI_REDIS_RETRY_SECONDS", DEFAULT_RETRY_SECONDS),
-            socket_timeout=settings.getfloat("IRI_REDIS_SOCKET_TIMEOUT", DEFAULT_SOCKET_TIMEOUT),
+            retry_seconds=setting(settings, "IRI_REDIS_RETRY_SECONDS"),
+            socket_timeout=setting(settings, "IRI_REDIS_SOCKET_TIMEOUT"),
             redis_params=dict(params),
             crawler=crawler,
         )

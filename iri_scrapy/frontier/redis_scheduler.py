@@ -200,7 +200,7 @@ from iri_scrapy.frontier.redis_client import (
 )
 from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
-from iri_scrapy.plugin.config import load_object
+from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.refusal import (
     REASON_FRONTIER_WRITE_FAILED,
     REASON_REDIS_NOT_INSTALLED,
@@ -535,18 +535,18 @@ class RedisIRIScheduler(BaseScheduler):
             crawler=crawler,
             stats=crawler.stats,
             redis_url=redis_url_from_settings(settings),
-            key=str(settings.get("IRI_REDIS_SCHEDULER_KEY") or DEFAULT_KEY),
+            key=str(setting(settings, "IRI_REDIS_SCHEDULER_KEY") or DEFAULT_KEY),
             lease_seconds=_positive_seconds(
                 settings, "IRI_REDIS_LEASE_SECONDS", DEFAULT_LEASE_SECONDS, zero_ok=False),
             idle_timeout=_positive_seconds(
                 settings, "IRI_REDIS_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT, zero_ok=True),
-            retry_seconds=settings.getfloat("IRI_REDIS_RETRY_SECONDS", DEFAULT_RETRY_SECONDS),
-            socket_timeout=settings.getfloat("IRI_REDIS_SOCKET_TIMEOUT", DEFAULT_SOCKET_TIMEOUT),
-            redis_params=dict(settings.getdict("IRI_REDIS_PARAMS")),
+            retry_seconds=setting(settings, "IRI_REDIS_RETRY_SECONDS"),
+            socket_timeout=setting(settings, "IRI_REDIS_SOCKET_TIMEOUT"),
+            redis_params=dict(setting(settings, "IRI_REDIS_PARAMS")),
             max_inflight=max_inflight_setting(settings),
-            flush_on_start=settings.getbool("IRI_REDIS_FLUSH_ON_START", False),
+            flush_on_start=setting(settings, "IRI_REDIS_FLUSH_ON_START"),
             stall_seconds=max(60.0, 2 * settings.getfloat("DOWNLOAD_TIMEOUT", 180)),
-            cluster=settings.getbool("IRI_REDIS_CLUSTER", False),
+            cluster=setting(settings, "IRI_REDIS_CLUSTER"),
             project=str(settings.get("BOT_NAME") or "scrapybot"),
         )
         df_cls = load_object(settings["DUPEFILTER_CLASS"])

@@ -28,6 +28,7 @@ __all__ = [
     "IRIConfig", "rules_for", "META_DONT_NORMALIZE", "META_ORIGINAL", "META_RENORMALIZED",
     "META_VERBATIM", "META_SERVER_SPELLING", "META_UNNORMALIZABLE", "META_REISSUED_FROM",
     "META_SKIPPED", "META_PENDING", "SETTINGS", "Setting", "setting", "setting_is_subclass",
+    "is_subclass_path",
 ]
 
 #: Request meta key: skip canonicalization for this request.
@@ -135,14 +136,19 @@ def setting(settings: BaseSettings, name: str) -> Any:
     return reader(name, default)
 
 
-def setting_is_subclass(settings: BaseSettings, name: str, ours: str) -> bool:
-    """True if the class in setting *name* is the class at path *ours* or a subclass
-    (the one copy of "is this setting our class")."""
+def is_subclass_path(value: Any, ours: str) -> bool:
+    """True if *value* (a setting's value: an import path or a class) is the class at
+    path *ours* or a subclass of it (the one copy of "is this setting our class")."""
     try:
-        theirs, mine = load_object(settings.get(name)), load_object(ours)
+        theirs, mine = load_object(value), load_object(ours)
     except (ImportError, AttributeError, NameError, ValueError, TypeError):
         return False
     return isinstance(theirs, type) and isinstance(mine, type) and issubclass(theirs, mine)
+
+
+def setting_is_subclass(settings: BaseSettings, name: str, ours: str) -> bool:
+    """True if the class in setting *name* is the class at path *ours* or a subclass."""
+    return is_subclass_path(settings.get(name), ours)
 
 
 @dataclass(frozen=True, slots=True)

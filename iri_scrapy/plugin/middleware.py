@@ -61,6 +61,7 @@ from iri_scrapy.plugin.config import (
     META_UNNORMALIZABLE,
     META_VERBATIM,
     IRIConfig,
+    setting,
     setting_is_subclass,
 )
 from iri_scrapy.plugin.links import (
@@ -244,7 +245,7 @@ class IRISpiderMiddleware(BaseSpiderMiddleware):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         self.canon = Canonicalizer.for_crawler(crawler)
-        self.dedupe_start = crawler.settings.getbool("IRI_DEDUPE_START_REQUESTS", True)
+        self.dedupe_start = setting(crawler.settings, "IRI_DEDUPE_START_REQUESTS")
 
     def get_processed_request(
         self, request: Request, response: Response | None
