@@ -33,3 +33,5 @@ autodoc_default_options = {"members": False}
 
 html_theme = "furo"
 html_title = f"iri_scrapy {release}"
+html_static_path = ["_static"]
+html_css_files = ["tables.css"]
