@@ -101,3 +101,15 @@ def test_example_runs(example: Example) -> None:
     else:
         namespace = {"__name__": "docs_example"}
         exec(compile(example.code, example.id, "exec"), namespace)  # noqa: S102
+
+
+def test_every_page_is_in_the_index_toctree() -> None:
+    """A page left out of docs/index.md fails the Sphinx build in CI (-W); say so here first."""
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    entries = set()
+    for block in re.findall(r"```\{toctree\}\n(.*?)```", index, re.S):
+        entries |= {line.strip() for line in block.splitlines()
+                    if line.strip() and not line.startswith(":")}
+    pages = {p.stem for p in (ROOT / "docs").glob("*.md")} - {"index"}
+    assert pages - entries == set(), "add these pages to a toctree of docs/index.md"
+    assert entries - pages == set(), "toctree entries of docs/index.md with no page"
