@@ -15,7 +15,9 @@ into a new request.  It does two things:
   Skipped when the redirect will not be followed (``dont_redirect``,
   ``handle_httpstatus_*``) or for ``dont_normalize_iri`` requests.
 * **Protocol learning** (``IRI_LEVEL = "protocol"``, RFC 3987 section 5.3.4):
-  ``rules.observe_redirect(source, target, status)`` for each 3xx, on the
+  ``rules.observe_redirect(source, target, status)`` for each 3xx (trailing
+  slash, a parameter dropped, ``index.*`` removed, ``www.``, ``https``: the
+  kinds of :mod:`iri_scrapy.core.protocol`), on the
   canonical URIs without fragment, and ``rules.observe_contrary(uri)`` for each
   2xx.  A redirect that Scrapy follows is learned only once the request it
   leads to has met the dupefilter (when it reaches this middleware's
@@ -50,7 +52,9 @@ response) is not followed: see :func:`~iri_scrapy.plugin.links.skip_unusable_red
   unfollowed redirect), counted in ``iri/protocol/server_spelling_loop``.
 
 Stats: ``iri/redirect/location_canonicalized``, ``iri/protocol/redirects``,
-``iri/protocol/learned``, ``iri/protocol/contrary``, ``iri/protocol/revoked``,
+``iri/protocol/learned``, ``iri/protocol/contrary``, ``iri/protocol/revoked`` (and per
+kind of rule: ``iri/protocol/redirect/<kind>/learned``, ``.../revoked``, e.g.
+``iri/protocol/redirect/drop-param/learned``),
 ``iri/protocol/server_spelling`` (counted by the normalization middleware),
 ``iri/protocol/server_spelling_loop``.
 """
@@ -131,21 +135,28 @@ class IRIProtocolMiddleware:
     def _learn(self, pending: list[object]) -> None:
         assert self.rules is not None
         source, target, status = str(pending[0]), str(pending[1]), int(str(pending[2]))
-        revoked = self.rules.revoked
-        if self.rules.observe_redirect(source, target, status):
+        revoked = dict(self.rules.revoked)
+        kind = self.rules.observe_redirect(source, target, status)
+        if kind is not None:
             self._inc("iri/protocol/learned")
+            self._inc(f"iri/protocol/redirect/{kind}/learned")
             logger.debug(
-                "IRI protocol rule learned: %(source)s -> %(target)s (%(status)d)",
-                {"source": source, "target": target, "status": status},
+                "IRI protocol rule learned (%(kind)s): %(source)s -> %(target)s (%(status)d)",
+                {"kind": kind, "source": source, "target": target, "status": status},
             )
-        if self.rules.revoked != revoked:
-            self._revoked(self.rules.revoked - revoked, f"the redirect {source} -> {target}")
+        self._revoked(revoked, f"the redirect {source} -> {target}")
 
-    def _revoked(self, count: int, evidence: str) -> None:
-        if self.stats is not None:
-            self.stats.inc_value("iri/protocol/revoked", count)
-        logger.debug("IRI protocol rules revoked (%(count)d) by %(evidence)s",
-                     {"count": count, "evidence": evidence})
+    def _revoked(self, before: dict[str, int], evidence: str) -> None:
+        """Count the rules revoked since *before* (``rules.revoked`` then), per kind."""
+        assert self.rules is not None
+        for kind, total in self.rules.revoked.items():
+            count = total - before.get(kind, 0)
+            if count and self.stats is not None:
+                self.stats.inc_value("iri/protocol/revoked", count)
+                self.stats.inc_value(f"iri/protocol/redirect/{kind}/revoked", count)
+            if count:
+                logger.debug("IRI protocol rule revoked (%(kind)s) by %(evidence)s",
+                             {"kind": kind, "evidence": evidence})
 
     def _inc(self, key: str) -> None:
         if self.stats is not None:
@@ -177,8 +188,9 @@ class IRIProtocolMiddleware:
                     pass
                 else:
                     self._inc("iri/protocol/contrary")
+                    revoked = dict(self.rules.revoked)
                     if self.rules.observe_contrary(served):
-                        self._revoked(1, f"{served} served with status {status}")
+                        self._revoked(revoked, f"{served} served with status {status}")
         skip_unusable_redirect(request, response, self.stats)  # a target Request() refuses
         return response
 

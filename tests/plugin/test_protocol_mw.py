@@ -90,3 +90,25 @@ def test_temporary_redirects_teach_nothing() -> None:
     c.redirect("/b", "/b/", status=307)
     assert c.key("/a") == H + "/a"
     assert (c.stat("learned"), c.stat("redirects")) == (0, 2)
+
+
+def test_each_kind_is_counted_and_generalized_per_host() -> None:
+    """Issue 23, evidence source 1: a parameter dropped, ``index.*`` removed, the
+    ``www.`` label and http -> https, each learned exactly at once and host-wide at
+    ``IRI_PROTOCOL_MIN_EVIDENCE`` (2) confirmations; a 2xx in its scope revokes it."""
+    c = Crawl()
+    c.redirect("/a?replytocom=1", "/a")
+    assert c.key("/z?replytocom=9") == H + "/z?replytocom=9"  # one confirmation
+    c.redirect("/b?replytocom=2&p=1", "/b?p=1")
+    assert c.key("/z?replytocom=9") == H + "/z"
+    assert c.key("/z?sort=1") == H + "/z?sort=1"  # another parameter
+    c.redirect("/x/index.php", "/x/")
+    c.redirect("/index.php", "/")
+    assert c.key("/y/index.php?replytocom=3") == H + "/y/"
+    assert c.stat("redirect/drop-param/learned") == c.stat("redirect/drop-index/learned") == 2
+    c.served("/c?replytocom=1")  # served as it is: a counterexample
+    assert c.key("/z?replytocom=9") == H + "/z?replytocom=9"
+    assert c.key("/a?replytocom=1") == H + "/a"  # exact rules stay
+    c.served("/a?replytocom=1")  # ... until their source is served
+    assert c.key("/a?replytocom=1") == H + "/a?replytocom=1"
+    assert c.stat("redirect/drop-param/revoked") == c.stat("revoked") == 1

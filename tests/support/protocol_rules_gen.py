@@ -4,8 +4,9 @@ A rule set is what :class:`~iri_scrapy.ProtocolRules` learned from a sequence of
 events on a small universe of hosts and paths (so that rules meet each other):
 
 ``("redirect", source, target, status)``  a 3xx between two canonical URIs
-    (trailing slash added or removed, ``//`` collapsed, another path, another
-    scheme; 301/308 mostly, some 302);
+    (trailing slash added or removed, ``//`` collapsed, another path, http ->
+    https, ``www.`` removed or added, a parameter dropped, ``index.*`` removed;
+    301/308 mostly, some 302);
 ``("served", uri, "", 200)``  a 2xx response at *uri*.
 
 The ground truth is a model independent of the rules: a spelling is *redirected
@@ -36,10 +37,10 @@ from iri_scrapy import Level, ProtocolRules
 
 Event = tuple[str, str, str, int]
 
-HOSTS = ("http://h.test", "https://h.test", "http://w.test")
+HOSTS = ("http://h.test", "https://h.test", "http://www.h.test", "http://w.test")
 DIRS = ("/a", "/b", "/c", "/d", "/x/a", "/x/y")
-FILES = ("/f.html", "/x/g.php")
-QUERIES = ("", "?q=1")
+FILES = ("/f.html", "/x/g.php", "/x/index.html", "/index.php")
+QUERIES = ("", "?q=1", "?q=1&r=2")
 PERMANENT = (301, 308)
 CHECKS = ("idempotent", "away", "monotone")
 
@@ -73,8 +74,32 @@ def _redirects() -> list[Event]:
     return out
 
 
+def _other_kinds() -> list[Event]:
+    """Redirects of the other kinds: https, www, a parameter dropped, ``index.*`` removed."""
+    out: list[Event] = []
+    for path in DIRS + FILES:
+        for query in QUERIES:
+            rest = path + query
+            out += [
+                ("redirect", "http://h.test" + rest, "https://h.test" + rest, 301),
+                ("redirect", "http://w.test" + rest, "https://w.test" + rest, 308),
+                ("redirect", "http://www.h.test" + rest, "http://h.test" + rest, 301),
+                ("redirect", "http://h.test" + rest, "http://www.h.test" + rest, 301),
+            ]
+        for host in HOSTS:
+            out += [
+                ("redirect", host + path + "?q=1", host + path, 301),
+                ("redirect", host + path + "?q=1&r=2", host + path + "?r=2", 301),
+                ("redirect", host + path + "?q=1&r=2", host + path + "?q=1", 301),
+            ]
+    for host in HOSTS:
+        out += [("redirect", host + "/x/index.html", host + "/x/", 301),
+                ("redirect", host + "/index.php", host + "/", 301)]
+    return out
+
+
 #: Every event of the universe (Hypothesis samples lists of them).
-EVENTS: tuple[Event, ...] = tuple(_redirects()) + tuple(
+EVENTS: tuple[Event, ...] = tuple(_redirects()) + tuple(_other_kinds()) + tuple(
     ("served", u, "", 200) for u in SPELLINGS
 )
 def _slash_pair(a: str, b: str) -> bool:
@@ -85,6 +110,8 @@ def _slash_pair(a: str, b: str) -> bool:
 
 #: The redirects that add or remove one trailing slash (what random rule sets favour).
 SLASH_EVENTS = tuple(e for e in EVENTS if e[0] == "redirect" and _slash_pair(e[1], e[2]))
+#: The redirects of the other kinds.
+KIND_EVENTS = tuple(_other_kinds())
 
 
 def build(events: Iterable[Event], min_evidence: int = 2) -> ProtocolRules:
@@ -152,11 +179,14 @@ def violations(
 
 
 def random_events(rng: random.Random) -> list[Event]:
-    """A sequence of 0-14 events, weighted towards trailing-slash redirects."""
+    """A sequence of 0-14 events, weighted towards redirects of a known kind."""
     n = rng.randrange(15)
     out = []
     for _ in range(n):
-        pool: Sequence[Event] = SLASH_EVENTS if rng.random() < 0.7 else EVENTS
+        roll = rng.random()
+        pool: Sequence[Event] = (
+            SLASH_EVENTS if roll < 0.45 else KIND_EVENTS if roll < 0.75 else EVENTS
+        )
         out.append(rng.choice(pool))
     return out
 
