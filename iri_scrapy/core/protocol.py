@@ -109,8 +109,8 @@ def _candidates(
     """``(kind, parameter, new parts)`` for every kind that applies to *parts*.
 
     With *host_rule*, only where a host rule of the kind applies (``add-slash``
-    not on a last segment with a ``.``); else where an exact rule may.  Each
-    kind's output is outside its own domain (a kind never applies twice).
+    not on a last segment with a ``.``); else where an exact rule may.  A
+    rule's output is outside its own domain (one rule never applies twice).
     ``drop-param`` only for the parameter *names* given (each costs the length
     of the query: all of them at once would be quadratic).
     """
