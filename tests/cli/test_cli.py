@@ -418,7 +418,7 @@ def test_console_script_exit_codes(cmd: list[str], tmp_path: Path) -> None:
     src.write_text("http://a/\nhttp://A/\nhttp://b/\n")
     p = run(cmd, "dedupe", str(src), "-o", "-")
     assert (p.returncode, p.stdout) == (0, b"http://a/\nhttp://b/\n")
-    assert b"3 lines read: 2 unique, 1 duplicates" in p.stderr
+    assert b"3 lines read: 2 unique, 1 duplicate, 0 blank" in p.stderr
 
 
 def test_broken_pipe_is_quiet(tmp_path: Path) -> None:
@@ -596,7 +596,7 @@ def test_dedupe_one_million_lines(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert out.read_text(encoding="utf-8").splitlines() == expected["first"]
     assert rej.read_text(encoding="utf-8").splitlines() == expected["rejects"]
     assert "1,000,000 lines read: 199,000 unique, 796,000 duplicates" in err
-    assert f"(first 20 of {bad:,}; all written to {rej})" in err
+    assert f"(first 20 of {bad:,}; all written to {rej}; positions are 0-based " in err
 
     table_per_url = report["peak_fingerprint_bytes"] / distinct
     rss_per_url = None if big_rss is None else (big_rss - small_rss) * 1024 / distinct
