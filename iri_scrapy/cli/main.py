@@ -272,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
         "lines per rung of\nthe ladder (every line, first spelling or duplicate, counts "
         "under each rung that changed\nits spelling on the way to its canonical key, "
         "'simple' if none did: so the counts do not\ndepend on which spelling came "
-        "first), blank and unparseable (refused) lines, "
+        "first),\nblank and unparseable (refused) lines, "
         f"and from {MEMORY_REPORT_MIN_UNIQUE:,} unique\nURLs on the fingerprint table's "
         "size.  Standard output carries only the URLs.",
     )
