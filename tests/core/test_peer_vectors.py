@@ -33,7 +33,11 @@ KINDS = frozenset({
     "uri_to_iri", "idna",
 })
 # Data files that are not vector records (no "kind"): surt's outputs (tests/core/test_surt.py).
-NOT_VECTORS = {"surt_package_outputs"}
+NOT_VECTORS = {
+    "surt_package_outputs",
+    # Unicode confusables.txt lines: source data of core/confusables.py (test_confusables.py)
+    "unicode_confusables_latin",
+}
 
 
 def selected(name: str) -> list[dict[str, Any]]:
