@@ -54,10 +54,10 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "stock": ("stock Scrapy", {"ADDONS": "{}"}),
     "iri": ("iri_scrapy", {}),
 }
-#: The dupefilter's rung stats, in ladder order (RFC 3987 5.3.1-5.3.4, then 5.1).
+#: The dupefilter's decided_by stats, in ladder order (RFC 3987 5.3.1-5.3.4, then 5.1).
 RUNG_ORDER = ("simple", "case", "character", "percent", "path", "scheme", "protocol",
               "fragment", "heuristics")
-RUNG_PREFIX = "iri/dupefilter/rung/"
+RUNG_PREFIX = "iri/dupefilter/decided_by/"
 NA = "-"
 
 
@@ -138,7 +138,7 @@ class CrawlRun:
 
     @property
     def rungs(self) -> dict[str, int] | None:
-        """The plugin's ``iri/dupefilter/rung/*`` stats in ladder order; None without the plugin."""
+        """The plugin's ``iri/dupefilter/decided_by/*`` stats in ladder order; None without the plugin."""
         found = {k[len(RUNG_PREFIX):]: int(v) for k, v in self.stats.items()
                  if k.startswith(RUNG_PREFIX)}
         if not found and "iri/dupefilter/filtered" not in self.stats:
@@ -226,8 +226,8 @@ class DemoReport:
         if run.errors_logged:
             out.append(f"{run.label} logged {run.errors_logged} error(s) (log: {run.log_path})")
         rungs = run.rungs or {}
-        if run.dupefilter_filtered and sum(rungs.values()) < run.dupefilter_filtered:
-            out.append(f"{run.label}: per-rung counts sum to {sum(rungs.values())}, fewer than "
+        if run.dupefilter_filtered and sum(rungs.values()) != run.dupefilter_filtered:
+            out.append(f"{run.label}: per-rung counts sum to {sum(rungs.values())}, not "
                        f"the {run.dupefilter_filtered} duplicates dropped")
         for r in (self.stock, self.iri):
             if len(r.items) != r.items_scraped:
@@ -271,9 +271,9 @@ class DemoReport:
         """What each crawl missed, its 404s, and where the items are."""
         lines: list[str] = []
         if self.iri.rungs is not None:
-            lines += ["Rungs (iri/dupefilter/rung/*): for each duplicate dropped, the "
-                      "normalizations (RFC 3987 5.3)", "its spelling needed to reach a key "
-                      "already seen; 'simple' = the very same string.", ""]
+            lines += ["Rungs (iri/dupefilter/decided_by/*): for each duplicate dropped, the "
+                      "rung of RFC 3987 5.3", "at which its spelling and the first one became "
+                      "equal; 'simple' = the very same string.", ""]
         for run in (self.stock, self.iri):
             if run.duplicates:
                 lines.append(f"Fetched more than once by {run.label}:")

@@ -8,7 +8,7 @@ dupefilters through :meth:`from_spider`.
 It is :class:`~iri_scrapy.IRIDupeFilter` with the storage hook
 (:meth:`IRIDupeFilter.seen_add`) moved to Redis: fingerprints come from the same
 fingerprinter, and the redirect-same-key and renormalized passes, the per-rung
-stats (``iri/dupefilter/rung/...``, ``dupefilter/filtered``), ``DUPEFILTER_DEBUG``
+stats (``iri/dupefilter/decided_by/...``, ``dupefilter/filtered``), ``DUPEFILTER_DEBUG``
 logging, ``dont_filter`` and ``meta["dont_normalize_iri"]`` behave exactly as in
 the local filter.  ``JOBDIR`` is not used for fingerprints (Redis holds them; the
 scheduler may still keep its queue there).
