@@ -1,6 +1,8 @@
 """Request canonicalization: requests reach the scheduler, and the wire, as canonical URIs.
 
-Three seams, all thin over :func:`iri_scrapy.normalize`:
+Three seams, all thin over :func:`iri_scrapy.normalize`, which each request meets
+once: the first seam to see a request stamps it (:mod:`iri_scrapy.plugin.stamp`)
+and the others, the fingerprinter and the dupefilter read the stamp.
 
 * :class:`IRISpiderMiddleware` (spider middleware, priority 950, next to the
   spider) rewrites every request the spider yields (``start()`` included) to its
@@ -104,11 +106,13 @@ class Canonicalizer:
     given, so that URL must be the retrieval key).  Other requests do not get
     ``verbatim_url``, so the fingerprinter keys them at the configured level.
 
-    A URL with no canonical form is flagged in ``meta["iri_unnormalizable"]`` and
-    passed through.  It is counted in ``iri/unnormalizable`` and logged (first
-    one as a warning) here only if the crawler's fingerprinter is not an
-    :class:`~iri_scrapy.IRIRequestFingerprinter`, which does both itself: each
-    such request is counted once.
+    The fetch form is the request's stamp's (:mod:`iri_scrapy.plugin.stamp`):
+    a request ``follow()`` or the spider middleware stamped is not canonicalized
+    again; a rewritten copy carries its original's stamp.  A URL with no
+    canonical form is flagged in ``meta["iri_unnormalizable"]`` and passed
+    through; the crawler's :class:`~iri_scrapy.plugin.stamp.Stamper`, shared with
+    the fingerprinter, counts it in ``iri/unnormalizable`` and logs it (the first
+    one as a warning) when it stamps it: each such request is counted once.
     """
 
     def __init__(
