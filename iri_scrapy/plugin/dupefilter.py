@@ -93,6 +93,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -185,9 +186,30 @@ def _referer(request: Request) -> str | None:
     return None if referer is None else referer.decode("utf-8", errors="replace")
 
 
+def _decided(first: str, written: str, cfg: IRIConfig, rules: ProtocolRules | None) -> str:
+    """The rung at which *written* became equal to *first* (:func:`iri_scrapy.explain`)."""
+    try:
+        result = explain(first, written, cfg.level, keep_fragment=cfg.keep_fragments,
+                         nfc=cfg.nfc, rules=rules)
+    except IRIError:
+        return "simple"
+    rung = result.rung
+    if rung is None:
+        return "heuristics"
+    if rung.key == "simple" and result.fragments_dropped:
+        return "fragment"
+    return rung.key
+
+
+@lru_cache(maxsize=16384)
+def _decided_cached(first: str, written: str, cfg: IRIConfig) -> str:
+    return _decided(first, written, cfg, None)
+
+
 _STOCK_FINGERPRINTER = RequestFingerprinter()
 
 
+@lru_cache(maxsize=16384)
 def _stock_url(url: str) -> bytes:
     """Stock Scrapy's fingerprint of a GET request for a link written *url*."""
     return _STOCK_FINGERPRINTER.fingerprint(Request(url))
@@ -390,17 +412,9 @@ class IRIDupeFilter(BaseDupeFilter):
             first = stamp.base
         if first == written:
             return "simple"
-        try:
-            result = explain(first, written, cfg.level, keep_fragment=cfg.keep_fragments,
-                             nfc=cfg.nfc, rules=self.rules)
-        except IRIError:
-            return "simple"
-        rung = result.rung
-        if rung is None:
-            return "heuristics"
-        if rung.key == "simple" and result.fragments_dropped:
-            return "fragment"
-        return rung.key
+        if self.rules is None:  # pages repeat their links: cached per pair of spellings
+            return _decided_cached(first, written, cfg)
+        return _decided(first, written, cfg, self.rules)
 
     def _stock_alias(self, stamp: Stamp | None, first: str | None) -> bool:
         """True if stock Scrapy's fingerprint tells the two spellings apart."""
