@@ -1069,6 +1069,10 @@ class IRIFrontierScheduler(Scheduler):
             dupefilter, jobdir=None if frontier else jobdir, dqclass=dqclass, mqclass=mqclass,
             logunser=logunser, stats=stats, pqclass=pqclass, crawler=crawler,
         )
+        #: ``SCHEDULER_START_MEMORY_QUEUE`` (documented, Scrapy 2.13+): the order of start
+        #: requests, or None when start requests go in the regular queues.
+        start_mq = crawler.settings.get("SCHEDULER_START_MEMORY_QUEUE") if crawler else None
+        self.start_mqclass: type[Any] | None = load_object(start_mq) if start_mq else None
         self.fsync_ms = fsync_ms
         self.allow_reset = allow_reset
         self.store: FrontierStore | None = None
@@ -1135,7 +1139,7 @@ class IRIFrontierScheduler(Scheduler):
                 fsync_ms=self.fsync_ms,
                 allow_reset=self.allow_reset,
                 lifo=not _is_fifo(self.mqclass),
-                start_lifo=self._smqclass is not None and not _is_fifo(self._smqclass),
+                start_lifo=self.start_mqclass is not None and not _is_fifo(self.start_mqclass),
             )
         except FingerprintFileMismatch as exc:
             # one ERROR line, finish_reason iri_jobdir_mismatch, exit status 1 (the
@@ -1291,7 +1295,7 @@ class IRIFrontierScheduler(Scheduler):
         data = self._serialize(request)
         stats = self.stats
         assert stats is not None
-        start = bool(meta.get("is_start_request")) and self._smqclass is not None
+        start = bool(meta.get("is_start_request")) and self.start_mqclass is not None
         priority = request.priority
         if data is None:
             rowid = self._next_memory_id
@@ -1453,7 +1457,7 @@ class IRIFrontierScheduler(Scheduler):
         store = self.store
         assert store is not None
         rowid = request.meta[META_FRONTIER_ID]
-        start = bool(request.meta.get("is_start_request")) and self._smqclass is not None
+        start = bool(request.meta.get("is_start_request")) and self.start_mqclass is not None
         if rowid < 0:
             insort(self._mem, (store.key(store.next_id, request.priority, start), -rowid, rowid,
                                request))

@@ -89,7 +89,8 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.utils.defer": {"deferred_from_coro", "maybe_deferred_to_future"},
     # request-response.rst: autoclass RequestFingerprinter; request_from_dict, the
     # documented inverse of Request.to_dict (cross-referenced from Request.attributes)
-    "scrapy.utils.request": {"RequestFingerprinter", "request_from_dict"},
+    # fingerprint: request-response.rst, "Request fingerprints" (autofunction)
+    "scrapy.utils.request": {"RequestFingerprinter", "request_from_dict", "fingerprint"},
     "scrapy_redis.spiders": {"RedisSpider", "RedisCrawlSpider"},  # scrapy-redis README
     "twisted.internet": {"reactor"},  # Twisted API docs: twisted.internet.reactor
     "twisted.internet.defer": {"Deferred"},  # Twisted API docs: twisted.internet.defer
@@ -105,7 +106,7 @@ PUBLIC: dict[str, set[str]] = {
     "redis.exceptions": {
         "ConnectionError", "NoScriptError", "ReadOnlyError", "RedisError", "TimeoutError",
         "ResponseError", "AskError", "ClusterDownError", "TryAgainError",
-        "RedisClusterException",
+        "RedisClusterException", "OutOfMemoryError",
     },
     "redis.retry": {"Retry"},
     "typing_extensions": {"Self"},
@@ -119,7 +120,7 @@ PUBLIC: dict[str, set[str]] = {
 #: pyarrow, pyarrow.compute: Apache Arrow Python API reference (iri_scrapy.integrations.spark).
 PUBLIC_MODULES = {"scrapy", "idna", "redis", "regex", "pyarrow", "pyarrow.compute"}
 #: Standard-library modules without ``__all__`` whose non-underscore names are documented.
-STDLIB_WITHOUT_ALL: set[str] = set()
+STDLIB_WITHOUT_ALL: set[str] = {"bisect"}  # docs.python.org: bisect (insort, bisect_*)
 #: Documented public methods of named tuples (``urllib.parse.SplitResult._replace``).
 NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}
 
