@@ -240,7 +240,6 @@ class Addon:
 
     def update_settings(self, settings: BaseSettings) -> None:
         """Set the plugin's components into *settings* (user values win, see above)."""
-        IRIConfig.from_settings(settings)  # fail early on bad IRI_* values
         fsync_setting(iri_setting(settings, "IRI_FRONTIER_FSYNC"))
         if iri_setting(settings, "IRI_IDNA2008_REQUESTS"):
             if not self._seam:
@@ -399,7 +398,7 @@ class Addon:
         if crawler is None:
             return
         fingerprinter = getattr(crawler, "request_fingerprinter", None)
-        problem = chain_problem(fingerprinter, IRIConfig.from_settings(crawler.settings))
+        problem = chain_problem(fingerprinter, IRIConfig.for_crawler(crawler))
         if problem is not None:
             logger.warning(
                 "iri_scrapy.Addon: IRI deduplication is OFF: the crawler's request "

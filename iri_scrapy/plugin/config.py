@@ -77,7 +77,7 @@ SETTINGS: dict[str, Setting] = {
     "IRI_DROP_QUERY_PARAMS": Setting([], "list",
                                      "heuristic, not RFC: query parameter names (utm_*) dropped"),
     "IRI_PROTOCOL_MIN_EVIDENCE": Setting(
-        2, "int", "redirects needed before a host-wide trailing-slash rule (level protocol)"),
+        2, "int", "permanent redirects needed before a host-wide rule (level protocol)"),
     "IRI_REQUEST_FINGERPRINTER_BASE_CLASS": Setting(
         None, "raw", "another fingerprinter hashed together with ours (docs/compose.md)"),
     # requests
@@ -164,15 +164,48 @@ class IRIConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> IRIConfig:
+        """Read the settings; a ValueError names the setting that cannot be used."""
         drop: Any = setting(settings, "IRI_DROP_QUERY_PARAMS")
+        try:
+            level = Level.coerce(setting(settings, "IRI_LEVEL"))
+        except ValueError as exc:
+            raise ValueError(f"IRI_LEVEL: {exc}") from None
+        try:
+            evidence = setting(settings, "IRI_PROTOCOL_MIN_EVIDENCE")
+            ProtocolRules(evidence)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"IRI_PROTOCOL_MIN_EVIDENCE: {exc}") from None
         return cls(
-            level=Level.coerce(setting(settings, "IRI_LEVEL")),
+            level=level,
             keep_fragments=setting(settings, "IRI_KEEP_FRAGMENTS"),
             nfc=setting(settings, "IRI_NFC"),
             sort_query=setting(settings, "IRI_SORT_QUERY"),
             drop_query_params=tuple(str(p) for p in drop),
-            protocol_min_evidence=setting(settings, "IRI_PROTOCOL_MIN_EVIDENCE"),
+            protocol_min_evidence=evidence,
         )
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> IRIConfig:
+        """The crawler's config, read once: an unusable setting refuses the start.
+
+        One ERROR line naming the setting, ``finish_reason`` ``iri_bad_setting`` and
+        exit status 1 (:func:`iri_scrapy.plugin.refusal.refuse_start`; Scrapy 2.17
+        raises the error instead); the components are built with the defaults
+        meanwhile, and no request is sent.
+        """
+        config: IRIConfig | None = getattr(crawler, "_iri_config", None)
+        if config is None:
+            try:
+                config = cls.from_settings(crawler.settings)
+            except ValueError as exc:
+                from iri_scrapy.plugin.refusal import REASON_BAD_SETTING, refuse_start
+
+                config = cls()
+                crawler._iri_config = config  # type: ignore[attr-defined]
+                refuse_start(crawler, REASON_BAD_SETTING,
+                             f"{exc}: fix the setting (docs/settings.md)", exc)
+            crawler._iri_config = config  # type: ignore[attr-defined]
+        return config
 
     @property
     def heuristics(self) -> bool:

@@ -279,7 +279,7 @@ class IRIDupeFilter(BaseDupeFilter):
     def kwargs_from_crawler(cls, crawler: Crawler) -> dict[str, Any]:
         """Constructor arguments from a crawler (extend this in subclasses)."""
         settings = crawler.settings
-        config = IRIConfig.from_settings(settings)
+        config = IRIConfig.for_crawler(crawler)
         return {
             "fingerprinter": crawler.request_fingerprinter,
             "config": config,

@@ -167,7 +167,7 @@ class IRIRequestFingerprinter:
         include_headers: Iterable[bytes | str] | None = None,
     ) -> None:
         if config is None:
-            config = IRIConfig.from_settings(crawler.settings) if crawler else IRIConfig()
+            config = IRIConfig.for_crawler(crawler) if crawler else IRIConfig()
         self.config = config
         self.level = config.level
         if crawler is not None and rules is None:
@@ -181,8 +181,8 @@ class IRIRequestFingerprinter:
         self._cache: WeakKeyDictionary[Request, _Entry] = WeakKeyDictionary()
         #: canonicalizes each request once (shared with the middlewares of the crawler)
         self.stamper = (Stamper.for_crawler(crawler)
-                        if crawler is not None and config == IRIConfig.from_settings(
-                            crawler.settings) else Stamper(config, self.stats))
+                        if crawler is not None and config == IRIConfig.for_crawler(crawler)
+                        else Stamper(config, self.stats))
         #: The add-on's IDNA 2008 Request() URLs are on in this crawler: a request made
         #: by another component gets its IDNA 2008 URL here, before it is keyed.
         self._idna2008 = crawler is not None and idna_enabled(crawler.settings)

@@ -108,7 +108,7 @@ class IRIProtocolMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.config = IRIConfig.from_settings(crawler.settings)
+        self.config = IRIConfig.for_crawler(crawler)
         self.rules: ProtocolRules | None = rules_for(crawler, self.config)
         self.stats = crawler.stats
         self.meta_refresh = crawler.settings.getbool("METAREFRESH_ENABLED", True)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLOSESPIDER_AT_OPEN",
+    "REASON_BAD_SETTING",
     "REASON_FRONTIER_WRITE_FAILED",
     "REASON_JOBDIR_LOCKED",
     "REASON_JOBDIR_MISMATCH",
@@ -51,6 +52,9 @@ logger = logging.getLogger(__name__)
 
 #: ``finish_reason`` values of the refusals.
 REASON_JOBDIR_MISMATCH = "iri_jobdir_mismatch"
+#: An ``IRI_*`` setting that cannot be used (``IRI_LEVEL = "bogus"``,
+#: ``IRI_PROTOCOL_MIN_EVIDENCE = 0``).
+REASON_BAD_SETTING = "iri_bad_setting"
 REASON_REDIS_UNAVAILABLE = "iri_redis_unavailable"
 REASON_REDIS_NOT_INSTALLED = "iri_redis_not_installed"
 #: Another crawl holds the ``JOBDIR``'s lock (``iri_scrapy.frontier.jobdir``).

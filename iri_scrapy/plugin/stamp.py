@@ -153,7 +153,7 @@ class Stamper:
         """The crawler's stamper (created on first use)."""
         stamper = getattr(crawler, _STAMPER_ATTR, None)
         if stamper is None:
-            stamper = cls(IRIConfig.from_settings(crawler.settings), crawler.stats)
+            stamper = cls(IRIConfig.for_crawler(crawler), crawler.stats)
             setattr(crawler, _STAMPER_ATTR, stamper)
         return stamper
 

@@ -71,8 +71,15 @@ def test_addon_keeps_explicit_user_values(caplog: pytest.LogCaptureFixture) -> N
 
 
 def test_addon_rejects_bad_level() -> None:
-    with pytest.raises(ValueError, match="unknown level"):
-        get_crawler(settings_dict={**ADDON, "IRI_LEVEL": "semantic"})
+    """The settings are read once per crawler; an unusable one names itself."""
+    from scrapy.settings import Settings
+
+    from iri_scrapy.plugin.config import IRIConfig
+
+    with pytest.raises(ValueError, match="IRI_LEVEL: unknown level"):
+        IRIConfig.from_settings(Settings({"IRI_LEVEL": "semantic"}))
+    with pytest.raises(ValueError, match="IRI_PROTOCOL_MIN_EVIDENCE: .*>= 1"):
+        IRIConfig.from_settings(Settings({"IRI_PROTOCOL_MIN_EVIDENCE": 0}))
 
 
 def test_addon_without_crawler() -> None:

@@ -114,6 +114,13 @@ def test_jobdir_fingerprint_file_written_with_other_options(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+@pytest.mark.parametrize("value", ["IRI_LEVEL=semantic", "IRI_PROTOCOL_MIN_EVIDENCE=0"])
+def test_unusable_setting(tmp_path: Path, value: str) -> None:
+    proc = scrapy_crawl(project(tmp_path), value)
+    check_refusal(proc, "iri_bad_setting", value.split("=")[0], "fix the setting")
+
+
 def test_unreachable_redis(tmp_path: Path) -> None:
     port = find_free_port()
     proc = scrapy_crawl(project(tmp_path), "DUPEFILTER_CLASS=iri_scrapy.RedisIRIDupeFilter",
