@@ -138,7 +138,7 @@ class CrawlRun:
 
     @property
     def rungs(self) -> dict[str, int] | None:
-        """The plugin's ``iri/dupefilter/decided_by/*`` stats in ladder order; None without the plugin."""
+        """The plugin's ``iri/dupefilter/decided_by/*`` stats, in ladder order (None without it)."""
         found = {k[len(RUNG_PREFIX):]: int(v) for k, v in self.stats.items()
                  if k.startswith(RUNG_PREFIX)}
         if not found and "iri/dupefilter/filtered" not in self.stats:
