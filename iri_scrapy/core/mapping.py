@@ -340,20 +340,18 @@ def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:
     known to use DNS only, where :func:`iri_to_uri` applies ToASCII: for the
     others the IRI would not map back to the URI.
 
-    With ``unicode_host=True`` (the conversion with scheme-specific knowledge that
-    pairs with ToASCII), the host of such a scheme also keeps its escapes if,
-    decoded, it is one that ToASCII refuses (``ftp://a.%CC%81a/``: a label cannot
-    begin with a combining mark): :func:`iri_to_uri` converts a host without
-    escapes with ToASCII (section 3.1), so the decoded IRI "cannot be resolved"
-    and would not map back to the URI, which section 3.2 says the conversion
-    always does.  A decoded host that ToASCII takes maps to its A-labels
-    (``http://%C3%9F.de/`` -> ``http://ß.de/`` -> ``http://xn--zca.de/``): the host
-    the URI names, since percent-encoded UTF-8 in a reg-name is the IDN, looked
-    up in its IDNA form (RFC 3986 section 3.2.2; level SCHEME compares them
-    equal, 5.3.3).  Without it, the result maps back to the URI byte for byte
-    with the mapping of 3.1 steps 1-2 (``iri_to_uri(..., idna=False)``), which is
-    the one 3.1 says applications MUST apply; with ToASCII as well it fails exactly
-    when the URI's own host has no ToASCII conversion (level SCHEME refuses it).
+    The host of a scheme known to use DNS keeps its escapes if, decoded, it is one
+    that ToASCII refuses (``ftp://a.%CC%81a/``: a label cannot begin with a
+    combining mark): :func:`iri_to_uri` converts a host without escapes with
+    ToASCII (section 3.1), so the decoded IRI would not map back to the URI, which
+    section 3.2 says the conversion always does; so ``iri_to_uri(uri_to_iri(u))``
+    never raises for a URI whose host was kept.  A decoded host that ToASCII takes
+    maps to its A-labels (``http://%C3%9F.de/`` -> ``http://ß.de/`` ->
+    ``http://xn--zca.de/``): the host the URI names, since percent-encoded UTF-8 in
+    a reg-name is the IDN, looked up in its IDNA form (RFC 3986 section 3.2.2;
+    level SCHEME compares them equal, 5.3.3).  With the mapping of 3.1 steps 1-2
+    alone (``iri_to_uri(..., idna=False)``, the one 3.1 says applications MUST
+    apply) the result maps back to the URI byte for byte.
     """
     check_str(uri, "uri_to_iri")
     text = preprocess(uri)
@@ -364,7 +362,7 @@ def uri_to_iri(uri: str, *, unicode_host: bool = False) -> str:
     if host is not None and not host.startswith("["):
         dns = uses_dns(None if ref.scheme is None else lower_ascii(ref.scheme))
         decoded = decode_component(host)
-        if (unicode_host and dns and "%" not in decoded and not decoded.isascii()
+        if (dns and "%" not in decoded and not decoded.isascii()
                 and not _to_ascii_ok(decoded)):
             decoded = host
         host = decoded
