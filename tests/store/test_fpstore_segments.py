@@ -6,6 +6,8 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from iri_scrapy.store.fpstore import MAX_LOAD, SEGMENT_BITS, SEGMENTS, FingerprintSet
 
@@ -82,3 +84,38 @@ def test_runs_that_wrap_around_a_segment_survive_growth() -> None:
         assert v in ours
     assert all(v in ours for v in model) and set(ours) == model
     assert ours.add(values[0]) is False and len(ours) == len(model)
+
+
+_U64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
+# Values crowded into the first and last segments, at the ends of their slot ranges
+# (runs that wrap around), and random ones.
+_CROWDED = st.one_of(
+    _U64,
+    st.integers(min_value=0, max_value=64),
+    st.integers(min_value=(1 << 64) - 64, max_value=(1 << 64) - 1),
+    st.integers(min_value=(1 << 52) - 32, max_value=(1 << 52) + 32),
+)
+
+
+@given(base=st.lists(_CROWDED, max_size=300), batch=st.lists(_CROWDED, max_size=600))
+@settings(max_examples=40, deadline=None)  # ~25 ms each: two 4,096-segment sets
+def test_bulk_update_is_one_add_per_value(base: list[int], batch: list[int]) -> None:
+    """update()'s bulk rebuild (any batch, with BULK_MIN lowered) = one add() per value."""
+    import iri_scrapy.store.fpstore as fpstore
+
+    bulk, single = FingerprintSet(), FingerprintSet()
+    for value in base:
+        bulk.add(value)
+        single.add(value)
+    saved = fpstore.BULK_MIN
+    fpstore.BULK_MIN = 1
+    try:
+        added = bulk.update(batch)
+    finally:
+        fpstore.BULK_MIN = saved
+    assert added == sum(single.add(v) for v in batch)
+    assert len(bulk) == len(single) and set(bulk) == set(single)
+    assert all(v in bulk for v in base + batch)
+    for value in batch + base + [7, (1 << 64) - 1]:  # adds after a rebuild still agree
+        assert bulk.add(value ^ 1) == single.add(value ^ 1)
+    assert set(bulk) == set(single) and bulk.slots >= len(bulk) / fpstore.MAX_LOAD
