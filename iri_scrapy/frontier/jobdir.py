@@ -1178,11 +1178,7 @@ class IRIFrontierScheduler(Scheduler):
         self.refusals.store = f"the frontier store {store.path}"
         try:
             records = store.seen_array()
-            held = getattr(df, "_set", None)
-            if isinstance(held, FingerprintSet) and not len(held) and len(records) > 65536:
-                # sized for them at once: no growth step while loading
-                df._set = FingerprintSet(capacity=len(records))  # type: ignore[attr-defined]
-            seen = df.preload(records)
+            seen = df.preload(records)  # one bulk load (FingerprintSet.update)
             del records
             # the pending rows stay on disk: read BATCH at a time, in crawl order
             recovered = self._queued = store.pending_count()
