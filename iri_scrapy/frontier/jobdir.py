@@ -292,6 +292,7 @@ from iri_scrapy.store.fpstore import (
     FingerprintFileMismatch,
     FingerprintSet,
     fp64,
+    mismatch_text,
 )
 from iri_scrapy.store.frontier_file import (
     FILENAME,
@@ -682,10 +683,10 @@ class FrontierStore:
         canon, tag = self._get("canonicalization"), self._get("tag")
         if canon != str(self.canonicalization_version) or tag != self.tag:
             return FingerprintFileMismatch(
-                f"{self.path} holds keys of canonicalization version {canon} with options "
-                f"{tag!r}, but this crawl uses version {self.canonicalization_version} with "
-                f"options {self.tag!r}: refusing to mix keys (set IRI_JOBDIR_ALLOW_RESET = "
-                "True to start a new store, or use a new JOBDIR)"
+                f"{self.path} was written with "
+                f"{mismatch_text(canon, tag or '', self.canonicalization_version, self.tag)}: "
+                "refusing to mix keys (set IRI_JOBDIR_ALLOW_RESET = True to start a new "
+                "store, or use a new JOBDIR)"
             )
         self._reorder()
         return None

@@ -111,12 +111,16 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from hashlib import blake2b
 from pathlib import Path
+from typing import Any
+
+from iri_scrapy.core.shorten import shorten
 
 __all__ = [
     "FingerprintSet",
     "FingerprintFile",
     "FingerprintFileError",
     "FingerprintFileMismatch",
+    "mismatch_text",
     "fp64",
     "FILENAME",
     "MAGIC",
@@ -382,6 +386,21 @@ class FingerprintFileMismatch(FingerprintFileError):
     """The file was written by another canonicalization version or options."""
 
 
+def mismatch_text(canon: Any, tag: str, version: int, our_tag: str) -> str:
+    """What differs between stored keys and this crawl's, briefly, for one log line:
+    ``level=simple (this crawl: scheme)``; the version only when it differs."""
+    parts = []
+    if str(canon) != str(version):
+        parts.append(f"canonicalization version {canon} (this crawl: {version})")
+    theirs = dict(p.partition("=")[::2] for p in str(tag).split(";") if p)
+    mine = dict(p.partition("=")[::2] for p in our_tag.split(";") if p)
+    for name in [*mine, *(n for n in theirs if n not in mine)]:
+        if theirs.get(name) != mine.get(name):
+            parts.append(f"{name}={shorten(theirs.get(name, '(none)'), 60)} "
+                         f"(this crawl: {shorten(mine.get(name, '(none)'), 60)})")
+    return ", ".join(parts) or "other options"
+
+
 def _header(canonicalization_version: int, tag: str) -> bytes:
     raw = tag.encode("utf-8")
     head = _HEADER.pack(MAGIC, FORMAT_VERSION, canonicalization_version, RECORD_SIZE, len(raw))
@@ -483,10 +502,10 @@ class FingerprintFile:
         tag = raw_tag.decode("utf-8", "replace")
         if canon != self.canonicalization_version or tag != self.tag:
             return FingerprintFileMismatch(
-                f"{self.path} holds keys of canonicalization version {canon} with options "
-                f"{tag!r}, but this crawl uses version {self.canonicalization_version} with "
-                f"options {self.tag!r}: refusing to mix keys (set IRI_JOBDIR_ALLOW_RESET = "
-                "True to start a new file, or use a new JOBDIR)"
+                f"{self.path} was written with "
+                f"{mismatch_text(canon, tag, self.canonicalization_version, self.tag)}: "
+                "refusing to mix keys (set IRI_JOBDIR_ALLOW_RESET = True to start a new file, "
+                "or use a new JOBDIR)"
             )
         if data[: len(expected)] != expected:
             return FingerprintFileError(f"{self.path} has a damaged header")
