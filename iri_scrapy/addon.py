@@ -1,64 +1,14 @@
 """The Scrapy add-on: ``ADDONS = {"iri_scrapy.Addon": 0}`` enables the whole plugin.
 
-:meth:`Addon.update_settings` sets, at settings priority ``"addon"``:
+:meth:`Addon.update_settings` validates the ``IRI_*`` settings (a bad one stops the
+crawl before it starts) and sets, at settings priority ``"addon"`` (so the
+project's, a spider's or the command line's values win), the IRI fingerprinter
+and dupefilter, and *adds* the plugin's middlewares (a middleware the user
+already lists keeps the user's value): normalization, offsite, protocol,
+robots.txt, the IDNA 2008 ``Request()``, the media pipelines, and with ``JOBDIR``
+or ``IRI_REDIS_URL`` the crash-tolerant scheduler and its middlewares.
 
-* ``REQUEST_FINGERPRINTER_CLASS = "iri_scrapy.IRIRequestFingerprinter"``
-* ``DUPEFILTER_CLASS = "iri_scrapy.IRIDupeFilter"``
-* ``SPIDER_MIDDLEWARES``: ``plugin.middleware.IRISpiderMiddleware``: 950
-* ``DOWNLOADER_MIDDLEWARES``: ``plugin.offsite.IRIOffsiteMiddleware``: 50 (and
-  Scrapy's ``OffsiteMiddleware``: None), ``IRINormalizationMiddleware``: 60,
-  ``plugin.protocol_mw.IRIProtocolMiddleware``: 650
-
-The rule for values the user set explicitly:
-
-* ``REQUEST_FINGERPRINTER_CLASS`` and ``DUPEFILTER_CLASS`` are set with priority
-  ``"addon"`` (15): they replace Scrapy's defaults (0) and ``scrapy crawl``'s
-  command defaults (10), but a value from the project's ``settings.py`` (20), a
-  spider's ``custom_settings`` (30) or the command line (40) wins.  If that
-  value is not one of ours (or a subclass), a warning says that IRI
-  deduplication is then up to it.
-* Middlewares are only *added*: a middleware of ours that the user already
-  lists (with any priority, or ``None`` to disable it) keeps the user's value.
-* Stock offsite filtering is replaced by ours unless the user lists Scrapy's
-  ``OffsiteMiddleware`` or ours in ``DOWNLOADER_MIDDLEWARES`` (then offsite
-  filtering is the user's choice and is left alone).
-* With ``ROBOTSTXT_OBEY`` true, Scrapy's ``RobotsTxtMiddleware`` is replaced
-  by :class:`~iri_scrapy.plugin.robots.IRIRobotsTxtMiddleware` at its place
-  (100): every request waits for its origin's robots.txt, one fetch per
-  canonical origin.  Unless the user lists either in ``DOWNLOADER_MIDDLEWARES``.
-* Scrapy's ``FilesPipeline``/``ImagesPipeline`` listed in ``ITEM_PIPELINES`` are
-  replaced by :class:`~iri_scrapy.plugin.media.IRIFilesPipeline` /
-  ``IRIImagesPipeline`` at the same priority (a stored file's path then depends
-  only on its resource), unless ``IRI_MEDIA_PIPELINES = False``.  Subclasses
-  of the stock classes are left alone.
-
-With ``JOBDIR`` set and ``IRI_FRONTIER`` true (the default), the add-on also
-sets ``SCHEDULER = "iri_scrapy.frontier.jobdir.IRIFrontierScheduler"`` (priority
-``"addon"``: a ``SCHEDULER`` of your own wins) and adds its two middlewares,
-``FrontierSpiderMiddleware`` and ``FrontierDownloaderMiddleware``, outermost
-(:data:`PRIORITIES` ``"frontier"``): a crawl killed at any moment loses no
-scheduled request (:mod:`iri_scrapy.frontier.jobdir`).
-
-With ``IRI_REDIS_URL`` set, the add-on selects ``DUPEFILTER_CLASS =
-"iri_scrapy.RedisIRIDupeFilter"`` and, unless ``IRI_REDIS_SCHEDULER = False``,
-``SCHEDULER = "iri_scrapy.RedisIRIScheduler"`` (a queue shared by a fleet of
-workers, with leases; :mod:`iri_scrapy.frontier.redis_scheduler`) with
-``RedisSchedulerSpiderMiddleware`` and ``FrontierDownloaderMiddleware``
-outermost, instead of the ``JOBDIR`` frontier (both at priority ``"addon"``).
-
-``Request()`` URLs (IDNA 2008): unless ``IRI_IDNA2008_REQUESTS = False``, the
-add-on installs :mod:`~iri_scrapy.plugin.idna_requests`' three middlewares
-(spider side 10000, downloader side 40 and 590), which give this crawler's
-requests the URL ``Request()`` makes with
-:func:`~iri_scrapy.plugin.compat.idna2008_safe_url_string` (UTS 46
-non-transitional hosts, a bare ``?`` kept, w3lib's function otherwise): every
-URL that enters the crawl (``start_urls``, ``Request()`` in ``start()`` or
-callbacks, media pipelines, ``SitemapSpider``, meta refresh, ``<base href>``,
-``scrapy shell``/``fetch``) keeps its IDNA 2008 host.  Other crawlers of the
-process are not affected: no function of Scrapy or w3lib changes what it returns.
-
-The ``IRI_*`` settings are validated here, so a bad ``IRI_LEVEL`` stops the
-crawl before it starts.
+Design: docs/plugin.md (the table of parts, and your own values).
 """
 
 from __future__ import annotations

@@ -1,236 +1,16 @@
-"""A crash-tolerant frontier: ``kill -9`` at any moment loses no scheduled request.
+"""A crash-tolerant ``JOBDIR`` frontier: ``kill -9`` at any moment loses no scheduled request.
 
-The problem
-===========
+Scrapy writes its ``JOBDIR`` queue only on a clean close, so after a kill every
+waiting request is seen but not pending and never fetched (scrapy#7978).
+:class:`IRIFrontierScheduler` keeps the dupefilter's seen-set and the pending
+requests in one SQLite database in WAL mode (``<JOBDIR>/iri_frontier.sqlite3``),
+written in the same transactions, and deletes a pending row only once its request
+is *answered* (:class:`FrontierSpiderMiddleware`, :class:`FrontierDownloaderMiddleware`,
+or the request object released).  After any crash the same command fetches every
+request not yet answered, and again at most those in flight
+(``IRI_FRONTIER_MAX_INFLIGHT``).  Requests are stored as data (:mod:`.codec`).
 
-Scrapy's ``JOBDIR`` keeps two things on disk: the dupefilter's seen fingerprints
-(here ``iri_fingerprints.bin``) and the scheduler's request queue
-(``requests.queue/``).  The queue's index is written only on a clean close, and
-the two are written at different moments, so after ``kill -9``, an OOM kill or a
-power cut every request that was waiting in the queue is *seen* but *not
-pending*: the resumed crawl drops it as a duplicate and never fetches it (a
-1,500-page crawl killed once lost 1,185 pages; Scrapy itself is not crash-safe,
-scrapy#7978).
-
-The guarantee
-=============
-
-With the add-on and ``JOBDIR`` (``IRI_FRONTIER = True``, the default), after the
-crawling process dies for any reason, running the same command again:
-
-* every request that was scheduled and not yet *answered* (below) is fetched:
-  none is lost;
-* at most the requests that were in flight (handed to the engine and not
-  answered) are fetched again, and the start requests (which the spider
-  yields again; with ``IRI_DEDUPE_START_REQUESTS`` they are dropped as seen);
-  nothing else is fetched twice and the dedup state survives (no alias is
-  fetched again).  The scheduler hands out at most ``IRI_FRONTIER_MAX_INFLIGHT``
-  (default ``CONCURRENT_REQUESTS``) unanswered requests at a time, so that is
-  the bound (Scrapy alone would keep fetching while responses wait for their
-  callbacks); a request whose download failed while its errback runs is not
-  counted against it;
-* a process kill loses nothing committed; a power loss or OS crash loses at
-  most the last ``IRI_FRONTIER_FSYNC`` milliseconds, and then the seen-set and
-  the pending requests are lost *together* (the requests answered in that
-  window are fetched again, nothing is lost);
-* the stats say what happened: ``iri/frontier/recovered`` (requests rescheduled
-  from the store), ``iri/frontier/unclean_shutdown`` (the previous run did not
-  close: killed or crashed), see *Stats* below.
-
-Design
-======
-
-**One store for both.**  The seen-set and the pending requests must agree on
-disk after any kill, so they live in one SQLite database
-(``<JOBDIR>/iri_frontier.sqlite3``, stdlib :mod:`sqlite3`, WAL journal).  A
-request that passes the dupefilter is written, with its 64-bit fingerprint
-record, in the same transaction; the transaction that deletes a pending row
-(its request was answered) also holds every request its callback scheduled.
-SQLite's write-ahead log makes each commit atomic: a torn write at the end of
-the log (a frame cut short, or with a bad checksum) is ignored when the
-database is next opened, so after any crash the store is exactly its last
-commit.  No home-made file format, no torn-record handling of our own.
-
-**The dupefilter consults the store's seen-set.**  The scheduler builds
-:class:`~iri_scrapy.IRIDupeFilter` without its ``JOBDIR`` file (the store
-replaces it) and preloads its in-memory 8-byte table from the store
-(:meth:`IRIDupeFilter.preload`), so deduplication costs what it costs without
-``JOBDIR``; the store is written only for requests that pass.  A
-``DUPEFILTER_CLASS`` that keeps its seen-set elsewhere (Redis, or any class that
-is not an ``IRIDupeFilter`` with local storage) cannot agree with a local store:
-the scheduler then falls back to Scrapy's own ``JOBDIR`` queue and says so.
-
-**Commits: every reactor turn; fsync: every ``IRI_FRONTIER_FSYNC`` ms.**  As with
-Redis's ``appendfsync everysec``, writing and syncing are separate.  Changes
-are collected in one open transaction, committed at the end of the current
-reactor turn (``callLater(0)``) and before the scheduler hands out a request:
-a commit in WAL mode with ``synchronous=NORMAL`` is a ``write()`` to the log
-without ``fsync``, cheap, and survives the process being killed, so a
-``kill -9`` loses at most the changes of the current turn -- which only ever
-concern requests in flight, and since every answer is committed before the
-next request goes out, the rows a kill leaves pending among the requests
-handed out are never more than the in-flight cap.
-Every ``IRI_FRONTIER_FSYNC`` milliseconds (default 250) a WAL checkpoint makes
-everything committed durable (SQLite syncs the log, then the database).
-``IRI_FRONTIER_FSYNC = "always"`` syncs every commit (``synchronous=FULL``).
-
-**What "answered" means** (when a pending row is deleted):
-
-* a response reached the spider and the callback's output, through every
-  spider middleware, has been consumed to the end (every request it yielded
-  is then in the store: Scrapy schedules a request as soon as it is pulled
-  from the output), or the callback or a spider middleware raised.  This is
-  observed by :class:`FrontierSpiderMiddleware`, the outermost spider
-  middleware;
-* a downloader middleware replaced the request by another (a redirect, a
-  retry, a re-issued canonical request): when the replacement reaches the
-  scheduler (scheduled or dropped as a duplicate) in the same transaction.
-  The replacement is recognised by ``meta["iri_frontier_id"]``, which the
-  scheduler sets on each request it hands out and which ``Request.replace()``
-  and ``copy()`` carry over; a request carrying the id of a request whose
-  response already arrived is an ordinary child (a spider that passes
-  ``meta=response.meta``), not a replacement;
-* the download failed for good (the outermost downloader middleware,
-  :class:`FrontierDownloaderMiddleware`, sees the exception no other
-  middleware handled): at once if the request has no errback; with an
-  errback, whose output no middleware sees, once Scrapy releases the request
-  (next item; a failure's traceback is a reference cycle that keeps its
-  request alive, so while such requests are out the young generations of the
-  garbage collector are collected every ``IRI_FRONTIER_FSYNC`` interval).  They
-  do not count against the in-flight cap, so after a kill the ones whose
-  errback was running are fetched again on top of it;
-* Scrapy released the request object: the engine holds every request it took
-  from the scheduler until it has finished with it (callback or errback output
-  processed, replacement scheduled), so a request that became garbage was
-  answered, never early.  A weak reference catches this path, which covers
-  what no middleware or signal shows: an errback's output, an exception raised
-  in a downloader middleware's ``process_response``, a replacement dropped by a
-  ``request_scheduled`` handler (``iri/frontier/answered_on_release``; at the
-  in-flight cap with no progress for a second, reference cycles are collected
-  so that a failure's traceback does not hold its request);
-* when the spider goes idle (``spider_idle``: nothing in the downloader or
-  the scraper), every request still marked in flight is answered.
-
-A clean close with any other reason (``closespider_*``, Ctrl-C) leaves the
-unanswered requests pending for the next run, as it should.  The requests out
-are kept in a :class:`~iri_scrapy.frontier.ledger.Ledger` (shared with
-``RedisIRIScheduler``); an answer deletes the pending row.
-
-**Serialization**: :mod:`.codec` (shared with ``RedisIRIScheduler``): Scrapy's
-public ``Request.to_dict`` / ``request_from_dict`` (callbacks and errbacks by
-name, priority, ``dont_filter``, meta, cb_kwargs) stored as JSON *data*, never
-pickled: whoever can write the store can add or drop requests, not run code
-(``docs/frontier.md``).  Values in ``meta``/``cb_kwargs`` that are not plain
-data are stored as HMAC-signed pickles when ``IRI_FRONTIER_SECRET`` is set.  A
-request that cannot be serialized (a lambda callback, a non-plain meta value
-without a secret) is kept in memory, counted (``iri/frontier/unserializable``)
-and logged once; its fingerprint goes into the store only once it is answered,
-so a crash never makes it "seen but lost" (the page that links to it is fetched
-again instead).  A pending row that cannot be read back (a planted pickle,
-garbage, an unknown class or callback) is refused: never executed, moved to the
-store's ``refused`` table, counted (``iri/frontier/refused_records``, and per
-kind), logged at ERROR once per kind; the crawl goes on without it and closes
-with ``finish_reason`` ``iri_frontier_refused_records`` (exit status 1) instead
-of ``finished``.
-
-**Ordering** is Scrapy's (``ScrapyPriorityQueue``): the highest priority
-first; within a priority, regular requests before start requests; LIFO for
-regular requests with Scrapy's default ``LifoMemoryQueue``, FIFO with a
-``FifoMemoryQueue``, FIFO for start requests (``SCHEDULER_START_MEMORY_QUEUE``).
-Each pending row carries its place in that order (``np, kind, ord``: the negated
-priority, 0 or 1 for a start request, the row id negated for LIFO), indexed.
-**Pending requests stay on disk**: the scheduler reads them in that order,
-``BATCH`` (256) at a time, into a small sorted buffer, and remembers the key of
-the last row read (the *edge*); a request scheduled later whose place is before
-the edge goes into the buffer as well as to disk, one after it only to disk.
-Past ``BUFFER_MAX`` (1024) requests the buffer drops its last half (they stay on
-disk; the edge moves back).  Only the buffer and the requests out (the ledger)
-are in memory: about 16 bytes of Python memory per more pending request plus the
-dupefilter's 8-byte records (``tests/frontier/test_jobdir_pending.py``), a
-resume reads no pending row but the first batch (``benchmarks/bench_pending.py``).
-``len(scheduler)`` is a counter kept in step.  A ``DownloaderAwarePriorityQueue``
-(Scrapy's default ``SCHEDULER_PRIORITY_QUEUE``) is not consulted: the order is
-by priority alone, as with ``ScrapyPriorityQueue``.  Changing
-``SCHEDULER_MEMORY_QUEUE`` between runs (LIFO <-> FIFO) reorders the stored rows
-at the next start.
-
-**A damaged store** (a truncated file, bad pages, not SQLite) is refused at
-start with one line (``iri_frontier_unreadable``, exit status 1) that names
-``iri-scrapy frontier salvage JOBDIR``; SQLite checks a page when it reads it,
-and a full check takes seconds on a large store, so damage in pages the start
-does not read is found when the batch that holds them is read, and closes the
-crawl with the same reason.  A store on a read-only disk or file is refused with
-``iri_frontier_read_only`` and a line that says to make it writable or copy it
-(never to remove it).
-
-**A** ``JOBDIR`` **written by stock Scrapy** (``requests.seen``,
-``requests.queue/``, no store) is adopted (:mod:`.stock_jobdir`): its queue is
-read once, by an unpickler that builds plain data only (a record that needs any
-global is refused as ``pickle``, never run), and stored as if just scheduled;
-its seen fingerprints are loaded at each start (8-byte records) and a new
-request whose stock fingerprint (Scrapy's default ``RequestFingerprinter``) is
-among them is a duplicate (``iri/frontier/stock_seen_dropped``).  The stock
-files are left in place; the store's meta remembers that the queue was adopted.
-
-Settings
-========
-
-``IRI_FRONTIER`` (default ``True``): with ``JOBDIR``, the add-on sets
-``SCHEDULER`` to :class:`IRIFrontierScheduler` (at priority ``"addon"``; a
-``SCHEDULER`` of your own wins) and adds the two middlewares; ``False`` keeps
-Scrapy's ``JOBDIR`` queue.  ``IRI_FRONTIER_FSYNC`` (default ``250``):
-milliseconds between syncs to stable storage, or ``"always"``.
-``IRI_FRONTIER_MAX_INFLIGHT`` (default ``CONCURRENT_REQUESTS``): unanswered
-requests handed out at most (the refetch bound after a kill); ``0``: no cap
-(the scheduler then returns ``None`` only when it is empty; with a cap, it
-also returns ``None`` while the cap is reached, and Scrapy asks again as soon
-as a request finishes).  With slow callbacks, a higher cap lets downloads go
-on while responses wait for their callback, at the price of more refetches
-after a kill.
-``IRI_JOBDIR_ALLOW_RESET`` applies to the store as to the fingerprint file.
-``IRI_FRONTIER_SECRET`` (or the environment variable of that name; default
-unset): the HMAC key of the signed pickles that carry requests whose meta is not
-plain data (``docs/frontier.md``).
-
-A ``JOBDIR`` that the add-on started without the frontier (``IRI_FRONTIER =
-False``: it has ``iri_fingerprints.bin`` and no store) is continued the way it
-was started, with a warning: mixing the two would lose either the queue or the
-seen-set.  One written by stock Scrapy alone is adopted (above).
-
-Stats
-=====
-
-``iri/frontier/recovered`` requests rescheduled from the store at start;
-``iri/frontier/unclean_shutdown`` 1 if the previous run did not close;
-``iri/frontier/stored``, ``iri/frontier/answered``, ``iri/frontier/replaced``
-(answered by a replacement request), ``iri/frontier/answered_on_release``,
-``iri/frontier/unserializable``, ``iri/frontier/refused_records`` (and
-``iri/frontier/refused_records/<kind>``), ``iri/frontier/inflight_max``,
-``iri/frontier/commits``, ``iri/frontier/syncs``,
-``iri/frontier/pending_at_close`` (left for the next run),
-``iri/frontier/stock_adopted``, ``iri/frontier/stock_seen_loaded`` and
-``iri/frontier/stock_seen_dropped`` (a stock ``JOBDIR`` adopted),
-``iri/frontier/write_failures`` (the store could not be written: see "Faults"
-below), and Scrapy's
-``scheduler/enqueued/disk`` (stored) and ``scheduler/enqueued/memory``
-(unserializable).
-
-Faults
-======
-
-**One crawl per** ``JOBDIR``: the scheduler holds an exclusive ``flock`` on
-``<JOBDIR>/iri_frontier.lock`` from open to close (the kernel drops it when the
-process dies, even by ``kill -9``); a second crawl is refused at start with
-``iri_jobdir_locked`` (exit status 1, nothing fetched).
-
-**A write that fails** (disk full, I/O error): SQLite rolls the transaction
-back; the store notices (``Connection.in_transaction``), keeps the changes in
-memory and replays them at the next commit.  Meanwhile no request goes out and
-the spider does not close ``finished``; after ``IRI_FRONTIER_WRITE_RETRY``
-seconds (default 30) of failing retries with backoff the crawl closes with
-``iri_frontier_write_failed`` (one ERROR line, exit status 1).  Nothing of the
-failed transaction is on disk, so the requests it answered stay pending and the
-same command run again fetches them.
+Design: docs/jobdir.md; what is stored and refused, faults, salvage: docs/frontier.md.
 """
 
 from __future__ import annotations
@@ -916,8 +696,8 @@ class FrontierStore:
 
         With ``synchronous=NORMAL`` SQLite syncs the log before a checkpoint and
         the database after it.  The open transaction is committed first (any
-        point between two changes is a consistent state, see the module
-        docstring).  A no-op when nothing was committed since.
+        point between two changes is a consistent state, see docs/jobdir.md,
+        "Design").  A no-op when nothing was committed since.
         """
         self.commit()
         if not self._unsynced or self.failed is not None:
@@ -988,7 +768,7 @@ _EVERYTHING_READ: tuple[float, ...] = (float("inf"),)
 
 
 class IRIFrontierScheduler(Scheduler):
-    """Scrapy's scheduler with a crash-tolerant ``JOBDIR`` (see the module docstring).
+    """Scrapy's scheduler with a crash-tolerant ``JOBDIR`` (design: docs/jobdir.md).
 
     Without ``JOBDIR``, with ``IRI_FRONTIER = False``, with a dupefilter that
     keeps its seen-set elsewhere, or on a ``JOBDIR`` started without the

@@ -1,135 +1,17 @@
 """``RedisIRIDupeFilter``: IRI deduplication shared by many crawlers through one Redis.
 
 ``DUPEFILTER_CLASS = "iri_scrapy.RedisIRIDupeFilter"`` with ``IRI_REDIS_URL`` (or
-scrapy-redis's ``REDIS_URL``).  Works under Scrapy's own scheduler and under
-``SCHEDULER = "scrapy_redis.scheduler.Scheduler"`` (scrapy-redis 0.9.1), which builds
-dupefilters through :meth:`from_spider`.
+scrapy-redis's ``REDIS_URL``); works under Scrapy's scheduler, ours and
+scrapy-redis 0.9.1's (through :meth:`from_spider`).  It is
+:class:`~iri_scrapy.IRIDupeFilter` with :meth:`IRIDupeFilter.seen_add` moved to
+Redis: each new fingerprint is one plain ``SADD`` of its first 8 bytes, as an
+integer, into an intset bucket of a self-splitting trie (format 4), with a
+bounded local cache of answers.  Keys carry the canonicalization version and an
+options hash, so different canonicalizations never mix.  A lost Redis stalls the
+crawl and never yields a "not seen"; start requests are deduplicated
+(:class:`IRIRedisSpiderMixin` for URLs pushed to a ``RedisSpider``).
 
-It is :class:`~iri_scrapy.IRIDupeFilter` with the storage hook
-(:meth:`IRIDupeFilter.seen_add`) moved to Redis: fingerprints come from the same
-fingerprinter, and the redirect-same-key and renormalized passes, the per-rung
-stats (``iri/dupefilter/decided_by/...``, ``dupefilter/filtered``), ``DUPEFILTER_DEBUG``
-logging, ``dont_filter`` and ``meta["dont_normalize_iri"]`` behave exactly as in
-the local filter.  ``JOBDIR`` is not used for fingerprints (Redis holds them; the
-scheduler may still keep its queue there).
-
-Key layout (format 4: a trie of intset buckets, one plain ``SADD`` per request)
-==============================================================================
-
-``<base>`` is ``IRI_REDIS_KEY % {"project": BOT_NAME, "spider": spider.name}`` (default
-``"%(project)s:%(spider)s:iri-dupefilter"``: two projects with one spider name on one
-Redis database never share a seen-set) followed by ``:v<CANONICALIZATION_VERSION>:<tag>``,
-where ``<tag>`` is the first 8 hex digits of the SHA-1 of
-:meth:`IRIDupeFilter.options_tag` (IRI level, fragments, NFC, heuristics,
-fingerprinter class).  A new ladder version or other options therefore use other
-keys: keys of different canonicalizations are never mixed.
-
-``<base>:meta`` (HASH)
-    ``format`` (4), ``canonicalization_version``, ``options_tag`` (full text),
-    ``field_bytes`` (8), ``roots`` (1024), ``cap`` (440), ``fanout`` (10).  Created
-    atomically by the first crawler; later crawlers adopt ``roots``/``cap`` and
-    refuse to start on any other ``format`` (delete the keys or change
-    ``IRI_REDIS_KEY``).
-``<base>:{<r>}<digits>`` (SET, or an empty STRING once split)
-    The member of a request is the first 8 bytes of its fingerprint (the same 64
-    bits :func:`~iri_scrapy.store.fpstore.fp64` keeps locally) as a *signed
-    64-bit decimal*, so that Redis keeps the bucket as an **intset** (a sorted
-    array of 8-byte integers) while it holds at most ``set-max-intset-entries``
-    (512 by default) members.  Its root ``r`` (lowercase hex) is 4 *other*
-    fingerprint bytes modulo ``roots``; ``{<r>}`` is the Redis Cluster hash tag,
-    so every bucket under a root is in one slot, on one node.  A bucket that
-    reached ``cap`` members is split (:data:`SPLIT_SCRIPT`, atomic): its members
-    move to ten children ``<key><d>``, ``d`` the member's next decimal digit from
-    the right, and the key becomes an empty STRING, a marker.
-
-``request_seen`` is one ``SADD`` of the member to the deepest bucket this process
-knows of (its root, then one digit a level below buckets it knows are split):
-``SADD`` answers 1 if the member was new, an atomic test-and-set, and no script
-runs.  On a marker it fails with ``WRONGTYPE``: the process learns the split and
-sends the ``SADD`` one level down.  One call in eight also sends ``SCARD`` in the
-same round trip; a bucket found at the cap is split.  Members move once per
-level, about once per 400 new URLs a split; nothing else ever moves.  With
-1024 roots, the roots split from about 400,000 URLs on, the first level from about
-4 million, the second from 40 million (``IRI_REDIS_EXPECTED_URLS``, an optional size
-hint, may ask for more roots: :func:`roots_for`).  Memory is about 9.5 bytes per URL from
-100,000 URLs on (an intset member is 8 bytes, plus the bucket keys and allocator
-rounding), more below (at most 1024 root keys, about 100 bytes each); server
-time per call about that of scrapy-redis's ``SADD``
-(``benchmarks/bench_redis.py``).
-
-The 8-byte member plus the root are compared: the chance of any false "seen"
-among ``n`` URLs is below ``n**2 / (2 * roots * 2**64)`` (about ``3e-9`` at 10
-million URLs, ``3e-7`` at 100 million).
-
-Redis Cluster
--------------
-
-``IRI_REDIS_CLUSTER = True`` makes the filter use redis-py's
-``redis.cluster.RedisCluster.from_url(IRI_REDIS_URL)`` (any node of the cluster
-as the URL; ``IRI_REDIS_PARAMS`` go to it).  The 1024 hash tags spread the
-buckets over the slots (so over the masters, within a few percent of even),
-and a request is still one command to one node (over a connection of the
-filter's own to that master; after a connection failure, through ``RedisCluster``,
-which refreshes its slot map, until a call succeeds).  ``IRI_REDIS_KEY`` must not
-contain braces.
-
-Local cache
------------
-
-Each process keeps the fingerprints it already got an answer for (stored by it,
-or reported seen by Redis) in a :class:`~iri_scrapy.store.fpstore.FingerprintSet`
-of at most ``IRI_REDIS_LOCAL_CACHE`` entries (default 1,000,000, about 13 MB;
-emptied when full; ``0`` disables it).  A repeat is answered from it without a
-round trip: Redis never forgets a stored fingerprint, so that "seen" is always
-true.  Only after Redis *lost* its data (a restart without persistence, or
-another crawler's :meth:`clear`) may a process not fetch again a page it already
-saw, which is what deduplication wants anyway.  Stats at close:
-``iri/redis/local_hits`` and ``iri/redis/remote_calls``.
-
-Faults
-======
-
-* Redis unreachable when the crawl starts (or the ``redis`` package missing):
-  one ERROR line naming the URL (password masked) and what to do; the spider is
-  closed before any request with ``finish_reason`` ``iri_redis_unavailable``
-  (``iri_redis_not_installed``) and ``scrapy crawl`` exits with 1 (Scrapy
-  2.18+; on 2.17 :class:`IRIRedisError` is raised from ``open()``).  Through
-  scrapy-redis's scheduler (:meth:`from_spider`) :class:`IRIRedisError` is raised.
-* Redis lost mid-crawl: ``request_seen`` retries with exponential backoff (50 ms
-  doubling to 1 s) for up to ``IRI_REDIS_RETRY_SECONDS`` (default 60).  It runs
-  in the Twisted reactor thread, so **the whole crawl is stalled meanwhile**
-  (downloads in flight wait too); when Redis answers again the crawl continues.
-  No request gets a "not seen" answer while Redis is down.  After the deadline
-  the spider is closed with reason ``iri_redis_unavailable`` and an error is
-  logged; requests scheduled after that are enqueued unchecked (counted in
-  ``iri/redis/unchecked``): they survive only in a persistent queue (``JOBDIR``,
-  or scrapy-redis's queue if Redis comes back).
-* A command whose reply was lost (connection cut after sending) may or may not
-  have been applied; if the retry then says "seen", that request is fetched
-  anyway (``iri/redis/ambiguous_refetch``): one possible duplicate per outage
-  rather than a lost request.
-* Redis out of memory (``maxmemory`` under ``noeviction``): the ``SADD`` is
-  retried as after an outage; after the deadline the spider closes with
-  ``iri_frontier_write_failed`` (exit status 1).
-* Redis restarted *without* its data (no persistence) forgets every seen
-  request: for this filter they are fetched again (duplicates); a queue kept in
-  the same Redis (``RedisIRIScheduler``) is lost with them, which that scheduler
-  detects and stops on (``iri_frontier_lost``).
-
-Stats: ``iri/redis/outages``, ``iri/redis/retries``, ``iri/redis/outage_seconds``
-(longest), ``iri/redis/ambiguous_refetch``, ``iri/redis/unchecked``.
-
-Start URLs
-==========
-
-Scrapy's ``Spider.start()`` and scrapy-redis's ``RedisSpider.make_request_from_data``
-make start requests with ``dont_filter=True``: the scheduler never asks the
-dupefilter about them, so every crawler (and every resumed run) would fetch them
-again.  The add-on's ``IRISpiderMiddleware`` clears ``dont_filter`` on
-``start()`` requests (``IRI_DEDUPE_START_REQUESTS``, default ``True``).  URLs
-pushed to a scrapy-redis ``RedisSpider`` never pass spider middlewares: use
-:class:`IRIRedisSpiderMixin`, :class:`IRIRedisSpider` or
-:class:`IRIRedisCrawlSpider`, which honour the same setting.
+Design: docs/redis.md (keys, memory, Redis Cluster, local cache, faults).
 """
 
 from __future__ import annotations

@@ -2,162 +2,16 @@
 
 ``SCHEDULER = "iri_scrapy.RedisIRIScheduler"`` (the add-on selects it, with
 :class:`~iri_scrapy.RedisIRIDupeFilter`, when ``IRI_REDIS_URL`` is set).  Every
-worker of a crawl takes requests from one queue in Redis; each request handed
-out is *leased* to one worker and removed from Redis only when it is answered.
+worker takes requests from one queue in Redis; a request handed out is *leased*
+to one worker (``IRI_REDIS_LEASE_SECONDS``) and removed only when it is answered,
+as for :class:`~iri_scrapy.frontier.jobdir.IRIFrontierScheduler`.  A dead
+worker's leases go back to the queue, a request being deduplicated is first
+written as the worker's *intent*, each change is one Lua script, and a Redis
+that lost or evicted the crawl's keys stops the crawl (``iri_frontier_lost``)
+instead of losing pages silently.
 
-The guarantee
-=============
-
-After a worker dies for any reason (``kill -9``, OOM), with any other worker
-carrying on (or started later):
-
-* every request that was scheduled and not yet answered is fetched: the dead
-  worker's leases expire after ``IRI_REDIS_LEASE_SECONDS`` (default 30) and go
-  back to the queue for the others;
-* at most the requests the dead worker had in flight (at most
-  ``IRI_FRONTIER_MAX_INFLIGHT``, default ``CONCURRENT_REQUESTS``), the start
-  requests, and one more (a link whose deduplication answer was being written
-  when it died, see *Intents*) are fetched again; nothing else twice; the
-  seen-set is the dupefilter's, in Redis, and survives;
-* the crawl ends when the queue and every lease are empty: a worker whose
-  queue is empty while others hold leases waits (they may schedule more), up
-  to ``IRI_REDIS_IDLE_TIMEOUT`` seconds (default 300; ``0``: as long as there
-  are leases) and then closes with ``finish_reason``
-  ``iri_redis_idle_timeout``; otherwise ``finished``.
-
-"Answered" is what it is for :class:`~iri_scrapy.frontier.jobdir.IRIFrontierScheduler`
-(the add-on adds :class:`RedisSchedulerSpiderMiddleware` and the frontier's
-``FrontierDownloaderMiddleware``, outermost): the callback's output consumed to the
-end, every request in it scheduled by the middleware itself as it comes out (so
-it is in Redis before the lease is acknowledged: Scrapy's asyncio scraper would
-schedule some of them on later turns of the loop), a replacement request
-(redirect, retry) scheduled or dropped as a duplicate, a final download failure,
-the request object released by Scrapy, or the spider idle.  Both schedulers keep
-their requests out in a :class:`~iri_scrapy.frontier.ledger.Ledger`; here an
-answer acknowledges the lease (*ack*).
-
-Keys
-====
-
-All keys of one crawl share the Redis Cluster hash tag ``{<project>:<spider>}``:
-``<base>`` is ``IRI_REDIS_SCHEDULER_KEY % {"project": BOT_NAME, "spider": name}``
-(default ``iri:{%(project)s:%(spider)s}:sched``: two projects with one spider name
-on one Redis database never share a queue) followed by ``:v1`` (the format; another format
-uses other keys) and, with :class:`~iri_scrapy.RedisIRIDupeFilter`, by
-``:c<CANONICALIZATION_VERSION>:<tag>``, the dupefilter's version and options hash
-(the queue goes with its seen-set: other options use another queue, as they use
-other dupefilter keys):
-
-``<base>:meta`` (HASH) ``format``.
-``<base>:ready`` (ZSET) the queue: member ``<time, 16 digits>|<id>`` (the time in
-    microseconds of the enqueueing worker's clock, ``id`` is
-    ``<worker>.<counter>``), score ``-priority``: higher priorities first,
-    first-in first-out within one (across workers as far as their clocks agree).
-``<base>:bodies`` (HASH) ``id`` -> the request (a :mod:`.codec` record: JSON data,
-    or a signed pickle with ``IRI_FRONTIER_SECRET``; never a bare pickle).
-``<base>:leases`` (ZSET) member ``"<worker> <score> <queue member>"`` (who holds
-    it, and how to put it back) -> lease deadline (ms, Redis server time).
-``<base>:workers`` (ZSET) worker -> liveness deadline (ms).
-``<base>:intents`` (HASH) worker -> the request whose deduplication it is doing.
-``<base>:refused`` (HASH) ``queue:<member>`` or ``intent:<field>`` -> a record that
-    could not be read back (see *Refused records*), kept for inspection.
-``<base>:epoch`` (STRING) the crawl's epoch marker: ``<random token> <creation time>``,
-    or ``lost <time> by <worker>: <what>`` once a worker found the frontier lost.
-``<base>:writes`` (HASH) worker -> the requests it enqueued (see *Loss*).
-
-Every change is one Lua script (atomic): *enqueue* (body and queue entry),
-*lease* (``ZPOPMIN`` plus the lease with deadline ``TIME + lease``), *ack*
-(delete body and lease, and a queue entry if the lease had expired meanwhile),
-*tick* (every ``lease / 3`` s: the worker's liveness and its leases extended,
-expired leases back to the queue, dead workers' intents taken over).  Any
-worker reaps.
-
-Intents
--------
-
-The seen-set (dupefilter) and the queue are two writes: a worker killed after
-the dupefilter recorded a new URL and before the queue got it would lose it
-("seen but not queued", the loss of scrapy-redis's scheduler).  So a request
-that is not known locally to be a duplicate is first written as the worker's
-*intent*; the enqueue script deletes it.  A dead worker's intent is enqueued
-again by whoever notices (after its dupefilter check, whose answer is then
-ambiguous: it is enqueued anyway): one possible duplicate per killed worker.
-
-Faults
-======
-
-Redis unreachable at start: the crawl does not start (``iri_redis_unavailable``,
-one ERROR line).  Mid-crawl: every command is retried with backoff (50 ms
-doubling to 1 s) for up to ``IRI_REDIS_RETRY_SECONDS`` (default 60), the crawl
-stalled meanwhile (Redis restarted with AOF: nothing lost); a command whose
-reply was lost is repeated (an enqueue is idempotent: the request id is the
-client's).  A worker stalled longer than its lease (Redis down, a blocking
-callback) may see its leases taken over: those requests are fetched twice,
-never lost.  After the deadline the spider closes with ``iri_redis_unavailable``.
-
-Loss: Redis that forgets, evicts or refuses
-==========================================
-
-The queue is in Redis, so a Redis that loses data loses pages (a restart without
-persistence, ``FLUSHALL``, an eviction, a failover to a replica that lagged).  That
-is never silent:
-
-* At start the worker reads ``maxmemory-policy`` (``CONFIG GET``): ``allkeys-*``
-  can evict the queue, so the crawl is refused (one ERROR line, ``finish_reason``
-  ``iri_redis_eviction_policy``, exit status 1); ``volatile-*`` never evicts our
-  keys (none has a TTL) and ``noeviction`` refuses writes when memory is full.  A
-  server that keeps nothing across a restart (``save ""``, ``appendonly no``) gets
-  one WARNING.  A server where ``CONFIG`` is renamed or not allowed gets one WARNING
-  that it could not check.
-* The first worker writes the *epoch marker*; later workers adopt it.  A crawl whose
-  queue or seen-set is in Redis without its marker, or whose marker says ``lost``,
-  is refused at start (``iri_frontier_lost``).
-* After every outage (Redis answers again) and at every heartbeat the worker checks
-  that the marker is still its crawl's, that Redis holds at least as many requests
-  enqueued by this worker as it sent (``<base>:writes``: Redis went back to older
-  data), and that no stored request is neither queued nor leased (queue entries
-  evicted); leasing, a queue entry whose request is gone is counted too.  On any
-  of these the crawl stops: ``finish_reason`` ``iri_frontier_lost``, exit status 1,
-  one ERROR line saying what was found and what to do (make Redis keep its data,
-  then crawl again from the start with ``IRI_REDIS_FLUSH_ON_START``); the marker is
-  set to ``lost`` so the other workers and the next run stop too.
-* Redis out of memory (``noeviction`` at ``maxmemory``: ``OOM command not
-  allowed``): the write is retried like an outage (the crawl stalls) for
-  ``IRI_REDIS_RETRY_SECONDS``, then the crawl closes with
-  ``iri_frontier_write_failed`` (exit status 1).  A request whose new requests
-  could not all be stored is not acknowledged: its lease stays in Redis and it is
-  fetched again by the next run (the same command, once memory is freed), so
-  nothing is lost.  Another error Redis answers (``NOPERM``...) closes the crawl
-  the same way.
-
-Refused records
-===============
-
-A queue entry or an intent whose record cannot be read back (a planted pickle,
-garbage, a bad shape or signature, a class not loaded here, a callback this
-spider does not have: :mod:`.codec`) is never executed: it is moved to
-``<base>:refused``, counted (``refused_records``, and ``refused_records/<kind>``)
-and logged at ERROR once per kind.  The worker goes on without it; when it would
-close ``finished`` it closes with ``finish_reason`` ``iri_frontier_refused_records``
-instead (exit status 1).
-
-Start requests
-==============
-
-Start requests go through the dupefilter (the add-on's
-``IRI_DEDUPE_START_REQUESTS``), so a worker joining a crawl under way drops
-them as seen.  Those with ``dont_filter`` are dropped too when the worker joins
-a crawl whose queue or leases are not empty (``iri/redis_scheduler/start_skipped``).
-A crawl that finished leaves its seen-set: running it again fetches nothing;
-``IRI_REDIS_FLUSH_ON_START = True`` deletes the crawl's queue and seen-set
-first (only when no other worker is running it).
-
-Stats: ``iri/redis_scheduler/enqueued``, ``leased``, ``acked``,
-``requeued_expired`` (leases of others, or own, that expired and went back),
-``released_on_close`` (own leases put back at a close that was not
-``finished``), ``intents_recovered``, ``start_skipped``, ``joined`` (1 if the
-queue or leases were not empty at start), ``unserializable``, ``refused_records``
-(and ``refused_records/<kind>``), ``retries``, ``outages``, ``frontier_lost``.
+Design: docs/redis-fleet.md (keys, scripts, intents); Redis configuration and
+loss detection: docs/redis.md; stored records: docs/frontier.md.
 """
 
 from __future__ import annotations
@@ -514,7 +368,7 @@ class RedisIRIScheduler(BaseScheduler):
         self._counts: dict[str, int] = {}
         self._connected = False  # to the crawler's signals
         self.codec: RequestCodec | None = None
-        #: The records refused (see *Refused records* in the module doc).
+        #: The records refused (see docs/frontier.md, "A refused record").
         self.refusals = RefusalLog("RedisIRIScheduler", "Redis")
         self._retry: RetryPolicy | None = None  # built on first use (imports redis)
         #: This crawl's epoch marker (``<base>:epoch``): a token and its creation time.

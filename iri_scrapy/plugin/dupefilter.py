@@ -1,92 +1,15 @@
 """``IRIDupeFilter``: one fetch per canonical resource, in 8 bytes per URL.
 
 ``DUPEFILTER_CLASS = "iri_scrapy.IRIDupeFilter"``.  A request is a duplicate when
-``crawler.request_fingerprinter`` (normally :class:`IRIRequestFingerprinter`, but
-any configured fingerprinter works) gives a fingerprint already seen.  Seen
-fingerprints are kept as 64-bit prefixes in a :class:`FingerprintSet` (see
-:mod:`iri_scrapy.store.fpstore` for memory and collision bounds), and with
-``JOBDIR`` in the resumable ``<JOBDIR>/iri_fingerprints.bin``.
+``crawler.request_fingerprinter`` gives a fingerprint already seen, kept as a
+64-bit prefix in a :class:`FingerprintSet` (:mod:`iri_scrapy.store.fpstore`) and,
+with ``JOBDIR``, in ``<JOBDIR>/iri_fingerprints.bin`` (or in the frontier's store,
+which fills it through :meth:`IRIDupeFilter.preload`).  A redirect to the same key
+(scrapy#1225) and a request re-issued canonical pass.  Stats count each duplicate
+by the ladder rung that made it equal (RFC 3987 sections 5.3.1-5.3.4, 5.1 for
+fragments).  Subclasses move the seen-set elsewhere by overriding :meth:`seen_add`.
 
-Settings
---------
-
-``DUPEFILTER_DEBUG`` (Scrapy's): log every duplicate, see below.  ``JOBDIR``
-(Scrapy's): keep seen fingerprints in ``<JOBDIR>/iri_fingerprints.bin`` and
-resume from it -- unless the crash-safe frontier scheduler is on (the add-on's
-default with ``JOBDIR``): it builds this filter without the file, keeps the
-seen-set in its own store, with the pending requests, and fills the filter with
-:meth:`IRIDupeFilter.preload` (:mod:`iri_scrapy.frontier.jobdir`).
-``IRI_JOBDIR_ALLOW_RESET`` (default ``False``): when that file
-was written under another canonicalization version, other ``IRI_*`` options or
-another fingerprinter class, set it aside and start afresh instead of refusing
-to start (:class:`~iri_scrapy.store.fpstore.FingerprintFileMismatch`).  The
-``IRI_*`` settings of :mod:`iri_scrapy.plugin.config` choose the rung stats'
-level and options (and, through the fingerprinter, the keys).
-
-Requests that pass although their fingerprint was seen
-------------------------------------------------------
-
-* ``dont_filter=True``: Scrapy's scheduler does not ask the dupefilter at all.
-* **Redirect to the same key** (the scrapy#1225 trap: ``/a`` -> 301 -> ``/a#x``,
-  or ``/%7Ea`` -> ``/~a``): when ``meta["redirect_urls"]`` is set and the
-  fingerprint of the request equals that of the same request at
-  ``redirect_urls[-1]`` (the URL it was redirected from), the request passes
-  and counts ``iri/dupefilter/redirect_same_key``.  The redirect middleware's
-  ``REDIRECT_MAX_TIMES`` bounds any loop.
-* **Re-issued by the normalization middleware**: a request with
-  ``meta["iri_renormalized"] = True`` (:data:`META_RENORMALIZED`) passes when its
-  fingerprint equals that of the same request at ``meta["iri_original"]`` (or
-  when no original is recorded): it is the request already seen, not a
-  duplicate of it.  Counts ``iri/dupefilter/renormalized``.
-
-Stats
------
-
-Counted in :meth:`IRIDupeFilter.log`, which the scheduler calls for each request
-it drops as a duplicate:
-
-``dupefilter/filtered``
-    Scrapy's standard counter.
-``iri/dupefilter/filtered``
-    The same number, under this plugin's prefix.
-``iri/dupefilter/decided_by/<rung>``
-    One count per dropped request, so they sum to ``dupefilter/filtered``: the
-    lowest rung of the ladder at which its spelling and the first spelling of
-    its key became equal (:func:`iri_scrapy.explain`'s ``rung``, on the spellings
-    the two requests' stamps recorded, :mod:`iri_scrapy.plugin.stamp`):
-    ``simple`` (the very same string, 5.3.1), ``case``, ``character``,
-    ``percent``, ``path``, ``scheme``, ``protocol`` (5.3.2.1-5.3.4),
-    ``fragment`` (equal once fragments are excluded, section 5.1),
-    ``heuristics`` (only an opt-in query heuristic made them equal).  A
-    ``dont_normalize_iri`` request, or one with no canonical form, counts
-    ``simple``.  The first spelling of a key is kept (in memory, at most
-    :data:`FIRST_SPELLINGS_KEPT` of them; every one with ``DUPEFILTER_DEBUG``)
-    only when a rung changed it; otherwise, and for a key seen before this run
-    (``JOBDIR``, Redis), the duplicate is compared with the key itself, which is
-    exact whenever the first spelling was canonical.  So ``/a#x`` after ``/a``
-    counts ``fragment``, ``/%7Ea`` after ``/~a`` counts ``percent``, and
-    ``/%7ea`` after ``/%7Ea`` counts ``case``.
-``iri/dupefilter/stock_aliases``
-    Dropped requests that stock Scrapy's fingerprint would have fetched: Scrapy's
-    ``RequestFingerprinter`` gives their spelling and the first one (each as
-    ``Request()`` spells it) different fingerprints.
-
-At close, one INFO line sums it up: requests seen, duplicates dropped (by rung),
-and the aliases stock Scrapy would have fetched.
-
-With ``DUPEFILTER_DEBUG`` every dropped request is logged (DEBUG) with the
-spelling the spider wrote (its stamp's: ``request.url`` is already canonical)
-and an ``explain()`` account of it against the first spelling seen of its key,
-naming the rung that made them equal; otherwise only the first one is logged.
-
-Subclassing (a Redis-backed filter)
------------------------------------
-
-Override :meth:`IRIDupeFilter.seen_add` (record a fingerprint, say whether it
-was there), :meth:`clear`, and :meth:`open`/:meth:`close` as needed, and extend
-:meth:`kwargs_from_crawler` to pass your own constructor arguments;
-:meth:`from_crawler` and :meth:`from_spider` (what ``scrapy_redis``'s scheduler
-calls) both build through it.
+Design: docs/plugin.md; stats: docs/stats.md.
 """
 
 from __future__ import annotations
@@ -349,7 +272,7 @@ class IRIDupeFilter(BaseDupeFilter):
         return added
 
     def request_seen(self, request: Request) -> bool:
-        """True if *request* is a duplicate to drop (see the module docstring)."""
+        """True if *request* is a duplicate to drop (the exceptions: docs/plugin.md)."""
         self._requests += 1
         fp = self.fingerprint(request)
         if not self.seen_add(fp):

@@ -1,62 +1,14 @@
 """Redirects seen before Scrapy follows them: canonical ``Location``, protocol learning.
 
-:class:`IRIProtocolMiddleware` is a downloader middleware at priority 650:
-``process_response`` runs from the downloader side towards the engine, so it
-sees a 3xx response *before* Scrapy's ``RedirectMiddleware`` (600) turns it
-into a new request.  It does two things:
+:class:`IRIProtocolMiddleware` (downloader, 650) sees a 3xx before Scrapy's
+``RedirectMiddleware`` (600): it rewrites ``Location`` to its canonical URI (as a
+browser reads it, IDNA 2008 rather than w3lib's IDNA 2003), at ``IRI_LEVEL =
+"protocol"`` learns rules from redirects once their target met the dupefilter,
+and follows a redirect to another spelling of the requested resource as the
+server wrote it, once.  Follows RFC 3987 section 5.3.4 (protocol-based
+normalization).
 
-* **Location in fetch form** (every level): the ``Location`` header is resolved
-  against the request URL by the IRI core and rewritten to its canonical URI.
-  ``RedirectMiddleware`` runs it through ``w3lib.url.safe_url_string``, whose
-  IDNA 2003 would map ``straße.example`` to ``strasse.example``, another
-  domain; an A-label host passes through it unchanged.  The header is first
-  read as a browser reads it (:func:`iri_scrapy.core.hrefs.preprocess_href`:
-  ``Location: \\path`` is ``/path``, ``http://h\\@evil.test/`` is host ``h``).
-  Skipped when the redirect will not be followed (``dont_redirect``,
-  ``handle_httpstatus_*``) or for ``dont_normalize_iri`` requests.
-* **Protocol learning** (``IRI_LEVEL = "protocol"``, RFC 3987 section 5.3.4):
-  ``rules.observe_redirect(source, target, status)`` for each 3xx (trailing
-  slash, a parameter dropped, ``index.*`` removed, ``www.``, ``https``: the
-  kinds of :mod:`iri_scrapy.core.protocol`), on the
-  canonical URIs without fragment, and ``rules.observe_contrary(uri)`` for each
-  2xx.  A redirect that Scrapy follows is learned only once the request it
-  leads to has met the dupefilter (when it reaches this middleware's
-  ``process_request``, or is dropped: ``request_dropped`` signal): learned any
-  earlier, the rule would give target and source one key, and the dupefilter's
-  redirect-to-the-same-key pass (scrapy#1225) would fetch an already fetched
-  target again.  The pending observation travels in the redirected request's
-  meta (``iri_pending_redirect``, JOBDIR-safe).  The crawler's shared
-  :class:`~iri_scrapy.ProtocolRules` (see
-  :func:`~iri_scrapy.plugin.config.rules_for`) is what the fingerprinter
-  applies to keys computed afterwards.  Conflicting evidence: the latest wins
-  (see :mod:`iri_scrapy.core.protocol`); a rule it revokes counts in
-  ``iri/protocol/revoked``.  Rules never change what is fetched,
-  only keys; a rule maps to the redirect *target* spelling, so it can neither
-  loop nor make the target a duplicate of a request that was not fetched.
-
-A redirect or meta refresh to a URL no request can be made for (``Request()``
-refuses it, so Scrapy's redirect middlewares would raise and lose the
-response) is not followed: see :func:`~iri_scrapy.plugin.links.skip_unusable_redirect`.
-
-* **Servers that insist on a spelling** (RFC 3987 section 5.3.4 evidence): a
-  redirect whose target is another spelling of the requested resource
-  (``/pref%C3%A9`` -> ``/pref%c3%a9``, ``/~home`` -> ``/%7Ehome``, ``/loop`` ->
-  ``http://Example.TEST:80/loop``) is the server telling us how it wants the
-  resource spelled.  Its ``Location`` is left as written (only a non-ASCII
-  host is made an IDNA 2008 A-label), so the redirected request fetches that
-  spelling once (:class:`~iri_scrapy.plugin.middleware.IRINormalizationMiddleware`
-  sends it unchanged and remembers it for the host).  If that spelling is
-  redirected (or meta-refreshed) to the same resource again, the loop is
-  not followed: the request gets ``meta["dont_redirect"]`` (a 200 page with
-  such a meta refresh goes to the spider; a 3xx is handled as any
-  unfollowed redirect), counted in ``iri/protocol/server_spelling_loop``.
-
-Stats: ``iri/redirect/location_canonicalized``, ``iri/protocol/redirects``,
-``iri/protocol/learned``, ``iri/protocol/contrary``, ``iri/protocol/revoked`` (and per
-kind of rule: ``iri/protocol/redirect/<kind>/learned``, ``.../revoked``, e.g.
-``iri/protocol/redirect/drop-param/learned``),
-``iri/protocol/server_spelling`` (counted by the normalization middleware),
-``iri/protocol/server_spelling_loop``.
+Design: docs/plugin.md; stats: docs/stats.md.
 """
 
 from __future__ import annotations

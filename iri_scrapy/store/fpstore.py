@@ -1,102 +1,17 @@
 """A compact set of request fingerprints and its resumable ``JOBDIR`` file.
 
-Memory
-======
+:class:`FingerprintSet` keeps the first 64 bits of each fingerprint in 4096
+open-addressing segments over ``array('Q')`` that grow one at a time: 10.7 to
+13.3 bytes per entry from about 500,000 entries on (Scrapy's ``set`` of bytes:
+about 87), and growth pauses of milliseconds.  The chance of any false merge
+among ``n`` requests is at most ``n**2 / 2**65``.  :class:`FingerprintFile` is
+``<JOBDIR>/iri_fingerprints.bin``: a versioned header (canonicalization version,
+options tag) and 8-byte records appended in order; a torn last record is
+dropped, and a header of another canonicalization raises
+:class:`FingerprintFileMismatch`.  Short fingerprints are hashed with BLAKE2b
+(RFC 7693).
 
-Scrapy's ``RFPDupeFilter`` keeps a Python ``set`` of 20-byte ``bytes`` objects
-(about 87 bytes per seen URL, object headers and set slots included).
-:class:`FingerprintSet` keeps only the first 64 bits of each fingerprint, as bare
-unsigned integers in open-addressing hash tables over ``array('Q')`` with linear
-probing.  A slot costs 8 bytes; ``0`` marks an empty slot, so a fingerprint
-whose 64 bits are all zero is stored as ``1``.
-
-The set is :data:`SEGMENTS` (4096) independent tables, the *segments*: the top
-12 bits of a value pick its segment, and the low 52 bits its first slot in it
-(``(low52 * slots) >> 52``, Lemire's multiply-shift range reduction, so a
-segment may have any number of slots, not only a power of two, and values in
-sorted order have their first slots in order: a growth step sorts the segment
-and lays it out without probing).  A segment
-grows alone, by a quarter (:data:`GROWTH`), when more than :data:`MAX_LOAD`
-(3/4) of its slots are used.  So:
-
-* the load of every segment stays between 0.6 and 0.75 once it has 128 slots
-  (below that a segment doubles: many tiny steps would cost more time than the
-  memory they save): the set costs ``8 / load``, between 10.7 and 13.3 bytes
-  per entry, at *every* size from about 500,000 entries on (worst case measured
-  by ``benchmarks/bench_dupefilter.py`` right after each growth step, not only
-  at lucky sizes; 11 to 17 from 10,000 entries on), and a growth step briefly
-  adds one segment's old table (1/4096 of the data) instead of doubling the
-  whole;
-* one growth step rehashes one segment, about 1/4096 of the entries (2,400 at
-  10 million, 24,000 at 100 million): a few milliseconds at 100 million in
-  CPython, where rebuilding one big table took seconds on the reactor thread.
-
-The initial set is 4096 x 4 slots (128 KiB).  Past 128 slots a segment's entries
-are moved about four times over the set's life by growth steps
-(``1 / (GROWTH - 1)``), against once with doubling; a growth step sorts the
-segment and lays it out in one pass without probing.  Measured on 91,424 real
-URLs, ``request_seen`` is about 12 % slower than over one doubling table: the
-price of the small, even memory and the short pauses.
-
-The fingerprints are SHA-1 digests (or any cryptographic digest), so their bits
-are uniform: the slot is simply the low bits of the 64-bit value, with no
-further hashing.  A fingerprint shorter than 8 bytes, or from a fingerprinter
-whose output is not a digest of at least 16 bytes, is first hashed with
-BLAKE2b (RFC 7693) to 64 bits (:func:`fp64`).
-
-Collision risk
-==============
-
-Two different requests whose fingerprints share their first ``b`` bits are taken
-for one another (a false merge: the second is dropped as a duplicate).  With
-``n`` distinct requests the birthday bound gives the probability of *any*
-false merge in the whole crawl as at most ``n**2 / 2**(b+1)``.  For ``b = 64``:
-
-=========== =================
- n           P(any collision)
-=========== =================
- 1 million   2.7e-8
- 10 million  2.7e-6
- 100 million 2.7e-4
-=========== =================
-
-The width is fixed at 64 bits (not a setting): it is what makes a slot one
-machine word, and a wider key would double the memory for a risk that is
-already negligible at crawl sizes a single process holds.
-
-The ``JOBDIR`` file (``<JOBDIR>/iri_fingerprints.bin``)
-=======================================================
-
-All integers big-endian::
-
-    offset  size  field
-    0       8     magic  b"IRIFPSET"
-    8       2     format version (FORMAT_VERSION = 1)
-    10      2     canonicalization version (iri_scrapy.CANONICALIZATION_VERSION)
-    12      2     record size in bytes (8)
-    14      2     length L of the options tag
-    16      L     options tag, UTF-8 (IRIConfig.options_tag() and the fingerprinter)
-    16+L    0-7   zero padding, so that records start at a multiple of 8
-    H       8*k   records: the first 8 bytes of each new fingerprint, in the order seen
-
-The header is written to a temporary file, fsync'ed and renamed into place, so
-a crash never leaves a half-written header.  Records are appended through an
-in-memory buffer that is written with one ``os.write`` when it holds
-:data:`FLUSH_RECORDS` records or when :data:`FLUSH_SECONDS` have passed since the
-last write (checked on every add, and by :meth:`FingerprintFile.flush`, which
-the dupefilter calls once a second while the crawl runs), and on close (which
-also fsyncs).  A record handed to the kernel by ``os.write`` survives the
-process being killed (``kill -9``); only the unflushed buffer (at most 1000
-records or one second of them) is lost, and those requests are fetched again
-on resume.  On open a file whose length is not ``H + 8k`` ends in a torn
-record: it is ignored and the file truncated to ``H + 8k``.
-
-A header whose canonicalization version or options tag differ from the current
-ones means the stored keys were made by a different canonicalization: mixing
-them would silently merge or split resources, so opening raises
-:class:`FingerprintFileMismatch`, unless ``allow_reset`` is true, in which case
-the old file is renamed aside (``iri_fingerprints.bin.<time>.old``) and a new
-one started.
+Design (layout, growth, collision table, file format): docs/plugin.md.
 """
 
 from __future__ import annotations
