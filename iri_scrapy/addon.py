@@ -3,10 +3,11 @@
 :meth:`Addon.update_settings` validates the ``IRI_*`` settings (a bad one stops the
 crawl before it starts) and sets, at settings priority ``"addon"`` (so the
 project's, a spider's or the command line's values win), the IRI fingerprinter
-and dupefilter, and *adds* the plugin's middlewares (a middleware the user
-already lists keeps the user's value): normalization, offsite, protocol,
-robots.txt, the IDNA 2008 ``Request()``, the media pipelines, and with ``JOBDIR``
-or ``IRI_REDIS_URL`` the crash-tolerant scheduler and its middlewares.
+and dupefilter; it *adds* the plugin's middlewares (normalization, protocol, the
+IDNA 2008 ``Request()``; a middleware the user already lists keeps the user's
+value), puts ours in place of Scrapy's offsite and robots.txt middlewares and
+media pipelines unless the user chose, and with ``JOBDIR`` or ``IRI_REDIS_URL``
+selects the crash-tolerant scheduler and its middlewares.
 
 Design: docs/plugin.md (the table of parts, and your own values).
 """
