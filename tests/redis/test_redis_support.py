@@ -135,13 +135,16 @@ def _run_inner_pytest(
             """
         )
     )
-    env = {k: v for k, v in os.environ.items() if k not in {"CI", "IRI_REQUIRE_REDIS"}}
+    # Not the outer run's options (PYTEST_ADDOPTS: CI's --basetemp and --junitxml)
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"CI", "IRI_REQUIRE_REDIS", "PYTEST_ADDOPTS"}}
     env.update(env_extra)
     env["IRI_REDIS_SERVER"] = str(tmp_path / "no-such-redis-server")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-         "--rootdir", str(tmp_path), "-c", os.devnull, str(test_file)],
+         "--basetemp", str(tmp_path / "inner"), "--rootdir", str(tmp_path), "-c", os.devnull,
+         str(test_file)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
