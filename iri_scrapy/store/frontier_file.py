@@ -122,12 +122,17 @@ def _rows(conn: sqlite3.Connection, table: str, columns: str, key: str,
     yields ``("bad", id)`` for each of them, ``("ok", row)`` else.  Bounded by *last*,
     the highest id that may exist."""
     cur = 0
+    done: set[int] = set()  # a damaged b-tree may give a row twice, or out of order
     while cur <= last:
         try:
             for row in conn.execute(
                     f"SELECT {key}, {columns} FROM {table} WHERE {key} > ? ORDER BY {key}",
                     (cur,)):
-                cur = int(row[0])
+                rowid = int(row[0])
+                if rowid in done:
+                    continue
+                done.add(rowid)
+                cur = max(cur, rowid)
                 yield ("ok", row)
             return
         except sqlite3.DatabaseError:
@@ -141,7 +146,8 @@ def _rows(conn: sqlite3.Connection, table: str, columns: str, key: str,
             except sqlite3.DatabaseError:
                 yield ("bad", cur)
                 continue
-            if row is not None:
+            if row is not None and int(row[0]) not in done:
+                done.add(int(row[0]))
                 yield ("ok", row)
             break  # readable again: back to scanning
         else:
