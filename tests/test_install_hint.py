@@ -14,7 +14,8 @@ import iri_scrapy
 from iri_scrapy.core.extras import install_hint
 
 PACKAGE = Path(iri_scrapy.__file__).resolve().parent
-PYPROJECT = (PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8")
+# The checkout's (or, against an installed wheel, the copy of the tests') pyproject.toml.
+PYPROJECT = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
 
 
 def test_the_wording_names_both_forms_and_real_extras() -> None:
