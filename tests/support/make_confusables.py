@@ -68,8 +68,11 @@ def reads_as(prototype: str, inverse: dict[str, str]) -> str | None:
 def script_of(char: str) -> str:
     """The Unicode Script property of *char* (one of :data:`SCRIPTS`)."""
     for name in SCRIPTS:
-        if regex.match(rf"\p{{Script={name}}}", char):
-            return name
+        try:
+            if regex.match(rf"\p{{Script={name}}}", char):
+                return name
+        except regex.error:  # a script newer than the installed regex's Unicode data
+            continue
     raise ValueError(f"no script for U+{ord(char):04X}")
 
 
