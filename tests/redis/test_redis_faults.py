@@ -101,8 +101,14 @@ def test_flushed_redis_stops_the_crawl_loudly(redis_server: RedisServer,
     worker.close(REASON_FRONTIER_LOST)
     other.close(REASON_FRONTIER_LOST)
     # ... and a new run is refused until the crawl is started again from scratch
-    _, refused = open_worker(redis_server.url)
-    assert not refused.connected
+    if CLOSESPIDER_AT_OPEN:
+        _, refused = open_worker(redis_server.url)
+        assert not refused.connected
+    else:  # Scrapy 2.17: a start refusal is raised (iri_scrapy.plugin.refusal)
+        from iri_scrapy.frontier.redis_scheduler import FrontierLost
+
+        with pytest.raises(FrontierLost):
+            open_worker(redis_server.url)
     _, fresh = open_worker(redis_server.url, IRI_REDIS_FLUSH_ON_START=True)
     assert fresh.connected and fresh.lost is None
     fresh.close("finished")
