@@ -96,6 +96,34 @@ def fp64(fingerprint: bytes) -> bytes:
     return blake2b(fingerprint, digest_size=8).digest()
 
 
+def _placed(values: list[int], size: int) -> array:
+    """A segment of *size* slots holding the sorted, distinct *values*.
+
+    A value's first slot grows with the value itself (a segment's values share
+    their top bits), so in sorted order each value goes to its first slot or just
+    after the previous one: no probing, except for a run that reaches the end
+    and wraps around to the start (probed from slot 0, as lookups wrap).
+    """
+    table = array("Q", [0]) * size
+    last = -1
+    wrapped = []
+    for value in values:
+        i = ((value & 0xFFFFFFFFFFFFF) * size) >> 52
+        if i <= last:
+            i = last + 1
+            if i == size:
+                wrapped.append(value)
+                continue
+        table[i] = value
+        last = i
+    for value in wrapped:
+        i = 0
+        while table[i]:
+            i += 1
+        table[i] = value
+    return table
+
+
 class FingerprintSet:
     """A set of 64-bit unsigned integers in :data:`SEGMENTS` small tables.
 
@@ -193,7 +221,7 @@ class FingerprintSet:
         return self._len - before
 
     def _rebuild(self, s: int, more: list[int]) -> None:
-        """Segment *s* rebuilt with the sorted values *more* added (see :meth:`_grow`)."""
+        """Segment *s* rebuilt with the sorted values *more* added (see :func:`_placed`)."""
         old = self._tables[s]
         kept = len(old) - old.count(0)
         if kept:
@@ -205,24 +233,7 @@ class FingerprintSet:
         size = len(old)
         while size * MAX_LOAD < len(distinct):
             size = _grown(size)
-        table = array("Q", [0]) * size
-        last = -1
-        wrapped = []
-        for value in distinct:
-            i = ((value & 0xFFFFFFFFFFFFF) * size) >> 52
-            if i <= last:
-                i = last + 1
-                if i == size:
-                    wrapped.append(value)
-                    continue
-            table[i] = value
-            last = i
-        for value in wrapped:  # past the end: probe from slot 0, as lookups wrap
-            i = 0
-            while table[i]:
-                i += 1
-            table[i] = value
-        self._tables[s] = table
+        self._tables[s] = _placed(distinct, size)
         self._room[s] = int(size * MAX_LOAD) - len(distinct)
         self._len += len(distinct) - kept
         if self._slots + size > self._peak:
@@ -230,34 +241,12 @@ class FingerprintSet:
         self._slots += size - len(old)
 
     def _grow(self, s: int) -> None:
-        """Rebuild segment *s* 1/4 larger (about 1/SEGMENTS of the data moves).
-
-        A value's first slot grows with the value itself (its segment's values
-        share their top bits), so in sorted order each value goes to its first
-        slot or just after the previous one: no probing, except for a run that
-        reaches the end and wraps around to the start.
-        """
+        """Rebuild segment *s* 1/4 larger (about 1/SEGMENTS of the data moves;
+        see :func:`_placed`)."""
         old = self._tables[s]
         size = _grown(len(old))
-        table = array("Q", [0]) * size
-        last = -1
-        wrapped = []
         values = sorted(filter(None, old))
-        for value in values:
-            i = ((value & 0xFFFFFFFFFFFFF) * size) >> 52
-            if i <= last:
-                i = last + 1
-                if i == size:
-                    wrapped.append(value)
-                    continue
-            table[i] = value
-            last = i
-        for value in wrapped:  # past the end: probe from slot 0, as lookups wrap
-            i = 0
-            while table[i]:
-                i += 1
-            table[i] = value
-        self._tables[s] = table
+        self._tables[s] = _placed(values, size)
         self._room[s] = int(size * MAX_LOAD) - len(values)
         if self._slots + size > self._peak:  # the old segment was alive until now
             self._peak = self._slots + size
