@@ -65,6 +65,8 @@ class Explanation:
     rung: Rung | None
     difference: Difference | None
     fragments_dropped: bool = False
+    #: At level protocol: each learned rule that moved *a* or *b*, with its evidence.
+    rules_used: tuple[str, ...] = ()
 
     @property
     def equivalent(self) -> bool:
@@ -76,6 +78,8 @@ class Explanation:
     def __str__(self) -> str:
         if self.rung is not None:
             head = f"equivalent at {self.rung.section} {self.rung.title}"
+            if self.rung is Rung.PROTOCOL and self.rules_used:
+                head += f" by {'; '.join(self.rules_used)}"
         else:
             head = f"different at level {self.level.name.lower()}: {self.difference}"
         lines = [head]
@@ -142,4 +146,8 @@ def explain(
             break
         first = step.rung
     diff = None if steps[-1].equal else _difference(ra, rb)
-    return Explanation(a, b, options.level, tuple(steps), first, diff, dropped)
+    used: list[str] = []
+    if rules is not None and len(steps) > 1 and steps[-1].rung is Rung.PROTOCOL:
+        for uri in (steps[-2].a, steps[-2].b):  # the level-scheme URIs the rules moved
+            used += [line for line in rules.why(uri) if line not in used]
+    return Explanation(a, b, options.level, tuple(steps), first, diff, dropped, tuple(used))

@@ -46,17 +46,38 @@ to that rule's source (the server sends the other way there).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
+from functools import lru_cache
+from typing import Any
 
-__all__ = ["ProtocolRules", "KINDS", "MAX_STEPS"]
+__all__ = ["ProtocolRules", "KINDS", "MAX_STEPS", "SOURCES", "RulesDataError"]
 
 PERMANENT = frozenset({301, 308})
 ADD, REMOVE = "add-slash", "remove-slash"
 DROP_PARAM, DROP_INDEX = "drop-param", "drop-index"
+DROP_SCRIPT, REPEAT = "drop-script", "collapse-repeat"
 REMOVE_WWW, ADD_WWW, HTTPS = "remove-www", "add-www", "https"
 #: The kinds of rule, in the order :meth:`ProtocolRules.apply` tries host rules.
-KINDS = (HTTPS, REMOVE_WWW, ADD_WWW, DROP_INDEX, DROP_PARAM, ADD, REMOVE)
+KINDS = (HTTPS, REMOVE_WWW, ADD_WWW, DROP_SCRIPT, DROP_INDEX, REPEAT, DROP_PARAM, ADD, REMOVE)
+#: Where a rule's evidence comes from (see the module doc).
+REDIRECT, CANONICAL, CLEAN_PARAM, CONTENT = "redirect", "canonical", "clean-param", "content"
+SOURCES = (REDIRECT, CANONICAL, CLEAN_PARAM, CONTENT)
+#: Pages (canonical URI -> content digest) kept per host for content evidence.
+MAX_PAGES_PER_SCOPE = 50_000
+#: Earlier pages a newly nominated rule is checked against.
+BACKFILL = 5_000
+#: URIs kept per content digest, to find pairs of aliases.
+PER_DIGEST = 16
+#: Confirmations kept per rule (what is exported; the count saturates there).
+KEPT_CONFIRMATIONS = 64
+#: The version of :meth:`ProtocolRules.to_data`'s document.
+DATA_VERSION = 1
+
+
+class RulesDataError(ValueError):
+    """A rules document (:meth:`ProtocolRules.from_data`) that is not one: never half-loaded."""
 #: Host rules applied to one URI at most (one per kind, with room to spare).
 MAX_STEPS = 8
 
@@ -103,6 +124,46 @@ def _names(query: str) -> set[str]:
     return {pair.split("=", 1)[0] for pair in query.split("&")}
 
 
+@lru_cache(maxsize=256)
+def _prefix_pattern(prefix: str) -> re.Pattern[str]:
+    """A Clean-param path prefix (``*``: any sequence) as an anchored pattern."""
+    return re.compile(".*".join(re.escape(part) for part in prefix.split("*")))
+
+
+def _drop_params(parts: Parts, param: str) -> Parts | None:
+    """*parts* without the query parameters *param* names (``"a&b"``, optionally
+    ``"@/prefix"`` restricting it to paths under a Clean-param prefix), or None
+    if none of them is there."""
+    scheme, authority, path, sep, query = parts
+    names, _, prefix = param.partition("@")
+    if not query or (prefix and not _prefix_pattern(prefix).match(path)):
+        return None
+    drop = set(names.split("&"))
+    pairs = query.split("&")
+    kept = [p for p in pairs if p.split("=", 1)[0] not in drop]
+    if len(kept) == len(pairs):
+        return None
+    return scheme, authority, path, "?" if kept else "", "&".join(kept)
+
+
+def _collapse(path: str, query: str) -> tuple[str, str]:
+    """A path without consecutive repeated segments (``/a/next/next/`` -> ``/a/next/``)
+    and a query without repeated identical pairs (``q=x&q=x`` -> ``q=x``): the
+    shape of URLs that grow without end (a crawler trap)."""
+    segments = path.split("/")
+    kept = segments[:1]
+    for segment in segments[1:]:
+        if not (segment and segment == kept[-1]):
+            kept.append(segment)
+    seen: set[str] = set()
+    pairs = []
+    for pair in query.split("&") if query else ():
+        if pair not in seen:
+            seen.add(pair)
+            pairs.append(pair)
+    return "/".join(kept), "&".join(pairs)
+
+
 def _candidates(
     parts: Parts, host_rule: bool, names: Collection[str] = ()
 ) -> Iterator[tuple[str, str, Parts]]:
@@ -111,8 +172,8 @@ def _candidates(
     With *host_rule*, only where a host rule of the kind applies (``add-slash``
     not on a last segment with a ``.``); else where an exact rule may.  A
     rule's output is outside its own domain (one rule never applies twice).
-    ``drop-param`` only for the parameter *names* given (each costs the length
-    of the query: all of them at once would be quadratic).
+    ``drop-param`` only for the parameters *names* given (``"a"``, ``"a&b"``,
+    ``"a&b@/prefix"``; each costs the length of the query).
     """
     scheme, authority, path, sep, query = parts
     if scheme == "http" and ":" not in authority.rsplit("@", 1)[-1]:
@@ -124,14 +185,20 @@ def _candidates(
             authority.startswith("[") or authority.replace(".", "").replace(":", "").isdigit()
         ):
             yield ADD_WWW, "", (scheme, "www." + authority, path, sep, query)
+    first, slash, rest = path[1:].partition("/")
+    if slash and first.startswith("index.") and len(first) > 6:
+        yield DROP_SCRIPT, first, (scheme, authority, "/" + rest, sep, query)
     last = path[path.rfind("/") + 1 :]
     if last.startswith("index.") and len(last) > 6:
         yield DROP_INDEX, last, (scheme, authority, path[: -len(last)], sep, query)
+    new_path, new_query = _collapse(path, query)
+    if new_path != path or new_query != query:
+        yield REPEAT, "", (scheme, authority, new_path, sep, new_query)
     if sep and query and names:
-        pairs = query.split("&")
-        for name in sorted(_names(query).intersection(names)):
-            kept = "&".join(p for p in pairs if p.split("=", 1)[0] != name)
-            yield DROP_PARAM, name, (scheme, authority, path, "?" if kept else "", kept)
+        for param in sorted(names):
+            dropped = _drop_params(parts, param)
+            if dropped is not None:
+                yield DROP_PARAM, param, dropped
     if path and last and (not host_rule or "." not in last):
         yield ADD, "", (scheme, authority, path + "/", sep, query)
     if len(path) > 1 and path.endswith("/") and path[-2] != "/":
@@ -144,10 +211,49 @@ def _classify(source: str, target: str) -> Identity | None:
     if parts is None or goal is None:
         return None
     dropped = _names(parts[4]) - _names(goal[4]) if parts[4] else set()
-    for kind, param, new in _candidates(parts, False, dropped if len(dropped) == 1 else ()):
+    params = ["&".join(sorted(dropped))] if dropped else []
+    for kind, param, new in _candidates(parts, False, params):
         if new == goal:
             return _scope(parts), kind, param
     return None
+
+
+def _twins(parts: Parts) -> tuple[str, ...]:
+    """The scope of *parts* and the scopes whose rules may map URIs onto it:
+    its ``www.`` twin and, for https, the http scope of the same authority."""
+    scheme, authority = parts[0], parts[1]
+    www = authority[4:] if authority.startswith("www.") else "www." + authority
+    out = (f"{scheme}://{authority}", f"{scheme}://{www}")
+    if scheme == "https":
+        out += (f"http://{authority}", f"http://{www}")
+    return out
+
+
+def _pair_rules(a: str, b: str) -> list[Identity]:
+    """The host rules under which two URIs with equal content are one: one
+    transform from one to the other (slash towards a directory, ``www.``
+    removed, http -> https), or parameters whose values differ dropped from both."""
+    out = []
+    for source, target in ((a, b), (b, a)):
+        identity = _classify(source, target)
+        if identity is not None and identity[1] not in (ADD_WWW, REMOVE) or (
+            identity is not None and identity[1] == REMOVE and "." in source.rsplit("/", 2)[-2]
+        ):
+            out.append(identity)
+    pa, pb = _parts(a), _parts(b)
+    if pa is not None and pb is not None and pa[:3] == pb[:3] and pa[4] and pb[4]:
+        va: dict[str, list[str]] = {}
+        vb: dict[str, list[str]] = {}
+        for query, values in ((pa[4], va), (pb[4], vb)):
+            for pair in query.split("&"):
+                name, _, value = pair.partition("=")
+                values.setdefault(name, []).append(value)
+        differ = sorted(n for n in va.keys() | vb.keys() if va.get(n) != vb.get(n))
+        if differ:
+            param = "&".join(differ)
+            if (_drop_params(pa, param) or pa) == (_drop_params(pb, param) or pb):
+                out.append((_scope(pa), DROP_PARAM, param))
+    return out
 
 
 class ProtocolRules:
@@ -158,9 +264,10 @@ class ProtocolRules:
     count exact rules per kind (``revoked``: revoked by later evidence).
     """
 
-    def __init__(self, min_evidence: int = 2) -> None:
-        if isinstance(min_evidence, bool) or not isinstance(min_evidence, int) or min_evidence < 1:
-            raise ValueError(f"min_evidence must be an integer >= 1, got {min_evidence!r}")
+    def __init__(self, min_evidence: int = 2, sample_every: int = 10) -> None:
+        for name, value in (("min_evidence", min_evidence), ("sample_every", sample_every)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         self.min_evidence = min_evidence
         self.learned: Counter[str] = Counter()
         self.revoked: Counter[str] = Counter()
@@ -170,6 +277,21 @@ class ProtocolRules:
         self._evidence: Counter[Identity] = Counter()
         self._contrary: Counter[Identity] = Counter()
         self._scopes: dict[str, set[tuple[str, str]]] = {}  # scope -> kinds with evidence
+        # content evidence (see "Evidence other than redirects" in the module doc)
+        self.sample_every = sample_every
+        #: Counts per source and event: ``"content/learned"``, ``"canonical/applied"``, ...
+        self.events: Counter[str] = Counter()
+        #: Increases whenever a rule in force stops (what it merged must be looked at again).
+        self.revision = 0
+        self._confirmed: dict[Identity, list[str]] = {}  # images (or URIs) that confirmed it
+        self._bad: Counter[Identity] = Counter()  # content counterexamples
+        self._origin: dict[Identity, str] = {}  # the source that nominated it
+        self._candidates: dict[str, set[Identity]] = {}  # scope -> nominated rules
+        self._images: dict[Identity, dict[str, tuple[bytes, str]]] = {}
+        self._digests: dict[str, bytes] = {}  # canonical URI -> digest of its content
+        self._keys: dict[str, list[str]] = {}  # scope -> URIs with a digest, in order
+        self._by_digest: dict[bytes, list[str]] = {}
+        self._skips: Counter[Identity] = Counter()
 
     # --- learning ------------------------------------------------------------
 
@@ -196,13 +318,17 @@ class ProtocolRules:
         self._exact[source] = (target, identity)
         self._sources.setdefault(target, set()).add(source)
         self._evidence[identity] += 1
+        before = self._in_force(identity)
         self._scopes.setdefault(identity[0], set()).add(identity[1:])
         self.learned[identity[1]] += 1
+        self._nominate(identity, REDIRECT)
+        if not before and self._in_force(identity):
+            self.events[f"{self._origin[identity]}/learned"] += 1
         goal = _parts(target)
         if goal is not None:  # a host rule that would send the target back is contradicted
             for kind, param, new in _candidates(goal, True):  # (none adds a parameter)
                 if _join(new) == source:
-                    self._contrary[(_scope(goal), kind, param)] += 1
+                    self._against((_scope(goal), kind, param), content=False)
         return identity[1]
 
     def observe_contrary(self, uri: str) -> int:
@@ -217,10 +343,10 @@ class ProtocolRules:
         if parts is not None:
             scope = _scope(parts)
             for kind, param, _ in _candidates(parts, True):
-                self._contrary[(scope, kind, param)] += 1
+                self._against((scope, kind, param), content=False)
             if parts[4]:
                 for name in _names(parts[4]):
-                    self._contrary[(scope, DROP_PARAM, name)] += 1
+                    self._against((scope, DROP_PARAM, name), content=False)
         return self._forget(uri)
 
     def _forget(self, uri: str) -> int:
@@ -243,9 +369,284 @@ class ProtocolRules:
         sources.discard(source)
         if not sources:
             del self._sources[target]
+        before = self._in_force(identity)
         self._evidence[identity] -= 1
         self.revoked[identity[1]] += 1
+        self.revision += 1  # what the exact rule merged is looked at again
+        if before and not self._in_force(identity):
+            self.events[f"{self._origin.get(identity, REDIRECT)}/revoked"] += 1
         return 1
+
+    # --- evidence other than redirects ----------------------------------------
+
+    def _nominate(self, identity: Identity, source: str) -> None:
+        """*identity* becomes a candidate: its scope's pages are checked against it."""
+        if identity in self._origin:
+            return
+        self._origin[identity] = source
+        self.events[f"{source}/nominated"] += 1
+        scope = identity[0]
+        self._candidates.setdefault(scope, set()).add(identity)
+        self._scopes.setdefault(scope, set()).add(identity[1:])
+        for uri in self._keys.get(scope, [])[-BACKFILL:]:
+            self._track(identity, uri, self._digests[uri])
+
+    def _against(self, identity: Identity, *, content: bool) -> None:
+        """Evidence against *identity*: content that differed in its scope (for
+        good), or (not *content*) a 2xx against a redirect policy."""
+        before = self._in_force(identity)
+        if content:
+            self._bad[identity] += 1
+            self.events["counterexamples"] += 1
+        else:
+            self._contrary[identity] += 1
+        if before and not self._in_force(identity):
+            self.revision += 1
+            self.events[f"{self._origin.get(identity, REDIRECT)}/revoked"] += 1
+
+    def _confirm(self, identity: Identity, unit: str) -> None:
+        kept = self._confirmed.setdefault(identity, [])
+        if unit in kept:
+            return
+        before = self._in_force(identity)
+        if len(kept) < KEPT_CONFIRMATIONS:
+            kept.append(unit)
+        source = self._origin.get(identity, CONTENT)
+        if before:
+            self.events[f"{source}/verified"] += 1
+        elif self._in_force(identity):
+            self.events[f"{source}/learned"] += 1
+
+    def _track(self, identity: Identity, uri: str, digest: bytes) -> None:
+        """Compare the content at *uri* with the content of what *identity* maps
+        it to (or of the aliases it maps to *uri*): equal confirms, different
+        revokes for good."""
+        parts = _parts(uri)
+        if parts is None or self._bad[identity]:
+            return
+        scope, kind, param = identity
+        new = None
+        if _scope(parts) == scope:  # else *uri* can only be an image (on a twin host)
+            for k, p, out in _candidates(parts, True, (param,) if kind == DROP_PARAM else ()):
+                if k == kind and p == param:
+                    new = _join(out)
+                    break
+        images = self._images.setdefault(identity, {})
+        if new is None:  # *uri* may be what earlier aliases map to
+            earlier = images.get(uri)
+            if earlier is not None:
+                self._compare(identity, earlier[0], digest, uri, earlier[1])
+            return
+        target = self._digests.get(new)
+        if target is not None:
+            self._compare(identity, target, digest, new, uri)
+        earlier = images.get(new)
+        if earlier is None:
+            images[new] = (digest, uri)
+        elif earlier[1] != uri:
+            self._compare(identity, earlier[0], digest, new, uri)
+
+    def _compare(self, identity: Identity, a: bytes, b: bytes, image: str, uri: str) -> None:
+        if a != b:
+            self._against(identity, content=True)
+        else:  # a trap grows without end: each longer spelling is a confirmation
+            self._confirm(identity, uri if identity[1] == REPEAT else image)
+
+    def observe_content(self, uri: str, digest: bytes) -> None:
+        """Record that the canonical URI *uri* served (2xx) content of *digest*
+        (a digest robust to per-response noise, e.g.
+        :func:`iri_scrapy.core.evidence.content_digest`).
+
+        Two URIs with equal digests that differ by one kind of transform
+        nominate that rule (source ``content``); every rule nominated for the
+        scope is checked against the new page.
+        """
+        uri = _drop_fragment(uri)[0]
+        parts = _parts(uri)
+        if parts is None:
+            return
+        scope = _scope(parts)
+        if uri not in self._digests:
+            keys = self._keys.setdefault(scope, [])
+            if len(keys) >= MAX_PAGES_PER_SCOPE:
+                return
+            keys.append(uri)
+        self._digests[uri] = digest
+        same = self._by_digest.setdefault(digest, [])
+        for other in same:
+            if other != uri:
+                for identity in _pair_rules(uri, other):
+                    self._nominate(identity, CONTENT)
+        if uri not in same and len(same) < PER_DIGEST:
+            same.append(uri)
+        for twin in _twins(parts):  # rules whose image is on this host (www., http)
+            for identity in sorted(self._candidates.get(twin, ())):
+                self._track(identity, uri, digest)
+
+    def observe_canonical(self, uri: str, target: str) -> str | None:
+        """Record that the page at *uri* declared *target* canonical (``<link
+        rel=canonical>``, a ``Link`` header); the kind of rule it nominated, or None.
+
+        Only a target one transform away on the same host (or its ``www.``
+        twin) nominates a rule; it is used once the content of
+        ``min_evidence`` such pairs was equal.  A canonical pointing elsewhere
+        (every tag page declaring ``/``) is ignored: it never merges anything.
+        """
+        uri, target = _drop_fragment(uri)[0], _drop_fragment(target)[0]
+        identity = _classify(uri, target) if uri != target else None
+        if identity is None:
+            if uri != target:
+                self.events["canonical/ignored"] += 1
+            return None
+        self._nominate(identity, CANONICAL)
+        return identity[1]
+
+    def observe_clean_param(self, scope_uri: str, names: Iterable[str], prefix: str = "") -> None:
+        """Record a robots.txt ``Clean-param: names prefix`` of the host of
+        *scope_uri*: a rule dropping *names* (together) under *prefix*, used once
+        ``min_evidence`` pages confirmed it."""
+        parts = _parts(_drop_fragment(scope_uri)[0])
+        wanted = sorted({name for name in names if name and "&" not in name and "@" not in name})
+        if parts is None or not wanted:
+            return
+        param = "&".join(wanted) + (f"@{prefix}" if prefix not in ("", "/", "*") else "")
+        self._nominate((_scope(parts), DROP_PARAM, param), CLEAN_PARAM)
+
+    def skip(self, used: Iterable[Identity]) -> bool:
+        """Whether a request merged by the host rules *used* is skipped (True) or
+        fetched as a sample that checks them (False): per rule, its first merge
+        and one in ``sample_every`` after."""
+        sample = False
+        for identity in used:
+            self._skips[identity] += 1
+            if self._skips[identity] % self.sample_every == 1 or self.sample_every == 1:
+                sample = True
+        for identity in used:
+            source = self._origin.get(identity, REDIRECT)
+            self.events[f"{source}/{'sampled' if sample else 'applied'}"] += 1
+        return not sample
+
+    def origin(self, identity: Identity) -> str:
+        """The source that nominated a host rule (``redirect``, ``canonical``, ...)."""
+        return self._origin.get(identity, REDIRECT)
+
+    def describe(self, identity: Identity) -> str:
+        """One line: a host rule and its evidence (for ``explain`` and logs)."""
+        scope, kind, param = identity
+        rule = f"{kind}:{param}" if param else kind
+        confirmed = len(self._confirmed.get(identity, ()))
+        redirects = self._evidence[identity]
+        evidence = []
+        if confirmed:
+            evidence.append(f"{confirmed} page(s) with equal content")
+        if redirects:
+            evidence.append(f"{redirects} permanent redirect(s)")
+        return (f"{rule} on {scope} (from {self.origin(identity)}: "
+                f"{', '.join(evidence) or 'no evidence'})")
+
+    def why(self, uri: str) -> list[str]:
+        """The rules :meth:`apply` uses on *uri*, each with its evidence, in order."""
+        head = _drop_fragment(uri)[0]
+        lines = []
+        out = head
+        for _ in range(MAX_STEPS):
+            exact = self._exact.get(out)
+            new, rule = self._step(out)
+            if new == out:
+                break
+            if rule is not None:
+                lines.append(self.describe(rule))
+            elif exact is not None:
+                lines.append(f"{exact[1][1]}: {out} -> {new} (a permanent redirect)")
+            out = new
+        return lines
+
+    # --- export ----------------------------------------------------------------
+
+    def to_data(self) -> dict[str, Any]:
+        """What was learned, as JSON data (:meth:`from_data` reads it back).
+
+        The pages' digests are not kept (they grow with the crawl): content
+        evidence starts afresh for pages after a load, rules learned stay.
+        """
+        def ident(i: Identity) -> list[str]:
+            return list(i)
+        return {
+            "v": DATA_VERSION,
+            "min_evidence": self.min_evidence,
+            "exact": [[s, t, *i] for s, (t, i) in sorted(self._exact.items())],
+            "away": sorted(self._away),
+            "rules": [
+                {"rule": ident(i), "origin": self._origin.get(i, REDIRECT),
+                 "confirmed": list(self._confirmed.get(i, ())),
+                 "bad": self._bad[i], "contrary": self._contrary[i],
+                 "skips": self._skips[i]}
+                for i in sorted(self._origin)
+            ],
+        }
+
+    @classmethod
+    def from_data(cls, data: Any, *, min_evidence: int | None = None,
+                  sample_every: int = 10) -> ProtocolRules:
+        """Rules from :meth:`to_data`'s document; :class:`RulesDataError` if it is not one.
+
+        The document is data: every field's type is checked, nothing in it is run.
+        """
+        def fail(why: str) -> RulesDataError:
+            return RulesDataError(f"protocol rules document: {why}")
+
+        def strings(value: Any, n: int | None, what: str) -> list[str]:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or (
+                n is not None and len(value) != n
+            ):
+                raise fail(f"{what} is not a list of {n or 'any number of'} strings")
+            return value
+
+        if not isinstance(data, dict) or data.get("v") != DATA_VERSION:
+            raise fail(f"not version {DATA_VERSION}")
+        stored = data.get("min_evidence")
+        if isinstance(stored, bool) or not isinstance(stored, int) or stored < 1:
+            raise fail("min_evidence is not a positive integer")
+        rules = cls(min_evidence if min_evidence is not None else stored, sample_every)
+        exact, away, entries = data.get("exact"), data.get("away"), data.get("rules")
+        if not isinstance(exact, list) or not isinstance(entries, list):
+            raise fail("exact or rules is not a list")
+        for row in exact:
+            source, target, *identity = strings(row, 5, "an exact rule")
+            i: Identity = (identity[0], identity[1], identity[2])
+            rules._exact[source] = (target, i)
+            rules._sources.setdefault(target, set()).add(source)
+            rules._evidence[i] += 1
+            rules._scopes.setdefault(i[0], set()).add(i[1:])
+        rules._away = set(strings(away, None, "away"))
+        for entry in entries:
+            if not isinstance(entry, dict):
+                raise fail("a rule is not an object")
+            r = strings(entry.get("rule"), 3, "a rule")
+            i = (r[0], r[1], r[2])
+            if i[1] not in KINDS or entry.get("origin") not in SOURCES:
+                raise fail(f"unknown kind or origin in {r}")
+            numbers: list[int] = []
+            for field in ("bad", "contrary", "skips"):
+                n = entry.get(field)
+                if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                    raise fail(f"bad counts in {r}")
+                numbers.append(n)
+            rules._origin[i] = entry["origin"]
+            rules._candidates.setdefault(i[0], set()).add(i)
+            rules._scopes.setdefault(i[0], set()).add(i[1:])
+            rules._confirmed[i] = strings(entry.get("confirmed"), None, "confirmed")[
+                :KEPT_CONFIRMATIONS]
+            rules._bad[i], rules._contrary[i], rules._skips[i] = numbers
+        return rules
+
+    def load(self, data: Any) -> None:
+        """Replace what this object learned by :meth:`from_data`'s reading of *data*
+        (same ``min_evidence`` and ``sample_every``); nothing changes if it is refused."""
+        other = self.from_data(data, min_evidence=self.min_evidence,
+                               sample_every=self.sample_every)
+        other.revision = self.revision + 1  # what was merged before is looked at again
+        vars(self).update(vars(other))
 
     # --- applying ------------------------------------------------------------
 
@@ -256,10 +657,20 @@ class ProtocolRules:
         out = [
             (kind, param)
             for kind, param in self._scopes.get(scope, ())
-            if self._evidence[(scope, kind, param)] >= self.min_evidence
-            and self._contrary[(scope, kind, param)] == 0
+            if self._in_force((scope, kind, param))
         ]
         return sorted(out, key=lambda rule: (KINDS.index(rule[0]), rule[1]))
+
+    def _in_force(self, identity: Identity) -> bool:
+        """A host rule is used once ``min_evidence`` permanent redirects with no
+        2xx against it, or ``min_evidence`` content confirmations, showed it --
+        and never after content differed in its scope."""
+        if self._bad[identity]:
+            return False
+        if len(self._confirmed.get(identity, ())) >= self.min_evidence:
+            return True
+        return (self._evidence[identity] >= self.min_evidence
+                and self._contrary[identity] == 0)
 
     def host_rule(self, uri: str) -> str | None:
         """The trailing-slash rule in force for *uri*'s host: ``"add-slash"``,
@@ -272,41 +683,49 @@ class ProtocolRules:
         """True if the latest evidence on *uri* is a permanent redirect away from it."""
         return _drop_fragment(uri)[0] in self._away
 
-    def _step(self, uri: str) -> str:
+    def _step(self, uri: str) -> tuple[str, Identity | None]:
         """One rule applied to *uri* (no fragment): its exact rule, else the first
         host rule whose output is no spelling redirected away from (or is one
-        that its exact rule moves on from)."""
+        that its exact rule moves on from); and that host rule (None for none,
+        or for an exact rule: the server said so)."""
         exact = self._exact.get(uri)
         if exact is not None:
-            return exact[0]  # a target is never redirected away from
+            return exact[0], None  # a target is never redirected away from
         parts = _parts(uri)
         if parts is None:
-            return uri
+            return uri, None
         rules = self.host_rules(uri)
         if not rules:
-            return uri
+            return uri, None
         names = [param for kind, param in rules if kind == DROP_PARAM]
         for kind, param, new in _candidates(parts, True, names):
             if (kind, param) in rules:
                 out = _join(new)
                 if out not in self._away or out in self._exact:  # not a dead end
-                    return out
-        return uri
+                    return out, (_scope(parts), kind, param)
+        return uri, None
 
     def apply(self, uri: str) -> str:
         """Map a canonical URI to the spelling the protocol taught (5.3.4); idempotent."""
-        if not self._exact:  # no exact rule: no host rule either
-            return uri
+        return self.trace(uri)[0]
+
+    def trace(self, uri: str) -> tuple[str, list[Identity]]:
+        """:meth:`apply`, and the host rules it used (in order; exact rules not listed)."""
+        if not self._exact and not self._scopes:  # no rule of any kind
+            return uri, []
         head, fragment = _drop_fragment(uri)
         out = head
+        used: list[Identity] = []
         for _ in range(MAX_STEPS):
-            new = self._step(out)
+            new, rule = self._step(out)
             if new == out:
                 break
             out = new
+            if rule is not None:
+                used.append(rule)
         else:
-            return uri  # no fixed point within MAX_STEPS: leave the URI as it is
-        return uri if out == head else out + fragment
+            return uri, []  # no fixed point within MAX_STEPS: leave the URI as it is
+        return (uri, []) if out == head else (out + fragment, used)
 
     def __len__(self) -> int:
         return len(self._exact)
