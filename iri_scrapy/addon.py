@@ -5,9 +5,9 @@ crawl before it starts) and sets, at settings priority ``"addon"`` (so the
 project's, a spider's or the command line's values win), the IRI fingerprinter
 and dupefilter; it *adds* the plugin's middlewares (normalization, protocol, the
 IDNA 2008 ``Request()``; a middleware the user already lists keeps the user's
-value), puts ours in place of Scrapy's offsite and robots.txt middlewares and
-media pipelines unless the user chose, and with ``JOBDIR`` or ``IRI_REDIS_URL``
-selects the crash-tolerant scheduler and its middlewares.
+value), puts ours in place of Scrapy's offsite, robots.txt and meta refresh
+middlewares and media pipelines unless the user chose, and with ``JOBDIR`` or
+``IRI_REDIS_URL`` selects the crash-tolerant scheduler and its middlewares.
 
 Design: docs/plugin.md (the table of parts, and your own values).
 """
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
+from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.pipelines.files import FilesPipeline
 from scrapy.pipelines.images import ImagesPipeline
@@ -44,6 +45,7 @@ from iri_scrapy.plugin.media import IRIFilesPipeline, IRIImagesPipeline
 from iri_scrapy.plugin.middleware import IRINormalizationMiddleware, IRISpiderMiddleware
 from iri_scrapy.plugin.offsite import IRIOffsiteMiddleware
 from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware
+from iri_scrapy.plugin.refresh import IRIMetaRefreshMiddleware
 from iri_scrapy.plugin.robots import IRIRobotsTxtMiddleware
 
 if TYPE_CHECKING:
@@ -77,6 +79,7 @@ PRIORITIES: dict[str, int] = {
     "normalization": 60,  # right after offsite; process_response runs late (sees final class)
     "robots": 100,  # the stock RobotsTxtMiddleware's place (with ROBOTSTXT_OBEY only)
     "protocol": 650,  # process_response before RedirectMiddleware (600)
+    "meta_refresh": 580,  # the stock MetaRefreshMiddleware's place
     "spider": 950,  # spider side of every built-in spider middleware
     "frontier": -1000,  # outermost, spider and downloader side (crash-safe JOBDIR)
     "idna_spider": 10000,  # next to the spider: its requests get IDNA 2008 URLs first
@@ -242,6 +245,16 @@ class Addon:
             )
             settings.set_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", IRIRobotsTxtMiddleware, PRIORITIES["robots"]
+            )
+        if not (
+            _listed(downloader, MetaRefreshMiddleware)
+            or _listed(downloader, IRIMetaRefreshMiddleware)
+        ):
+            settings.set_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", MetaRefreshMiddleware, None
+            )
+            settings.set_in_component_priority_dict(
+                "DOWNLOADER_MIDDLEWARES", IRIMetaRefreshMiddleware, PRIORITIES["meta_refresh"]
             )
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", IRINormalizationMiddleware, PRIORITIES["normalization"]

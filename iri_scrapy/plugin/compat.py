@@ -45,7 +45,20 @@ Seams:
     UTS 46 non-transitional hosts yet, and its fix would retire all of this.  The
     check below makes sure that both names are still w3lib's function and that
     ``Request._set_url``, ``get_base_url`` and w3lib's meta refresh parser still
-    look them up by that name.
+    look them up by that name.  :func:`meta_refresh_reader` clones w3lib's meta
+    refresh parser the same way with a ``safe_url_string`` of the caller's, which
+    gets the refresh URL as the tag holds it, before w3lib percent-encodes it
+    (``..\\x.html`` would be ``..%5Cx.html`` already), and
+    :func:`set_meta_refresh` sets what ``MetaRefreshMiddleware`` then reads (the
+    cache below): :mod:`iri_scrapy.plugin.refresh` reads the URL as a browser
+    does; :func:`set_base_url` gives Scrapy's readers of the base URL (forms,
+    selectors, ``LinkExtractor``) a ``<base href>`` with backslashes as a browser
+    reads it (:class:`~iri_scrapy.IRINormalizationMiddleware`).  Upstream: Scrapy
+    joins links the RFC 3986 way, not as browsers do (scrapy/scrapy#1304;
+    backslashes: scrapy/scrapy#3854; both open); w3lib reads ``\\`` as ``/`` in an
+    absolute URL since scrapy/w3lib#285, but ``get_meta_refresh`` encodes the
+    relative URL before joining it (no w3lib issue asks for that yet) and
+    ``get_base_url`` likewise: a fix of both retires these three functions.
 
 ``scrapy.commands.fetch.Command.run``
     ``scrapy fetch URL`` builds its ``Request(URL)`` before the crawler exists,
@@ -77,6 +90,7 @@ import inspect
 import re
 import threading
 import types
+from collections.abc import Callable
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -100,7 +114,8 @@ __all__ = [
     "SUPPORTED_SCRAPY", "LinkRequestCrawlSpider", "unsupported", "idna2008_safe_url_string",
     "install_idna2008", "uninstall_idna2008", "idna2008_installed", "FetchCommand",
     "w3lib_keeps", "w3lib_safe_url_string", "apply_idna2008", "prime_response_caches",
-    "get_base_url", "get_meta_refresh", "pending_idna2008",
+    "get_base_url", "get_meta_refresh", "pending_idna2008", "meta_refresh_reader",
+    "set_base_url", "set_meta_refresh",
 ]
 
 #: The Scrapy releases supported: CI runs the tests on 2.17.0 and on the newest release.
@@ -438,6 +453,39 @@ if not (
     and _parameters(_response_utils.get_meta_refresh) == ["response", "ignore_tags"]
 ):
     raise unsupported(RESPONSE_CACHES)
+
+
+#: What w3lib's ``get_meta_refresh`` returns: ``(interval, URL)``, or ``(None, None)``.
+MetaRefresh = tuple[None, None] | tuple[float, str]
+
+
+def meta_refresh_reader(safe: Callable[..., str]) -> Callable[..., MetaRefresh]:
+    """``w3lib.html.get_meta_refresh`` (same signature) whose refresh URL goes through
+    *safe* in place of ``safe_url_string``.
+
+    *safe* is called as w3lib calls ``safe_url_string``: with the URL as the tag's
+    ``content`` holds it (entities replaced, surrounding spaces and quotes
+    stripped) and the page's encoding; w3lib joins what it returns with the base
+    URL.  Each call makes new clones: call it once, at import.
+    """
+    namespace = dict(vars(_w3lib_html))
+    for func in [*_meta_refresh_parsers(), _w3lib_html.get_meta_refresh]:
+        namespace[func.__name__] = _clone(func, {"safe_url_string": safe}, namespace)
+    reader: Callable[..., MetaRefresh] = namespace["get_meta_refresh"]
+    return reader
+
+
+def set_base_url(response: Any, url: str) -> None:
+    """Make *url* the base URL of *response* for Scrapy's readers
+    (``scrapy.utils.response.get_base_url``'s per-response cache: ``Selector``, so
+    ``FormRequest.from_response``, and ``LinkExtractor``)."""
+    _response_utils._baseurl_cache[response] = url
+
+
+def set_meta_refresh(response: Any, refresh: MetaRefresh) -> None:
+    """Make *refresh* what ``MetaRefreshMiddleware`` reads for *response*
+    (``scrapy.utils.response.get_meta_refresh``'s per-response cache)."""
+    _response_utils._metaref_cache[response] = refresh
 
 
 # ------------------------------------------- scrapy fetch: its Request() before the crawler

@@ -53,7 +53,7 @@ from w3lib.url import safe_url_string
 
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.resolve import resolve
-from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
     META_DONT_NORMALIZE,
     META_ORIGINAL,
@@ -339,6 +339,10 @@ class IRINormalizationMiddleware:
         except TypeError:  # a class whose layout forbids it: a copy
             response = response.replace(cls=cls)
         response_state(response).canon = self.canon
+        if isinstance(response, TextResponse) and b"\\" in response.body[:16384]:
+            # a <base href> with "\\": Scrapy's own readers of the base URL (forms,
+            # selectors, LinkExtractor) read it as follow() does (plugin/links.py)
+            compat.set_base_url(response, base_url(response))
         return response
 
 

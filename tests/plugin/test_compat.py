@@ -62,6 +62,7 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.crawler": {"Crawler", "CrawlerProcess"},  # docs: api.rst
     "scrapy.downloadermiddlewares.offsite": {"OffsiteMiddleware"},  # downloader-middleware.rst
     "scrapy.downloadermiddlewares.robotstxt": {"RobotsTxtMiddleware"},  # the same page
+    "scrapy.downloadermiddlewares.redirect": {"MetaRefreshMiddleware"},  # the same page
     "scrapy.robotstxt": {"RobotParser"},  # downloader-middleware.rst (autoclass, its interface)
     "scrapy.dupefilters": {"BaseDupeFilter"},  # docs: settings.rst (autoclass)
     # docs: exceptions.rst; ScrapyDeprecationWarning is that documented module's
