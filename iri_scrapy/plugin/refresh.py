@@ -29,7 +29,8 @@ w3lib already does what preprocessing does (its ``safe_url_string`` trims and
 removes tab and newline) and Scrapy's reading stands, at no extra cost.  A URL
 read this way that ``Request()`` refuses, or whose authority is empty (``\\\\``,
 ``\\\\\\x``: no host, where ``urljoin`` would keep the base's), is left to
-Scrapy's reading too.
+Scrapy's reading too, as is the refresh of a request with
+``meta["dont_normalize_iri"]`` (stock behaviour, as its ``follow()``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from scrapy.http import HtmlResponse
 
 from iri_scrapy.core.hrefs import SPECIAL_SCHEMES, preprocess_href, url_scheme
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
+from iri_scrapy.plugin.config import META_DONT_NORMALIZE
 from iri_scrapy.plugin.config import setting as iri_setting
 from iri_scrapy.plugin.links import base_url, request_refusal
 
@@ -115,6 +117,7 @@ class IRIMetaRefreshMiddleware(MetaRefreshMiddleware):
             isinstance(response, HtmlResponse)
             and not request.meta.get("dont_redirect")
             and request.method != "HEAD"
+            and not request.meta.get(META_DONT_NORMALIZE)
             and _has_backslash(response.text[0:4096])
         ):
             try:

@@ -204,6 +204,9 @@ def test_meta_refresh_middleware_keeps_scrapys_rules() -> None:
         is None
     assert _refresh(IRIMetaRefreshMiddleware, _refresh_page("..\\x.html"),
                     Request(PAGE, method="HEAD")) is None
+    as_stock = Request(PAGE, meta={"dont_normalize_iri": True})
+    assert _refresh(IRIMetaRefreshMiddleware, _refresh_page("..\\x.html"), as_stock) \
+        == "http://site.test/a/..%5Cx.html"
     assert _refresh(IRIMetaRefreshMiddleware, _refresh_page("..\\x.html"),
                     settings={"METAREFRESH_MAXDELAY": 0}) is None
     with pytest.raises(NotConfigured):
