@@ -35,6 +35,7 @@ from iri_scrapy.frontier.jobdir import (
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import IRIConfig, is_subclass_path, load_object
 from iri_scrapy.plugin.config import setting as iri_setting
+from iri_scrapy.plugin.crawl_report import IRICrawlReport
 from iri_scrapy.plugin.fingerprinter import BASE_SETTING, IRIRequestFingerprinter, chain_problem
 from iri_scrapy.plugin.idna_requests import (
     IDNA2008DownloaderMiddleware,
@@ -283,6 +284,8 @@ class Addon:
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", FrontierDownloaderMiddleware, PRIORITIES["frontier"]
             )
+        # iri_report.json in JOBDIR, IRI_REPORT_FILE (not enabled without either)
+        settings.setdefault_in_component_priority_dict("EXTENSIONS", IRICrawlReport, 500)
         if iri_setting(settings, "IRI_MEDIA_PIPELINES"):
             pipelines = settings.getdict("ITEM_PIPELINES")
             for stock_cls, our_cls in MEDIA_PIPELINES:

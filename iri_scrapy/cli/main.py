@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="RFC 3987 IRI canonicalization for crawl URLs: normalize, explain, "
-        "dedupe a frontier, check for bidi and homograph problems.",
+        "dedupe a frontier, check for bidi and homograph problems, report on a crawl.",
         epilog="Run 'iri-scrapy COMMAND --help' for the options of a command.",
         formatter_class=fmt,
     )
@@ -334,6 +334,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser(
+        "report",
+        formatter_class=fmt,
+        help="a finished crawl's report as one self-contained web page",
+        description="Render the iri_report.json that a crawl with the add-on and JOBDIR "
+        "writes into its JOBDIR when it closes (or that file itself) as the page of "
+        "'dedupe --report': the requests the dupefilter met, the duplicates it dropped by "
+        "the rung of RFC 3987 section 5.3 that decided them (and those stock Scrapy's "
+        "fingerprint would have fetched again), the hosts with most aliases, sample alias "
+        "clusters with their explain account.  One HTML file, no script, nothing fetched.  "
+        "The JSON is read as data, every field checked: a file that is not such a report "
+        "is refused in one line.",
+        epilog="exit status:\n  0  the page was written\n  2  usage error, no readable "
+        "iri_report.json, a file that is not a crawl report, or unwritable output\n",
+    )
+    p.add_argument("jobdir", metavar="JOBDIR", help="the crawl's JOBDIR, or its iri_report.json")
+    p.add_argument("-o", "--output", metavar="FILE.html", required=True,
+                   help="the page to write ('-' for stdout)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
         "frontier",
         formatter_class=fmt,
         help="repair the crash-safe frontier store of a JOBDIR",
@@ -452,6 +472,39 @@ def cmd_check(args: argparse.Namespace) -> int:
             sys.stdout.write(prefix + "ok\n")
     sys.stdout.flush()
     return EXIT_PROBLEM if problems else EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``iri-scrapy report JOBDIR -o FILE.html`` (:mod:`iri_scrapy.cli.report`)."""
+    from iri_scrapy.cli.report import crawl_report_path, render_crawl_page
+    from iri_scrapy.store.crawl_report import FILENAME, CrawlReport, ReportError
+
+    source = crawl_report_path(args.jobdir)
+    if os.path.isdir(args.jobdir) and not os.path.exists(source):
+        raise _Error(f"report: no {FILENAME} in {args.jobdir}: a crawl with the add-on "
+                     "(iri_scrapy.Addon) and this JOBDIR writes it when it closes")
+    if _same_file(source, args.output):
+        raise _Error(f"report: {args.output} is the report file")
+    try:
+        report = CrawlReport.read(source)
+    except ReportError as exc:
+        raise _Error(f"report: {source}: {exc}") from None
+    except OSError as exc:
+        raise _Error(f"cannot read {source}: {exc.strerror or exc}") from None
+    page = render_crawl_page(report, source=args.jobdir)
+    out = _open_out(args.output)
+    try:
+        out.write(page.encode("utf-8"))
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        raise _Error(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    finally:
+        _close(out)
+    _err(f"report: {report.requests:,} requests, {_plural(report.duplicates, 'duplicate')} "
+         f"dropped, {report.stock_aliases:,} of them aliases stock Scrapy would have fetched"
+         + ("" if args.output == "-" else f"; page written to {args.output}"))
+    return EXIT_OK
 
 
 def cmd_frontier_salvage(args: argparse.Namespace) -> int:

@@ -90,6 +90,8 @@ SETTINGS: dict[str, Setting] = {
     # JOBDIR
     "IRI_JOBDIR_ALLOW_RESET": Setting(
         False, "bool", "start afresh when JOBDIR was written under other options"),
+    "IRI_REPORT_FILE": Setting(
+        None, "raw", "write the crawl's report page (HTML) to this file at close"),
     "IRI_FRONTIER": Setting(True, "bool", "the crash-safe frontier scheduler with JOBDIR"),
     "IRI_FRONTIER_FSYNC": Setting(
         250, "raw", "frontier store: milliseconds between fsyncs, or 'always'"),

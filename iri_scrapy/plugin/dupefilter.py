@@ -36,6 +36,7 @@ from iri_scrapy.plugin.config import (
     rules_for,
     setting,
 )
+from iri_scrapy.plugin.crawl_report import dupefilter_closed, note_duplicate
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter, spelling
 from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
 from iri_scrapy.plugin.stamp import Stamp, as_given, stamp_of
@@ -374,6 +375,7 @@ class IRIDupeFilter(BaseDupeFilter):
                 inc(STAT_STOCK_ALIASES)
         if alias:
             self._stock_aliases += 1
+        note_duplicate(stats, request, record, stamp, first, rung, alias)
         extra = {"spider": spider} if spider is not None else None
         if self.debug:
             written = stamp.spelling if stamp is not None else spelling(request)
@@ -459,6 +461,7 @@ class IRIDupeFilter(BaseDupeFilter):
 
     def close(self, reason: str = "") -> None:
         logger.info(self.summary())
+        dupefilter_closed(self.stats, self._requests, reason)
         if self._flusher is not None and self._flusher.running:
             self._flusher.stop()
         self._flusher = None

@@ -1,0 +1,351 @@
+"""The report page: a dedupe run or a finished crawl as one self-contained web page.
+
+One HTML file with inline CSS and inline SVG, no script, no font or image to
+fetch: it opens offline in any browser and can be mailed or attached to a ticket.
+:func:`render_dedupe` (``iri-scrapy dedupe --report``) shows the totals, the URL
+lines by rung of the ladder (RFC 3987 section 5.3) as a bar chart (duplicates
+and first spellings stacked), the hosts with most duplicate spellings, sample
+alias clusters and the first refused lines, from
+:class:`iri_scrapy.store.dedupe.DedupeStats` and its bounded
+:class:`iri_scrapy.store.dedupe.Samples`.  :func:`render_crawl` (``iri-scrapy
+report JOBDIR``, ``IRI_REPORT_FILE``) shows a crawl's
+:class:`iri_scrapy.store.crawl_report.CrawlReport` with the same parts: the
+duplicates by deciding rung (those stock Scrapy would have fetched stacked
+apart), the hosts with most aliases, sample clusters.  Each cluster's spellings
+are explained against its first (:func:`iri_scrapy.core.explain.explain`).  The
+page's size does not grow with the input.  Every text from the input is
+HTML-escaped, and controls and bidi formatting characters are shown as escapes
+(RFC 3987 section 4.1), as on the terminal.  It lives in ``store/`` because the
+CLI and the plugin both render it.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from iri_scrapy.core.charclasses import BIDI_FORMATTING
+from iri_scrapy.core.errors import IRIError
+from iri_scrapy.core.explain import explain
+from iri_scrapy.core.hosts import host_to_unicode
+from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
+from iri_scrapy.core.shorten import shorten
+from iri_scrapy.store.crawl_report import DECIDED_KEYS, CrawlReport
+from iri_scrapy.store.dedupe import DedupeStats, Samples
+
+__all__ = ["render_dedupe", "render_crawl"]
+
+_ESCAPES = {cp: f"\\u{cp:04x}" for cp in map(ord, BIDI_FORMATTING)}
+_ESCAPES.update({cp: f"\\x{cp:02x}" for cp in list(range(0x20)) + list(range(0x7F, 0xA0))})
+_ESCAPES.update({cp: f"\\x{cp - 0xDC00:02x}" for cp in range(0xDC80, 0xDD00)})
+
+_DUP, _FIRST, _STOCK = "#d9534f", "#7aa6d6", "#f0b5b3"
+
+_CSS = """
+:root { --ink:#1d2430; --muted:#5b6676; --line:#dde3ea; --dup:#d9534f; --first:#7aa6d6;
+        --bg:#f6f8fa; }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+       color: var(--ink); margin: 0; background: var(--bg); }
+main { max-width: 1040px; margin: 0 auto; padding: 28px 24px 48px; }
+h1 { font-size: 24px; margin: 0 0 4px; word-break: break-all; }
+h2 { font-size: 18px; margin: 32px 0 10px; }
+.sub { color: var(--muted); margin: 0 0 20px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(150px, 1fr)); gap: 12px; }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; }
+.card .n { font-size: 26px; font-weight: 650; font-variant-numeric: tabular-nums; }
+.card .l { color: var(--muted); font-size: 13px; }
+.card.dup .n { color: var(--dup); }
+section.panel { background: #fff; border: 1px solid var(--line); border-radius: 8px;
+                padding: 14px 16px; }
+table { border-collapse: collapse; width: 100%; }
+td, th { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line);
+         vertical-align: top; }
+th { font-size: 13px; color: var(--muted); font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.bar { height: 10px; background: var(--dup); border-radius: 3px; min-width: 2px; }
+code, pre { font: 13px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+pre { background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: 8px;
+      white-space: pre-wrap; overflow-wrap: anywhere; margin: 6px 0 12px; }
+.cluster { border-top: 1px solid var(--line); padding-top: 10px; margin-top: 10px; }
+.cluster:first-of-type { border-top: 0; margin-top: 0; }
+.key { font-weight: 600; word-break: break-all; }
+ul.spellings { margin: 4px 0 6px; padding-left: 20px; word-break: break-all; }
+.legend span { display: inline-block; width: 12px; height: 12px; border-radius: 2px;
+               vertical-align: -1px; margin: 0 4px 0 12px; }
+.note { color: var(--muted); font-size: 13px; }
+footer { color: var(--muted); font-size: 12px; margin-top: 36px; }
+"""
+
+#: Chart labels of the dupefilter's deciding rungs that are not ladder rungs.
+_OTHER_LABELS = {
+    "fragment": ("5.1", "only the fragment differed"),
+    "heuristics": ("", "query heuristics (not RFC)"),
+}
+
+
+def _text(value: str) -> str:
+    """*value* for the page: controls, bidi formatting and undecodable bytes as escapes,
+    then HTML-escaped."""
+    shown = value.translate(_ESCAPES).encode("utf-8", "backslashreplace").decode("utf-8")
+    return html.escape(shown, quote=True)
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / max(whole, 1):.1%}"
+
+
+def _cards(cards: Sequence[tuple[str, int, str, bool]]) -> str:
+    """``(id, number, label, highlighted)`` as a row of cards."""
+    return "<div class='cards'>" + "".join(
+        f"<div class='card{' dup' if hot else ''}' id='total-{key}'><div class='n'>{n:,}</div>"
+        f"<div class='l'>{label}</div></div>" for key, n, label, hot in cards) + "</div>"
+
+
+def _chart(rows: Sequence[tuple[str, str, Sequence[int]]], series: Sequence[tuple[str, str]],
+           aria: str) -> str:
+    """A horizontal stacked bar chart (inline SVG): ``(id, label, values)`` per row, one
+    value per ``(colour, what)`` of *series*."""
+    top = max([sum(values) for _, _, values in rows] + [1])
+    label_w, bar_w, row_h = 330, 520, 30
+    height = row_h * len(rows) + 10
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' role='img' width='100%' "
+           f"viewBox='0 0 {label_w + bar_w + 110} {height}' aria-label='{html.escape(aria)}'>"]
+    for i, (key, label, values) in enumerate(rows):
+        y = 5 + i * row_h
+        x = float(label_w)
+        bars = []
+        for (colour, what), n in zip(series, values, strict=True):
+            w = bar_w * n / top
+            bars.append(f"<rect x='{x:.1f}' y='{y + 5}' width='{w:.1f}' height='18' rx='2' "
+                        f"fill='{colour}'><title>{n:,} {html.escape(what)}</title></rect>")
+            x += w
+        figures = " + ".join(f"{n:,}" for n in values)
+        out.append(
+            f"<g id='rung-{html.escape(key)}'><text x='0' y='{y + 19}' font-size='14' "
+            f"fill='#1d2430'>{html.escape(label)}</text>{''.join(bars)}"
+            f"<text x='{x + 8:.1f}' y='{y + 19}' font-size='13' "
+            f"fill='#5b6676'>{figures}</text></g>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _legend(series: Sequence[tuple[str, str]]) -> str:
+    return "<span class='legend'>" + "".join(
+        f"<span style='background:{colour}'></span>{html.escape(what)}"
+        for colour, what in series) + "</span>"
+
+
+def _hosts(rows: Sequence[tuple[str, Sequence[int]]], columns: Sequence[str], pruned: bool,
+           none: str) -> str:
+    """The hosts table: ``(host, counts)`` rows, the first count drawn as a bar."""
+    if not rows:
+        return f"<p class='note'>{none}</p>"
+    most = max(rows[0][1][0], 1)
+    out = []
+    for host, counts in rows:
+        shown = host_to_unicode(host) if host else "(no host)"
+        label = _text(shown) + (f" <span class='note'>({_text(host)})</span>"
+                                if shown != host else "")
+        nums = "".join(f"<td class='num'>{n:,}</td>" for n in counts)
+        out.append(f"<tr><td>{label}</td>{nums}<td style='width:45%'>"
+                   f"<div class='bar' style='width:{100 * counts[0] / most:.1f}%'></div></td>"
+                   "</tr>")
+    note = ("<p class='note'>Past the first 4,096 hosts the smallest counters were dropped: "
+            "the counts are lower bounds.</p>" if pruned else "")
+    heads = "".join(f"<th class='num'>{c}</th>" for c in columns)
+    return (f"<table id='hosts'><tr><th>host</th>{heads}<th></th></tr>" + "".join(out)
+            + "</table>" + note)
+
+
+def _clusters(clusters: Sequence[tuple[str, Sequence[str], Sequence[str]]], level: str,
+              keep_fragment: bool, nfc: bool) -> str:
+    """``(key, spellings, notes)`` per cluster: the spellings (first first, each with its
+    note) and each later one explained against the first."""
+    if not clusters:
+        return "<p class='note'>No alias cluster sampled.</p>"
+    out = []
+    for key, spellings, notes in clusters:
+        first = spellings[0]
+        items = "".join(f"<li><code>{_text(shorten(s))}</code>"
+                        + (f" <span class='note'>({_text(n)})</span>" if n else "") + "</li>"
+                        for s, n in zip(spellings, notes, strict=True))
+        accounts = []
+        for other in spellings[1:]:
+            try:
+                account = str(explain(first, other, level, keep_fragment=keep_fragment,
+                                      nfc=nfc))
+            except IRIError as exc:
+                account = f"(no account: {exc})"
+            accounts.append("<pre>" + "\n".join(_text(line) for line in account.split("\n"))
+                            + "</pre>")
+        try:
+            readable = normalize(key, form="iri")
+        except IRIError:
+            readable = key
+        also = (f" <span class='note'>{_text(shorten(readable))}</span>"
+                if readable != key else "")
+        out.append(f"<div class='cluster'><div class='key'>{_text(shorten(key))}{also}</div>"
+                   f"<ul class='spellings'>{items}</ul>{''.join(accounts)}</div>")
+    return "".join(out)
+
+
+def _rejects(stats: DedupeStats) -> str:
+    if not stats.unparseable:
+        return ""
+    rows = "".join(f"<tr><td class='num'>{r.line:,}</td><td>{_text(shorten(r.error))}</td></tr>"
+                   for r in stats.rejects)
+    return (f"<h2>Refused lines</h2><section class='panel'><p class='note'>The first "
+            f"{len(stats.rejects):,} of {_plural(stats.unparseable, 'refused line')}; "
+            "positions are 0-based character indices in the line.</p>"
+            f"<table id='rejects'><tr><th class='num'>line</th><th>why</th></tr>{rows}"
+            "</table></section>")
+
+
+def _fragments(keep_fragment: bool) -> str:
+    return "kept" if keep_fragment else "dropped (retrieval key, RFC 3987 section 5.1)"
+
+
+def _page(title: str, sections: Sequence[str], version: str | None) -> str:
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    by = f"iri-scrapy {html.escape(version)}" if version else "iri-scrapy"
+    body = "".join(sections) + (f"<footer>{by}, {when}. One self-contained file: no script, "
+                                "nothing fetched.</footer>")
+    return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>{_text(title)}</title><style>{_CSS}</style></head>"
+            f"<body><main>{body}</main></body></html>\n")
+
+
+def render_dedupe(
+    stats: DedupeStats,
+    samples: Samples,
+    *,
+    source: str,
+    level: str,
+    keep_fragment: bool,
+    nfc: bool,
+    rungs: Sequence[Rung],
+    elapsed: float,
+    version: str | None = None,
+) -> str:
+    """The report page of a dedupe run, as one HTML document."""
+    cards = [
+        ("lines", stats.lines, "lines read", False),
+        ("unique", stats.unique, "unique resources", False),
+        ("duplicates", stats.duplicates,
+         f"duplicates ({_share(stats.duplicates, stats.unique + stats.duplicates)} of the URLs)",
+         True),
+        ("blank", stats.blank, "blank lines", False),
+        ("unparseable", stats.unparseable, "refused lines", False),
+    ]
+    series = [(_DUP, "duplicates"), (_FIRST, "first spellings")]
+    rows = [(r.key, f"{r.section} " + ("simple: already canonical" if r is Rung.SIMPLE
+                                       else r.title),
+             (stats.by_rung[r.key], stats.first_by_rung[r.key])) for r in rungs]
+    clusters = [(key, spellings, ["first"] + [""] * (len(spellings) - 1))
+                for key, spellings in samples.clusters.items()]
+    title = f"Dedupe report: {source}"
+    return _page(title, [
+        f"<h1>{_text(title)}</h1>",
+        f"<p class='sub'>level {html.escape(level)}, fragments {_fragments(keep_fragment)}, "
+        f"nfc {'on' if nfc else 'off'}; {elapsed:.1f} s</p>",
+        _cards(cards),
+        "<h2>URL lines by rung of the ladder</h2><section class='panel'>"
+        "<p class='note'>Each URL line counts under every rung (RFC 3987 section 5.3) that "
+        "changed its spelling on the way to its canonical key, under <em>simple</em> if "
+        "none did: from the key alone, whichever spelling came first."
+        + _legend(series) + "</p>"
+        + _chart(rows, series, "URL lines by rung of the ladder") + "</section>",
+        "<h2>Hosts with most aliases</h2><section class='panel'>"
+        + _hosts([(h, (n,)) for h, n in samples.top_hosts()], ["duplicate spellings"],
+                 samples.hosts_pruned, "No duplicates.") + "</section>",
+        f"<h2>Sample alias clusters</h2><section class='panel'><p class='note'>Up to "
+        f"{len(samples.clusters) or 'a few'} resources met under several spellings (found "
+        "among recent first spellings), each spelling explained against the first.</p>"
+        + _clusters(clusters, level, keep_fragment, nfc) + "</section>",
+        _rejects(stats),
+    ], version)
+
+
+def _decided_rows(report: CrawlReport) -> list[tuple[str, str, tuple[int, int]]]:
+    """The chart's rows: the ladder's rungs up to the crawl's level, then ``fragment``
+    (when fragments are dropped), then any other rung the file counts."""
+    try:
+        rungs = NormalizeOptions(Level.coerce(report.level), nfc=report.nfc).rungs
+    except ValueError:
+        rungs = ()
+    keys = ["simple", *(r.key for r in rungs)]
+    if not report.keep_fragment:
+        keys.append("fragment")
+    keys += [k for k in DECIDED_KEYS if k not in keys and report.decided_by.get(k)]
+    keys += sorted(k for k in report.decided_by if k not in keys)
+    titles = {r.key: (r.section, r.title) for r in Rung}
+    titles["simple"] = ("5.3.1", "simple: the same spelling again")
+    titles.update(_OTHER_LABELS)
+    rows = []
+    for key in keys:
+        section, title = titles.get(key, ("", key))
+        total, stock = report.decided_by.get(key, 0), report.stock_by.get(key, 0)
+        rows.append((key, f"{section} {title}".strip(), (stock, total - stock)))
+    return rows
+
+
+def render_crawl(report: CrawlReport, *, source: str, version: str | None = None) -> str:
+    """The report page of a finished crawl (``iri_report.json``), as one HTML document."""
+    stats = report.crawl_stats
+    dups = report.duplicates
+    cards = [
+        ("requests", report.requests, "requests met by the dupefilter", False),
+        ("duplicates", dups, f"duplicates dropped ({_share(dups, report.requests)})", False),
+        ("stock_aliases", report.stock_aliases,
+         "aliases stock Scrapy would have fetched again", True),
+        ("responses", stats.get("downloader/response_count", 0), "responses", False),
+        ("items", stats.get("item_scraped_count", 0), "items scraped", False),
+    ]
+    series = [(_DUP, "stock Scrapy would have fetched them"),
+              (_STOCK, "stock Scrapy drops them too")]
+    clusters = []
+    for cluster in report.clusters.values():
+        spellings = [cluster.first] + [a.spelling for a in cluster.aliases]
+        first_note = "first spelling" if cluster.first_known else "canonical key"
+        notes = [first_note] + [
+            f"decided by {a.decided_by}" + ("; stock Scrapy would fetch it" if a.stock_alias
+                                           else "") for a in cluster.aliases]
+        clusters.append((cluster.key, spellings, notes))
+    how = f"finish reason {report.finish_reason or 'unknown'}"
+    if report.elapsed_seconds:
+        how += f", {report.elapsed_seconds:,.1f} s"
+    if report.finished:
+        how += f", closed {report.finished}"
+    title = f"Crawl report: {report.spider or 'spider'}"
+    protocol = (" At level protocol the accounts below use no learned rules (the crawl's "
+                "are not kept): a spelling the rules merged shows as not equivalent."
+                if report.level == "protocol" else "")
+    return _page(title, [
+        f"<h1>{_text(title)}</h1>",
+        f"<p class='sub'>{_text(source)}: {_text(how)}; level {_text(report.level)}, "
+        f"fragments {_fragments(report.keep_fragment)}, nfc {'on' if report.nfc else 'off'}"
+        "</p>",
+        _cards(cards),
+        "<h2>Duplicates by deciding rung</h2><section class='panel'>"
+        "<p class='note'>Each request the dupefilter dropped counts once, under the rung "
+        "(RFC 3987 section 5.3) that made it equal to the first spelling of its resource "
+        "(<code>iri/dupefilter/decided_by/&lt;rung&gt;</code>); <em>simple</em>: the same "
+        "spelling again, a repeated link." + _legend(series) + "</p>"
+        + _chart(_decided_rows(report), series, "Duplicates by deciding rung") + "</section>",
+        "<h2>Hosts with most aliases</h2><section class='panel'>"
+        + _hosts([(h, (a, s)) for h, a, s in report.top_hosts()],
+                 ["aliases", "stock Scrapy would fetch"], report.hosts_pruned,
+                 "No alias: every duplicate was the same spelling again.") + "</section>",
+        f"<h2>Sample alias clusters</h2><section class='panel'><p class='note'>Up to "
+        f"{len(clusters) or 'a few'} resources met under several spellings, each later "
+        "spelling explained against the first (a first spelling that was already canonical "
+        f"is not kept: its key stands for it).{protocol}</p>"
+        + _clusters(clusters, report.level, report.keep_fragment, report.nfc) + "</section>",
+    ], version)
