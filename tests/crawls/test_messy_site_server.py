@@ -184,6 +184,12 @@ def test_shop(messy: MessySite) -> None:
     by_price = _text(messy, "http://shop.messy.test/shop/list?page=2&sort=price")
     by_name = _text(messy, "http://shop.messy.test/shop/list?sort=name&page=2")
     assert len({visible_text(lists[0]), by_price, by_name}) == 3
+    _, headers, body = messy.get("http://shop.messy.test/shop/item?id=12&sid=abc&ref=list2")
+    assert headers["Link"] == '<http://shop.messy.test/shop/item?id=12>; rel="canonical"'
+    assert not _CANONICAL.findall(body)
+    _, headers, _ = messy.get("http://shop.messy.test/shop/item?id=12&color=red")
+    assert headers["Link"] == \
+        '<http://shop.messy.test/shop/item?id=12&color=red>; rel="canonical"'
     item = _text(messy, "http://shop.messy.test/shop/item?id=12")
     assert _text(messy, "http://shop.messy.test/shop/item?id=12&sid=abc&ref=list2") == item
     assert len({item, *(_text(messy, f"http://shop.messy.test/shop/item?id=12&color={c}")
@@ -222,6 +228,8 @@ def test_wrong_mode_every_rule_is_wrong(wrong: MessySite) -> None:
     assert (status, headers["Location"]) == (301, "http://news.wrong.test/a/2/")
     robots = wrong.get("http://store.wrong.test/robots.txt")[2]
     assert b"Clean-param: sid&ref /" in robots
+    _, headers, _ = wrong.get("http://store.wrong.test/item?id=3&sid=eu")
+    assert headers["Link"] == '<http://store.wrong.test/>; rel="canonical"'
     assert len({_text(wrong, "http://store.wrong.test/item?id=3" + q)
                 for q in ("", "&sid=eu", "&ref=partner")}) == 3
     assert wrong.hits()["news.wrong.test/a/8/?sid=2"] == 2

@@ -32,7 +32,8 @@ Two modes (:class:`MessySite` ``mode=``):
     listings ``/shop/list?page=P`` (P 1..3) and ``&sort=price`` / ``&sort=name``
     (distinct resources); items ``/shop/item?id=N`` (N 1..30) linked from listings
     as ``&sid=<random>&ref=listP`` (aliases) and ``&color=red`` / ``&color=blue``
-    (distinct resources);
+    (distinct resources); an item page names its resource in an HTTP header
+    ``Link: <http://shop.messy.test/shop/item?id=N[&color=C]>; rel="canonical"``;
   * ``events.messy.test``: ``/cal/2026/MM/`` (12 months, each links the next);
     December links a relative ``next/`` whose pages ``/cal/2026/12/next/next/...``
     all serve one "no more events" resource (``404`` beyond
@@ -44,7 +45,8 @@ Two modes (:class:`MessySite` ``mode=``):
   ``sid``, ``utm_source`` change the body, ``/index.php/a/N/`` differs from
   ``/a/N/``, ``/a/N`` (a summary) differs from ``/a/N/`` -- except for N <= 3,
   where ``/a/N`` answers ``301`` to ``/a/N/`` (three confirmations of a host-wide
-  trailing-slash rule that is wrong); every canonical points to ``/``; robots.txt
+  trailing-slash rule that is wrong); every canonical points to ``/`` (the store's
+  items say it in a ``Link`` header too); robots.txt
   ``Clean-param`` lists parameters that change the body.  Every distinct URL is its
   own resource (its id is the URL: host, path, sorted query).
 
@@ -53,11 +55,17 @@ start URLs by following ``<a href>`` links and redirects, computed on the model,
 not by crawling), :meth:`MessySite.hits`, :meth:`MessySite.missed`, ... ;
 :func:`visible_text` is the page text with the noise removed.
 
+Standalone, to look at it with a browser or curl:
+``python -m tests.support.messy_site --mode messy`` prints the proxy URL
+(``curl -x http://127.0.0.1:PORT http://blog.messy.test/``).
+
 Like the rest of :mod:`tests.support`, nothing here imports the IRI core.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import html
 import http.client
 import re
@@ -65,7 +73,7 @@ import secrets
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -148,6 +156,8 @@ class Page:
     canonical: str | None = None
     amp: bool = False
     """Rendered with the AMP template (other markup, the same visible text)."""
+    link_canonical: str | None = None
+    """Sent as an HTTP header ``Link: <...>; rel="canonical"`` (RFC 8288, RFC 6596)."""
 
 
 @dataclass(frozen=True)
@@ -350,7 +360,8 @@ def _shop(path: str, query: str | None, token: Token) -> Answer:
                     (f"{_name(n)} costs {_price(n)} EUR.", f"Colour: {color or 'standard'}."),
                     (Link("/", "Shop home"), Link(f"/shop/item?id={n}", "Standard colour"),
                      *(Link(f"/shop/item?id={n}&color={c}", f"In {c}") for c in COLORS),
-                     Link(f"/shop/list?page={listing}", "Back to the catalogue")))
+                     Link(f"/shop/list?page={listing}", "Back to the catalogue")),
+                    link_canonical=f"http://{resource}")  # the header names the resource
     return None
 
 
@@ -477,7 +488,7 @@ def _store(path: str, query: str | None) -> Answer:
                for k, v in STORE_VARIANTS.items()))
     return Page(resource, "Wrong Store", f"Item {n} ({variant})",
                 (f"Item {n} costs {_price(n) + len(variant)} units for {variant}.",), links,
-                canonical=canonical)
+                canonical=canonical, link_canonical=canonical)
 
 
 _ROBOTS = {
@@ -659,6 +670,8 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(result, Page):
             status, body, ctype = 200, render(result), "text/html; charset=utf-8"
             resource: str | None = result.resource
+            if result.link_canonical is not None:
+                headers.append(("Link", f'<{result.link_canonical}>; rel="canonical"'))
         elif isinstance(result, _Text):
             status, body, ctype = 200, result.body.encode(), f"{result.ctype}; charset=utf-8"
             resource = result.resource
@@ -858,3 +871,18 @@ class MessySite:
             stop_serving(self._httpd, self._thread)
             self._httpd = None
             self._thread = None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve the messy site until interrupted; print its proxy URL and start URLs first."""
+    parser = argparse.ArgumentParser(description="Serve the messy site of issue 23.")
+    parser.add_argument("--mode", choices=MODES, default="messy")
+    args = parser.parse_args(argv)
+    with MessySite(args.mode) as site, contextlib.suppress(KeyboardInterrupt):
+        print(site.proxy_url, *site.start_urls, flush=True)
+        threading.Event().wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
