@@ -1,0 +1,513 @@
+"""Evidence for the protocol rung (RFC 3987 section 5.3.4): vectors keyed by source.
+
+``Clean-param`` from Yandex's robots.txt documentation; ``rel=canonical`` in an HTML
+head (RFC 6596, the HTML Standard's tree construction) and in ``Link`` headers
+(RFC 8288 section 3 and appendix B); the content digest's noise (what it masks and
+what it must never mask); ``www.`` hosts.  Properties: no parser raises on any text,
+the digest is stable under inserted timestamps and tokens and changes with a short
+number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from iri_scrapy.core.evidence import (
+    EMPTY_DIGEST,
+    HTML_SCAN_LIMIT,
+    MAX_CLEAN_PARAM_RULE,
+    CleanParam,
+    canonical_from_html,
+    canonical_from_link_headers,
+    canonical_links_from_html,
+    content_digest,
+    content_text,
+    host_prefixed_www,
+    parse_clean_param,
+)
+
+
+def cp(params: str, prefix: str = "/") -> CleanParam:
+    return CleanParam(frozenset(params.split("&")), prefix)
+
+
+# --------------------------------------------------------------------------- Clean-param
+
+# (id, robots.txt, the rules parsed)
+CLEAN_PARAM: dict[str, list[tuple[str, str, list[CleanParam]]]] = {
+    # https://yandex.com/support/webmaster/controlling-robot/robots-txt.html#clean-param
+    "yandex-doc": [
+        ("get_book", "User-agent: Yandex\nDisallow:\nClean-param: ref /some_dir/get_book.pl\n",
+         [cp("ref", "/some_dir/get_book.pl")]),
+        ("showthread", "User-agent: Yandex\nDisallow:\nClean-param: s /forum/showthread.php\n",
+         [cp("s", "/forum/showthread.php")]),
+        ("sid-index", "User-agent: Yandex\nDisallow:\nClean-param: sid /index.php\n",
+         [cp("sid", "/index.php")]),
+        ("several-params-wildcard", "User-agent: Yandex\nDisallow:\nClean-param: s&ref /forum*/showthread.php\n",
+         [cp("s&ref", "/forum*/showthread.php")]),
+        ("one-param-two-scripts", "User-agent: Yandex\nDisallow:\n"
+         "Clean-param: s /forum/index.php\nClean-param: s /forum/showthread.php\n",
+         [cp("s", "/forum/index.php"), cp("s", "/forum/showthread.php")]),
+        ("no-path", "Clean-param: utm_source&utm_medium&utm_campaign\n",
+         [cp("utm_source&utm_medium&utm_campaign")]),
+        ("regex-prefix", "Clean-Param: sid&sort /forum/*.php\n", [cp("sid&sort", "/forum/*.php")]),
+    ],
+    "syntax": [
+        ("anywhere-in-the-file", "Clean-param: a\nUser-agent: Googlebot\nDisallow: /x\n"
+         "Clean-param: b /p\nUser-agent: *\nClean-param: c\n", [cp("a"), cp("b", "/p"), cp("c")]),
+        ("name-case-insensitive", "CLEAN-PARAM: a\nclean-param: b\ncLeAn-PaRaM: c\n",
+         [cp("a"), cp("b"), cp("c")]),
+        ("params-case-sensitive", "Clean-param: SID&sid\n", [cp("SID&sid")]),
+        ("comment-stripped", "Clean-param: ref /a # tracking\nClean-param: x#y /b\n",
+         [cp("ref", "/a"), cp("x")]),
+        ("blanks", "  Clean-param :\tref   /a  \n", [cp("ref", "/a")]),
+        ("crlf-and-cr", "Clean-param: a\r\nClean-param: b\rClean-param: c", [cp("a"), cp("b"), cp("c")]),
+        ("empty-names-dropped", "Clean-param: &a&&b& /x\n", [cp("a&b", "/x")]),
+        ("duplicates-once", "Clean-param: a /x\nClean-param: a /x\n", [cp("a", "/x")]),
+        ("star-prefix", "Clean-param: a *\n", [cp("a", "*")]),
+        ("utf8-bom", "\ufeffClean-param: a\n", [cp("a")]),
+        ("utf8-bom-read-as-latin-1", "\xef\xbb\xbfClean-param: a\n", [cp("a")]),
+        ("latin-1-bytes-in-name", "Clean-param: caf\xe9 /x\n", [cp("caf\xe9", "/x")]),
+    ],
+    "malformed": [
+        ("no-params", "Clean-param:\nClean-param:   \nClean-param: & /x\n", []),
+        ("three-fields", "Clean-param: a /x /y\n", []),
+        ("path-not-a-path", "Clean-param: a x/y\n", []),
+        ("name-with-equals", "Clean-param: a=1 /x\n", []),
+        ("name-with-question-mark", "Clean-param: ?a /x\n", []),
+        ("other-directive", "Clean-params: a\nCleanparam: a\nClean param: a\nX-Clean-param: a\n", []),
+        ("no-colon", "Clean-param a /x\n", []),
+        ("commented-out", "# Clean-param: a\n", []),
+        ("binary", "\x00\xff\xfe<html>\x89PNG\r\n", []),
+    ],
+    "limit": [
+        ("500-kept", "Clean-param: " + "p" * (MAX_CLEAN_PARAM_RULE - 13) + "\n",
+         [cp("p" * (MAX_CLEAN_PARAM_RULE - 13))]),
+        ("501-ignored", "Clean-param: " + "p" * (MAX_CLEAN_PARAM_RULE - 12) + "\nClean-param: b\n",
+         [cp("b")]),
+        ("comment-not-counted", "Clean-param: a /x #" + "c" * 600 + "\n", [cp("a", "/x")]),
+    ],
+}
+
+
+@pytest.mark.parametrize(("robots", "expected"), [
+    pytest.param(robots, expected, id=f"{source}/{name}")
+    for source, rows in CLEAN_PARAM.items() for name, robots, expected in rows])
+def test_clean_param(robots: str, expected: list[CleanParam]) -> None:
+    assert parse_clean_param(robots) == expected
+
+
+# (prefix, path, in scope)
+MATCHES = [
+    ("/", "/anything", True),
+    ("/", "/", True),
+    ("", "/x", True),
+    ("/forum/showthread.php", "/forum/showthread.php", True),
+    ("/forum/showthread.php", "/forum/showthread.php5", True),  # a prefix (* implied at the end)
+    ("/forum/showthread.php", "/forum/index.php", False),
+    ("/forum/showthread.php", "/Forum/showthread.php", False),  # paths are case-sensitive
+    ("/forum*/showthread.php", "/forum_old/showthread.php", True),
+    ("/forum*/showthread.php", "/forum/showthread.php", True),
+    ("/forum*/showthread.php", "/forums/x/showthread.php", True),
+    ("/forum*/showthread.php", "/forum_old/index.php", False),
+    ("/forum*/showthread.php", "/other/forum/showthread.php", False),  # anchored at the start
+    ("/forum/*.php", "/forum/a.php", True),
+    ("/forum/*.php", "/forum/a.html", False),
+    ("*", "/x", True),
+    ("*/print", "/a/b/print", True),
+    ("/a.b", "/aXb", False),  # "." is a literal dot
+    ("/a$", "/a", False),  # "$" is literal: not in Yandex's allowed set, no end anchor
+    ("/a$", "/a$b", True),
+]
+
+
+@pytest.mark.parametrize(("prefix", "path", "expected"), MATCHES)
+def test_clean_param_matches(prefix: str, path: str, expected: bool) -> None:
+    assert CleanParam(frozenset({"s"}), prefix).matches(path) is expected
+
+
+def test_clean_param_rule_is_frozen_and_hashable() -> None:
+    rule = parse_clean_param("Clean-param: s&ref /forum\n")[0]
+    assert rule == cp("ref&s", "/forum") and hash(rule) == hash(cp("s&ref", "/forum"))
+    with pytest.raises(AttributeError):
+        rule.prefix = "/"  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- rel=canonical in HTML
+
+HEAD = "<!DOCTYPE html><html><head><meta charset=utf-8><title>T</title>"
+
+# (id, document, the href of the first canonical link in its head)
+CANONICAL_HTML: dict[str, list[tuple[str, str, str | None]]] = {
+    "RFC 6596 section 3": [
+        ("in-head", HEAD + '<link rel="canonical" href="https://a.test/x"></head><body>b</body>',
+         "https://a.test/x"),
+        ("relative", HEAD + '<link rel="canonical" href="/x?b=1"></head>', "/x?b=1"),
+        ("none", HEAD + '<link rel="stylesheet" href="/s.css"></head><body>', None),
+        ("first-of-several", HEAD + '<link rel=canonical href=/a><link rel=canonical href=/b>', "/a"),
+    ],
+    "HTML 4.2.4 rel tokens": [
+        ("uppercase", HEAD + '<LINK REL="CANONICAL" HREF="/x">', "/x"),
+        ("mixed-case-token", HEAD + '<link rel="Canonical" href="/x">', "/x"),
+        ("token-list", HEAD + '<link rel="alternate canonical" href="/x">', "/x"),
+        ("token-list-tabs", HEAD + '<link rel="\tfoo\ncanonical  bar " href="/x">', "/x"),
+        ("not-a-substring", HEAD + '<link rel="canonicalish" href="/x"><link rel="non-canonical" href="/y">', None),
+        ("rel-from-reference", HEAD + '<link rel="&#99;anonical" href="/x">', "/x"),
+        ("no-rel", HEAD + '<link href="/x" title=canonical>', None),
+    ],
+    "HTML 13.1.2.3 attribute values": [
+        ("single-quoted", HEAD + "<link rel='canonical' href='/x y'>", "/x y"),
+        ("unquoted", HEAD + "<link rel=canonical href=/x?a=1>", "/x?a=1"),
+        ("entity-in-href", HEAD + '<link rel="canonical" href="/x?a=1&amp;b=2&#x26;c=3">', "/x?a=1&b=2&c=3"),
+        ("named-entity-no-semicolon", HEAD + '<link rel="canonical" href="/x?a=1&amp;copy=2">', "/x?a=1&copy=2"),
+        ("href-blanks-stripped", HEAD + '<link rel="canonical" href="  /x \n">', "/x"),
+        ("first-of-repeated-attributes", HEAD + '<link rel=canonical href=/a href=/b>', "/a"),
+        ("first-rel-counts", HEAD + '<link rel=stylesheet rel=canonical href=/a>', None),
+        ("empty-href-skipped", HEAD + '<link rel=canonical href=""><link rel=canonical href=/b>', "/b"),
+        ("missing-href-skipped", HEAD + '<link rel=canonical><link rel=canonical href=/b>', "/b"),
+        ("xhtml-self-closing", HEAD + '<link rel="canonical" href="/x" />', "/x"),
+        ("attribute-order", HEAD + '<link href="/x" hreflang=en rel="canonical">', "/x"),
+    ],
+    "HTML 13.2.6 tree construction: the head ends": [
+        ("in-body", HEAD + '</head><body><link rel="canonical" href="/x"></body>', None),
+        ("after-body-start-tag", "<html><body><p>x</p><link rel=canonical href=/x>", None),
+        ("implicit-body-div", HEAD + '<div>ad</div><link rel="canonical" href="/x">', None),
+        ("implicit-body-text", HEAD + 'stray text<link rel="canonical" href="/x">', None),
+        ("implicit-body-img", HEAD + '<img src=/p.gif><link rel="canonical" href="/x">', None),
+        ("after-head-before-body", HEAD + '</head>\n<link rel="canonical" href="/x"><body>', "/x"),
+        ("no-head-tags", '<link rel="canonical" href="/x"><p>text', "/x"),
+        ("before-html", '<!DOCTYPE html>\n<link rel="canonical" href="/x"><html>', "/x"),
+        ("body-in-comment", HEAD + '<!-- <body> --><link rel="canonical" href="/x">', "/x"),
+        ("body-in-script", HEAD + '<script>document.write("<body>")</script><link rel=canonical href=/x>', "/x"),
+        ("whitespace-is-no-body", HEAD + '\n \t\r\n<link rel=canonical href=/x>', "/x"),
+        ("meta-and-base-stay", HEAD + '<base href=/b/><meta name=x content=y><link rel=canonical href=/x>', "/x"),
+    ],
+    "ignored containers": [
+        ("in-comment", HEAD + '<!-- <link rel="canonical" href="/x"> --></head>', None),
+        ("in-comment-then-real", HEAD + '<!--<link rel=canonical href=/a>--><link rel=canonical href=/b>', "/b"),
+        ("in-script", HEAD + '<script>var s = \'<link rel="canonical" href="/x">\';</script></head>', None),
+        ("in-style", HEAD + '<style>/* <link rel="canonical" href="/x"> */</style></head>', None),
+        ("in-noscript", HEAD + '<noscript><link rel="canonical" href="/x"></noscript></head>', None),
+        ("in-template", HEAD + '<template><link rel="canonical" href="/x"></template></head>', None),
+        ("after-noscript", HEAD + '<noscript><img src=/px></noscript><link rel=canonical href=/x>', "/x"),
+        ("noscript-text-not-body", HEAD + '<noscript>Enable JS</noscript><link rel=canonical href=/x>', "/x"),
+    ],
+    "broken HTML": [
+        ("unclosed-head", '<html><head><link rel=canonical href=/x', None),  # an unfinished tag
+        ("unclosed-comment", HEAD + '<!-- <link rel=canonical href=/x>', None),
+        ("unclosed-script", HEAD + '<script><link rel=canonical href=/x>', None),
+        ("garbage-before", '\x00\x01<<>><html><head><link rel=canonical href=/x>', None),
+        ("bogus-markup-decl", HEAD + '<![if x]><link rel=canonical href=/x>', "/x"),
+        ("empty", "", None),
+    ],
+}
+
+
+@pytest.mark.parametrize(("document", "expected"), [
+    pytest.param(document, expected, id=f"{source}/{name}")
+    for source, rows in CANONICAL_HTML.items() for name, document, expected in rows])
+def test_canonical_from_html(document: str, expected: str | None) -> None:
+    assert canonical_from_html(document) == expected
+
+
+def test_canonical_links_from_html_lists_conflicting_ones() -> None:
+    document = HEAD + "<link rel=canonical href=/a><link rel=canonical href=/b></head><body>"
+    assert canonical_links_from_html(document) == ["/a", "/b"]
+
+
+def test_canonical_from_html_reads_64_kib_only() -> None:
+    filler = "<meta name=x content=y>" * (HTML_SCAN_LIMIT // 23 + 1)
+    assert canonical_from_html(HEAD + filler + "<link rel=canonical href=/x>") is None
+    kept = filler[:(HTML_SCAN_LIMIT - 200) // 23 * 23]  # whole tags, the link within 64 KiB
+    assert canonical_from_html(HEAD + kept + "<link rel=canonical href=/x>") == "/x"
+
+
+# --------------------------------------------------------------------------- Link headers
+
+# (id, Link header values, the first canonical target)
+CANONICAL_LINK: dict[str, list[tuple[str, list[str], str | None]]] = {
+    "RFC 6596 section 3": [
+        ("example", ['<http://www.example.com/page.php?item=purse>; rel="canonical"'],
+         "http://www.example.com/page.php?item=purse"),
+    ],
+    "RFC 8288 section 3": [
+        ("unquoted-rel", ["</x>; rel=canonical"], "/x"),
+        ("uppercase-rel-and-name", ["</x>; REL=CANONICAL"], "/x"),
+        ("rel-list", ['</x>; rel="alternate canonical"'], "/x"),
+        ("params-any-order", ['</x>; title="T"; type="text/html"; rel="canonical"; hreflang=en'], "/x"),
+        ("blanks", ['  </x>  ;  rel  =  "canonical"  '], "/x"),
+        ("several-in-one-value", ['</a>; rel="next", </b>; rel="canonical", </c>; rel=canonical'], "/b"),
+        ("several-values", ['</a>; rel=next', '</b>; rel=prev, </c>; rel="canonical"'], "/c"),
+        ("comma-in-quoted-title", ['</a>; title="a, </b>; rel=canonical"; rel=next, </c>; rel=canonical'], "/c"),
+        ("comma-in-uri", ['</a,b>; rel=canonical'], "/a,b"),
+        ("semicolon-in-uri", ['</a;b>; rel=canonical'], "/a;b"),
+        ("escaped-quote", [r'</a>; title="x\"; rel=canonical"; rel=next, </b>; rel=canonical'], "/b"),
+        ("first-rel-only", ['</a>; rel=next; rel=canonical, </b>; rel=canonical'], "/b"),  # 3.3
+        ("rel-star-is-not-rel", ["</a>; rel*=UTF-8''canonical, </b>; rel=canonical"], "/b"),
+        ("anchor-kept-raw", ['<https://a.test/x>; rel=canonical; anchor="#frag"'], "https://a.test/x"),
+        ("no-canonical", ['</a>; rel=next, </b>; rel="prev"'], None),
+        ("not-a-substring", ['</a>; rel=canonicalx, </b>; rel="non-canonical"'], None),
+        ("param-without-value", ['</a>; crossorigin; rel=canonical'], "/a"),
+    ],
+    "malformed": [
+        ("no-angle", ['/x; rel=canonical'], None),
+        ("unclosed-angle", ['</x; rel=canonical'], None),
+        ("garbage-stops-the-value", ['</a>; rel=next, garbage, </b>; rel=canonical'], None),
+        ("garbage-value-then-good-value", ['garbage', '</b>; rel=canonical'], "/b"),
+        ("unterminated-quote", ['</a>; rel="canonical'], "/a"),
+        ("empty-target", ['<>; rel=canonical, </b>; rel=canonical'], "/b"),
+        ("empty", [], None),
+        ("empty-string", [""], None),
+        ("bytes-as-latin-1", [b'</x\xe9>; rel=canonical'], "/x\xe9"),  # type: ignore[list-item]
+        ("not-text", [None, 3, '</b>; rel=canonical'], "/b"),  # type: ignore[list-item]
+    ],
+}
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    pytest.param(values, expected, id=f"{source}/{name}")
+    for source, rows in CANONICAL_LINK.items() for name, values, expected in rows])
+def test_canonical_from_link_headers(values: list[str], expected: str | None) -> None:
+    assert canonical_from_link_headers(values) == expected
+    assert canonical_from_link_headers(iter(values)) == expected
+
+
+def test_canonical_from_link_headers_survives_a_failing_iterable() -> None:
+    def values() -> Iterator[str]:
+        yield "</a>; rel=next"
+        raise OSError("connection reset")
+
+    assert canonical_from_link_headers(values()) is None
+
+
+# --------------------------------------------------------------------------- content digest
+
+PAGE = """<!DOCTYPE html><html><head><title>Blue shoes - Shop</title>
+<meta name="csrf-token" content="{csrf}"><script nonce="{csrf}">var t = {epoch};</script>
+<style>.a{{color:red}}</style></head><body><!-- generated {iso} by node {uuid} -->
+<h1>Blue shoes</h1><p>Price: 49.90 EUR, item 1234, page 2 of 7, since 2019.</p>
+<p>Rendered at {time} on {rfc}; request {token}; ts {epoch}.</p>
+<form><input type="hidden" name="csrf" value="{csrf}"><input name=q></form>
+<noscript><img src="/pixel?t={epoch}"></noscript></body></html>"""
+NOISE_A = dict(csrf="a8f5f167f44f4964e6c998dee827110c", epoch="1700000000", iso="2024-05-01T10:00:00Z",
+               uuid="550e8400-e29b-41d4-a716-446655440000", time="10:00:01",
+               rfc="Wed, 01 May 2024 10:00:01 GMT", token="Zm9vYmFyYmF6cXV4MTIz")
+NOISE_B = dict(csrf="0cc175b9c0f1b6a831c399e269772661", epoch="1731234567890", iso="2024-11-10 23:59:59.123+01:00",
+               uuid="6ba7b810-9dad-11d1-80b4-00c04fd430c8", time="9:05",
+               rfc="Sun, 10 Nov 2024 23:59:59 +0100", token="dGhpcyBpcyBhIHRva2VuMTI")
+
+AMP = """<!doctype html><html amp lang="en"><head><meta charset="utf-8">
+<script async src="https://cdn.ampproject.org/v0.js"></script><title>Blue shoes - Shop</title>
+<link rel="canonical" href="/shoes/blue"><style amp-boilerplate>body{visibility:hidden}</style>
+<noscript><style amp-boilerplate>body{visibility:visible}</style></noscript></head>
+<body><header class="amp-header"><h1 class="t">Blue&nbsp;shoes</h1></header>
+<amp-img src="/img/blue.jpg" width="600" height="400" layout="responsive"></amp-img>
+<div><p>Price: 49.90 EUR &amp; free returns.</p></div></body></html>"""
+PLAIN = """<!DOCTYPE html>
+<html><head><title>Blue shoes - Shop</title><link rel=stylesheet href="/s.css?v=1700000000">
+<script>window.dataLayer=[];</script></head><body>
+<div id=nav><h1>Blue shoes</h1></div><img src=/img/blue.jpg alt="">
+<p>Price: 49.90 EUR & free returns.</p>
+</body></html>"""
+
+# (id, body a, body b, equal digests)
+DIGEST: dict[str, list[tuple[str, str, str, bool]]] = {
+    "noise masked": [
+        ("page-noise", PAGE.format(**NOISE_A), PAGE.format(**NOISE_B), True),
+        ("amp-vs-plain", AMP, PLAIN, True),
+        ("attribute-order-and-classes", '<p class=a id=b>Hi</p>', '<P ID="c">Hi</P>', True),
+        ("whitespace", "<p>a  b\n\tc</p>", "<p>a b c</p>", True),
+        ("entities", "<p>Caf&eacute; &lt;3 &#8364;5</p>", "<p>Café <3 €5</p>", True),
+        ("hidden-input", '<form><input type=hidden name=tok value=1>x</form>',
+         '<form><input type=hidden name=tok value=2>x</form>', True),
+        ("csrf-meta", '<head><meta name=csrf-token content=aaa></head>x', '<head><meta name=csrf-token content=bbb></head>x', True),
+        ("unclosed-script-hides-rest", "<p>x</p><script>var a='", "<p>x</p><script>var b='", True),
+        ("json-timestamps", '{"id": 12, "at": "2024-05-01T10:00:00Z", "ts": 1700000000123}',
+         '{"id": 12, "at": "2024-06-02T11:22:33Z", "ts": 1710000000000}', True),
+        ("text-session-id", "sid=1e71c4427317a117a ok", "sid=681498b9648949605 ok", True),
+        ("iso-basic", "built 20240501T120000Z", "built 20241231T235959Z", True),
+        ("rfc-date-no-seconds", "Mon, 1 Jan 2024 09:00 EST", "Tue, 31 Dec 2024 23:59 PST", True),
+        ("bom", "\ufeff<p>x</p>", "<p>x</p>", True),
+    ],
+    "content kept": [
+        ("price", PAGE.format(**NOISE_A), PAGE.format(**NOISE_A).replace("49.90", "49.95"), False),
+        ("item-id", PAGE.format(**NOISE_A), PAGE.format(**NOISE_A).replace("1234", "1235"), False),
+        ("page-number", PAGE.format(**NOISE_A), PAGE.format(**NOISE_A).replace("page 2", "page 3"), False),
+        ("year", PAGE.format(**NOISE_A), PAGE.format(**NOISE_A).replace("2019", "2020"), False),
+        ("word", PAGE.format(**NOISE_A), PAGE.format(**NOISE_A).replace("Blue", "Red"), False),
+        ("title", "<title>A</title><p>x</p>", "<title>B</title><p>x</p>", False),
+        ("image", '<p>Photo</p><img src="/p/1.jpg">', '<p>Photo</p><img src="/p/2.jpg">', False),
+        ("amp-image", '<p>Photo</p><amp-img src="/p/1.jpg">', '<p>Photo</p><amp-img src="/p/2.jpg">', False),
+        ("iframe", '<iframe src="https://v.test/embed/1"></iframe>', '<iframe src="https://v.test/embed/2"></iframe>', False),
+        ("meta-description", '<head><meta content="Page one" name="description"></head><div id=app></div>',
+         '<head><meta content="Page two" name="description"></head><div id=app></div>', False),
+        ("og-title", '<meta property="og:title" content="One">', '<meta property="og:title" content="Two">', False),
+        ("long-word", "internationalization", "internationalizations", False),
+        ("slug", "iPhone-15-Pro-Max-256GB", "iPhone-15-Pro-Max-512GB", False),
+        ("nine-digit-id", "order 123456789", "order 123456788", False),
+        ("eleven-digits", "n 17000000001", "n 17000000002", False),
+        ("phone-number", "call 5551234567", "call 5551234568", False),
+        ("isbn-13", "ISBN 9780306406157", "ISBN 9780306406164", False),
+        ("decimal-fraction", "pi 3.1415926535", "pi 3.1415926536", False),
+        ("long-digit-id", "tweet 1790000000000000001", "tweet 1790000000000000002", False),
+        ("invalid-date", "part 1234-56-78", "part 1234-56-79", False),
+        ("invalid-time", "score 76:68", "score 76:69", False),
+        ("other-date-spelling", "on 05/01/2024", "on 05/02/2024", False),
+        ("version", "v1.2.3", "v1.2.4", False),
+        ("uuid-like-not-hex", "id 550e8400-e29b-41d4-a716-44665544000g", "id 550e8400-e29b-41d4-a716-44665544000h", False),
+        ("plain-vs-html-same-text", "<p>a</p>", "a", True),
+        ("text-case", "<p>Hello</p>", "<p>hello</p>", False),
+    ],
+}
+
+
+@pytest.mark.parametrize(("a", "b", "equal"), [
+    pytest.param(a, b, equal, id=f"{source}/{name}")
+    for source, rows in DIGEST.items() for name, a, b, equal in rows])
+def test_content_digest(a: str, b: str, equal: bool) -> None:
+    da, db = content_digest(a), content_digest(b)
+    assert len(da) == len(db) == 16
+    assert (da == db) is equal, (content_text(a), content_text(b))
+
+
+def test_content_text_says_what_is_hashed() -> None:
+    text = content_text(PAGE.format(**NOISE_A))
+    assert text == ("Blue shoes - Shop Blue shoes Price: 49.90 EUR, item 1234, page 2 of 7, since 2019. "
+                    "Rendered at \x00 on \x00; request \x00; ts \x00.")
+    assert content_text(AMP) == content_text(PLAIN) == (
+        "Blue shoes - Shop Blue shoes /img/blue.jpg Price: 49.90 EUR & free returns.")
+
+
+def test_empty_bodies_digest_to_the_empty_digest() -> None:
+    for body in ("", "   \n", "<html><head><script>app()</script></head><body></body></html>",
+                 "<!-- nothing -->"):
+        assert content_digest(body) == EMPTY_DIGEST
+    assert content_digest("<p>x</p>") != EMPTY_DIGEST
+
+
+# --------------------------------------------------------------------------- www. hosts
+
+@pytest.mark.parametrize(("a", "b", "expected"), [
+    ("www.example.com", "example.com", True),
+    ("example.com", "www.example.com", True),
+    ("WWW.Example.COM", "example.com", True),
+    ("www.example.com.", "example.com.", True),
+    ("example.com", "example.com", False),  # equal: no difference
+    ("www.example.com", "www.example.com", False),
+    ("www2.example.com", "example.com", False),
+    ("wwwexample.com", "example.com", False),
+    ("www.www.example.com", "example.com", False),  # two labels
+    ("www.www.example.com", "www.example.com", True),
+    ("m.example.com", "example.com", False),
+    ("www.example.com", "example.org", False),
+    ("www.com", "com", False),  # a bare single label is not a site
+    ("www.", "", False),
+    ("www.localhost", "localhost", False),
+    ("", "", False),
+])
+def test_host_prefixed_www(a: str, b: str, expected: bool) -> None:
+    assert host_prefixed_www(a, b) is expected
+    assert host_prefixed_www(b, a) is expected
+
+
+# --------------------------------------------------------------------------- properties
+
+@given(st.text())
+def test_parsers_never_raise_on_text(text: str) -> None:
+    for rule in parse_clean_param(text):
+        assert rule.params and all(rule.params)
+        rule.matches(text)
+    assert isinstance(canonical_from_html(text), str | None)
+    assert isinstance(canonical_from_link_headers([text, text]), str | None)
+    assert len(content_digest(text)) == 16
+    host_prefixed_www(text, text[4:])
+
+
+_MARKUP = st.sampled_from(["<", ">", "</", "<!--", "-->", "<script>", "</script>", "<link ", "rel=",
+                           "canonical", "href=", '"', "'", "&amp;", "&#", "<head>", "<body>",
+                           "<noscript>", "Clean-param:", "&", " /", "#", "\n", "<", ";", ",", "=",
+                           "rel*=", "\\", "<![", "<?", "<template>", "12:30", "2024-05-01"])
+
+
+@given(st.lists(st.one_of(_MARKUP, st.text(max_size=5)), max_size=40))
+def test_parsers_never_raise_on_markup_soup(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    parse_clean_param(text)
+    canonical_from_html(text)
+    canonical_from_html("<html><head>" + text)
+    canonical_from_link_headers(text.split(","))
+    content_digest(text)
+    content_digest("<p>" + text)
+
+
+@given(st.binary(max_size=300))
+def test_parsers_never_raise_on_latin_1_bytes(data: bytes) -> None:
+    text = data.decode("latin-1")
+    parse_clean_param(text)
+    canonical_from_html(text)
+    canonical_from_link_headers([text])
+    content_digest(text)
+
+
+_WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFXYZéß", min_size=1, max_size=12)
+_NUMBER = st.integers(min_value=0, max_value=999_999_999).map(str)
+_PRICE = st.builds(lambda a, b: f"{a}.{b:02d}", st.integers(0, 99_999), st.integers(0, 99))
+_CONTENT = st.lists(st.one_of(_WORD, _NUMBER, _PRICE), min_size=1, max_size=30)
+_DATETIME = st.datetimes(min_value=datetime(2001, 9, 10), max_value=datetime(2099, 12, 31),
+                         timezones=st.just(timezone.utc))
+
+
+def _token(data: bytes, form: str) -> str:
+    import base64
+
+    token = data.hex() if form == "hex" else base64.b64encode(data).decode().rstrip("=")
+    token = token.replace("+", "x").replace("/", "y")
+    return "k9" + token  # at least one letter and one digit, whatever the bytes
+
+
+_NOISE = st.one_of(
+    _DATETIME.map(lambda d: d.isoformat()),
+    _DATETIME.map(lambda d: d.strftime("%Y-%m-%d %H:%M")),
+    _DATETIME.map(lambda d: d.strftime("%H:%M:%S")),
+    _DATETIME.map(lambda d: d.strftime("%a, %d %b %Y %H:%M:%S GMT")),
+    _DATETIME.map(lambda d: str(int(d.timestamp()))),
+    _DATETIME.map(lambda d: str(int(d.timestamp() * 1000))),
+    st.builds(_token, st.binary(min_size=12, max_size=32), st.sampled_from(["hex", "base64"])),
+    st.uuids().map(str),
+)
+
+
+@st.composite
+def _noisy_pair(draw: st.DrawFn) -> tuple[list[str], str, str]:
+    words = draw(_CONTENT)
+    places = draw(st.lists(st.integers(0, len(words)), max_size=6))
+    a, b = list(words), list(words)
+    for place in sorted(places, reverse=True):
+        a.insert(place, draw(_NOISE))
+        b.insert(place, draw(_NOISE))
+    return words, " ".join(a), " ".join(b)
+
+
+@given(_noisy_pair(), st.booleans())
+def test_digest_stable_under_inserted_noise(pair: tuple[list[str], str, str], markup: bool) -> None:
+    _words, a, b = pair
+    if markup:
+        a = f"<html><body><p class=x>{a}</p></body></html>"
+        b = f"<html><body><div><p>{b}</p></div></body></html>"
+    assert content_digest(a) == content_digest(b), (content_text(a), content_text(b))
+
+
+@given(_CONTENT, st.data(), st.booleans())
+def test_digest_changes_with_a_short_number(words: list[str], data: st.DataObject, markup: bool) -> None:
+    i = data.draw(st.integers(0, len(words)))
+    n, m = data.draw(st.lists(_NUMBER, min_size=2, max_size=2, unique=True))
+    a = " ".join(words[:i] + [n] + words[i:])
+    b = " ".join(words[:i] + [m] + words[i:])
+    if markup:
+        a, b = f"<article><p>{a}</p></article>", f"<article><p>{b}</p></article>"
+    assert content_digest(a) != content_digest(b), (content_text(a), content_text(b))
