@@ -135,7 +135,6 @@ _HEAD_TAGS = frozenset({
     "noframes", "style", "script", "template",
 })
 _TEXT_INSIDE = frozenset({"title", "noscript", "noframes", "style", "script", "template"})
-_IGNORED_INSIDE = frozenset({"noscript", "template", "noframes"})
 
 
 class _BodyStarts(Exception):
@@ -143,21 +142,23 @@ class _BodyStarts(Exception):
 
 
 class _HeadLinks(HTMLParser):
-    """Collects the hrefs of ``<link rel=canonical>`` in the document head."""
+    """Collects the hrefs of ``<link rel=canonical>`` in the document head (the first
+    only, if *first_only*)."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_only: bool) -> None:
         super().__init__(convert_charrefs=True)
+        self.first_only = first_only
         self.found: list[str] = []
-        self.open: list[str] = []  # the raw-text and ignored elements open
+        self.open: list[str] = []  # the raw-text, RCDATA and ignored elements open
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag not in _HEAD_TAGS:
-            if self.open:  # markup inside noscript or template: not in the head's tree
-                return
+        if self.open:  # markup in a title, noscript or template: not in the head's tree
+            if tag in _TEXT_INSIDE:
+                self.open.append(tag)
+        elif tag not in _HEAD_TAGS:
             raise _BodyStarts
-        if tag == "link":
-            if not any(t in _IGNORED_INSIDE for t in self.open):
-                self._link(attrs)
+        elif tag == "link":
+            self._link(attrs)
         elif tag in _TEXT_INSIDE:
             self.open.append(tag)
 
@@ -185,18 +186,18 @@ class _HeadLinks(HTMLParser):
         href = first.get("href", "").strip(_HTML_SPACE)
         if href:
             self.found.append(href)
+            if self.first_only:
+                raise _BodyStarts  # (not the body: enough read)
 
 
-def canonical_links_from_html(document: str) -> list[str]:
-    """The hrefs of every ``<link rel=canonical>`` in the head of *document*, in order
-    (see :func:`canonical_from_html`); several different ones are conflicting evidence."""
+def _head_links(document: str, first_only: bool) -> list[str]:
     if not isinstance(document, str):
         return []
     text = document[:HTML_SCAN_LIMIT]
     low = text.lower()
     if "canonical" not in low and "&#" not in low:  # no way to spell rel=canonical
         return []
-    reader = _HeadLinks()
+    reader = _HeadLinks(first_only)
     try:
         reader.feed(text)
         reader.close()
@@ -207,24 +208,34 @@ def canonical_links_from_html(document: str) -> list[str]:
     return reader.found
 
 
+def canonical_links_from_html(document: str) -> list[str]:
+    """The hrefs of every ``<link rel=canonical>`` in the head of *document*, in order
+    (see :func:`canonical_from_html`); several different ones are conflicting evidence
+    (search engines then ignore them all)."""
+    return _head_links(document, first_only=False)
+
+
 def canonical_from_html(document: str) -> str | None:
     """The raw href of the first ``<link>`` in the head of *document* whose ``rel``
     has the token ``canonical`` (RFC 6596 section 3; HTML Standard 4.2.4 and 4.6.7:
     ``rel`` is a set of space-separated tokens, ASCII case-insensitive), or None.
 
-    The head ends where the HTML Standard's tree construction starts the body: at
-    ``<body>``, at any start tag that does not belong in a head (``<div>``, ``<p>``,
-    ``<img>``...) or at text that is not whitespace; a link after that is in the body
-    and ignored (as search engines ignore it).  Links in comments, ``<script>``,
-    ``<style>``, ``<noscript>`` and ``<template>`` are ignored.  Attribute values may
-    be quoted with ``"`` or ``'`` or unquoted; the first of repeated attributes counts;
-    character references in them are decoded (what :func:`html.unescape` does);
-    ASCII whitespace around the href is stripped, and a link with an empty or missing
-    href is skipped.  The href is returned unresolved: the caller resolves it against
-    the document's base URL.  Reads at most :data:`HTML_SCAN_LIMIT` characters with
-    the standard library's ``html.parser`` (which accepts broken HTML); never raises.
+    The head ends where the HTML Standard's tree construction (13.2.6) starts the
+    body: at ``<body>``, at any start tag that does not belong in a head (``<div>``,
+    ``<p>``, ``<img>``...) or at text that is not whitespace; a link after that is in
+    the body and ignored (as search engines ignore it).  A link after ``</head>`` but
+    before the body still counts (the parser puts it in the head).  Links in
+    comments, ``<title>``, ``<script>``, ``<style>``, ``<noscript>`` and
+    ``<template>`` are ignored.  Attribute values may be quoted with ``"`` or ``'``
+    or unquoted; the first of repeated attributes counts; character references in
+    them are decoded (what :func:`html.unescape` does); ASCII whitespace around the
+    href is stripped, and a link with an empty or missing href is skipped.  The href
+    is returned unresolved: the caller resolves it against the document's base URL.
+    Reads at most :data:`HTML_SCAN_LIMIT` characters (64 KiB) with the standard
+    library's ``html.parser`` (which accepts broken HTML) and stops at the first
+    canonical link or at the body; never raises.
     """
-    found = canonical_links_from_html(document)
+    found = _head_links(document, first_only=True)
     return found[0] if found else None
 
 
@@ -309,6 +320,8 @@ def canonical_from_link_headers(values: Iterable[str]) -> str | None:
     returned unresolved, ASCII whitespace around it stripped; an empty one is
     skipped.  Bytes are read as latin-1 (RFC 9110 section 5.5).  Never raises.
     """
+    if isinstance(values, (str, bytes)):  # one value given bare, not in a list
+        values = [values]
     try:
         for value in values:
             if isinstance(value, bytes):
@@ -331,16 +344,16 @@ _HTML_START_RE = re.compile(r"\s*<[A-Za-z!?/]")
 # Whichever comes first: a comment (to "-->" or the end), or a script/style/noscript/
 # template element with its contents (to its end tag or the end), as a tokenizer sees them.
 _HIDDEN_RE = re.compile(
-    r"<(?=[!sSnNtT])(?:!--.*?(?:--!?>|\Z)|(script|style|noscript|template)\b[^>]*>.*?(?:</\1\s*>|\Z))",
+    r"<(?=[!sSnNtT])(?:!--.*?(?:--!?>|\Z)|(script|style|noscript|template)\b[^<>]*>.*?(?:</\1\s*>|\Z))",
     re.IGNORECASE | re.DOTALL,
 )
 _MEDIA_TAGS = "img|iframe|video|audio|source|embed|amp-img|amp-iframe|amp-video|amp-audio|amp-anim"
 # (the lookahead lets most tags fail on their first letter: twice as fast)
 _KEPT_ATTR_TAG_RE = re.compile(
-    rf"<(?=[aeimsvAEIMSV])(?:(?:{_MEDIA_TAGS})\s|meta\s)[^>]*>", re.IGNORECASE)
+    rf"<(?=[aeimsvAEIMSV])(?:(?:{_MEDIA_TAGS})\s|meta\s)[^<>]*>", re.IGNORECASE)
 _ATTR_RE = re.compile(r"""([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]*)))?""")
 _KEPT_META = frozenset({"description", "og:title", "og:description"})
-_TAG_RE = re.compile(r"<[A-Za-z/!?][^>]*>")
+_TAG_RE = re.compile(r"<[A-Za-z/!?][^<>]*>")
 
 # The text's noise is found on its UTF-8 bytes, where bytes.translate is fast whatever
 # the script: ASCII whitespace becomes " " (runs collapsed), then a copy with every

@@ -10,6 +10,7 @@ number.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
@@ -194,6 +195,8 @@ CANONICAL_HTML: dict[str, list[tuple[str, str, str | None]]] = {
         ("in-style", HEAD + '<style>/* <link rel="canonical" href="/x"> */</style></head>', None),
         ("in-noscript", HEAD + '<noscript><link rel="canonical" href="/x"></noscript></head>', None),
         ("in-template", HEAD + '<template><link rel="canonical" href="/x"></template></head>', None),
+        ("in-nested-template", HEAD + '<template><template></template><link rel=canonical href=/x></template>', None),
+        ("in-title", HEAD[:-10] + '<title>a <link rel=canonical href=/x> b</title></head>', None),
         ("after-noscript", HEAD + '<noscript><img src=/px></noscript><link rel=canonical href=/x>', "/x"),
         ("noscript-text-not-body", HEAD + '<noscript>Enable JS</noscript><link rel=canonical href=/x>', "/x"),
     ],
@@ -275,6 +278,22 @@ CANONICAL_LINK: dict[str, list[tuple[str, list[str], str | None]]] = {
 def test_canonical_from_link_headers(values: list[str], expected: str | None) -> None:
     assert canonical_from_link_headers(values) == expected
     assert canonical_from_link_headers(iter(values)) == expected
+
+
+def test_one_value_given_bare_is_one_value() -> None:
+    assert canonical_from_link_headers("</x>; rel=canonical") == "/x"  # not its characters
+
+
+def test_hostile_markup_costs_linear_time() -> None:
+    """A tag opened and never closed, repeated, is read once (not once per "<": a
+    quadratic regex took minutes on 1 MiB of ``<a <a <a``)."""
+    for piece in ("<a ", "<script ", "<img src=", "<!--", "<link rel=canonical ", "&#", "2024-05-01T"):
+        body = piece * (256 * 1024 // len(piece))
+        start = time.perf_counter()
+        content_digest(body)
+        content_digest("<p>" + body)
+        canonical_from_html("<html><head><meta name=canonical>" + body)
+        assert time.perf_counter() - start < 5, piece
 
 
 def test_canonical_from_link_headers_survives_a_failing_iterable() -> None:
