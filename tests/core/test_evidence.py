@@ -74,6 +74,8 @@ CLEAN_PARAM: dict[str, list[tuple[str, str, list[CleanParam]]]] = {
         ("utf8-bom", "\ufeffClean-param: a\n", [cp("a")]),
         ("utf8-bom-read-as-latin-1", "\xef\xbb\xbfClean-param: a\n", [cp("a")]),
         ("latin-1-bytes-in-name", "Clean-param: caf\xe9 /x\n", [cp("caf\xe9", "/x")]),
+        ("utf-8-name-read-as-latin-1", "Clean-param: \xc3\xa0b&c\xc2\x85 /x\n", [cp("\xc3\xa0b&c\xc2\x85", "/x")]),
+        ("form-feed-and-vertical-tab", "\fClean-param: a\t/x\v\n", [cp("a", "/x")]),
     ],
     "malformed": [
         ("no-params", "Clean-param:\nClean-param:   \nClean-param: & /x\n", []),
