@@ -532,3 +532,29 @@ def test_digest_changes_with_a_short_number(words: list[str], data: st.DataObjec
     if markup:
         a, b = f"<article><p>{a}</p></article>", f"<article><p>{b}</p></article>"
     assert content_digest(a) != content_digest(b), (content_text(a), content_text(b))
+
+
+# --------------------------------------------------------------------------- the messy site
+
+@pytest.mark.parametrize("mode", ["messy", "wrong"])
+def test_digest_tells_the_messy_sites_resources_apart(mode: str) -> None:
+    """On the issue's messy site (tests/support/messy_site.py), every URL that serves a
+    page, rendered twice with fresh noise (timestamp, CSRF token, cache-buster, AMP
+    markup): the aliases of a resource digest equal, two resources never do."""
+    from tests.support.messy_site import MessySite, Page, answer, render
+
+    digests: dict[str, set[bytes]] = {}
+    for url, resource in MessySite(mode).reachable_urls().items():
+        if resource is None:
+            continue
+        for _ in range(2):
+            page = answer(mode, url)
+            assert isinstance(page, Page)
+            digests.setdefault(resource, set()).add(content_digest(render(page).decode("utf-8")))
+    assert len(digests) > 100
+    assert [r for r, ds in digests.items() if len(ds) > 1] == []  # no resource split
+    owners: dict[bytes, set[str]] = {}
+    for resource, ds in digests.items():
+        for digest in ds:
+            owners.setdefault(digest, set()).add(resource)
+    assert [sorted(rs) for rs in owners.values() if len(rs) > 1] == []  # no two merged
