@@ -223,7 +223,7 @@ def _twins(parts: Parts) -> tuple[str, ...]:
     its ``www.`` twin and, for https, the http scope of the same authority."""
     scheme, authority = parts[0], parts[1]
     www = authority[4:] if authority.startswith("www.") else "www." + authority
-    out = (f"{scheme}://{authority}", f"{scheme}://{www}")
+    out: tuple[str, ...] = (f"{scheme}://{authority}", f"{scheme}://{www}")
     if scheme == "https":
         out += (f"http://{authority}", f"http://{www}")
     return out
@@ -232,7 +232,8 @@ def _twins(parts: Parts) -> tuple[str, ...]:
 def _pair_rules(a: str, b: str) -> list[Identity]:
     """The host rules under which two URIs with equal content are one: one
     transform from one to the other (slash towards a directory, ``www.``
-    removed, http -> https), or parameters whose values differ dropped from both."""
+    removed, http -> https, parameters dropped), or, between two URIs with the
+    same parameters, those whose values differ dropped from both."""
     out = []
     for source, target in ((a, b), (b, a)):
         identity = _classify(source, target)
@@ -248,11 +249,12 @@ def _pair_rules(a: str, b: str) -> list[Identity]:
             for pair in query.split("&"):
                 name, _, value = pair.partition("=")
                 values.setdefault(name, []).append(value)
-        differ = sorted(n for n in va.keys() | vb.keys() if va.get(n) != vb.get(n))
-        if differ:
-            param = "&".join(differ)
-            if (_drop_params(pa, param) or pa) == (_drop_params(pb, param) or pb):
-                out.append((_scope(pa), DROP_PARAM, param))
+        # the same parameters, once each on both sides, some with other values
+        # (session ids): those dropped from both (another count is a trap, above)
+        if va.keys() == vb.keys() and all(len(v) == 1 for v in (*va.values(), *vb.values())):
+            differ = sorted(n for n in va if va[n] != vb[n])
+            if differ:
+                out.append((_scope(pa), DROP_PARAM, "&".join(differ)))
     return out
 
 
@@ -514,17 +516,78 @@ class ProtocolRules:
 
     def skip(self, used: Iterable[Identity]) -> bool:
         """Whether a request merged by the host rules *used* is skipped (True) or
-        fetched as a sample that checks them (False): per rule, its first merge
-        and one in ``sample_every`` after."""
+        fetched as a sample that checks them (False): per rule, its merges number
+        K, 2K, 4K, 8K... (K: ``sample_every``): each sample that confirms the
+        rule doubles the run before the next, so a rule's samples grow with the
+        logarithm of what it merged, and a wrong rule is caught within K merges."""
         sample = False
         for identity in used:
             self._skips[identity] += 1
-            if self._skips[identity] % self.sample_every == 1 or self.sample_every == 1:
+            n = self._skips[identity]
+            if n % self.sample_every == 0 and (n // self.sample_every) & (
+                    n // self.sample_every - 1) == 0:  # K, 2K, 4K, 8K... merges
                 sample = True
         for identity in used:
             source = self._origin.get(identity, REDIRECT)
             self.events[f"{source}/{'sampled' if sample else 'applied'}"] += 1
         return not sample
+
+    def was_served(self, uri: str) -> bool:
+        """True if a 2xx response at *uri* itself was observed (:meth:`observe_content`)."""
+        return _drop_fragment(uri)[0] in self._digests
+
+    def served(self, uri: str) -> bool:
+        """True if rules move *uri* and a page was already served under the key
+        they give it (that key itself, or another URI one rule maps onto it)."""
+        uri = _drop_fragment(uri)[0]
+        key, used = self.trace(uri)
+        if key == uri:
+            return False
+        if key in self._digests:
+            return True
+        out = uri
+        for identity in used:  # the image of each step, served through another alias
+            out = self.step_image(identity, out)
+            seen = self._images.get(identity, {}).get(out)
+            if seen is not None and seen[1] != uri:
+                return True
+        return False
+
+    def served_alias(self, uri: str) -> str | None:
+        """For *uri* that rules leave as it is: another URI already served that a
+        host rule in force maps onto *uri* (the alias met first), or None."""
+        uri = _drop_fragment(uri)[0]
+        parts = _parts(uri)
+        if parts is None:
+            return None
+        for twin in _twins(parts):
+            for identity in sorted(self._candidates.get(twin, ())):
+                seen = self._images.get(identity, {}).get(uri)
+                if (seen is not None and seen[1] != uri and self.apply(seen[1]) == uri
+                        and self._in_force(identity)):
+                    return seen[1]
+        return None
+
+    def step_image(self, identity: Identity, uri: str) -> str:
+        """What the host rule *identity* alone makes of *uri* (*uri* if it does not apply)."""
+        parts = _parts(uri)
+        if parts is None:
+            return uri
+        kind, param = identity[1], identity[2]
+        for k, p, out in _candidates(parts, True, (param,) if kind == DROP_PARAM else ()):
+            if k == kind and p == param:
+                return _join(out)
+        return uri
+
+    def same_content(self, uri: str, digest: bytes) -> bool:
+        """True if another page already served *digest* under the key :meth:`apply`
+        gives *uri*, which rules moved (a sample that confirmed its rules)."""
+        uri = _drop_fragment(uri)[0]
+        key = self.apply(uri)
+        if key == uri:
+            return False
+        return any(other != uri and self.apply(other) == key
+                   for other in self._by_digest.get(digest, ()))
 
     def origin(self, identity: Identity) -> str:
         """The source that nominated a host rule (``redirect``, ``canonical``, ...)."""

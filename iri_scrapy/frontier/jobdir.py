@@ -50,6 +50,7 @@ from iri_scrapy.frontier.ledger import (
     register_frontier,
     unregister_frontier,
 )
+from iri_scrapy.frontier.protocol_store import ProtocolStore
 from iri_scrapy.frontier.stock_jobdir import (
     QUEUE_DIRNAME,
     SEEN_FILENAME,
@@ -867,6 +868,8 @@ class IRIFrontierScheduler(Scheduler):
         self._commit_call: Any = None
         self._syncer: LoopingCall | None = None
         self.codec: RequestCodec | None = None
+        #: At level protocol: the learned rules' files (see :mod:`.protocol_store`).
+        self.protocol: ProtocolStore | None = None
         #: The pending rows refused at open (see :mod:`.codec`).
         self.refusals = RefusalLog("IRIFrontierScheduler", "the frontier store")
         #: Seconds a failing store is retried before the crawl closes.
@@ -993,6 +996,10 @@ class IRIFrontierScheduler(Scheduler):
                 {"queuesize": recovered}, extra={"spider": spider},
             )
         register_frontier(crawler, self)
+        if df.learned is not None:  # level protocol: learned rules, what they skipped
+            self.protocol = ProtocolStore(self.frontier_dir, self.codec, df.learned)
+            for request in self.protocol.open():
+                self.enqueue_request(request)
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
         from twisted.internet.task import LoopingCall
@@ -1004,6 +1011,9 @@ class IRIFrontierScheduler(Scheduler):
         return result
 
     def close(self, reason: str) -> Any:
+        if self.protocol is not None:
+            self.protocol.close()
+            self.protocol = None
         store = self.store
         if store is not None:
             if self._syncer is not None and self._syncer.running:

@@ -12,9 +12,11 @@ meta keys the plugin and the frontier read or write, all of them here.
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
 from dataclasses import dataclass
 from importlib import import_module
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iri_scrapy.core.ladder import Level
@@ -27,8 +29,8 @@ if TYPE_CHECKING:
 __all__ = [
     "IRIConfig", "rules_for", "META_DONT_NORMALIZE", "META_ORIGINAL", "META_RENORMALIZED",
     "META_VERBATIM", "META_SERVER_SPELLING", "META_UNNORMALIZABLE", "META_REISSUED_FROM",
-    "META_SKIPPED", "META_PENDING", "SETTINGS", "Setting", "setting", "setting_is_subclass",
-    "is_subclass_path",
+    "META_SKIPPED", "META_PENDING", "META_SAMPLE", "SETTINGS", "Setting", "setting",
+    "setting_is_subclass", "is_subclass_path",
 ]
 
 #: Request meta key: skip canonicalization for this request.
@@ -53,6 +55,8 @@ META_REISSUED_FROM = "_iri_reissued_from"
 META_SKIPPED = "iri_skipped_link"
 #: Request meta key: a redirect observation waiting for its target to meet the dupefilter.
 META_PENDING = "iri_pending_redirect"
+#: Request meta key: fetched to check the learned rules that would have merged it.
+META_SAMPLE = "iri_protocol_sample"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +81,11 @@ SETTINGS: dict[str, Setting] = {
     "IRI_DROP_QUERY_PARAMS": Setting([], "list",
                                      "heuristic, not RFC: query parameter names (utm_*) dropped"),
     "IRI_PROTOCOL_MIN_EVIDENCE": Setting(
-        2, "int", "permanent redirects needed before a host-wide rule (level protocol)"),
+        2, "int", "independent confirmations before a learned host rule is used (level protocol)"),
+    "IRI_PROTOCOL_SAMPLE_EVERY": Setting(
+        10, "int", "a learned rule's first merge and 1 in this many after are fetched to check it"),
+    "IRI_PROTOCOL_RULES_FILE": Setting(
+        None, "raw", "JSON file the learned rules are loaded from at start and saved to at close"),
     "IRI_REQUEST_FINGERPRINTER_BASE_CLASS": Setting(
         None, "raw", "another fingerprinter hashed together with ours (docs/compose.md)"),
     # requests
@@ -163,6 +171,8 @@ class IRIConfig:
     sort_query: bool = False
     drop_query_params: tuple[str, ...] = ()
     protocol_min_evidence: int = 2
+    protocol_sample_every: int = 10
+    protocol_rules_file: str | None = None
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> IRIConfig:
@@ -177,6 +187,18 @@ class IRIConfig:
             ProtocolRules(evidence)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"IRI_PROTOCOL_MIN_EVIDENCE: {exc}") from None
+        try:
+            sample_every = setting(settings, "IRI_PROTOCOL_SAMPLE_EVERY")
+            ProtocolRules(sample_every=sample_every)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"IRI_PROTOCOL_SAMPLE_EVERY: {exc}") from None
+        rules_file = setting(settings, "IRI_PROTOCOL_RULES_FILE")
+        if rules_file is not None:
+            rules_file = str(rules_file)
+            try:
+                _read_rules(rules_file)
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"IRI_PROTOCOL_RULES_FILE: {rules_file}: {exc}") from None
         return cls(
             level=level,
             keep_fragments=setting(settings, "IRI_KEEP_FRAGMENTS"),
@@ -184,6 +206,8 @@ class IRIConfig:
             sort_query=setting(settings, "IRI_SORT_QUERY"),
             drop_query_params=tuple(str(p) for p in drop),
             protocol_min_evidence=evidence,
+            protocol_sample_every=sample_every,
+            protocol_rules_file=rules_file,
         )
 
     @classmethod
@@ -245,6 +269,16 @@ class IRIConfig:
 _RULES_ATTR = "_iri_scrapy_protocol_rules"
 
 
+def _read_rules(path: str) -> ProtocolRules | None:
+    """The rules in the JSON file *path* (None if there is no such file yet);
+    ValueError if it is not a rules document (read as data, nothing run)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    return ProtocolRules.from_data(json.loads(text))
+
+
 def rules_for(crawler: Crawler, config: IRIConfig) -> ProtocolRules | None:
     """The crawler's shared :class:`ProtocolRules` at level PROTOCOL, else ``None``.
 
@@ -255,7 +289,15 @@ def rules_for(crawler: Crawler, config: IRIConfig) -> ProtocolRules | None:
         return None
     rules = getattr(crawler, _RULES_ATTR, None)
     if rules is None:
-        rules = ProtocolRules(min_evidence=config.protocol_min_evidence)
+        rules = ProtocolRules(min_evidence=config.protocol_min_evidence,
+                              sample_every=config.protocol_sample_every)
+        if config.protocol_rules_file is not None:
+            try:
+                loaded = _read_rules(config.protocol_rules_file)
+            except (OSError, ValueError):
+                loaded = None  # refused at start by IRIConfig.for_crawler
+            if loaded is not None:
+                rules.load(loaded.to_data())
         setattr(crawler, _RULES_ATTR, rules)
     return rules
 

@@ -38,6 +38,7 @@ from iri_scrapy.plugin.config import (
 )
 from iri_scrapy.plugin.crawl_report import dupefilter_closed, note_duplicate
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter, spelling
+from iri_scrapy.plugin.learned import Learned, learned_for
 from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
 from iri_scrapy.plugin.stamp import Stamp, as_given, stamp_of
 from iri_scrapy.store.fpstore import (
@@ -151,7 +152,8 @@ class IRIDupeFilter(BaseDupeFilter):
     *fingerprinter* (default: a fresh :class:`IRIRequestFingerprinter` over
     *config*), *config* (for per-rung stats and explain), *rules* (level
     PROTOCOL), *stats*, *jobdir* (keep ``iri_fingerprints.bin`` there),
-    *debug* (``DUPEFILTER_DEBUG``), *allow_reset* (``IRI_JOBDIR_ALLOW_RESET``).
+    *debug* (``DUPEFILTER_DEBUG``), *allow_reset* (``IRI_JOBDIR_ALLOW_RESET``),
+    *learned* (level PROTOCOL: the crawler's :class:`~iri_scrapy.plugin.learned.Learned`).
     """
 
     def __init__(
@@ -164,9 +166,13 @@ class IRIDupeFilter(BaseDupeFilter):
         jobdir: str | Path | None = None,
         debug: bool = False,
         allow_reset: bool = False,
+        learned: Learned | None = None,
     ) -> None:
         self.config = config or IRIConfig()
         self.rules = rules
+        #: At level PROTOCOL: what learned rules skipped (given back if one is revoked).
+        self.learned = learned if learned is not None else (
+            Learned(None, rules) if rules is not None else None)
         self.fingerprinter: RequestFingerprinterProtocol = (
             fingerprinter or IRIRequestFingerprinter(config=self.config, rules=rules)
         )
@@ -204,10 +210,12 @@ class IRIDupeFilter(BaseDupeFilter):
         """Constructor arguments from a crawler (extend this in subclasses)."""
         settings = crawler.settings
         config = IRIConfig.for_crawler(crawler)
+        rules = rules_for(crawler, config)
         return {
             "fingerprinter": crawler.request_fingerprinter,
             "config": config,
-            "rules": rules_for(crawler, config),
+            "rules": rules,
+            "learned": learned_for(crawler, rules) if rules is not None else None,
             "stats": crawler.stats,
             "jobdir": jobdir_setting(settings),
             "debug": settings.getbool("DUPEFILTER_DEBUG"),
@@ -223,11 +231,11 @@ class IRIDupeFilter(BaseDupeFilter):
         """
         kwargs = cls.kwargs_from_crawler(crawler)
         try:
-            return cls(**kwargs)
+            df = cls(**kwargs)
         except FingerprintFileMismatch as exc:
             df = cls(**{**kwargs, "jobdir": None})  # the file is left untouched
             df._refusal = (crawler, exc)
-            return df
+        return df
 
     @classmethod
     def from_spider(cls, spider: Spider) -> Self:
@@ -277,16 +285,28 @@ class IRIDupeFilter(BaseDupeFilter):
         self._requests += 1
         fp = self.fingerprint(request)
         if not self.seen_add(fp):
-            stamp = stamp_of(request)
-            if self.debug:  # the spelling the spider wrote (request.url is canonical)
-                self._first_seen[fp64(fp)] = stamp.spelling if stamp else spelling(request)
-            elif (stamp is not None and not stamp.canonical
-                    and len(self._first_seen) < FIRST_SPELLINGS_KEPT):
-                self._first_seen[fp64(fp)] = stamp.spelling
+            return self._first(request, fp)
+        if not self._duplicate(request, fp):
             return False
+        # at level PROTOCOL: kept if a learned rule merged it, or fetched as its sample
+        return self.learned is None or self.learned.duplicate(request)
+
+    def _first(self, request: Request, fp: bytes) -> bool:
+        """Keep the first spelling of a new key (for the duplicates' stats); False."""
+        stamp = stamp_of(request)
+        if self.debug:  # the spelling the spider wrote (request.url is canonical)
+            self._first_seen[fp64(fp)] = stamp.spelling if stamp else spelling(request)
+        elif (stamp is not None and not stamp.canonical
+                and len(self._first_seen) < FIRST_SPELLINGS_KEPT):
+            self._first_seen[fp64(fp)] = stamp.spelling
+        return False
+
+    def _duplicate(self, request: Request, fp: bytes) -> bool:
+        """A seen key: True, except for the requests below (see docs/plugin.md)."""
         meta = request.meta
         redirect_urls = meta.get("redirect_urls")
-        if redirect_urls and self._same_key_as(request, redirect_urls[-1], fp):
+        if (redirect_urls and self._same_key_as(request, redirect_urls[-1], fp)
+                and not self._served_before(request)):
             self._inc(STAT_REDIRECT_SAME_KEY)
             return False
         if meta.get(META_RENORMALIZED):
@@ -297,6 +317,13 @@ class IRIDupeFilter(BaseDupeFilter):
                 self._inc(STAT_RENORMALIZED)
                 return False
         return True
+
+    def _served_before(self, request: Request) -> bool:
+        """At level PROTOCOL: True if the very URI of *request* was served already
+        (a redirect to a page fetched before is a duplicate like any other)."""
+        stamp = stamp_of(request)
+        return (self.rules is not None and stamp is not None and stamp.base is not None
+                and self.rules.was_served(stamp.base))
 
     def _same_key_as(self, request: Request, url: str, fp: bytes) -> bool:
         """True if *request* at *url* (same method, body, headers) has fingerprint *fp*.

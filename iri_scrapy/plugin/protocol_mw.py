@@ -13,23 +13,34 @@ Design: docs/plugin.md; stats: docs/stats.md.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import TYPE_CHECKING
 
 from scrapy import signals
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import TextResponse
 
 from iri_scrapy.core.errors import IRIError
+from iri_scrapy.core.evidence import (
+    EMPTY_DIGEST,
+    canonical_from_html,
+    canonical_from_link_headers,
+    content_digest,
+    parse_clean_param,
+)
 from iri_scrapy.core.ladder import Level, normalize, retrieval_key
 from iri_scrapy.core.resolve import resolve
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
     META_DONT_NORMALIZE,
     META_PENDING,
+    META_SAMPLE,
     META_SERVER_SPELLING,
     IRIConfig,
     rules_for,
 )
+from iri_scrapy.plugin.learned import Learned, learned_for, write_rules
 from iri_scrapy.plugin.links import browser_href, request_refusal, skip_unusable_redirect
 
 if TYPE_CHECKING:
@@ -62,6 +73,8 @@ class IRIProtocolMiddleware:
         self.crawler = crawler
         self.config = IRIConfig.for_crawler(crawler)
         self.rules: ProtocolRules | None = rules_for(crawler, self.config)
+        self.learned: Learned | None = (
+            None if self.rules is None else learned_for(crawler, self.rules))
         self.stats = crawler.stats
         self.meta_refresh = crawler.settings.getbool("METAREFRESH_ENABLED", True)
         self.meta_refresh_ignore = crawler.settings.getlist("METAREFRESH_IGNORE_TAGS")
@@ -72,12 +85,37 @@ class IRIProtocolMiddleware:
         mw = cls(crawler)
         if mw.rules is not None:
             crawler.signals.connect(mw.request_dropped, signal=signals.request_dropped)
+            crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
         return mw
 
+    def spider_closed(self) -> None:
+        """Publish the learner's stats; save the rules to ``IRI_PROTOCOL_RULES_FILE``."""
+        assert self.rules is not None and self.learned is not None
+        self.learned.publish()
+        path = self.config.protocol_rules_file
+        if path is None:
+            return
+        try:
+            write_rules(path, self.rules.to_data())
+        except OSError as exc:
+            logger.error("IRI_PROTOCOL_RULES_FILE %s cannot be written (%s): the rules "
+                         "learned in this crawl are not saved", path, exc)
+        else:
+            logger.info("IRI protocol: %(n)d learned rule(s) saved to %(path)s",
+                        {"n": len(self.rules.to_data()["rules"]), "path": path})
+
     def process_request(self, request: Request) -> None:
-        """Learn the redirect that led to *request* (it has passed the dupefilter)."""
-        if self.rules is not None and META_PENDING in request.meta:
+        """Learn the redirect that led to *request* (it has passed the dupefilter);
+        skip it if rules learned since it was scheduled merge it with a page served."""
+        if self.rules is None:
+            return
+        if META_PENDING in request.meta:
             self._learn(request.meta.pop(META_PENDING))
+        assert self.learned is not None
+        if self.learned.stale(request):
+            self._inc("iri/protocol/skipped_at_download")
+            raise IgnoreRequest(f"IRI protocol: {request.url} merged with a page already "
+                                "served by a rule learned after it was scheduled")
 
     def request_dropped(self, request: Request) -> None:
         """Learn the redirect that led to *request*, dropped by the scheduler."""
@@ -143,8 +181,45 @@ class IRIProtocolMiddleware:
                     revoked = dict(self.rules.revoked)
                     if self.rules.observe_contrary(served):
                         self._revoked(revoked, f"{served} served with status {status}")
+                    self._observe(served, request, response)
         skip_unusable_redirect(request, response, self.stats)  # a target Request() refuses
         return response
+
+    def _observe(self, served: str, request: Request, response: Response) -> None:
+        """Content, canonical link and Clean-param evidence of a 2xx response (5.3.4).
+
+        A sample (``meta["iri_protocol_sample"]``) whose content confirmed its
+        rules is dropped here (``IgnoreRequest``): the spider has had that
+        resource.  One that did not confirm them goes on to the spider.
+        """
+        assert self.rules is not None and self.learned is not None
+        rules = self.rules
+        text = response.text if isinstance(response, TextResponse) else None
+        digest = (content_digest(text) if text is not None
+                  else hashlib.blake2b(response.body, digest_size=16).digest())
+        if digest != EMPTY_DIGEST:  # an empty page says nothing about the resource
+            rules.observe_content(served, digest)
+        if served.endswith("/robots.txt") and text is not None:
+            for clean in parse_clean_param(text):
+                rules.observe_clean_param(served, clean.params, clean.prefix)
+        href = canonical_from_link_headers(
+            _decode_location(value) for value in response.headers.getlist(b"Link"))
+        if href is None and text is not None and b"canonical" in response.body[:65536].lower():
+            href = canonical_from_html(text)
+        if href:
+            try:
+                target = normalize(resolve(response.url, browser_href(href, response.url)),
+                                   Level.SCHEME, form="uri")
+            except IRIError:
+                target = None
+            if target is not None:
+                rules.observe_canonical(served, target)
+        self.learned.requeue()
+        if request.meta.get(META_SAMPLE) and digest != EMPTY_DIGEST and rules.same_content(
+                served, digest):
+            self._inc("iri/protocol/sample_dropped")
+            raise IgnoreRequest(f"IRI protocol: {served} served the content of "
+                                f"{rules.apply(served)} (a sample that confirmed its rule)")
 
     def _same_resource(self, request: Request, target: str) -> bool:
         """True if the canonical *target* is the resource *request* asked for."""

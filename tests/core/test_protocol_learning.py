@@ -173,11 +173,11 @@ def test_samples_per_rule() -> None:
     feed(rules, REPLY)
     _, used = rules.trace(B + "/p/9/?replytocom=1")
     assert used
-    decisions = [rules.skip(used) for _ in range(9)]
-    # the first merge is fetched to check the rule, then one in four
-    assert decisions == [False, True, True, True, False, True, True, True, False]
-    assert rules.events["content/sampled"] == 3
-    assert rules.events["content/applied"] == 6
+    decisions = [rules.skip(used) for _ in range(40)]
+    # merges 4, 8, 16, 32 are fetched to check the rule
+    assert [i + 1 for i, skip in enumerate(decisions) if not skip] == [4, 8, 16, 32]
+    assert rules.events["content/sampled"] == 4
+    assert rules.events["content/applied"] == 36
 
 
 @pytest.mark.parametrize("bad", [

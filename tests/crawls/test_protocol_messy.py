@@ -1,0 +1,127 @@
+"""The protocol rung on a messy site and on a site where every candidate rule is wrong.
+
+Real crawls (:func:`tests.support.crawl.run_crawl`) of :class:`MessySite`, whose
+server knows which URLs are one resource: stock Scrapy and the add-on at level
+``protocol`` side by side, each against a fresh server.  The promise: no
+reachable resource missed, in either mode; far fewer fetches than stock on the
+messy site; on the wrong site no more than the default level fetches, plus the
+sampling.  Figures are printed (``-s``) for the closing note; the bounds are
+loose enough for a busy machine's crawl order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.crawl import CrawlError, run_crawl
+from tests.support.messy_site import MessySite
+
+pytestmark = pytest.mark.slow
+
+ADDON: dict[str, Any] = {"ADDONS": {"iri_scrapy.Addon": 0}, "ROBOTSTXT_OBEY": True}
+PROTOCOL = {**ADDON, "IRI_LEVEL": "protocol"}
+STOCK = {"ROBOTSTXT_OBEY": True}
+
+
+def crawl(mode: str, settings: dict[str, Any], **kwargs: Any) -> tuple[MessySite, Any]:
+    with MessySite(mode) as site:
+        result = run_crawl(settings, site.start_urls, site.proxy_url, **kwargs)
+        return site, result
+
+
+def test_messy_site_fetched_about_once_per_resource() -> None:
+    stock, _ = crawl("messy", STOCK)
+    site, result = crawl("messy", PROTOCOL)
+    print(f"\nstock: {stock.summary()}\nprotocol: {site.summary()}")
+    assert stock.missed() == set()
+    assert site.missed() == set(), sorted(site.missed())
+    assert result.finish_reason == "finished"
+    assert stock.ratio() >= 3.0
+    assert site.ratio() <= 1.5, site.summary()
+    stats = result.stats
+    for source in ("content", "canonical", "clean-param", "redirect"):
+        assert stats.get(f"iri/protocol/{source}/nominated", 0) >= 1, source
+    assert stats["iri/protocol/content/learned"] >= 3
+    # the tag pages' canonical (to the home page) merges nothing: each was fetched
+    hit = site.hits()
+    assert all(hit[r] >= 1 for r in site.reachable() if "/tag/" in r)
+    # what the dupefilter dropped by a learned rule is counted, by source
+    applied = sum(v for k, v in stats.items() if k.endswith("/applied"))
+    assert applied >= 50
+
+
+def test_wrong_site_costs_at_most_the_sampling() -> None:
+    default, _ = crawl("wrong", ADDON)
+    site, result = crawl("wrong", PROTOCOL)
+    print(f"\ndefault: {default.summary()}\nprotocol: {site.summary()}")
+    assert site.missed() == set(), sorted(site.missed())
+    assert result.finish_reason == "finished"
+    assert site.total_hits() <= default.total_hits() * 1.05 + 2, site.summary()
+    assert result.stats.get("iri/protocol/counterexamples", 0) >= 1
+
+
+def test_a_recrawl_starts_with_the_rules_learned(tmp_path: Path) -> None:
+    rules_file = tmp_path / "rules.json"
+    first, _ = crawl("messy", {**PROTOCOL, "IRI_PROTOCOL_RULES_FILE": str(rules_file)})
+    document = json.loads(rules_file.read_text(encoding="utf-8"))
+    assert document["v"] == 1 and document["rules"]
+    again, result = crawl("messy", {**PROTOCOL, "IRI_PROTOCOL_RULES_FILE": str(rules_file)})
+    print(f"\nfirst: {first.summary()}\nagain: {again.summary()}")
+    assert again.missed() == set()
+    assert again.total_hits() < first.total_hits()
+    assert again.ratio() <= 1.15, again.summary()
+
+
+def test_a_damaged_rules_file_refuses_the_start(tmp_path: Path) -> None:
+    rules_file = tmp_path / "rules.json"
+    rules_file.write_text('{"v": 1, "min_evidence": 2, "exact": "cat /etc/passwd"}',
+                          encoding="utf-8")
+    site, result = crawl("messy", {**PROTOCOL, "IRI_PROTOCOL_RULES_FILE": str(rules_file)})
+    assert result.returncode == 1
+    assert result.finish_reason in (None, "iri_bad_setting")
+    assert site.total_hits() == 0
+    errors = [line for line in result.stderr.splitlines() if "IRI_PROTOCOL_RULES_FILE" in line]
+    assert errors and "Traceback" not in result.stderr, result.stderr[-2000:]
+
+
+def _kill_after(site: MessySite, hits: int, killed: list[bool]) -> Any:
+    def started(proc: Any, _log: Path) -> None:
+        def watch() -> None:
+            while proc.poll() is None:  # bounded by the child's life
+                if site.total_hits() >= hits:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    killed.append(True)
+                    return
+                time.sleep(0.005)
+
+        threading.Thread(target=watch, daemon=True).start()
+
+    return started
+
+
+def test_kill_9_and_resume_keep_the_rules_and_lose_nothing(tmp_path: Path) -> None:
+    jobdir = tmp_path / "job"
+    with MessySite("messy") as site:
+        killed: list[bool] = []
+        with contextlib.suppress(CrawlError):  # killed: no result written
+            run_crawl(PROTOCOL, site.start_urls, site.proxy_url, jobdir=jobdir,
+                      started=_kill_after(site, 120, killed))
+        assert killed, "the crawl ended before it could be killed"
+        assert (jobdir / "iri_protocol_skipped.jsonl").exists()
+        before = site.total_hits()
+        result = run_crawl(PROTOCOL, site.start_urls, site.proxy_url, jobdir=jobdir)
+        print(f"\nkilled after {before} hits; in all: {site.summary()}")
+        assert result.finish_reason == "finished"
+        assert site.missed() == set(), sorted(site.missed())
+        rules = json.loads((jobdir / "iri_protocol_rules.json").read_text(encoding="utf-8"))
+        assert rules["rules"]
+        assert site.ratio() <= 1.6, site.summary()
