@@ -145,9 +145,11 @@ class IRICrawlReport:
             try:
                 path = report.write(self.jobdir)
             except OSError as exc:
-                logger.error("IRI crawl report: cannot write %s into JOBDIR %s: %s "
-                             "(the crawl itself is not affected)", FILENAME,
-                             self.jobdir, exc.strerror or exc)
+                # a WARNING: the report is a by-product (on a full disk the
+                # frontier's own ERROR line says what to do)
+                logger.warning("IRI crawl report: cannot write %s into JOBDIR %s: %s "
+                               "(the crawl itself is not affected)", FILENAME,
+                               self.jobdir, exc.strerror or exc)
             else:
                 logger.info("IRI crawl report: %s (iri-scrapy report %s -o report.html)",
                             path, self.jobdir)
