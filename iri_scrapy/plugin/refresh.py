@@ -35,6 +35,7 @@ Scrapy's reading too, as is the refresh of a request with
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware
@@ -82,9 +83,16 @@ _READERS = {
 }
 
 
+#: A backslash written as a character reference (``&#92;``, ``&#x5c;``, ``&bsol;``).
+_BACKSLASH_REFERENCE = re.compile(r"&(?:#0*92|#[xX]0*5[cC]|bsol)(?![0-9])")
+
+
 def _has_backslash(text: str) -> bool:
-    """True if *text* may hold a ``\\`` once its character references are replaced."""
-    return "\\" in text or "&#" in text
+    """True if *text* has a meta refresh and may hold a ``\\`` once its character
+    references are replaced (cheap tests first: most pages have neither)."""
+    if "refresh" not in text.lower():
+        return False
+    return "\\" in text or _BACKSLASH_REFERENCE.search(text) is not None
 
 
 def browser_meta_refresh(
