@@ -438,6 +438,7 @@ def test_host_prefixed_www(a: str, b: str, expected: bool) -> None:
 
 # --------------------------------------------------------------------------- properties
 
+@pytest.mark.slow  # 5 s at the CI profile's example count
 @given(st.text())
 def test_parsers_never_raise_on_text(text: str) -> None:
     for rule in parse_clean_param(text):
