@@ -42,6 +42,13 @@ So ``a -> a/`` then ``a/ -> a`` leaves ``a/ -> a`` (both spellings still one
 key).  A host rule stops for good at its first counterexample in its scope: a
 2xx at a URI it would rewrite, or an exact rule whose target it would map back
 to that rule's source (the server sends the other way there).
+
+**Evidence other than redirects** (design: docs/protocol.md): content digests
+(:meth:`ProtocolRules.observe_content`), canonical links
+(:meth:`~ProtocolRules.observe_canonical`) and robots.txt Clean-param
+(:meth:`~ProtocolRules.observe_clean_param`) only nominate host rules; a rule is
+used after ``min_evidence`` confirmations (distinct images whose content was
+equal) and never again once content differed in its scope.
 """
 
 from __future__ import annotations
@@ -279,7 +286,7 @@ class ProtocolRules:
         self._evidence: Counter[Identity] = Counter()
         self._contrary: Counter[Identity] = Counter()
         self._scopes: dict[str, set[tuple[str, str]]] = {}  # scope -> kinds with evidence
-        # content evidence (see "Evidence other than redirects" in the module doc)
+        # evidence other than redirects (see the module doc)
         self.sample_every = sample_every
         #: Counts per source and event: ``"content/learned"``, ``"canonical/applied"``, ...
         self.events: Counter[str] = Counter()
@@ -426,13 +433,10 @@ class ProtocolRules:
         parts = _parts(uri)
         if parts is None or self._bad[identity]:
             return
-        scope, kind, param = identity
         new = None
-        if _scope(parts) == scope:  # else *uri* can only be an image (on a twin host)
-            for k, p, out in _candidates(parts, True, (param,) if kind == DROP_PARAM else ()):
-                if k == kind and p == param:
-                    new = _join(out)
-                    break
+        if _scope(parts) == identity[0]:  # else *uri* can only be an image (on a twin host)
+            image = self.step_image(identity, uri)
+            new = None if image == uri else image
         images = self._images.setdefault(identity, {})
         if new is None:  # *uri* may be what earlier aliases map to
             earlier = images.get(uri)
