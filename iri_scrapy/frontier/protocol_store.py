@@ -10,7 +10,8 @@ At ``IRI_LEVEL = "protocol"`` the crash-safe frontier keeps, beside its store:
 * ``iri_protocol_skipped.jsonl``: one line per request a learned rule skipped
   (:class:`iri_scrapy.plugin.learned.Learned`), written before the dupefilter
   drops it: the key it had, the key it was merged into, and the request as a
-  :mod:`.codec` record (data, never a bare pickle).
+  :mod:`.codec` record (data, never a bare pickle; the record and the resume
+  are :mod:`.protocol_state`'s, shared with the Redis fleet's store).
 
 On resume every kept request is looked at against the rules read back: one whose
 merge no longer holds (its rule was revoked, or the rules file was lost) is
@@ -19,7 +20,6 @@ scheduled again, so a crash between a revocation and its re-queue loses nothing.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import logging
@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from iri_scrapy.core.protocol import RulesDataError
-from iri_scrapy.frontier.codec import RefusedRecord, RequestCodec
+from iri_scrapy.frontier.codec import RequestCodec
+from iri_scrapy.frontier.protocol_state import (
+    SKIPPED_ERRORS,
+    Kept,
+    read_skipped_record,
+    resume,
+    rules_text,
+    skipped_record,
+)
 from iri_scrapy.plugin.learned import write_rules
 
 if TYPE_CHECKING:
@@ -75,10 +83,7 @@ class ProtocolStore:
                                "%(aside)s, learning starts afresh (the requests its rules "
                                "skipped are scheduled again)",
                                {"path": self.rules_path, "exc": exc, "aside": aside})
-        kept = self._read_skipped()
-        for base, record in kept.items():
-            learned.skipped.setdefault(base, record)
-        again = learned.changed(force=True)
+        again = resume(learned, self._read_skipped())
         self._rewrite_skipped()
         learned.sink = self._append
         if again:
@@ -91,24 +96,19 @@ class ProtocolStore:
             self._loop.start(SAVE_EVERY, now=False)
         return again
 
-    def _read_skipped(self) -> dict[str, tuple[str, str, Request]]:
-        out: dict[str, tuple[str, str, Request]] = {}
+    def _read_skipped(self) -> dict[str, Kept]:
+        out: dict[str, Kept] = {}
         if not self.skipped_path.exists():
             return out
         refused = 0
         with self.skipped_path.open("r", encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
-                    row = json.loads(line)
-                    base, via, merged = row["base"], row["via"], row["merged"]
-                    record = row["record"]
-                    if not all(isinstance(v, str) for v in (base, via, merged, record)):
-                        raise ValueError("not strings")
-                    request = self.codec.decode(base64.b64decode(record, validate=True))
-                except (ValueError, KeyError, TypeError, RefusedRecord):
+                    base, kept = read_skipped_record(self.codec, line)
+                except SKIPPED_ERRORS:
                     refused += 1  # a torn last line after kill -9, or not ours
                     continue
-                out[base] = (via, merged, request)
+                out[base] = kept
         if refused:
             logger.warning("IRI protocol: %(n)d line(s) of %(path)s could not be read back "
                            "and were ignored", {"n": refused, "path": self.skipped_path})
@@ -124,8 +124,7 @@ class ProtocolStore:
         self._file = self.skipped_path.open("a", encoding="utf-8")
 
     def _line(self, base: str, via: str, merged: str, request: Request) -> str:
-        record = base64.b64encode(self.codec.encode(request)).decode("ascii")
-        return json.dumps({"base": base, "via": via, "merged": merged, "record": record}) + "\n"
+        return skipped_record(self.codec, base, via, merged, request) + "\n"
 
     def _append(self, base: str, via: str, merged: str, request: Request) -> None:
         if self._file is None:
@@ -141,7 +140,7 @@ class ProtocolStore:
 
     def save(self) -> None:
         """Rewrite the rules file if the rules changed since the last write."""
-        text = json.dumps(self.learned.rules.to_data(), ensure_ascii=False, sort_keys=True)
+        text = rules_text(self.learned.rules.to_data())
         if text != self._saved:
             write_rules(self.rules_path, json.loads(text))
             self._saved = text

@@ -8,7 +8,9 @@ as for :class:`~iri_scrapy.frontier.jobdir.IRIFrontierScheduler`.  A dead
 worker's leases go back to the queue, a request being deduplicated is first
 written as the worker's *intent*, each change is one Lua script, and a Redis
 that lost or evicted the crawl's keys stops the crawl (``iri_frontier_lost``)
-instead of losing pages silently.
+instead of losing pages silently.  At ``IRI_LEVEL = "protocol"`` the rules the
+fleet learned and the requests they skipped are kept beside the queue
+(:mod:`.redis_protocol`).
 
 Design: docs/redis-fleet.md (keys, scripts, intents); Redis configuration and
 loss detection: docs/redis.md; stored records: docs/frontier.md.
@@ -53,6 +55,7 @@ from iri_scrapy.frontier.redis_client import (
     retryable_errors,
 )
 from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter
+from iri_scrapy.frontier.redis_protocol import MARKER, ProtocolStateLost, RedisProtocolStore
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.refusal import (
@@ -379,6 +382,8 @@ class RedisIRIScheduler(BaseScheduler):
         self._writes = 0
         self._checking = False
         self._give_up_reason = REASON_REDIS_UNAVAILABLE
+        #: At level protocol: the learned rules' keys (see :mod:`.redis_protocol`).
+        self.protocol: RedisProtocolStore | None = None
 
     # --- construction ------------------------------------------------------------
 
@@ -428,7 +433,7 @@ class RedisIRIScheduler(BaseScheduler):
             self.base += f":c{CANONICALIZATION_VERSION}:{df.tag_hash()}"
         self._keys = {name: f"{self.base}:{name}" for name in (
             "meta", "ready", "bodies", "leases", "workers", "intents", "refused", "epoch",
-            "writes")}
+            "writes", "rules", "skipped")}
 
     def _key_list(self, *names: str) -> list[str]:
         return [self._keys[name] for name in names]
@@ -699,6 +704,13 @@ class RedisIRIScheduler(BaseScheduler):
         result = self.df.open()
         requeued, _, ready, leased = self._tick_once()
         self._joined = bool(ready or leased)
+        learned = getattr(self.df, "learned", None)
+        if learned is not None:  # level protocol: the fleet's learned rules, what they skipped
+            again = self._open_protocol(learned)
+            if again is None:
+                return None
+            for request in again:
+                self.enqueue_request(request)
         if self._joined:
             self._set("joined", 1)
             logger.info(
@@ -721,6 +733,51 @@ class RedisIRIScheduler(BaseScheduler):
         self._ticker = LoopingCall(self.heartbeat)
         self._ticker.start(self.lease_ms / 3000.0, now=False)
         return result
+
+    def _open_protocol(self, learned: Any) -> list[Request] | None:
+        """Open the learned rules' keys; the requests to schedule again, or None if the
+        start is refused (their state lost, or Redis unusable)."""
+        self.protocol = RedisProtocolStore(
+            rules_key=self._keys["rules"], skipped_key=self._keys["skipped"],
+            refused_key=self._keys["refused"], codec=self.codec,  # type: ignore[arg-type]
+            learned=learned, call=lambda fn: self._retrying(lambda: fn(self._client)),
+            lost=self._frontier_lost, schedule=self._schedule_again, drop_meta=(META_LEASE,))
+        try:
+            return self.protocol.open()
+        except IRIRedisError as exc:
+            self.protocol = None
+            lost = isinstance(exc, ProtocolStateLost)
+            if lost:
+                message = (
+                    f"RedisIRIScheduler: this crawl's state in Redis at "
+                    f"{mask_url(self.redis_url)} ({self.base}:*) is lost: {exc}. Pages may be "
+                    "missing: crawl again from the start with IRI_REDIS_FLUSH_ON_START = True, "
+                    "after making Redis keep its data (appendonly yes, maxmemory-policy "
+                    "noeviction: docs/redis.md)")
+            else:
+                message = f"RedisIRIScheduler: Redis at {mask_url(self.redis_url)}: {exc}"
+            if self.connected:
+                try:  # deregister (the first heartbeat registered this worker)
+                    self._tick_once(alive=False, members=[])
+                except Exception:  # noqa: BLE001 - it expires by itself
+                    logger.debug("RedisIRIScheduler: could not deregister", exc_info=True)
+            self._close_client()
+            refuse_start(self.crawler, REASON_FRONTIER_LOST if lost else REASON_REDIS_UNAVAILABLE,
+                         message, exc)
+            return None
+
+    def _schedule_again(self, request: Request) -> None:
+        """A request a revoked rule had skipped, while the crawl runs: to the engine."""
+        engine = None
+        if self.crawler is not None:
+            try:
+                engine = self.crawler.engine
+            except RuntimeError:  # Scrapy 2.19 before the crawl
+                engine = None
+        if engine is not None and getattr(engine, "running", False):
+            engine.crawl(request)
+        else:
+            self.enqueue_request(request)
 
     def _connect(self) -> None:
         from redis.exceptions import RedisError
@@ -760,17 +817,25 @@ class RedisIRIScheduler(BaseScheduler):
                 "are registered on %s:* (wait until their leases expire)",
                 now_workers, self.base)
             return
-        self._client.execute_command("DEL", *[k for n, k in self._keys.items() if n != "meta"])
+        self._client.execute_command(
+            "DEL", *[k for n, k in self._keys.items() if n not in ("meta", "rules")])
+        if self._client.execute_command("EXISTS", self._keys["rules"]):
+            # the learned rules stay (a recrawl starts with them); what they skipped
+            # went with the seen-set
+            self._client.execute_command("HSET", self._keys["skipped"], MARKER, "1")
         clear = getattr(self.df, "clear", None)
         if clear is not None:
             clear()
         logger.info("RedisIRIScheduler: IRI_REDIS_FLUSH_ON_START: %s:* and the seen-set "
-                    "deleted", self.base)
+                    "deleted (learned protocol rules kept: %s)", self.base, self._keys["rules"])
 
     def close(self, reason: str) -> Any:
         if self._ticker is not None and self._ticker.running:
             self._ticker.stop()
         self._ticker = None
+        if self.protocol is not None:  # its last write, while Redis is still ours
+            self.protocol.close()
+            self.protocol = None
         crawler = self.crawler
         if crawler is not None and self._connected:
             self._connected = False
@@ -1153,9 +1218,9 @@ class RedisIRIScheduler(BaseScheduler):
     @property
     def redis_keys(self) -> dict[str, str]:
         """The Redis keys of this crawl's queue by name (``meta``, ``ready``,
-        ``bodies``, ``leases``, ``workers``, ``intents``, ``refused``: module doc,
-        *Keys*); empty
-        before :meth:`open`."""
+        ``bodies``, ``leases``, ``workers``, ``intents``, ``refused``, ``epoch``,
+        ``writes``; ``rules`` and ``skipped`` at level protocol: docs/redis-fleet.md,
+        *Keys*); empty before :meth:`open`."""
         return dict(self._keys)
 
     @property

@@ -1,0 +1,116 @@
+"""The protocol rung's state as data, for both frontier stores (``JOBDIR`` and Redis).
+
+At ``IRI_LEVEL = "protocol"`` the frontier keeps what RFC 3987 section 5.3.4
+learning found (:class:`~iri_scrapy.core.protocol.ProtocolRules`) and every
+request a learned rule skipped (:class:`~iri_scrapy.plugin.learned.Learned`).
+One definition of each, shared by :mod:`.protocol_store` (files) and
+:mod:`.redis_protocol` (a fleet's keys):
+
+* a skipped request's record: JSON ``{"base", "via", "merged", "record"}``, the
+  request a :mod:`.codec` record in base64 (data, never a bare pickle);
+* :func:`resume`: the kept requests whose merge no longer holds under the rules
+  read back, to schedule again (nothing a revoked rule skipped is lost);
+* :func:`merge_rules_data`: two rules documents of one crawl made one, for
+  workers that learn at the same time (counterexamples win: see its doc).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import TYPE_CHECKING, Any
+
+from iri_scrapy.core.protocol import KEPT_CONFIRMATIONS
+from iri_scrapy.frontier.codec import RefusedRecord, RequestCodec
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+    from iri_scrapy.plugin.learned import Learned
+
+__all__ = ["SKIPPED_ERRORS", "Kept", "skipped_record", "read_skipped_record", "resume",
+           "rules_text", "merge_rules_data"]
+
+#: What one kept request is: (via, key merged into, the request) (see :class:`Learned`).
+Kept = tuple[str, str, "Request"]
+#: What :func:`read_skipped_record` raises on a record it cannot read back.
+SKIPPED_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, TypeError,
+                                                   RefusedRecord)
+
+
+def skipped_record(codec: RequestCodec, base: str, via: str, merged: str,
+                   request: Request, *, drop_meta: tuple[str, ...] = ()) -> str:
+    """The record of one skipped request (one JSON line, without its newline);
+    *drop_meta*: meta keys not stored (a store's own, e.g. a lease).
+
+    Raises whatever :meth:`RequestCodec.encode` raises for a request that is not
+    storable as data."""
+    record = base64.b64encode(codec.encode(request, drop_meta=drop_meta)).decode("ascii")
+    return json.dumps({"base": base, "via": via, "merged": merged, "record": record})
+
+
+def read_skipped_record(codec: RequestCodec, text: str | bytes) -> tuple[str, Kept]:
+    """``(base, (via, merged, request))`` from :func:`skipped_record`'s output;
+    one of :data:`SKIPPED_ERRORS` if it is not one (checked as data)."""
+    row = json.loads(text)
+    base, via, merged, record = row["base"], row["via"], row["merged"], row["record"]
+    if not all(isinstance(v, str) for v in (base, via, merged, record)):
+        raise ValueError("not strings")
+    request = codec.decode(base64.b64decode(record, validate=True))
+    return base, (via, merged, request)
+
+
+def resume(learned: Learned, kept: dict[str, Kept]) -> list[Request]:
+    """Add the requests *kept* by an earlier run (or another worker) to *learned*;
+    return, removed from it, every kept request whose merge no longer holds under
+    the rules loaded (its rule revoked, or the rules lost): to schedule again."""
+    for base, record in kept.items():
+        learned.skipped.setdefault(base, record)
+    return learned.changed(force=True)
+
+
+def rules_text(data: dict[str, Any]) -> str:
+    """A rules document as one canonical JSON text (compared to see a change)."""
+    return json.dumps(data, ensure_ascii=False, sort_keys=True)
+
+
+def merge_rules_data(local: dict[str, Any], remote: dict[str, Any]) -> dict[str, Any]:
+    """One rules document (:meth:`ProtocolRules.to_data`) from two of one crawl.
+
+    Both must have been read by :meth:`ProtocolRules.from_data` (checked).  Host
+    rules are merged so that no counterexample is lost: a rule's confirmations
+    are the union (distinct images; the first ``KEPT_CONFIRMATIONS`` in sorted
+    order), its content counterexamples (``bad``), 2xx responses against it
+    (``contrary``) and sample counts (``skips``) the larger of the two, so a rule
+    revoked by either worker stays revoked (``bad`` is final).  Exact rules (each
+    from a permanent redirect a worker fetched) and "redirected away from" are
+    the union; a spelling two workers map to different targets keeps the greater
+    row.  The union can keep an exact rule another worker revoked: it merges only
+    a spelling that was fetched (its redirect taught the rule), so it loses no
+    page.  The merge is commutative, associative and idempotent: workers that
+    write in turn agree on one document instead of rewriting each other's.
+    """
+    exact: dict[str, list[str]] = {}
+    for row in [*local["exact"], *remote["exact"]]:
+        have = exact.get(row[0])
+        exact[row[0]] = row if have is None else max(have, row)
+    rules: dict[tuple[str, ...], dict[str, Any]] = {}
+    for entry in [*local["rules"], *remote["rules"]]:
+        key = tuple(entry["rule"])
+        have_entry = rules.get(key)
+        if have_entry is None:
+            rules[key] = {**entry, "confirmed": set(entry["confirmed"])}
+            continue
+        have_entry["confirmed"].update(entry["confirmed"])
+        have_entry["origin"] = min(have_entry["origin"], entry["origin"])
+        for field in ("bad", "contrary", "skips"):
+            have_entry[field] = max(have_entry[field], entry[field])
+    for entry in rules.values():
+        entry["confirmed"] = sorted(entry["confirmed"])[:KEPT_CONFIRMATIONS]
+    return {
+        "v": local["v"],
+        "min_evidence": max(local["min_evidence"], remote["min_evidence"]),
+        "exact": [exact[source] for source in sorted(exact)],
+        "away": sorted(set(local["away"]) | set(remote["away"])),
+        "rules": [rules[key] for key in sorted(rules)],
+    }

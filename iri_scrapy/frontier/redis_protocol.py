@@ -1,0 +1,393 @@
+"""The protocol rung's state in Redis, for a fleet: learned rules and what they skipped.
+
+At ``IRI_LEVEL = "protocol"`` :class:`~iri_scrapy.RedisIRIScheduler` keeps, beside
+the crawl's queue (same ``<base>``: the canonicalization version is in it):
+
+* ``<base>:rules`` (STRING): JSON ``{"format", "canonicalization_version",
+  "rules"}``, ``rules`` being :meth:`ProtocolRules.to_data` (RFC 3987 section
+  5.3.4).  Read back as data only (:meth:`ProtocolRules.from_data` checks every
+  field; a damaged value is copied to ``<base>:rules:damaged``, one WARNING, and
+  learning starts afresh: that loses no page).  Every worker writes what it
+  learned every few seconds while it changes and at close, merged with what is
+  there (:func:`~.protocol_state.merge_rules_data`: counterexamples win) by a
+  compare-and-set script, so concurrent workers lose none of each other's
+  evidence.  A worker that opens loads it: a second worker of the fleet, or a
+  recrawl on the same keys, starts with what was learned.
+* ``<base>:skipped`` (HASH): the key a request had before the rules -> its
+  record (:mod:`.protocol_state`: a :mod:`.codec` record, never a pickle),
+  written before the dupefilter drops the request; plus a marker field.  At
+  open, every record whose merge no longer holds under the rules loaded is
+  claimed (``HDEL``) and scheduled again; a record this worker's own revocation
+  re-queued is deleted; when the fleet's document shows a rule revoked by
+  another worker, the records it no longer merges are claimed and scheduled
+  again (``dont_filter``: this worker may still hold the rule).
+
+Both keys exist from the first worker's open on; either one vanishing while the
+crawl runs (a Redis restarted empty, an eviction) closes the crawl as the
+scheduler's other losses do (``iri_frontier_lost``), never silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.core.protocol import ProtocolRules, RulesDataError
+from iri_scrapy.frontier.protocol_state import (
+    SKIPPED_ERRORS,
+    Kept,
+    merge_rules_data,
+    read_skipped_record,
+    resume,
+    skipped_record,
+)
+from iri_scrapy.frontier.redis_client import IRIRedisError
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+    from iri_scrapy.frontier.codec import RequestCodec
+    from iri_scrapy.plugin.learned import Learned
+
+__all__ = ["RedisProtocolStore", "ProtocolStateLost", "MARKER", "FORMAT", "SAVE_EVERY",
+           "SAVE_SCRIPT"]
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+#: The version of ``<base>:rules``'s wrapper document.
+FORMAT = 1
+#: The field of ``<base>:skipped`` that is there while the crawl's state is.
+MARKER = "iri-protocol:marker"
+#: Seconds between two looks at (and writes of) the fleet's rules.
+SAVE_EVERY = 5.0
+#: Compare-and-set tries per save before waiting for the next one (workers racing).
+MAX_TRIES = 10
+
+# KEYS: rules, skipped; ARGV: SHA-1 of the value this worker last saw ('' for none),
+# the new value ('' to only look), the marker field, '1' if both keys must exist.
+# -> {-1: rules gone, -2: marker gone, 0: changed meanwhile (then the value),
+#     1: written, 2: unchanged}
+SAVE_SCRIPT = """
+local cur = redis.call('GET', KEYS[1])
+if ARGV[4] == '1' then
+  if not cur then return {-1, ''} end
+  if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 0 then return {-2, ''} end
+end
+local sha = ''
+if cur then sha = redis.sha1hex(cur) end
+if sha ~= ARGV[1] then return {0, cur} end
+if ARGV[2] == '' then return {2, ''} end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[3], '1')
+return {1, ''}
+"""
+
+#: Runs a function of the Redis client, retried through an outage (the scheduler's).
+Call = Callable[[Callable[[Any], _T]], _T]
+
+
+class ProtocolStateLost(IRIRedisError):
+    """The crawl's rules are in Redis without its skipped requests (found at open)."""
+
+
+def _sha(value: bytes) -> str:
+    return hashlib.sha1(value).hexdigest()  # noqa: S324 - a change detector, as Redis's
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _in_force(doc: dict[str, Any] | None, min_evidence: int) -> frozenset[tuple[str, ...]]:
+    """The rules *doc* puts in force: host rules per scope, and exact rules.  One
+    that stops being in force may un-merge skipped requests."""
+    if doc is None:
+        return frozenset()
+    check = ProtocolRules.from_data(doc, min_evidence=min_evidence)
+    scopes = {entry["rule"][0] for entry in doc["rules"]} | {row[2] for row in doc["exact"]}
+    out: set[tuple[str, ...]] = {("exact", row[0], row[1]) for row in doc["exact"]}
+    for scope in scopes:
+        out.update(("host", scope, kind, param) for kind, param in check.host_rules(scope + "/"))
+    return frozenset(out)
+
+
+class RedisProtocolStore:
+    """The two keys above for one worker (see the module doc).
+
+    *call* runs a function of the Redis client through the scheduler's retry
+    policy (an :class:`IRIRedisError` once it gave up: the spider is closing
+    then); *lost* is the scheduler's "frontier lost" (one ERROR, the crawl
+    closed); *schedule* hands a request to the engine while the crawl runs.
+    """
+
+    def __init__(self, *, rules_key: str, skipped_key: str, refused_key: str,
+                 codec: RequestCodec, learned: Learned, call: Call[Any],
+                 lost: Callable[[str], None], schedule: Callable[[Request], None],
+                 drop_meta: tuple[str, ...] = ()) -> None:
+        self.rules_key = rules_key
+        self.skipped_key = skipped_key
+        self.refused_key = refused_key
+        self.codec = codec
+        self.learned = learned
+        self._call = call
+        self._lost = lost
+        self._schedule = schedule
+        self.drop_meta = drop_meta
+        #: The fleet's document as last read or written (validated), its text and SHA-1.
+        self.remote: dict[str, Any] | None = None
+        self._remote_text = ""
+        self._remote_sha = ""
+        #: Keys before the rules of the records in Redis this worker knows are kept.
+        self._written: set[str] = set()
+        #: What the fleet's document put in force when last looked at.
+        self._in_force: frozenset[tuple[str, ...]] = frozenset()
+        self._script: Any = None
+        self._loop: Any = None
+        self.failed = False
+        #: Records claimed and scheduled again (at open, and from the fleet's revocations).
+        self.requeued = 0
+
+    # --- open ----------------------------------------------------------------------
+
+    def open(self) -> list[Request]:
+        """Load the fleet's rules and skipped requests; the requests whose merge no
+        longer holds (claimed: to schedule).  :class:`ProtocolStateLost` if the
+        rules are there without the skipped requests' marker."""
+        value, marker = self._call(lambda c: (c.get(self.rules_key),
+                                              c.hexists(self.skipped_key, MARKER)))
+        if value is not None and not marker:
+            raise ProtocolStateLost(
+                f"{self.rules_key} is in Redis but not the marker of {self.skipped_key}: "
+                "Redis lost or evicted the requests the learned rules skipped")
+        learned = self.learned
+        if value is not None:
+            self._adopt(value)
+        if self.remote is not None:
+            learned.rules.load(merge_rules_data(learned.rules.to_data(), self.remote))
+        kept = self._read_skipped()
+        again = self._claim(resume(learned, kept), kept)
+        self._written = {base for base in kept if base in learned.skipped}
+        self._in_force = _in_force(self.remote, learned.rules.min_evidence)
+        self._save(must_exist=False)
+        learned.sink = self._append
+        if again:
+            logger.info("IRI protocol: %(n)d request(s) skipped by rules that no longer hold "
+                        "are scheduled again", {"n": len(again)})
+        if kept or self.remote is not None:
+            logger.info("IRI protocol: %(rules)d learned rule(s) and %(kept)d skipped "
+                        "request(s) read from %(key)s", {
+                            "rules": len(learned.rules.to_data()["rules"]),
+                            "kept": len(kept), "key": self.rules_key})
+        self.requeued += len(again)
+        from twisted.internet.task import LoopingCall
+
+        self._loop = LoopingCall(self.sync)
+        self._loop.start(SAVE_EVERY, now=False)
+        return again
+
+    def _adopt(self, value: bytes) -> None:
+        """The fleet's document from *value*; a damaged one is set aside (WARNING)."""
+        self._remote_sha = _sha(value)
+        self._remote_text = ""
+        try:
+            wrapper = json.loads(value)
+            if not isinstance(wrapper, dict) or wrapper.get("format") != FORMAT:
+                raise ValueError(f"not format {FORMAT}")
+            version = wrapper.get("canonicalization_version")
+            if version != CANONICALIZATION_VERSION:
+                raise ValueError(f"canonicalization version {version!r}, this crawler's "
+                                 f"is {CANONICALIZATION_VERSION}")
+            doc = wrapper.get("rules")
+            ProtocolRules.from_data(doc)  # checked as data: never run, never unpickled
+        except (ValueError, RulesDataError) as exc:  # json's errors are ValueErrors
+            aside = self.rules_key + ":damaged"
+            with contextlib.suppress(IRIRedisError):  # the scheduler gave up (logged)
+                self._call(lambda c: c.set(aside, value))
+            logger.warning("IRI protocol: %(key)s cannot be read (%(exc)s); copied to "
+                           "%(aside)s, learning starts afresh (the requests its rules skipped "
+                           "are scheduled again)",
+                           {"key": self.rules_key, "exc": exc, "aside": aside})
+            self.remote = None
+            return
+        self.remote = doc
+        self._remote_text = _text(value)
+
+    def _read_skipped(self) -> dict[str, Kept]:
+        out: dict[str, Kept] = {}
+        refused: dict[bytes, bytes] = {}
+
+        def scan(c: Any) -> list[tuple[bytes, bytes]]:
+            return list(c.hscan_iter(self.skipped_key, count=1000))
+
+        for field, value in self._call(scan):
+            if field == MARKER.encode():
+                continue
+            try:
+                base, kept = read_skipped_record(self.codec, value)
+            except SKIPPED_ERRORS:
+                refused[field] = value
+                continue
+            out[base] = kept
+        if refused:  # kept aside with the queue's refused records, never executed
+            self._call(lambda c: c.hset(self.refused_key, mapping={
+                b"protocol-skipped:" + f: v for f, v in refused.items()}))
+            self._call(lambda c: c.hdel(self.skipped_key, *refused))
+            logger.warning("IRI protocol: %(n)d record(s) of %(key)s could not be read back; "
+                           "moved to %(refused)s (the requests they stand for are not "
+                           "scheduled again)", {"n": len(refused), "key": self.skipped_key,
+                                                "refused": self.refused_key})
+        return out
+
+    def _claim(self, requests: list[Request], kept: dict[str, Kept]) -> list[Request]:
+        """Of *requests* (what :func:`resume` gave back), those read from Redis whose
+        record this worker deleted first (another worker that deleted one
+        schedules it), and any other."""
+        ours = {id(request): base for base, (_, _, request) in kept.items()}
+        out = []
+        for request in requests:
+            base = ours.get(id(request))
+            if base is None or self._hdel([base]):
+                out.append(request)
+        return out
+
+    def _hdel(self, fields: list[Any]) -> int:
+        """``HDEL`` of *fields* from the skipped requests: how many were there."""
+        return int(self._call(lambda c: c.hdel(self.skipped_key, *fields)))
+
+    def _run_save(self, args: list[str]) -> tuple[Any, Any]:
+        keys = [self.rules_key, self.skipped_key]
+        reply = self._call(lambda c: self._script(keys=keys, args=args, client=c))
+        return reply[0], reply[1]
+
+    # --- while the crawl runs ------------------------------------------------------
+
+    def _append(self, base: str, via: str, merged: str, request: Request) -> None:
+        """:attr:`Learned.sink`: store a skipped request before the dupefilter drops it."""
+        if self.failed:
+            return
+        try:
+            value = skipped_record(self.codec, base, via, merged, request,
+                                   drop_meta=self.drop_meta)
+        except Exception:  # not storable as data: kept in memory only (a crash loses it)
+            logger.warning("IRI protocol: a skipped request cannot be stored as data: %s",
+                           request, exc_info=True)
+            return
+        try:
+            self._call(lambda c: c.hset(self.skipped_key, base, value))
+        except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
+            return
+        self._written.add(base)
+
+    def sync(self) -> None:
+        """Delete the records this worker scheduled again; merge and write the rules
+        if they changed (here or in the fleet); re-queue what the fleet's
+        revocations un-merge; notice the keys gone."""
+        if self.failed:
+            return
+        try:
+            gone = [base for base in self._written if base not in self.learned.skipped]
+            for i in range(0, len(gone), 1000):
+                chunk = gone[i:i + 1000]
+                self._hdel(chunk)
+            self._written.difference_update(gone)
+            if self._save(must_exist=True):
+                self._fleet_revocations()
+        except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
+            self.failed = True
+
+    def _save(self, *, must_exist: bool) -> bool:
+        """Compare-and-set the merged document; False if the keys are gone (lost)."""
+        local = self.learned.rules.to_data()
+        if self._script is None:
+            self._script = self._call(lambda c: c.register_script(SAVE_SCRIPT))
+        for _ in range(MAX_TRIES):
+            merged = merge_rules_data(local, self.remote if self.remote is not None else local)
+            text = json.dumps({"format": FORMAT, "canonicalization_version":
+                               CANONICALIZATION_VERSION, "rules": merged},
+                              ensure_ascii=False, sort_keys=True)
+            new = "" if text == self._remote_text else text
+            args = [self._remote_sha, new, MARKER, "1" if must_exist else "0"]
+            code, value = self._run_save(args)
+            code = int(code)
+            if code == -1 or code == -2:
+                self.failed = True
+                self._lost(f"{self.rules_key} is gone" if code == -1 else
+                           f"{self.skipped_key} (the requests learned rules skipped) is gone")
+                return False
+            if code == 1:
+                self.remote, self._remote_text = merged, text
+                self._remote_sha = _sha(text.encode("utf-8"))
+                return True
+            if code == 2:
+                return True
+            self._adopt(value)  # another worker wrote: merge with theirs, try again
+        logger.info("IRI protocol: %s changed %d times while being merged; trying again in "
+                    "%.0f s", self.rules_key, MAX_TRIES, SAVE_EVERY)
+        return True
+
+    def _fleet_revocations(self) -> None:
+        """Rules the fleet's document has evidence against that were not looked at:
+        claim every record they no longer merge and schedule it again."""
+        min_evidence = self.learned.rules.min_evidence
+        now = _in_force(self.remote, min_evidence)
+        stopped, self._in_force = self._in_force - now, now
+        if not stopped or self.remote is None:
+            return
+        check = ProtocolRules.from_data(self.remote, min_evidence=min_evidence)
+
+        def scan(c: Any) -> list[tuple[bytes, bytes]]:
+            return list(c.hscan_iter(self.skipped_key, count=1000))
+
+        n = 0
+        for field, value in self._call(scan):
+            if field == MARKER.encode():
+                continue
+            try:
+                row = json.loads(value)
+                via, merged = str(row["via"]), str(row["merged"])
+            except (ValueError, KeyError, TypeError):
+                continue  # read at the next open, and set aside then
+            if check.apply(via) == check.apply(merged):
+                continue
+            try:
+                _, (_, _, request) = read_skipped_record(self.codec, value)
+            except SKIPPED_ERRORS:
+                continue  # read at the next open, and set aside then
+            base = _text(field)
+            if not self._hdel([field]):
+                continue  # another worker claimed it
+            self._written.discard(base)
+            self.learned.skipped.pop(base, None)
+            # this worker may still hold the rule another worker revoked: fetch it
+            self._schedule(request.replace(dont_filter=True))
+            n += 1
+        if n:
+            self.requeued += n
+            self.learned.rules.events["requeued"] += n
+            self.learned.publish()
+            logger.info("IRI protocol: a rule was revoked in the fleet; %(n)d request(s) "
+                        "it had skipped are scheduled again", {"n": n})
+
+    # --- close -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the loop; the last write (unless the state was found lost)."""
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._loop = None
+        if self.learned.sink == self._append:
+            self.learned.sink = None
+        if self.failed:
+            return
+        try:
+            self.sync()
+        except Exception as exc:  # noqa: BLE001 - the crawl is over; say so
+            logger.error("IRI protocol: the learned rules cannot be written to %s (%s)",
+                         self.rules_key, exc)

@@ -1,0 +1,303 @@
+"""Learned protocol rules and what they skipped, kept in Redis for a fleet (issue 23).
+
+``RedisIRIScheduler`` at ``IRI_LEVEL = "protocol"`` against a real redis-server:
+the rules written and read back by a second worker, a damaged value set aside, the
+skipped requests scheduled again when their rule is gone (at open, after this
+worker's revocation, after another worker's), the keys vanishing mid-crawl made
+loud.  Several schedulers on one server stand for several workers, as in
+``tests/redis/test_redis_scheduler.py``.  The real crawls are at the end (slow).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.utils.test import get_crawler
+
+from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.frontier.protocol_state import merge_rules_data
+from iri_scrapy.frontier.redis_protocol import MARKER
+from iri_scrapy.frontier.redis_scheduler import REASON_FRONTIER_LOST, RedisIRIScheduler
+from tests.support.crawl import run_crawl
+from tests.support.messy_site import MessySite
+from tests.support.redis_support import RedisServer
+
+pytestmark = pytest.mark.redis
+
+HOST = "http://h.test"
+
+
+class _Spider(Spider):
+    name = "protocol-fleet"
+
+    def parse(self, response: Any, **kwargs: Any) -> Any:
+        return None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _reactor() -> None:
+    from scrapy.utils.reactor import install_reactor, is_reactor_installed
+
+    if not is_reactor_installed():
+        install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+
+
+def open_worker(url: str, **extra: Any) -> tuple[Any, RedisIRIScheduler]:
+    settings = {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_REDIS_URL": url,
+                "IRI_LEVEL": "protocol", "IRI_REDIS_LEASE_SECONDS": 5, **extra}
+    crawler = get_crawler(_Spider, settings)
+    spider = _Spider.from_crawler(crawler)
+    crawler.spider = spider
+    scheduler = RedisIRIScheduler.from_crawler(crawler)
+    scheduler.open(spider)
+    return crawler, scheduler
+
+
+def learned(worker: RedisIRIScheduler) -> Any:
+    out = getattr(worker.df, "learned", None)
+    assert out is not None
+    return out
+
+
+def teach_add_slash(worker: RedisIRIScheduler, host: str = HOST) -> None:
+    """Two permanent redirects to the slashed spelling: the host rule add-slash."""
+    rules = learned(worker).rules
+    for name in ("a", "b"):
+        rules.observe_redirect(f"{host}/{name}", f"{host}/{name}/", 301)
+    assert rules.apply(f"{host}/x") == f"{host}/x/"
+
+
+def skip_alias(worker: RedisIRIScheduler, name: str, host: str = HOST) -> None:
+    """Schedule /name/ then /name: the second is merged by the learned rule (kept)."""
+    assert worker.enqueue_request(Request(f"{host}/{name}/"))
+    assert not worker.enqueue_request(Request(f"{host}/{name}"))
+    assert f"{host}/{name}" in learned(worker).skipped
+
+
+def drain(worker: RedisIRIScheduler) -> list[str]:
+    out = []
+    while (request := worker.next_request()) is not None:
+        out.append(request.url)
+        worker.answered(request)
+    return out
+
+
+def stored(client: Any, worker: RedisIRIScheduler) -> dict[str, Any]:
+    value = client.get(worker.redis_keys["rules"])
+    assert value is not None
+    return json.loads(value)  # type: ignore[no-any-return]
+
+
+def skipped_fields(client: Any, worker: RedisIRIScheduler) -> set[str]:
+    return {f.decode() for f in client.hkeys(worker.redis_keys["skipped"])} - {MARKER}
+
+
+def test_rules_and_skipped_written_and_read_back_by_a_second_worker(
+        redis_server: RedisServer) -> None:
+    client = redis_server.client()
+    _, a = open_worker(redis_server.url)
+    keys = a.redis_keys
+    assert keys["rules"].startswith(a.base) and keys["skipped"].startswith(a.base)
+    assert f":c{CANONICALIZATION_VERSION}:" in keys["rules"]  # beside the seen-set's version
+    teach_add_slash(a)
+    skip_alias(a, "c")
+    # written before the dupefilter dropped it, as a codec record (data)
+    assert skipped_fields(client, a) == {f"{HOST}/c"}
+    record = json.loads(client.hget(keys["skipped"], f"{HOST}/c"))
+    assert record["via"] == f"{HOST}/c" and record["merged"] == f"{HOST}/c/"
+    assert a.protocol is not None
+    a.protocol.sync()
+    document = stored(client, a)
+    assert document["format"] == 1
+    assert document["canonicalization_version"] == CANONICALIZATION_VERSION
+    assert len(document["rules"]["exact"]) == 2
+    _, b = open_worker(redis_server.url)  # a second worker of the fleet
+    assert learned(b).rules.apply(f"{HOST}/zzz") == f"{HOST}/zzz/"
+    assert f"{HOST}/c" in learned(b).skipped  # the merge still holds: kept, not fetched
+    assert drain(b) == [f"{HOST}/c/"]
+    b.close("finished")
+    a.close("finished")
+    # a recrawl on the same keys starts with what was learned
+    _, c = open_worker(redis_server.url, IRI_REDIS_FLUSH_ON_START=True)
+    assert learned(c).rules.apply(f"{HOST}/y") == f"{HOST}/y/"
+    assert skipped_fields(client, c) == set()  # went with the seen-set
+    c.close("finished")
+
+
+def test_a_damaged_value_is_set_aside_and_learning_starts_afresh(
+        redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
+    client = redis_server.client()
+    _, a = open_worker(redis_server.url)
+    teach_add_slash(a)
+    skip_alias(a, "c")
+    a.close("finished")
+    keys = a.redis_keys
+    damaged = json.dumps({"format": 1, "canonicalization_version": CANONICALIZATION_VERSION,
+                          "rules": {"v": 1, "min_evidence": 2, "exact": "cat /etc/passwd",
+                                    "away": [], "rules": []}})
+    for value in (damaged.encode(), b"\x80\x04\x95cos\nsystem\n."):  # and a pickle
+        client.set(keys["rules"], value)
+        with caplog.at_level(logging.WARNING):
+            caplog.clear()
+            _, b = open_worker(redis_server.url)
+        warnings = [r for r in caplog.records if "cannot be read" in r.getMessage()]
+        assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+        assert client.get(keys["rules"] + ":damaged") == value
+        assert learned(b).rules.apply(f"{HOST}/x") == f"{HOST}/x"  # afresh
+        document = stored(client, b)  # replaced by a readable one
+        assert document["rules"]["exact"] == []
+        b.close("finished")
+    # the request the lost rules had skipped was scheduled again: no page lost
+    assert skipped_fields(client, a) == set()
+    _, c = open_worker(redis_server.url)
+    assert f"{HOST}/c" in drain(c)
+    c.close("finished")
+
+
+def test_skipped_requests_scheduled_again_when_the_rule_is_gone(
+        redis_server: RedisServer) -> None:
+    client = redis_server.client()
+    _, a = open_worker(redis_server.url)
+    teach_add_slash(a)
+    skip_alias(a, "c")
+    skip_alias(a, "d")
+    assert drain(a) == [f"{HOST}/c/", f"{HOST}/d/"]
+    # this worker's own revocation: a 2xx at /d against the host rule
+    rules = learned(a).rules
+    rules.observe_contrary(f"{HOST}/d")
+    assert rules.apply(f"{HOST}/d") == f"{HOST}/d"
+    again = learned(a).changed()  # what Learned.requeue hands to the engine
+    assert {r.url for r in again} == {f"{HOST}/c", f"{HOST}/d"}
+    assert a.protocol is not None
+    a.protocol.sync()
+    assert skipped_fields(client, a) == set()  # removed from Redis
+    a.close("finished")
+
+    # a rule lost between two runs: what it skipped is scheduled again at open
+    _, b = open_worker(redis_server.url)
+    teach_add_slash(b, "http://g.test")  # h.test's rule stays revoked: another host
+    skip_alias(b, "e", "http://g.test")
+    b.close("finished")
+    empty = {"format": 1, "canonicalization_version": CANONICALIZATION_VERSION,
+             "rules": {"v": 1, "min_evidence": 2, "exact": [], "away": [], "rules": []}}
+    client.set(b.redis_keys["rules"], json.dumps(empty))
+    _, c = open_worker(redis_server.url)
+    assert skipped_fields(client, c) == set()  # claimed
+    assert "http://g.test/e" in drain(c)
+    c.close("finished")
+
+
+def test_a_rule_revoked_by_another_worker_gives_back_what_this_one_skipped(
+        redis_server: RedisServer) -> None:
+    client = redis_server.client()
+    _, a = open_worker(redis_server.url)
+    teach_add_slash(a)
+    assert a.protocol is not None
+    a.protocol.sync()
+    _, b = open_worker(redis_server.url)  # starts with A's rules
+    assert b.protocol is not None
+    skip_alias(a, "c")  # A skips with the rule; B never saw /c
+    a.protocol.sync()
+    b.protocol.sync()
+    learned(b).rules.observe_contrary(f"{HOST}/q")  # B: a 2xx against the rule
+    b.protocol.sync()  # the fleet's document revokes it: B claims /c and schedules it
+    assert skipped_fields(client, a) == set()
+    assert b.protocol.requeued == 1
+    urls = drain(b)
+    assert f"{HOST}/c" in urls
+    assert learned(b).rules.events["requeued"] == 1
+    a.protocol.sync()  # A agrees with the fleet's document (no second re-queue)
+    assert a.protocol.requeued == 0
+    document = stored(client, a)["rules"]
+    assert any(entry["contrary"] for entry in document["rules"])
+    a.close("finished")
+    b.close("finished")
+
+
+def test_the_keys_vanishing_mid_crawl_close_it_as_lost(redis_server: RedisServer) -> None:
+    client = redis_server.client()
+    for name in ("rules", "skipped"):
+        _, a = open_worker(redis_server.url)
+        teach_add_slash(a)
+        skip_alias(a, "c")
+        assert a.protocol is not None
+        a.protocol.sync()
+        assert a.lost is None
+        client.delete(a.redis_keys[name])  # evicted, or deleted by hand
+        a.protocol.sync()
+        assert a.lost is not None and a.redis_keys[name] in a.lost
+        assert a.counts.get("frontier_lost") == 1
+        a.close("shutdown")
+        client.flushall()
+
+
+def test_rules_without_their_skipped_requests_refuse_the_start(
+        redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
+    client = redis_server.client()
+    _, a = open_worker(redis_server.url)
+    teach_add_slash(a)
+    skip_alias(a, "c")
+    a.close("finished")
+    client.delete(a.redis_keys["skipped"])
+    with caplog.at_level(logging.ERROR):
+        crawler, b = open_worker(redis_server.url)
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any("is lost" in m and a.redis_keys["skipped"] in m for m in errors), errors
+    assert b.protocol is None and not b.connected
+    assert client.zcard(a.redis_keys["workers"]) == 0  # deregistered
+    del crawler
+
+
+def test_merge_is_a_join_and_counterexamples_win() -> None:
+    def doc(exact: list[list[str]], rules: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"v": 1, "min_evidence": 2, "exact": exact, "away": [], "rules": rules}
+
+    def entry(confirmed: list[str], bad: int = 0) -> dict[str, Any]:
+        return {"rule": [HOST, "drop-param", "sid"], "origin": "content",
+                "confirmed": confirmed, "bad": bad, "contrary": 0, "skips": 0}
+
+    a = doc([[f"{HOST}/a", f"{HOST}/a/", HOST, "add-slash", ""]], [entry(["x", "y"])])
+    b = doc([[f"{HOST}/b", f"{HOST}/b/", HOST, "add-slash", ""]], [entry(["z"], bad=1)])
+    ab, ba = merge_rules_data(a, b), merge_rules_data(b, a)
+    assert ab == ba
+    assert merge_rules_data(ab, a) == ab and merge_rules_data(ab, ab) == ab
+    assert len(ab["exact"]) == 2
+    assert ab["rules"][0]["bad"] == 1  # revoked by B: revoked in the fleet
+    assert ab["rules"][0]["confirmed"] == ["x", "y", "z"]
+
+
+# --------------------------------------------------------------------------- real crawls
+
+REDIS_PROTOCOL = {"ADDONS": {"iri_scrapy.Addon": 0}, "ROBOTSTXT_OBEY": True,
+                  "IRI_LEVEL": "protocol"}
+
+
+def _crawl(redis_url: str, **extra: Any) -> tuple[MessySite, Any]:
+    settings = {**REDIS_PROTOCOL, "IRI_REDIS_URL": redis_url, **extra}
+    with MessySite("messy") as site:
+        result = run_crawl(settings, site.start_urls, site.proxy_url)
+        return site, result
+
+
+@pytest.mark.slow
+def test_a_recrawl_on_the_same_redis_keys_starts_with_the_rules_learned(
+        redis_server: RedisServer) -> None:
+    first, result = _crawl(redis_server.url)
+    assert result.finish_reason == "finished", result.stderr[-2000:]
+    assert first.missed() == set(), sorted(first.missed())
+    client = redis_server.client()
+    (rules_key,) = client.keys("*:rules")
+    document = json.loads(client.get(rules_key))
+    assert document["rules"]["rules"]
+    # the same crawl again from the start: queue and seen-set flushed, the rules kept
+    again, result = _crawl(redis_server.url, IRI_REDIS_FLUSH_ON_START=True)
+    print(f"\nfirst (Redis, level protocol): {first.summary()}\n"
+          f"again (same keys, seen-set flushed): {again.summary()}")
+    assert result.finish_reason == "finished", result.stderr[-2000:]
+    assert again.missed() == set(), sorted(again.missed())
+    assert again.total_hits() < first.total_hits()
+    assert again.ratio() <= 1.15, again.summary()
