@@ -8,7 +8,9 @@ the crawl's queue (same ``<base>``: the canonicalization version is in it):
   5.3.4).  Read back as data only (:meth:`ProtocolRules.from_data` checks every
   field; a damaged value is copied to ``<base>:rules:damaged``, one WARNING, and
   learning starts afresh: that loses no page).  Every worker writes what it
-  learned every few seconds while it changes and at close, merged with what is
+  learned every few seconds while it changes, before a skip when it last wrote
+  more than a second ago (a resume finds the rules that justify what was
+  skipped), and at close, merged with what is
   there (:func:`~.protocol_state.merge_rules_data`: counterexamples win) by a
   compare-and-set script, so concurrent workers lose none of each other's
   evidence.  A worker that opens loads it: a second worker of the fleet, or a
@@ -33,6 +35,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -67,6 +70,9 @@ FORMAT = 1
 MARKER = "iri-protocol:marker"
 #: Seconds between two looks at (and writes of) the fleet's rules.
 SAVE_EVERY = 5.0
+#: A skip writes the rules first if they were last written this many seconds ago
+#: (a worker killed then resumes with the rules that justify what it skipped).
+SAVE_AFTER_SKIP = 1.0
 #: Compare-and-set tries per save before waiting for the next one (workers racing).
 MAX_TRIES = 10
 
@@ -149,6 +155,7 @@ class RedisProtocolStore:
         #: What the fleet's document put in force when last looked at.
         self._in_force: frozenset[tuple[str, ...]] = frozenset()
         self._script: Any = None
+        self._saved_at = 0.0
         self._loop: Any = None
         self.failed = False
         #: Records claimed and scheduled again (at open, and from the fleet's revocations).
@@ -280,8 +287,11 @@ class RedisProtocolStore:
                            request, exc_info=True)
             return
         try:
+            if time.monotonic() - self._saved_at >= SAVE_AFTER_SKIP:
+                self._save(must_exist=True)  # the rules that justify it, first
             self._call(lambda c: c.hset(self.skipped_key, base, value))
         except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
+            self.failed = True
             return
         self._written.add(base)
 
@@ -304,6 +314,7 @@ class RedisProtocolStore:
 
     def _save(self, *, must_exist: bool) -> bool:
         """Compare-and-set the merged document; False if the keys are gone (lost)."""
+        self._saved_at = time.monotonic()
         local = self.learned.rules.to_data()
         if self._script is None:
             self._script = self._call(lambda c: c.register_script(SAVE_SCRIPT))

@@ -10,8 +10,13 @@ loud.  Several schedulers on one server stand for several workers, as in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import signal
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -22,7 +27,7 @@ from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.protocol_state import merge_rules_data
 from iri_scrapy.frontier.redis_protocol import MARKER
 from iri_scrapy.frontier.redis_scheduler import REASON_FRONTIER_LOST, RedisIRIScheduler
-from tests.support.crawl import run_crawl
+from tests.support.crawl import CrawlError, run_crawl
 from tests.support.messy_site import MessySite
 from tests.support.redis_support import RedisServer
 
@@ -218,7 +223,8 @@ def test_a_rule_revoked_by_another_worker_gives_back_what_this_one_skipped(
     b.close("finished")
 
 
-def test_the_keys_vanishing_mid_crawl_close_it_as_lost(redis_server: RedisServer) -> None:
+def test_the_keys_vanishing_mid_crawl_close_it_as_lost(
+        redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
     client = redis_server.client()
     for name in ("rules", "skipped"):
         _, a = open_worker(redis_server.url)
@@ -228,8 +234,12 @@ def test_the_keys_vanishing_mid_crawl_close_it_as_lost(redis_server: RedisServer
         a.protocol.sync()
         assert a.lost is None
         client.delete(a.redis_keys[name])  # evicted, or deleted by hand
-        a.protocol.sync()
+        with caplog.at_level(logging.ERROR):
+            caplog.clear()
+            a.protocol.sync()
         assert a.lost is not None and a.redis_keys[name] in a.lost
+        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert len(errors) == 1 and REASON_FRONTIER_LOST in errors[0], errors
         assert a.counts.get("frontier_lost") == 1
         a.close("shutdown")
         client.flushall()
@@ -276,6 +286,21 @@ REDIS_PROTOCOL = {"ADDONS": {"iri_scrapy.Addon": 0}, "ROBOTSTXT_OBEY": True,
                   "IRI_LEVEL": "protocol"}
 
 
+def _kill_after(site: MessySite, hits: int, killed: list[bool]) -> Any:
+    def started(proc: Any, _log: Any) -> None:
+        def watch() -> None:
+            while proc.poll() is None:  # bounded by the child's life
+                if site.total_hits() >= hits:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    killed.append(True)
+                    return
+                time.sleep(0.005)
+
+        threading.Thread(target=watch, daemon=True).start()
+
+    return started
+
+
 def _crawl(redis_url: str, **extra: Any) -> tuple[MessySite, Any]:
     settings = {**REDIS_PROTOCOL, "IRI_REDIS_URL": redis_url, **extra}
     with MessySite("messy") as site:
@@ -301,3 +326,29 @@ def test_a_recrawl_on_the_same_redis_keys_starts_with_the_rules_learned(
     assert again.missed() == set(), sorted(again.missed())
     assert again.total_hits() < first.total_hits()
     assert again.ratio() <= 1.15, again.summary()
+
+
+@pytest.mark.slow
+def test_kill_9_and_resume_on_redis_keep_the_rules_and_lose_nothing(
+        redis_server: RedisServer) -> None:
+    # short leases: the killed worker's requests go back to the queue quickly
+    settings = {**REDIS_PROTOCOL, "IRI_REDIS_URL": redis_server.url,
+                "IRI_REDIS_LEASE_SECONDS": 2}
+    with MessySite("messy") as site:
+        killed: list[bool] = []
+        with contextlib.suppress(CrawlError):  # killed: no result written
+            run_crawl(settings, site.start_urls, site.proxy_url,
+                      started=_kill_after(site, 120, killed))
+        assert killed, "the crawl ended before it could be killed"
+        client = redis_server.client()
+        (skipped_key,) = client.keys("*:skipped")
+        kept = client.hlen(skipped_key) - 1  # the marker
+        before = site.total_hits()
+        result = run_crawl(settings, site.start_urls, site.proxy_url)
+        print(f"\nkilled after {before} hits ({kept} skipped requests in Redis); "
+              f"in all: {site.summary()}")
+        assert result.finish_reason == "finished", result.stderr[-2000:]
+        assert site.missed() == set(), sorted(site.missed())
+        (rules_key,) = client.keys("*:rules")
+        assert json.loads(client.get(rules_key))["rules"]["rules"]
+        assert site.ratio() < 4.0, site.summary()  # stock: 4.00 without a kill
