@@ -257,11 +257,20 @@ class RedisProtocolStore:
         record this worker deleted first (another worker that deleted one
         schedules it), and any other."""
         ours = {id(request): base for base, (_, _, request) in kept.items()}
-        out = []
-        for request in requests:
-            base = ours.get(id(request))
-            if base is None or self._hdel([base]):
-                out.append(request)
+        out = [request for request in requests if id(request) not in ours]
+        mine = [request for request in requests if id(request) in ours]
+        for i in range(0, len(mine), 1000):
+            chunk = mine[i:i + 1000]
+            fields = [ours[id(request)] for request in chunk]
+
+            def each(c: Any, fields: list[str] = fields) -> list[Any]:
+                pipe = c.pipeline(transaction=False)
+                for field in fields:
+                    pipe.hdel(self.skipped_key, field)
+                return list(pipe.execute())
+
+            deleted = self._call(each)
+            out += [request for request, n in zip(chunk, deleted, strict=True) if n]
         return out
 
     def _hdel(self, fields: list[Any]) -> int:
@@ -388,13 +397,17 @@ class RedisProtocolStore:
 
     # --- close -----------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Stop the loop; the last write (unless the state was found lost)."""
+    def stop(self) -> None:
+        """No more writes (the loop stopped, the skips no longer stored)."""
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._loop = None
         if self.learned.sink == self._append:
             self.learned.sink = None
+
+    def close(self) -> None:
+        """Stop; the last write (unless the state was found lost)."""
+        self.stop()
         if self.failed:
             return
         try:

@@ -835,6 +835,8 @@ class RedisIRIScheduler(BaseScheduler):
         self._ticker = None
         if self.protocol is not None:  # its last write, while Redis is still ours
             self.protocol.close()
+            if self.protocol.requeued:
+                self._set("protocol_requeued", self.protocol.requeued)
             self.protocol = None
         crawler = self.crawler
         if crawler is not None and self._connected:
@@ -891,6 +893,8 @@ class RedisIRIScheduler(BaseScheduler):
         if self._ticker is not None and self._ticker.running:
             self._ticker.stop()
         self._ticker = None
+        if self.protocol is not None:
+            self.protocol.stop()
         self._close_client()
 
     def _close_client(self) -> None:
