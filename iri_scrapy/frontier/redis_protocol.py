@@ -154,6 +154,7 @@ class RedisProtocolStore:
         self._written: set[str] = set()
         #: What the fleet's document put in force when last looked at.
         self._in_force: frozenset[tuple[str, ...]] = frozenset()
+        self._looked_at = ""  # the text of that document
         self._script: Any = None
         self._saved_at = 0.0
         self._loop: Any = None
@@ -182,6 +183,7 @@ class RedisProtocolStore:
         again = self._claim(resume(learned, kept), kept)
         self._written = {base for base in kept if base in learned.skipped}
         self._in_force = _in_force(self.remote, learned.rules.min_evidence)
+        self._looked_at = self._remote_text
         self._save(must_exist=False)
         learned.sink = self._append
         if again:
@@ -213,7 +215,8 @@ class RedisProtocolStore:
                                  f"is {CANONICALIZATION_VERSION}")
             doc = wrapper.get("rules")
             ProtocolRules.from_data(doc)  # checked as data: never run, never unpickled
-        except (ValueError, RulesDataError) as exc:  # json's errors are ValueErrors
+        except (RulesDataError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            # (json's errors and a UTF-8 decoding error are ValueErrors)
             aside = self.rules_key + ":damaged"
             with contextlib.suppress(IRIRedisError):  # the scheduler gave up (logged)
                 self._call(lambda c: c.set(aside, value))
@@ -320,6 +323,10 @@ class RedisProtocolStore:
                 self._fleet_revocations()
         except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
             self.failed = True
+        except Exception:  # a bug: loud, and no more writes (what is in Redis stays)
+            self.failed = True
+            logger.error("IRI protocol: keeping the learned rules in %s failed; they are no "
+                         "longer written", self.rules_key, exc_info=True)
 
     def _save(self, *, must_exist: bool) -> bool:
         """Compare-and-set the merged document; False if the keys are gone (lost)."""
@@ -355,6 +362,9 @@ class RedisProtocolStore:
     def _fleet_revocations(self) -> None:
         """Rules the fleet's document has evidence against that were not looked at:
         claim every record they no longer merge and schedule it again."""
+        if self._remote_text == self._looked_at:
+            return
+        self._looked_at = self._remote_text
         min_evidence = self.learned.rules.min_evidence
         now = _in_force(self.remote, min_evidence)
         stopped, self._in_force = self._in_force - now, now
