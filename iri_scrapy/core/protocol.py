@@ -79,6 +79,8 @@ BACKFILL = 5_000
 PER_DIGEST = 16
 #: Confirmations kept per rule (what is exported; the count saturates there).
 KEPT_CONFIRMATIONS = 64
+#: Confirmations beyond this many (plus one) do not space a rule's samples further.
+SAMPLE_SHIFT_MAX = 5
 #: The version of :meth:`ProtocolRules.to_data`'s document.
 DATA_VERSION = 1
 
@@ -485,6 +487,9 @@ class ProtocolRules:
                     self._nominate(identity, CONTENT)
         if uri not in same and len(same) < PER_DIGEST:
             same.append(uri)
+        for identity, image in self._potential(uri, parts):  # a rule content refutes
+            if identity not in self._origin and self._digests[image] != digest:
+                self._against(identity, content=True)
         for twin in _twins(parts):  # rules whose image is on this host (www., http)
             for identity in sorted(self._candidates.get(twin, ())):
                 self._track(identity, uri, digest)
@@ -520,21 +525,93 @@ class ProtocolRules:
 
     def skip(self, used: Iterable[Identity]) -> bool:
         """Whether a request merged by the host rules *used* is skipped (True) or
-        fetched as a sample that checks them (False): per rule, its merges number
-        K, 2K, 4K, 8K... (K: ``sample_every``): each sample that confirms the
-        rule doubles the run before the next, so a rule's samples grow with the
-        logarithm of what it merged, and a wrong rule is caught within K merges."""
+        fetched as a sample that checks them (False).
+
+        Per rule, merge number n is sampled when n = K * 2**j (K:
+        ``sample_every``) with 2**j at least 2**(c - 1), c the rule's
+        confirmations (capped at :data:`SAMPLE_SHIFT_MAX` + 1): a rule's
+        confirmations count as its first samples, and each sample that confirms
+        it doubles the run before the next, so its samples grow with the
+        logarithm of what it merged.  With the default two confirmations, a wrong
+        rule is caught within 2K merges; nothing it skipped is lost (revocation
+        gives them back).
+        """
         sample = False
         for identity in used:
             self._skips[identity] += 1
             n = self._skips[identity]
-            if n % self.sample_every == 0 and (n // self.sample_every) & (
-                    n // self.sample_every - 1) == 0:  # K, 2K, 4K, 8K... merges
-                sample = True
+            if n % self.sample_every == 0:
+                m = n // self.sample_every
+                floor = 1 << min(self._strength(identity) - 1, SAMPLE_SHIFT_MAX)
+                if m & (m - 1) == 0 and m >= floor:  # floor*K, 2*floor*K, ... merges
+                    sample = True
         for identity in used:
             source = self._origin.get(identity, REDIRECT)
             self.events[f"{source}/{'sampled' if sample else 'applied'}"] += 1
         return not sample
+
+    def _strength(self, identity: Identity, floor: int = 1) -> int:
+        """The confirmations of *identity* (at least *floor*): pages with equal
+        content, or permanent redirects with no 2xx against them."""
+        have = len(self._confirmed.get(identity, ()))
+        if self._contrary[identity] == 0:
+            have = max(have, self._evidence[identity])
+        return max(floor, have)
+
+    def pending(self, uri: str) -> list[tuple[Identity, str, int]]:
+        """The rules not yet in force (and with no content counterexample) that
+        would rewrite *uri*: ``(rule, image, seen)``, *seen* the fetches of the
+        image's resource under that rule already observed (0, 1, or 2 once the
+        image confirmed it: a further fetch there teaches nothing).
+
+        Both the rules nominated and those a fetch of *uri* would nominate: one
+        transform (:func:`_pair_rules`' kinds) onto a page already served.  Trap
+        rules (``collapse-repeat``) are left out: each longer spelling confirms.
+        """
+        uri = _drop_fragment(uri)[0]
+        parts = _parts(uri)
+        if parts is None:
+            return []
+        out = []
+        nominated = self._candidates.get(_scope(parts), ())
+        for identity in nominated:
+            if identity[1] == REPEAT or self._bad[identity] or self._in_force(identity):
+                continue
+            image = self.step_image(identity, uri)
+            if image == uri:
+                continue
+            if image in self._confirmed.get(identity, ()):
+                seen = 2
+            else:
+                seen = min(2, (image in self._digests)
+                           + (image in self._images.get(identity, {})))
+            out.append((identity, image, seen))
+        for identity, image in self._potential(uri, parts):
+            if identity not in nominated and not self._bad[identity]:
+                out.append((identity, image, 1))
+        return out
+
+    def _potential(self, uri: str, parts: Parts) -> Iterator[tuple[Identity, str]]:
+        """The rules content evidence would nominate if *uri* served the content
+        of a page already served one transform away: ``(rule, that page)``."""
+        if not self._digests:
+            return
+        names: list[str] = []
+        if parts[4]:
+            single = sorted(_names(parts[4]))
+            names = single if len(single) == 1 else [*single, "&".join(single)]
+        for kind, _, new in _candidates(parts, True, names):
+            if kind in (REPEAT, ADD_WWW, REMOVE):  # content never nominates these
+                continue
+            image = _join(new)
+            if image in self._digests:
+                identity = _classify(uri, image)
+                if identity is not None:
+                    yield identity, image
+
+    def needed(self, identity: Identity) -> int:
+        """Confirmations *identity* still needs to be in force (0 if it is)."""
+        return max(0, self.min_evidence - self._strength(identity, floor=0))
 
     def was_served(self, uri: str) -> bool:
         """True if a 2xx response at *uri* itself was observed (:meth:`observe_content`)."""

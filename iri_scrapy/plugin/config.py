@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 __all__ = [
     "IRIConfig", "rules_for", "META_DONT_NORMALIZE", "META_ORIGINAL", "META_RENORMALIZED",
     "META_VERBATIM", "META_SERVER_SPELLING", "META_UNNORMALIZABLE", "META_REISSUED_FROM",
-    "META_SKIPPED", "META_PENDING", "META_SAMPLE", "SETTINGS", "Setting", "setting",
-    "setting_is_subclass", "is_subclass_path",
+    "META_SKIPPED", "META_PENDING", "META_SAMPLE", "META_KEYED", "META_DEFERRED", "SETTINGS",
+    "Setting", "setting", "setting_is_subclass", "is_subclass_path",
 ]
 
 #: Request meta key: skip canonicalization for this request.
@@ -57,6 +57,13 @@ META_SKIPPED = "iri_skipped_link"
 META_PENDING = "iri_pending_redirect"
 #: Request meta key: fetched to check the learned rules that would have merged it.
 META_SAMPLE = "iri_protocol_sample"
+#: Request meta key (level protocol): the seen-set record (hex) this request added
+#: when it passed the dupefilter; a redirect copies it, so the dupefilter can tell
+#: a redirect to the key its source added from one to a key another request added.
+META_KEYED = "iri_keyed"
+#: Request meta key (level protocol): deferred once while a rule was being learned,
+#: given back to be fetched (never deferred again).
+META_DEFERRED = "iri_protocol_deferred"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from iri_scrapy.core.explain import explain
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
+    META_KEYED,
     META_ORIGINAL,
     META_RENORMALIZED,
     META_VERBATIM,
@@ -294,6 +295,8 @@ class IRIDupeFilter(BaseDupeFilter):
     def _first(self, request: Request, fp: bytes) -> bool:
         """Keep the first spelling of a new key (for the duplicates' stats); False."""
         stamp = stamp_of(request)
+        if self.rules is not None:  # learned rules move keys: which one this request added
+            request.meta[META_KEYED] = fp64(fp).hex()
         if self.debug:  # the spelling the spider wrote (request.url is canonical)
             self._first_seen[fp64(fp)] = stamp.spelling if stamp else spelling(request)
         elif (stamp is not None and not stamp.canonical
@@ -306,7 +309,7 @@ class IRIDupeFilter(BaseDupeFilter):
         meta = request.meta
         redirect_urls = meta.get("redirect_urls")
         if (redirect_urls and self._same_key_as(request, redirect_urls[-1], fp)
-                and not self._served_before(request)):
+                and self._added_by_source(request, fp)):
             self._inc(STAT_REDIRECT_SAME_KEY)
             return False
         if meta.get(META_RENORMALIZED):
@@ -318,12 +321,20 @@ class IRIDupeFilter(BaseDupeFilter):
                 return False
         return True
 
-    def _served_before(self, request: Request) -> bool:
-        """At level PROTOCOL: True if the very URI of *request* was served already
-        (a redirect to a page fetched before is a duplicate like any other)."""
+    def _added_by_source(self, request: Request, fp: bytes) -> bool:
+        """For a redirect to the key of its source: True if that source's own visit
+        added the key.  At level PROTOCOL a rule learned since may have merged the
+        source's key with one another request added (``/a`` redirected to ``/a/``,
+        linked and fetched too), or with a page already served: then the redirect
+        is a duplicate like any other."""
+        if self.rules is None:
+            return True
+        keyed = request.meta.get(META_KEYED)
+        if keyed is not None and keyed != fp64(fp).hex():
+            return False
         stamp = stamp_of(request)
-        return (self.rules is not None and stamp is not None and stamp.base is not None
-                and self.rules.was_served(stamp.base))
+        return not (stamp is not None and stamp.base is not None
+                    and self.rules.was_served(stamp.base))
 
     def _same_key_as(self, request: Request, url: str, fp: bytes) -> bool:
         """True if *request* at *url* (same method, body, headers) has fingerprint *fp*.

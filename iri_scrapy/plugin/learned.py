@@ -7,8 +7,12 @@ section 5.3.4) and one :class:`Learned`: every request the dupefilter dropped
 key it was merged into.  When a rule stops (a counterexample, a later redirect:
 ``ProtocolRules.revision`` moves), each kept request whose key changed is handed
 back to the engine (``iri/protocol/requeued``): nothing a rule skipped is lost
-when the rule turns out wrong.  It also publishes the learner's counts as
-``iri/protocol/<source>/<event>`` stats and carries the persistence hook the
+when the rule turns out wrong.  Requests that would only re-confirm a rule
+still being learned are deferred until the fetches that decide it are done
+(:meth:`Learned.defer`, :meth:`Learned.settle`; all are given back when the
+crawl is idle): a site's first pages link many aliases of one kind at once, and
+fetching them all would confirm one rule many times over.  It also publishes
+the learner's counts as ``iri/protocol/<source>/<event>`` stats and carries the persistence hook the
 ``JOBDIR`` frontier sets (:mod:`iri_scrapy.frontier.protocol_store`).
 """
 
@@ -17,25 +21,28 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from iri_scrapy.plugin import compat  # noqa: F401  (checks the installed Scrapy first)
-from iri_scrapy.plugin.config import META_SAMPLE
+from iri_scrapy.plugin.config import META_DEFERRED, META_SAMPLE
 from iri_scrapy.plugin.stamp import stamp_of
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-    from iri_scrapy.core.protocol import ProtocolRules
+    from iri_scrapy.core.protocol import Identity, ProtocolRules
 
 __all__ = ["Learned", "learned_for", "write_rules"]
 
 logger = logging.getLogger(__name__)
 
 _ATTR = "_iri_scrapy_learned"
+
 
 #: Called with (key before the rules, via, key merged into, request) for each request kept.
 Sink = Callable[[str, str, str, "Request"], None]
@@ -56,6 +63,16 @@ class Learned:
         self.sampled: set[str] = set()
         self._revision = rules.revision
         self._published: dict[str, int] = {}
+        # rules being learned: per rule, the images of the fetches in flight it would
+        # rewrite, and how many of those fetches would confirm it
+        self._flying: dict[Identity, Counter[str]] = {}
+        self._confirming: Counter[Identity] = Counter()
+        self._fetching: WeakKeyDictionary[
+            Request, tuple[str, list[tuple[Identity, str, bool]]]] = WeakKeyDictionary()
+        self._loading: Counter[str] = Counter()  # keys before the rules, in flight
+        #: key -> (via, key merged into, request): deferred until their rules are
+        #: decided (:meth:`defer`, :meth:`settle`)
+        self.deferred: dict[str, tuple[str, str, Request]] = {}
 
     def duplicate(self, request: Request) -> bool:
         """For the dupefilter, on a request whose key was seen: True to drop it.
@@ -69,7 +86,7 @@ class Learned:
         if stamp is None or stamp.base is None:
             return True
         base = stamp.base
-        if base in self.skipped or base in self.sampled:
+        if base in self.skipped or base in self.sampled or base in self.deferred:
             return True  # this alias was met before: counted then
         merged, used = self.rules.trace(base)
         if merged == base:
@@ -91,7 +108,8 @@ class Learned:
         pages of a site are all scheduled before any rule is known).  Such a
         request is kept, or sampled, as :meth:`duplicate` does.
         """
-        if request.dont_filter or request.meta.get(META_SAMPLE):
+        meta = request.meta
+        if (request.dont_filter and not meta.get(META_DEFERRED)) or meta.get(META_SAMPLE):
             return False
         stamp = stamp_of(request)
         if stamp is None or stamp.base is None:
@@ -99,7 +117,7 @@ class Learned:
         base = stamp.base
         if base in self.skipped or base in self.sampled:
             return False
-        if self.rules.served(base):
+        if self.rules.served(base) or self._merged_in_flight(base):
             return self.duplicate(request)
         alias = self.rules.served_alias(base)
         if alias is None:
@@ -108,6 +126,120 @@ class Learned:
         self.rules.events["alias-first"] += 1
         self.publish()
         return True
+
+    def defer(self, request: Request) -> bool:
+        """For the downloader, after :meth:`stale`: True if *request* is deferred
+        (kept, not fetched now) until the rules it would only re-confirm are
+        decided (:meth:`settle`); else False, and it is counted in flight until
+        :meth:`fetched`.
+
+        Deferred: every rule not yet in force that would rewrite it
+        (:meth:`ProtocolRules.pending`) has its image's resource fetched twice
+        already (or in flight), or once with enough confirming fetches in
+        flight.  Kept as a skipped request is (persisted by the frontier's hook),
+        so a crash loses nothing either.
+        """
+        meta = request.meta
+        if meta.get(META_SAMPLE) or (request.dont_filter and not meta.get(META_DEFERRED)):
+            return False
+        stamp = stamp_of(request)
+        if stamp is None or stamp.base is None:
+            return False
+        base = stamp.base
+        pending = self.rules.pending(base)
+        if pending and not meta.get(META_DEFERRED) and not self._useful(pending):
+            merged = self.rules.apply(pending[0][1])  # its key once the rule is in force
+            self.deferred[base] = (base, merged, request)
+            if self.sink is not None:
+                self.sink(base, base, merged, request)
+            self.rules.events["deferred"] += 1
+            self.publish()
+            return True
+        entry = []
+        for identity, image, seen in pending:
+            flying = self._flying.setdefault(identity, Counter())
+            confirming = seen + flying[image] == 1
+            flying[image] += 1
+            if confirming:
+                self._confirming[identity] += 1
+            entry.append((identity, image, confirming))
+        self._fetching[request] = (base, entry)
+        self._loading[base] += 1
+        return False
+
+    def _useful(self, pending: list[tuple[Identity, str, int]]) -> bool:
+        """Whether a fetch would teach one of the *pending* rules something: the
+        first of its image's resource, or a confirmation still wanted."""
+        for identity, image, seen in pending:
+            flying = self._flying.get(identity)
+            k = seen + (flying[image] if flying else 0)
+            if k == 0 or (k == 1 and self._confirming[identity] < self.rules.needed(identity)):
+                return True
+        return False
+
+    def fetched(self, request: Request) -> None:
+        """*request*, counted in flight by :meth:`defer`, is done (a response, an error)."""
+        fetching = self._fetching.pop(request, None)
+        if fetching is None:
+            return
+        base, entry = fetching
+        self._loading[base] -= 1
+        if self._loading[base] <= 0:
+            del self._loading[base]
+        for identity, image, confirming in entry:
+            flying = self._flying[identity]
+            flying[image] -= 1
+            if flying[image] <= 0:
+                del flying[image]
+            if not flying:
+                del self._flying[identity]
+            if confirming:
+                self._confirming[identity] -= 1
+                if self._confirming[identity] <= 0:
+                    del self._confirming[identity]
+
+    def settle(self, *, everything: bool = False) -> list[Request]:
+        """Decide the deferred requests whose rules moved: merged by a rule now in
+        force (kept as skipped), or given back when the rule was refuted or a
+        fetch of theirs is wanted again; with *everything* (the crawl is idle),
+        every deferred request is given back.  Returns those given back, each a
+        copy marked to pass the dupefilter (which has its key) and never be
+        deferred again, for the engine (:meth:`give_back`)."""
+        if not self.deferred:
+            return []
+        back = []
+        for base, (via, merged, request) in list(self.deferred.items()):
+            if self.rules.apply(via) == merged:
+                del self.deferred[base]
+                self.skipped[base] = (via, merged, request)
+                self.rules.events["deferred_merged"] += 1
+                continue
+            pending = self.rules.pending(base)
+            if everything or not pending or self._useful(pending):
+                del self.deferred[base]
+                back.append(request.replace(
+                    dont_filter=True, meta={**request.meta, META_DEFERRED: True}))
+        if back:
+            self.rules.events["deferred_fetched"] += len(back)
+        self.publish()
+        return back
+
+    def give_back(self, requests: list[Request]) -> int:
+        """Hand *requests* (from :meth:`settle`) to the engine; how many."""
+        if requests and self.crawler is not None and self.crawler.engine is not None:
+            for request in requests:
+                self.crawler.engine.crawl(request)
+        return len(requests)
+
+    def _merged_in_flight(self, base: str) -> bool:
+        """True if rules merge *base* with a request in flight (scheduled as
+        another key before the rule was known): a duplicate, as the dupefilter
+        would have said had the rule been known then."""
+        if not self._loading:
+            return False
+        merged = self.rules.apply(base)
+        return merged != base and any(
+            other != base and self.rules.apply(other) == merged for other in self._loading)
 
     def keep(self, base: str, via: str, merged: str, request: Request) -> None:
         """Keep a skipped request while ``rules.apply(via) == merged`` (and hand it

@@ -18,7 +18,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from scrapy import signals
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import DontCloseSpider, IgnoreRequest
 from scrapy.http import TextResponse
 
 from iri_scrapy.core.errors import IRIError
@@ -86,6 +86,7 @@ class IRIProtocolMiddleware:
         if mw.rules is not None:
             crawler.signals.connect(mw.request_dropped, signal=signals.request_dropped)
             crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
+            crawler.signals.connect(mw.spider_idle, signal=signals.spider_idle)
         return mw
 
     def spider_closed(self) -> None:
@@ -106,7 +107,9 @@ class IRIProtocolMiddleware:
 
     def process_request(self, request: Request) -> None:
         """Learn the redirect that led to *request* (it has passed the dupefilter);
-        skip it if rules learned since it was scheduled merge it with a page served."""
+        skip it if rules learned since it was scheduled merge it with a page served;
+        defer it while the fetches that decide a rule it would only re-confirm are
+        in flight (:meth:`Learned.defer`)."""
         if self.rules is None:
             return
         if META_PENDING in request.meta:
@@ -116,6 +119,15 @@ class IRIProtocolMiddleware:
             self._inc("iri/protocol/skipped_at_download")
             raise IgnoreRequest(f"IRI protocol: {request.url} merged with a page already "
                                 "served by a rule learned after it was scheduled")
+        if self.learned.defer(request):
+            raise IgnoreRequest(f"IRI protocol: {request.url} deferred until the rule "
+                                "being learned that would merge it is decided")
+
+    def spider_idle(self) -> None:
+        """Give back every deferred request before the crawl may end."""
+        assert self.learned is not None
+        if self.learned.give_back(self.learned.settle(everything=True)):
+            raise DontCloseSpider
 
     def request_dropped(self, request: Request) -> None:
         """Learn the redirect that led to *request*, dropped by the scheduler."""
@@ -165,6 +177,20 @@ class IRIProtocolMiddleware:
 
     def process_response(self, request: Request, response: Response) -> Response:
         """Rewrite a redirect's Location to its canonical URI; learn from 3xx and 2xx."""
+        try:
+            return self._response(request, response)
+        finally:
+            if self.learned is not None:
+                self.learned.fetched(request)
+                self.learned.give_back(self.learned.settle())
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        """A fetch that failed is done too (what was deferred on it is looked at)."""
+        if self.learned is not None:
+            self.learned.fetched(request)
+            self.learned.give_back(self.learned.settle())
+
+    def _response(self, request: Request, response: Response) -> Response:
         status = response.status
         if status in REDIRECT_STATUSES and b"Location" in response.headers:
             self._redirect(request, response)

@@ -173,11 +173,12 @@ def test_samples_per_rule() -> None:
     feed(rules, REPLY)
     _, used = rules.trace(B + "/p/9/?replytocom=1")
     assert used
+    assert rules.describe(used[0]).endswith("2 page(s) with equal content)")
     decisions = [rules.skip(used) for _ in range(40)]
-    # merges 4, 8, 16, 32 are fetched to check the rule
-    assert [i + 1 for i, skip in enumerate(decisions) if not skip] == [4, 8, 16, 32]
-    assert rules.events["content/sampled"] == 4
-    assert rules.events["content/applied"] == 36
+    # two confirmations count as the first sample: merges 8, 16, 32 are fetched
+    assert [i + 1 for i, skip in enumerate(decisions) if not skip] == [8, 16, 32]
+    assert rules.events["content/sampled"] == 3
+    assert rules.events["content/applied"] == 37
 
 
 @pytest.mark.parametrize("bad", [
@@ -278,3 +279,33 @@ def test_content_that_differs_never_merges(events: list[Obs]) -> None:
             other = next(u for u in seen if rules.apply(u) == key and seen[u] != content)
             pytest.fail(f"{uri} ({content}) and {other} ({seen[other]}) both keyed {key}")
         keys.setdefault(key, content)
+
+
+def test_pending_names_the_rules_a_fetch_would_teach() -> None:
+    rules = ProtocolRules()
+    reply = (B, "drop-param", "replytocom")
+    assert rules.pending(B + "/p/1/?replytocom=5") == []  # no page served yet
+    feed(rules, [page(B + "/p/1/", 1)])
+    # not nominated yet: the rule a fetch would nominate, its image served once
+    assert rules.pending(B + "/p/1/?replytocom=5") == [(reply, B + "/p/1/", 1)]
+    assert rules.needed(reply) == 2
+    feed(rules, [page(B + "/p/1/?replytocom=7", 1), page(B + "/p/2/", 2)])
+    assert rules.needed(reply) == 1
+    # /p/1/ confirmed it already: another alias of /p/1/ teaches nothing
+    assert rules.pending(B + "/p/1/?replytocom=5") == [(reply, B + "/p/1/", 2)]
+    assert rules.pending(B + "/p/2/?replytocom=5") == [(reply, B + "/p/2/", 1)]
+    assert rules.pending(B + "/p/3/?replytocom=5") == [(reply, B + "/p/3/", 0)]
+    feed(rules, [page(B + "/p/2/?replytocom=3", 2)])
+    assert rules.needed(reply) == 0
+    assert rules.pending(B + "/p/3/?replytocom=5") == []  # in force: nothing pending
+
+
+def test_content_refutes_a_rule_before_it_is_nominated() -> None:
+    rules = ProtocolRules()
+    ref = (S + "", "drop-param", "ref")
+    feed(rules, [page(S + "/a/1", 1), page(S + "/a/1?ref=x", 11), page(S + "/a/2", 2)])
+    assert rules.events["counterexamples"] == 1
+    assert rules.pending(S + "/a/2?ref=y") == []  # never worth a confirmation again
+    feed(rules, [page(S + "/a/2?ref=y", 2), page(S + "/a/3", 3), page(S + "/a/3?ref=z", 3)])
+    assert rules.apply(S + "/a/4?ref=w") == S + "/a/4?ref=w"
+    assert rules.needed(ref) == 2

@@ -46,7 +46,9 @@ def test_messy_site_fetched_about_once_per_resource() -> None:
     assert site.missed() == set(), sorted(site.missed())
     assert result.finish_reason == "finished"
     assert stock.ratio() >= 3.0
-    assert site.ratio() <= 1.5, site.summary()
+    # the target is 1.15 (measured 1.12-1.15 on an idle machine); the bound
+    # leaves room for a busy machine's crawl order (what is in flight together)
+    assert site.ratio() <= 1.2, site.summary()
     stats = result.stats
     for source in ("content", "canonical", "clean-param", "redirect"):
         assert stats.get(f"iri/protocol/{source}/nominated", 0) >= 1, source

@@ -15,7 +15,7 @@ from scrapy import Request
 
 from iri_scrapy.core.ladder import Level
 from iri_scrapy.core.protocol import ProtocolRules
-from iri_scrapy.plugin.config import META_SAMPLE, IRIConfig
+from iri_scrapy.plugin.config import META_DEFERRED, META_SAMPLE, IRIConfig
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter
 
 B = "http://blog.test"
@@ -61,13 +61,119 @@ def test_samples_per_rule_each_alias_once() -> None:
     rules, df = learned_filter(sample_every=3)
     assert not df.request_seen(Request(f"{B}/p/7/"))
     verdicts = []
-    for i in range(1, 13):
+    for i in range(1, 25):
         request = Request(f"{B}/p/7/?replytocom={i}")
         verdicts.append((df.request_seen(request), bool(request.meta.get(META_SAMPLE))))
-    # merges 3, 6, 12 of the rule are fetched as samples (K, 2K, 4K)
-    assert [i + 1 for i, (seen, _) in enumerate(verdicts) if not seen] == [3, 6, 12]
+    # a rule with two confirmations: merges 6, 12, 24 are fetched as samples (2K, 4K, 8K)
+    assert [i + 1 for i, (seen, _) in enumerate(verdicts) if not seen] == [6, 12, 24]
     assert all(sample for seen, sample in verdicts if not seen)
     # an alias met again is a plain duplicate: counted once
     assert df.request_seen(Request(f"{B}/p/7/?replytocom=1"))
-    assert df.request_seen(Request(f"{B}/p/7/?replytocom=3"))
+    assert df.request_seen(Request(f"{B}/p/7/?replytocom=6"))
     assert rules.events["content/sampled"] == 3
+
+
+# --- deferral: aliases that would only re-confirm a rule being learned --------
+
+
+def learning_filter() -> tuple[ProtocolRules, IRIDupeFilter]:
+    """``drop-param:replytocom`` nominated with one confirmation (needs two)."""
+    rules = ProtocolRules()
+    rules.observe_content(f"{B}/p/1/", D(1))
+    rules.observe_content(f"{B}/p/1/?replytocom=9", D(1))
+    rules.observe_content(f"{B}/p/2/", D(2))
+    assert rules.needed((B, "drop-param", "replytocom")) == 1
+    return rules, IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+
+
+def scheduled(df: IRIDupeFilter, url: str) -> Request:
+    request = Request(url)
+    assert not df.request_seen(request)  # a new key: the rule is not in force yet
+    return request
+
+
+def test_only_the_confirmations_a_rule_needs_are_fetched() -> None:
+    rules, df = learning_filter()
+    learned = df.learned
+    assert learned is not None
+    confirming = scheduled(df, f"{B}/p/2/?replytocom=1")
+    same_image = scheduled(df, f"{B}/p/2/?replytocom=2")
+    confirmed_image = scheduled(df, f"{B}/p/1/?replytocom=3")
+    assert not learned.defer(confirming)  # the one confirmation still needed
+    assert learned.defer(same_image)  # a second fetch of /p/2/ while one is in flight
+    assert learned.defer(confirmed_image)  # /p/1/ confirmed the rule already
+    assert set(learned.deferred) == {same_image.url, confirmed_image.url}
+    # the confirming fetch is served: the rule is in force, the deferred are merged
+    rules.observe_content(confirming.url, D(2))
+    learned.fetched(confirming)
+    assert learned.settle() == []
+    assert learned.deferred == {}
+    assert {b for b in learned.skipped} == {same_image.url, confirmed_image.url}
+    assert rules.events["deferred"] == 2 and rules.events["deferred_merged"] == 2
+
+
+def test_deferred_requests_come_back_when_the_rule_is_refuted() -> None:
+    rules, df = learning_filter()
+    learned = df.learned
+    assert learned is not None
+    confirming = scheduled(df, f"{B}/p/2/?replytocom=1")
+    waiting = scheduled(df, f"{B}/p/2/?replytocom=2")
+    assert not learned.defer(confirming)
+    assert learned.defer(waiting)
+    rules.observe_content(confirming.url, D(22))  # other content: the rule is wrong
+    learned.fetched(confirming)
+    back = learned.settle()
+    assert [r.url for r in back] == [waiting.url]
+    assert back[0].dont_filter and back[0].meta[META_DEFERRED]
+    assert not learned.defer(back[0])  # never deferred twice
+    assert rules.events["deferred_fetched"] == 1
+
+
+def test_an_idle_crawl_gets_every_deferred_request_back() -> None:
+    rules, df = learning_filter()
+    learned = df.learned
+    assert learned is not None
+    confirming = scheduled(df, f"{B}/p/2/?replytocom=1")
+    waiting = scheduled(df, f"{B}/p/2/?replytocom=2")
+    assert not learned.defer(confirming)
+    assert learned.defer(waiting)
+    assert learned.settle() == []  # nothing decided yet: it keeps waiting
+    assert [r.url for r in learned.settle(everything=True)] == [waiting.url]
+    assert learned.deferred == {}
+
+
+def test_an_alias_of_a_page_in_flight_is_a_duplicate() -> None:
+    rules = ProtocolRules()
+    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    learned = df.learned
+    assert learned is not None
+    first = scheduled(df, f"{B}/i?id=6&sid=a")
+    second = scheduled(df, f"{B}/i?id=6&sid=b")  # scheduled before any rule was known
+    assert not learned.stale(first) and not learned.defer(first)  # in flight now
+    for n in (1, 2):  # drop-param:sid learned meanwhile from other pages
+        rules.observe_content(f"{B}/i?id={n}", D(n))
+        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+    assert rules.apply(second.url) == f"{B}/i?id=6"
+    assert learned.stale(second)  # merged with the one in flight: kept, not fetched
+    assert second.url in learned.skipped
+    learned.fetched(first)
+    assert not learned.stale(scheduled(df, f"{B}/i?id=7&sid=c"))
+
+
+def test_a_redirect_to_a_key_another_request_added_is_a_duplicate() -> None:
+    rules = ProtocolRules()
+    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    source = scheduled(df, f"{B}/a")  # keyed /a: no rule yet
+    scheduled(df, f"{B}/a/")  # linked too: keyed /a/
+    for n in ("x", "y"):  # then add-slash is learned from two permanent redirects
+        rules.observe_redirect(f"{B}/{n}", f"{B}/{n}/", 301)
+    assert rules.apply(f"{B}/a") == f"{B}/a/"
+    redirected = source.replace(url=f"{B}/a/",
+                                meta={**source.meta, "redirect_urls": [f"{B}/a"]})
+    assert df.request_seen(redirected)  # /a/ is fetched once, by its own request
+    # a source keyed /b/ (the rule in force when it was scheduled): its redirect
+    # to /b/ is the one fetch of that key
+    source = scheduled(df, f"{B}/b")
+    redirected = source.replace(url=f"{B}/b/",
+                                meta={**source.meta, "redirect_urls": [f"{B}/b"]})
+    assert not df.request_seen(redirected)
