@@ -377,3 +377,17 @@ def test_two_workers_share_the_rules_and_lose_nothing(redis_server: RedisServer)
         # stock 4.00
         assert site.ratio() < 3.0, site.summary()
         assert all(r.stats.get("downloader/request_count") for r in results)
+
+
+@pytest.mark.slow
+def test_on_a_redis_cluster_the_keys_share_the_queue_slot(redis_cluster: Any) -> None:
+    """The rules and skipped keys go with the queue's hash tag (one slot, one script)."""
+    settings = {"IRI_REDIS_CLUSTER": True}
+    first, result = _crawl(redis_cluster.url, **settings)
+    assert result.finish_reason == "finished", result.stderr[-2000:]
+    assert first.missed() == set(), sorted(first.missed())
+    again, result = _crawl(redis_cluster.url, IRI_REDIS_FLUSH_ON_START=True, **settings)
+    print(f"\ncluster: first {first.summary()}\ncluster: again {again.summary()}")
+    assert result.finish_reason == "finished", result.stderr[-2000:]
+    assert again.missed() == set(), sorted(again.missed())
+    assert again.ratio() <= 1.15, again.summary()
