@@ -997,7 +997,8 @@ class IRIFrontierScheduler(Scheduler):
             )
         register_frontier(crawler, self)
         if df.learned is not None:  # level protocol: learned rules, what they skipped
-            self.protocol = ProtocolStore(self.frontier_dir, self.codec, df.learned)
+            self.protocol = ProtocolStore(self.frontier_dir, self.codec, df.learned,
+                                          seen=lambda request: request in df)
             for request in self.protocol.open():
                 self.enqueue_request(request)
         crawler.signals.connect(self._on_response, signal=signals.response_received)

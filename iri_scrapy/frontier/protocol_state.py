@@ -9,7 +9,8 @@ One definition of each, shared by :mod:`.protocol_store` (files) and
 * a skipped request's record: JSON ``{"base", "via", "merged", "record"}``, the
   request a :mod:`.codec` record in base64 (data, never a bare pickle);
 * :func:`resume`: the kept requests whose merge no longer holds under the rules
-  read back, to schedule again (nothing a revoked rule skipped is lost);
+  read back, to schedule again (nothing a revoked rule skipped is lost), each
+  :func:`given_back`: past the dupefilter if it holds the request's own key;
 * :func:`merge_rules_data`: two rules documents of one crawl made one, for
   workers that learn at the same time (counterexamples win: see its doc).
 """
@@ -18,10 +19,12 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from iri_scrapy.core.protocol import KEPT_CONFIRMATIONS
 from iri_scrapy.frontier.codec import RefusedRecord, RequestCodec
+from iri_scrapy.plugin.config import META_SAMPLE
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
     from iri_scrapy.plugin.learned import Learned
 
 __all__ = ["SKIPPED_ERRORS", "Kept", "skipped_record", "read_skipped_record", "resume",
-           "rules_text", "merge_rules_data"]
+           "given_back", "rules_text", "merge_rules_data"]
 
 #: What one kept request is: (via, key merged into, the request) (see :class:`Learned`).
 Kept = tuple[str, str, "Request"]
@@ -60,13 +63,34 @@ def read_skipped_record(codec: RequestCodec, text: str | bytes) -> tuple[str, Ke
     return base, (via, merged, request)
 
 
-def resume(learned: Learned, kept: dict[str, Kept]) -> list[Request]:
+def given_back(request: Request, *, past_filter: bool = True) -> Request:
+    """*request*, kept because a learned rule merged it, as it is scheduled again:
+    no longer a sample, and with *past_filter* ``dont_filter`` and no longer a
+    start request (a fleet worker that joins a crawl skips those).  A request
+    kept after it passed the dupefilter (its alias served first, its fetch
+    deferred) has its own key in the seen-set: filtered, it would be dropped as
+    a duplicate of itself, and lost."""
+    drop = ("is_start_request", META_SAMPLE) if past_filter else (META_SAMPLE,)
+    meta = {k: v for k, v in request.meta.items() if k not in drop}
+    return request.replace(dont_filter=request.dont_filter or past_filter, meta=meta)
+
+
+def resume(learned: Learned, kept: dict[str, Kept],
+           seen: Callable[[Request], bool] | None = None) -> list[tuple[str, Request]]:
     """Add the requests *kept* by an earlier run (or another worker) to *learned*;
     return, removed from it, every kept request whose merge no longer holds under
-    the rules loaded (its rule revoked, or the rules lost): to schedule again."""
+    the rules loaded (its rule revoked, or the rules lost) with its key before the
+    rules, :func:`given_back`: to schedule again.  *seen* (the dupefilter's
+    ``request in df``, no side effect) tells the requests whose key the
+    seen-set holds: only those pass it (``dont_filter``; all of them without
+    *seen*), the others keep its checks, so an alias that redirects is not
+    followed past a seen target."""
     for base, record in kept.items():
         learned.skipped.setdefault(base, record)
-    return learned.changed(force=True)
+    before = dict(learned.skipped)
+    learned.changed(force=True)
+    return [(base, given_back(request, past_filter=seen is None or seen(request)))
+            for base, (_, _, request) in before.items() if base not in learned.skipped]
 
 
 def rules_text(data: dict[str, Any]) -> str:

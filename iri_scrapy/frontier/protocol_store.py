@@ -4,7 +4,8 @@ At ``IRI_LEVEL = "protocol"`` the crash-safe frontier keeps, beside its store:
 
 * ``iri_protocol_rules.json``: :meth:`ProtocolRules.to_data` (RFC 3987 section
   5.3.4 rules and their evidence), rewritten atomically (temporary file,
-  ``os.replace``) every few seconds while it changes and at close; read back as
+  ``os.replace``) every few seconds while it changes, before a skip when last
+  written over a second ago, and at close; read back as
   data (:meth:`ProtocolRules.from_data` checks every field; a damaged file is
   set aside and learning starts afresh, which loses no page);
 * ``iri_protocol_skipped.jsonl``: one line per request a learned rule skipped
@@ -25,6 +26,8 @@ import json
 import logging
 import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -53,19 +56,25 @@ RULES_FILE = "iri_protocol_rules.json"
 SKIPPED_FILE = "iri_protocol_skipped.jsonl"
 #: Seconds between two writes of the rules file while they change.
 SAVE_EVERY = 5.0
+#: A skip rewrites the rules file first if it was last written this many seconds
+#: ago (a crawl killed then resumes with the rules that justify what it skipped).
+SAVE_AFTER_SKIP = 1.0
 
 
 class ProtocolStore:
     """The two files above for one crawl (see the module doc)."""
 
     def __init__(self, jobdir: str | os.PathLike[str], codec: RequestCodec,
-                 learned: Learned) -> None:
+                 learned: Learned, seen: Callable[[Request], bool] | None = None) -> None:
+        """*seen*: the dupefilter's ``request in df`` (see :func:`resume`)."""
         self.rules_path = Path(jobdir, RULES_FILE)
         self.skipped_path = Path(jobdir, SKIPPED_FILE)
         self.codec = codec
         self.learned = learned
+        self.seen = seen
         self._file: TextIO | None = None
         self._saved = ""
+        self._saved_at = 0.0
         self._loop: Any = None
 
     def open(self) -> list[Request]:
@@ -83,7 +92,7 @@ class ProtocolStore:
                                "%(aside)s, learning starts afresh (the requests its rules "
                                "skipped are scheduled again)",
                                {"path": self.rules_path, "exc": exc, "aside": aside})
-        again = resume(learned, self._read_skipped())
+        again = [request for _, request in resume(learned, self._read_skipped(), self.seen)]
         self._rewrite_skipped()
         learned.sink = self._append
         if again:
@@ -135,11 +144,17 @@ class ProtocolStore:
             logger.warning("IRI protocol: a skipped request cannot be stored as data: %s",
                            request, exc_info=True)
             return
+        if time.monotonic() - self._saved_at >= SAVE_AFTER_SKIP:
+            # the rules that justify it first, so that a resume finds them; an error
+            # is said at close, where the file is written again
+            with contextlib.suppress(OSError):
+                self.save()
         self._file.write(line)
         self._file.flush()  # in the OS before the dupefilter drops the request
 
     def save(self) -> None:
         """Rewrite the rules file if the rules changed since the last write."""
+        self._saved_at = time.monotonic()
         text = rules_text(self.learned.rules.to_data())
         if text != self._saved:
             write_rules(self.rules_path, json.loads(text))

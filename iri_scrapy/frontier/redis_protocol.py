@@ -19,10 +19,11 @@ the crawl's queue (same ``<base>``: the canonicalization version is in it):
   record (:mod:`.protocol_state`: a :mod:`.codec` record, never a pickle),
   written before the dupefilter drops the request; plus a marker field.  At
   open, every record whose merge no longer holds under the rules loaded is
-  claimed (``HDEL``) and scheduled again; a record this worker's own revocation
-  re-queued is deleted; when the fleet's document shows a rule revoked by
-  another worker, the records it no longer merges are claimed and scheduled
-  again (``dont_filter``: this worker may still hold the rule).
+  claimed (``HDEL``) and scheduled again (``dont_filter``: a kept request may
+  have its own key in the seen-set); a record this worker gave back (its own
+  revocation, a deferred request decided) is deleted; when the fleet's document
+  shows a rule revoked by another worker, the records it no longer merges are
+  claimed and scheduled again.
 
 Both keys exist from the first worker's open on; either one vanishing while the
 crawl runs (a Redis restarted empty, an eviction) closes the crawl as the
@@ -44,6 +45,7 @@ from iri_scrapy.core.protocol import ProtocolRules, RulesDataError
 from iri_scrapy.frontier.protocol_state import (
     SKIPPED_ERRORS,
     Kept,
+    given_back,
     merge_rules_data,
     read_skipped_record,
     resume,
@@ -136,6 +138,7 @@ class RedisProtocolStore:
     def __init__(self, *, rules_key: str, skipped_key: str, refused_key: str,
                  codec: RequestCodec, learned: Learned, call: Call[Any],
                  lost: Callable[[str], None], schedule: Callable[[Request], None],
+                 seen: Callable[[Request], bool] | None = None,
                  drop_meta: tuple[str, ...] = ()) -> None:
         self.rules_key = rules_key
         self.skipped_key = skipped_key
@@ -145,6 +148,8 @@ class RedisProtocolStore:
         self._call = call
         self._lost = lost
         self._schedule = schedule
+        #: The dupefilter's ``request in df`` (see :func:`resume`).
+        self.seen = seen
         self.drop_meta = drop_meta
         #: The fleet's document as last read or written (validated), its text and SHA-1.
         self.remote: dict[str, Any] | None = None
@@ -180,7 +185,7 @@ class RedisProtocolStore:
         if self.remote is not None:
             learned.rules.load(merge_rules_data(learned.rules.to_data(), self.remote))
         kept = self._read_skipped()
-        again = self._claim(resume(learned, kept), kept)
+        again = self._claim(resume(learned, kept, self.seen))
         self._written = {base for base in kept if base in learned.skipped}
         self._in_force = _in_force(self.remote, learned.rules.min_evidence)
         self._looked_at = self._remote_text
@@ -255,25 +260,21 @@ class RedisProtocolStore:
                                                 "refused": self.refused_key})
         return out
 
-    def _claim(self, requests: list[Request], kept: dict[str, Kept]) -> list[Request]:
-        """Of *requests* (what :func:`resume` gave back), those read from Redis whose
-        record this worker deleted first (another worker that deleted one
-        schedules it), and any other."""
-        ours = {id(request): base for base, (_, _, request) in kept.items()}
-        out = [request for request in requests if id(request) not in ours]
-        mine = [request for request in requests if id(request) in ours]
-        for i in range(0, len(mine), 1000):
-            chunk = mine[i:i + 1000]
-            fields = [ours[id(request)] for request in chunk]
+    def _claim(self, given: list[tuple[str, Request]]) -> list[Request]:
+        """Of *given* (what :func:`resume` gave back), the requests whose record this
+        worker deleted first (another worker that deleted one schedules it)."""
+        out: list[Request] = []
+        for i in range(0, len(given), 1000):
+            chunk = given[i:i + 1000]
 
-            def each(c: Any, fields: list[str] = fields) -> list[Any]:
+            def each(c: Any, chunk: list[tuple[str, Request]] = chunk) -> list[Any]:
                 pipe = c.pipeline(transaction=False)
-                for field in fields:
-                    pipe.hdel(self.skipped_key, field)
+                for base, _ in chunk:
+                    pipe.hdel(self.skipped_key, base)
                 return list(pipe.execute())
 
             deleted = self._call(each)
-            out += [request for request, n in zip(chunk, deleted, strict=True) if n]
+            out += [request for (_, request), n in zip(chunk, deleted, strict=True) if n]
         return out
 
     def _hdel(self, fields: list[Any]) -> int:
@@ -314,7 +315,9 @@ class RedisProtocolStore:
         if self.failed:
             return
         try:
-            gone = [base for base in self._written if base not in self.learned.skipped]
+            learned = self.learned  # kept: skipped, or deferred at download
+            gone = [base for base in self._written
+                    if base not in learned.skipped and base not in learned.deferred]
             for i in range(0, len(gone), 1000):
                 chunk = gone[i:i + 1000]
                 self._hdel(chunk)
@@ -395,8 +398,8 @@ class RedisProtocolStore:
                 continue  # another worker claimed it
             self._written.discard(base)
             self.learned.skipped.pop(base, None)
-            # this worker may still hold the rule another worker revoked: fetch it
-            self._schedule(request.replace(dont_filter=True))
+            # given back past this worker's dupefilter: it may still hold the rule
+            self._schedule(given_back(request))
             n += 1
         if n:
             self.requeued += n

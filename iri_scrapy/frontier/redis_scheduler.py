@@ -737,11 +737,14 @@ class RedisIRIScheduler(BaseScheduler):
     def _open_protocol(self, learned: Any) -> list[Request] | None:
         """Open the learned rules' keys; the requests to schedule again, or None if the
         start is refused (their state lost, or Redis unusable)."""
+        contains = getattr(self.df, "__contains__", None)  # no side effect (IRIDupeFilter)
         self.protocol = RedisProtocolStore(
             rules_key=self._keys["rules"], skipped_key=self._keys["skipped"],
             refused_key=self._keys["refused"], codec=self.codec,  # type: ignore[arg-type]
             learned=learned, call=lambda fn: self._retrying(lambda: fn(self._client)),
-            lost=self._frontier_lost, schedule=self._schedule_again, drop_meta=(META_LEASE,))
+            lost=self._frontier_lost, schedule=self._schedule_again,
+            seen=None if contains is None else lambda request: bool(contains(request)),
+            drop_meta=(META_LEASE,))
         try:
             return self.protocol.open()
         except IRIRedisError as exc:

@@ -20,6 +20,7 @@ from iri_scrapy.frontier.codec import RequestCodec
 from iri_scrapy.frontier.protocol_state import (
     merge_rules_data,
     read_skipped_record,
+    resume,
     skipped_record,
 )
 from tests.support.protocol_rules_gen import SPELLINGS, build, random_events, respell
@@ -68,3 +69,30 @@ def test_the_skipped_record_reads_back() -> None:
     assert (base, via, merged) == ("http://h.test/c", "http://h.test/c", "http://h.test/c/")
     assert back.url == request.url and back.priority == 3
     assert back.meta.get("k") == 1 and "iri_redis_lease" not in back.meta
+
+
+def test_resume_gives_back_what_no_longer_merges_past_the_filter_only_if_seen() -> None:
+    from iri_scrapy.plugin.learned import Learned
+
+    rules = ProtocolRules()
+    for name in ("a", "b"):
+        rules.observe_redirect(f"http://h.test/{name}", f"http://h.test/{name}/", 301)
+    learned = Learned(None, rules)
+    holds = Request("http://h.test/c", meta={"is_start_request": True})
+    lost = Request("http://g.test/d", meta={"is_start_request": True})
+    own = Request("http://g.test/e/")
+    kept = {"http://h.test/c": ("http://h.test/c", "http://h.test/c/", holds),
+            "http://g.test/d": ("http://g.test/d", "http://g.test/d/", lost),
+            "http://g.test/e/": ("http://g.test/e", "http://g.test/e/", own)}
+    again = dict(resume(learned, kept, seen=lambda r: r.url == own.url))
+    assert set(again) == {"http://g.test/d", "http://g.test/e/"}
+    assert set(learned.skipped) == {"http://h.test/c"}  # its merge holds: still kept
+    # its own key is in the seen-set: past the filter, no longer a start request
+    assert again["http://g.test/e/"].dont_filter
+    # a key not seen: filtered as usual (a redirect it makes is not followed past it)
+    assert not again["http://g.test/d"].dont_filter
+    assert again["http://g.test/d"].meta.get("is_start_request")
+    # without the seen-set's answer, every one passes the filter (nothing lost)
+    back = resume(Learned(None, ProtocolRules()), kept)
+    assert len(back) == 3 and all(r.dont_filter for _, r in back)
+    assert not any(r.meta.get("is_start_request") for _, r in back)

@@ -196,6 +196,23 @@ def test_skipped_requests_scheduled_again_when_the_rule_is_gone(
     c.close("finished")
 
 
+def test_a_kept_request_whose_own_key_was_seen_is_fetched_on_resume(
+        redis_server: RedisServer) -> None:
+    """A request kept after it passed the dupefilter (alias served first, or deferred
+    at download): its own key is in the seen-set, so given back it must pass it."""
+    client = redis_server.client()
+    _, a = open_worker(redis_server.url)
+    request = Request(f"{HOST}/own/")
+    assert a.enqueue_request(request)  # its key is recorded now
+    assert drain(a) == [f"{HOST}/own/"]
+    learned(a).keep(f"{HOST}/own/", f"{HOST}/own", f"{HOST}/own/", request)  # alias-first
+    a.close("finished")
+    assert skipped_fields(client, a) == {f"{HOST}/own/"}
+    _, b = open_worker(redis_server.url)  # the alias does not map there: given back
+    assert drain(b) == [f"{HOST}/own/"]
+    b.close("finished")
+
+
 def test_a_rule_revoked_by_another_worker_gives_back_what_this_one_skipped(
         redis_server: RedisServer) -> None:
     client = redis_server.client()
