@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from iri_scrapy.plugin import compat  # noqa: F401  (checks the installed Scrapy first)
-from iri_scrapy.plugin.config import META_DEFERRED, META_SAMPLE
+from iri_scrapy.plugin.config import META_DEFERRED, META_KEYED, META_SAMPLE
 from iri_scrapy.plugin.stamp import stamp_of
 
 if TYPE_CHECKING:
@@ -252,7 +252,12 @@ class Learned:
 
     def changed(self, *, force: bool = False) -> list[Request]:
         """The kept requests whose merge no longer holds, removed from the kept ones
-        (looked at when a rule stopped since the last call, or with *force*)."""
+        (looked at when a rule stopped since the last call, or with *force*).
+
+        One that had passed the dupefilter itself (kept just before download:
+        ``meta["iri_keyed"]``) comes back as a copy with ``dont_filter``: the
+        filter has its key already, and would drop it as a duplicate of itself.
+        """
         if self.rules.revision == self._revision and not force:
             return []
         self._revision = self.rules.revision
@@ -260,6 +265,8 @@ class Learned:
         for base, (via, merged, request) in list(self.skipped.items()):
             if self.rules.apply(via) != merged:
                 del self.skipped[base]
+                if META_KEYED in request.meta and not request.dont_filter:
+                    request = request.replace(dont_filter=True)
                 out.append(request)
         return out
 

@@ -4,9 +4,12 @@ The dupefilter at level ``protocol`` with real Scrapy requests: a request droppe
 only because a learned rule merged it is kept by :class:`Learned`; after a
 counterexample revokes that rule, :meth:`Learned.changed` gives back exactly the
 requests it had merged (the same objects), and none merged by a rule still in
-force.  Samples: one alias in ``IRI_PROTOCOL_SAMPLE_EVERY`` (K, 2K, 4K...) per rule
-is let through, marked ``meta["iri_protocol_sample"]``; an alias met twice is
-counted once.
+force.  Samples: per rule, merges K * 2**j from 2**j = 2**(c-1) on (K:
+``IRI_PROTOCOL_SAMPLE_EVERY``, c its confirmations) are let through, marked
+``meta["iri_protocol_sample"]``; an alias met twice is counted once.  Deferral:
+just before download, a fetch that would only re-confirm a rule being learned is
+kept until the rule is decided, then merged or given back; a request kept after
+it passed the filter comes back past it.
 """
 
 from __future__ import annotations
@@ -177,3 +180,22 @@ def test_a_redirect_to_a_key_another_request_added_is_a_duplicate() -> None:
     redirected = source.replace(url=f"{B}/b/",
                                 meta={**source.meta, "redirect_urls": [f"{B}/b"]})
     assert not df.request_seen(redirected)
+
+
+def test_a_request_kept_after_the_filter_comes_back_past_it() -> None:
+    rules = ProtocolRules()
+    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    learned = df.learned
+    assert learned is not None
+    late = scheduled(df, f"{B}/p/5/?replytocom=1")  # a new key: no rule yet
+    rules.observe_content(f"{B}/p/5/", D(5))  # served, then replytocom is learned
+    for n in (1, 2):
+        rules.observe_content(f"{B}/p/{n}/", D(n))
+        rules.observe_content(f"{B}/p/{n}/?replytocom=9", D(n))
+    assert learned.stale(late)  # kept just before download
+    rules.observe_content(f"{B}/p/3/", D(3))
+    rules.observe_content(f"{B}/p/3/?replytocom=1", D(33))  # the rule is wrong
+    back = learned.changed()
+    assert [r.url for r in back] == [late.url]
+    assert back[0].dont_filter  # its own key is in the filter: it must not be dropped
+    assert df.request_seen(late)  # (what the filter would have said)
