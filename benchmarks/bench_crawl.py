@@ -6,7 +6,7 @@ two crawls run in rounds, the first of each round alternating (stock, plugin;
 plugin, stock; ...), so that drift on a shared machine weighs on both alike.
 
 Run: ``python benchmarks/bench_crawl.py [--runs N] [--site all|plain|big|demo|DIR]
-[--pages N] [--pin] [--instructions [--instr-pages N]]``.
+[--pages N] [--pin] [--instructions [--instr-pages N] [--settings stock|plugin]]``.
 ``big`` is the demo web plus ``--pages`` extra pages on one host, each linking
 to several aliases of its neighbours; ``plain`` is the same pages linked by
 their canonical URIs only, so that both crawls fetch the same pages and the
@@ -31,7 +31,7 @@ Bounded: every crawl has a timeout, ``--runs`` is capped at 15.
 crawl process on another (``os.sched_setaffinity``; the first two CPUs this
 process may use), so that the two do not compete for a core nor migrate.
 
-``--instructions`` (generated sites only; needs ``valgrind``) adds a
+``--instructions`` (needs ``valgrind``) adds a
 deterministic figure: the instructions the crawl process executes per page,
 counted by callgrind, for each setting.  Start-up (interpreter, imports,
 Scrapy's set-up) is the same whatever the site's size, so it cancels out of
@@ -45,7 +45,9 @@ default N = 300 takes about 5 minutes for both settings.  Caveat: a full
 every 250 pages; whether one falls between the N-page and the 2N-page mark
 moves the figure by several per cent (plain site, same code: 1.000 from 100
 to 300 pages, 1.052 from 200 to 400), so compare settings at one N, and
-prefer a large one.
+prefer a large one.  On a real site (``--site DIR``) the crawls are cut after N
+and 2N responses (``CLOSESPIDER_PAGECOUNT``); ``--settings plugin`` measures one
+side only (e.g. before and after a change: stock's figure does not move).
 """
 
 from __future__ import annotations
@@ -245,6 +247,52 @@ def instructions(site_name: str, pages: int, timeout: float,
     return 0
 
 
+def dir_instructions(root: Path, pages: int, timeout: float, only: list[str],
+                     crawl_cpu: int | None = None) -> int:
+    """Instructions per page on a real site (``--site DIR --instructions``).
+
+    The crawl is cut after N and 2N responses (``CLOSESPIDER_PAGECOUNT``; one
+    request at a time, so the same pages in the same order each time), and the
+    figure is ``(I(2N) - I(N)) / N`` as for the generated sites.
+    """
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("--instructions: valgrind not found", file=sys.stderr)
+        return 1
+    counts: dict[str, list[int]] = {k: [] for k in only}
+    with tempfile.TemporaryDirectory(prefix="iri-bench-cg-") as tmp:
+        for n in (pages, 2 * pages):
+            for setting in only:
+                with DirServer(root, host=DIR_HOST) as server:
+                    out = Path(tmp, f"callgrind-{setting}-{n}.out")
+                    settings = {**SETTINGS[setting], **INSTR_SETTINGS,
+                                "CLOSESPIDER_PAGECOUNT": n, "CLOSESPIDER_TIMEOUT": timeout}
+                    result = run_crawl(
+                        settings, [server.start_url], server.proxy_url, timeout=timeout,
+                        env={"PYTHONHASHSEED": "0"},
+                        spider_kwargs={"allowed_domains": [DIR_HOST]},
+                        cpus=None if crawl_cpu is None else [crawl_cpu],
+                        wrapper=[valgrind, "--tool=callgrind", "--quiet",
+                                 f"--callgrind-out-file={out}"],
+                    )
+                    if result.finish_reason != "closespider_pagecount":
+                        print(f"{setting}: crawl not cut at {n} pages ({result.finish_reason})",
+                              file=sys.stderr)
+                        return 1
+                    counts[setting].append(_callgrind_total(out))
+                    print(f"  {setting}, {n} pages: {counts[setting][-1]:,} instructions",
+                          file=sys.stderr, flush=True)
+    per_page = {k: (v[1] - v[0]) / pages for k, v in counts.items()}
+    print(f"site={root} instructions per page, (I({2 * pages} pages) - I({pages} pages)) "
+          f"/ {pages}, one request at a time:")
+    for setting, value in per_page.items():
+        print(f"{setting:>6}: {value / 1e6:.3f} M")
+    if len(per_page) == 2:
+        print(f"  instructions per page plugin/stock: "
+              f"{per_page['plugin'] / per_page['stock']:.4f}")
+    return 0
+
+
 def _callgrind_total(path: Path) -> int:
     """The instruction count (``totals:``/``summary:`` line) of a callgrind output file."""
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -266,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also instructions per page under callgrind (plain, big)")
     parser.add_argument("--instr-pages", type=int, default=300,
                         help="N of --instructions: crawls of N and 2N pages")
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS),
+                        help="--instructions on a DIR site: only these settings")
     args = parser.parse_args(argv)
     runs = max(0, min(args.runs, 15))
     if runs == 0 and not args.instructions:
@@ -282,9 +332,12 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(args.site)
         if not root.is_dir():
             parser.error(f"--site: not a directory: {args.site}")
-        server = DirServer(root, host=DIR_HOST)
         if args.instructions:
-            parser.error("--instructions: generated sites only (plain, big)")
+            code = dir_instructions(root, args.instr_pages, args.timeout, args.settings,
+                                    crawl_cpu)
+            if code or runs == 0:
+                return code
+        server = DirServer(root, host=DIR_HOST)
         return run_site(str(root), server, [server.start_url], runs, args.timeout,
                         spider_kwargs={"allowed_domains": [DIR_HOST]}, crawl_cpu=crawl_cpu)
     sites = ["plain", "big"] if args.site == "all" else [args.site]

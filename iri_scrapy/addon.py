@@ -40,7 +40,6 @@ from iri_scrapy.plugin.fingerprinter import BASE_SETTING, IRIRequestFingerprinte
 from iri_scrapy.plugin.idna_requests import (
     IDNA2008DownloaderMiddleware,
     IDNA2008ResponseMiddleware,
-    IDNA2008SpiderMiddleware,
 )
 from iri_scrapy.plugin.media import IRIFilesPipeline, IRIImagesPipeline
 from iri_scrapy.plugin.middleware import IRINormalizationMiddleware, IRISpiderMiddleware
@@ -83,7 +82,6 @@ PRIORITIES: dict[str, int] = {
     "meta_refresh": 580,  # the stock MetaRefreshMiddleware's place
     "spider": 950,  # spider side of every built-in spider middleware
     "frontier": -1000,  # outermost, spider and downloader side (crash-safe JOBDIR)
-    "idna_spider": 10000,  # next to the spider: its requests get IDNA 2008 URLs first
     "idna": 40,  # before offsite filtering
     "idna_response": 590,  # process_response before MetaRefreshMiddleware (580)
 }
@@ -203,8 +201,6 @@ class Addon:
                 if self.crawler is not None:
                     self.crawler.signals.connect(self._engine_stopped,
                                                  signal=signals.engine_stopped)
-            settings.setdefault_in_component_priority_dict(
-                "SPIDER_MIDDLEWARES", IDNA2008SpiderMiddleware, PRIORITIES["idna_spider"])
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", IDNA2008DownloaderMiddleware, PRIORITIES["idna"])
             settings.setdefault_in_component_priority_dict(

@@ -141,7 +141,7 @@ class CrawlRun:
         """The plugin's ``iri/dupefilter/decided_by/*`` stats, in ladder order (None without it)."""
         found = {k[len(RUNG_PREFIX):]: int(v) for k, v in self.stats.items()
                  if k.startswith(RUNG_PREFIX)}
-        if not found and "iri/dupefilter/filtered" not in self.stats:
+        if not found and not any(k.startswith("iri/") for k in self.stats):
             return None
         known = [r for r in RUNG_ORDER if r in found]
         return {r: found[r] for r in [*known, *sorted(set(found) - set(known))]}

@@ -66,7 +66,6 @@ __all__ = [
     "IRIDupeFilter",
     "META_RENORMALIZED",
     "STAT_FILTERED",
-    "STAT_IRI_FILTERED",
     "STAT_DECIDED_BY_PREFIX",
     "STAT_STOCK_ALIASES",
     "FIRST_SPELLINGS_KEPT",
@@ -78,7 +77,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 STAT_FILTERED = "dupefilter/filtered"
-STAT_IRI_FILTERED = "iri/dupefilter/filtered"
 #: One count per duplicate: the rung that made it equal to the first spelling.
 STAT_DECIDED_BY_PREFIX = "iri/dupefilter/decided_by/"
 #: Duplicates stock Scrapy's fingerprint would have fetched as another page.
@@ -186,6 +184,9 @@ class IRIDupeFilter(BaseDupeFilter):
         self._requests = 0
         self._decided: dict[str, int] = {}
         self._stock_aliases = 0
+        # (request, fingerprint) of the last request_seen(): the scheduler calls
+        # log() for the same request right after it
+        self._last: tuple[Request | None, bytes] = (None, b"")
         self._refusal: tuple[Crawler, FingerprintFileMismatch] | None = None
         self._flusher: LoopingCall | None = None
         if jobdir:
@@ -285,6 +286,7 @@ class IRIDupeFilter(BaseDupeFilter):
         """True if *request* is a duplicate to drop (the exceptions: docs/plugin.md)."""
         self._requests += 1
         fp = self.fingerprint(request)
+        self._last = (request, fp)
         if not self.seen_add(fp):
             return self._first(request, fp)
         if not self._duplicate(request, fp):
@@ -383,10 +385,13 @@ class IRIDupeFilter(BaseDupeFilter):
         if stamp is None:
             return False
         other = first if first is not None else stamp.base
-        if other is None or other == stamp.spelling:
+        written = stamp.spelling
+        if other is None or other == written:
             return False
+        if other.split("#", 1)[0] == written.split("#", 1)[0]:
+            return False  # stock's fingerprint drops the fragment too
         try:
-            return _stock_url(other) != _stock_url(stamp.spelling)
+            return _stock_url(other) != _stock_url(written)
         except (ValueError, TypeError):
             return True  # stock could not even spell one of them alike
 
@@ -395,24 +400,27 @@ class IRIDupeFilter(BaseDupeFilter):
 
         Overrides the deprecated ``BaseDupeFilter.log`` without calling it: in
         Scrapy 2.19 the scheduler still calls ``df.log(request, spider)`` for every
-        duplicate and only the base implementation warns.
+        duplicate and only the base implementation warns.  Two stats calls per
+        duplicate (``dupefilter/filtered``, ``iri/dupefilter/decided_by/<rung>``):
+        each costs about as much as the rest of this method.
         """
-        record = fp64(self.fingerprint(request))
+        last = self._last
+        fp = last[1] if last[0] is request else self.fingerprint(request)
+        record = fp64(fp)
         first = self._first_seen.get(record)
         rung = self.decided_by(request, first)
         stamp = stamp_of(request)
         alias = self._stock_alias(stamp, first)
         self._decided[rung] = self._decided.get(rung, 0) + 1
+        if alias:
+            self._stock_aliases += 1
         stats = self.stats
         if stats is not None:
             inc = stats.inc_value  # one look-up (Scrapy's collector wraps each one)
             inc(STAT_FILTERED)
-            inc(STAT_IRI_FILTERED)
             inc(STAT_DECIDED_BY_PREFIX + rung)
             if alias:
                 inc(STAT_STOCK_ALIASES)
-        if alias:
-            self._stock_aliases += 1
         note_duplicate(stats, request, record, stamp, first, rung, alias)
         extra = {"spider": spider} if spider is not None else None
         if self.debug:

@@ -12,8 +12,9 @@ installed by the add-on in its crawler only, give such a request its IDNA 2008
 URL (:func:`~iri_scrapy.plugin.compat.apply_idna2008`, in place) before anything
 of that crawler reads it:
 
-* :class:`IDNA2008SpiderMiddleware` (spider middleware, next to the spider):
-  requests from ``start()`` and callbacks;
+* :class:`~iri_scrapy.IRISpiderMiddleware` (spider middleware 950, spider side of
+  every built-in one): requests from ``start()`` and callbacks (a spider
+  middleware of its own would cost every link one more generator layer);
 * :class:`IDNA2008DownloaderMiddleware` (downloader middleware, before offsite
   filtering): requests made by other components (media pipelines, ``scrapy
   shell``, other middlewares); those that go through the scheduler are converted
@@ -28,7 +29,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from scrapy.http import HtmlResponse
-from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = [
-    "IDNA2008SpiderMiddleware", "IDNA2008DownloaderMiddleware", "IDNA2008ResponseMiddleware",
+    "IDNA2008DownloaderMiddleware", "IDNA2008ResponseMiddleware",
     "enabled", "convert",
 ]
 
@@ -55,14 +55,6 @@ def convert(request: Request) -> None:
 
 
 _convert = convert
-
-
-class IDNA2008SpiderMiddleware(BaseSpiderMiddleware):
-    """Requests from the spider (``start()`` included) get their IDNA 2008 URL."""
-
-    def get_processed_request(self, request: Request, response: Response | None) -> Request:
-        _convert(request)
-        return request
 
 
 class IDNA2008DownloaderMiddleware:

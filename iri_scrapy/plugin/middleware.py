@@ -66,6 +66,8 @@ from iri_scrapy.plugin.config import (
     setting,
     setting_is_subclass,
 )
+from iri_scrapy.plugin.idna_requests import convert as idna_convert
+from iri_scrapy.plugin.idna_requests import enabled as idna_enabled
 from iri_scrapy.plugin.links import (
     META_SKIPPED,
     SkippingFollowMixin,
@@ -234,6 +236,9 @@ class IRISpiderMiddleware(BaseSpiderMiddleware):
 
     Enabled by the add-on at priority 950 (spider side of every built-in spider
     middleware, so that e.g. ``UrlLengthMiddleware`` measures the URI sent).
+    In a crawler with IDNA 2008 ``Request()`` URLs (``IRI_IDNA2008_REQUESTS``) it
+    also gives the spider's requests that form first
+    (:func:`iri_scrapy.plugin.idna_requests.convert`).
 
     Start requests: Scrapy's ``Spider.start()`` gives the ``start_urls`` requests
     ``dont_filter=True``, so their keys never reach the dupefilter -- a link
@@ -250,6 +255,10 @@ class IRISpiderMiddleware(BaseSpiderMiddleware):
         super().__init__(crawler)
         self.canon = Canonicalizer.for_crawler(crawler)
         self.dedupe_start = setting(crawler.settings, "IRI_DEDUPE_START_REQUESTS")
+        #: this crawler gives ``Request()`` URLs their IDNA 2008 form
+        #: (:mod:`iri_scrapy.plugin.idna_requests`): done here, not in a spider
+        #: middleware of its own (each one costs every link a generator layer)
+        self.idna2008 = idna_enabled(crawler.settings)
 
     def get_processed_request(
         self, request: Request, response: Response | None
@@ -263,7 +272,9 @@ class IRISpiderMiddleware(BaseSpiderMiddleware):
             self.canon.inc("iri/start/deduplicated")
         stamp = stamp_of(request)
         if stamp is not None and stamp.wire == request.url:
-            return request  # stamped by follow(): already in fetch form
+            return request  # stamped by follow(): already in fetch form (IDNA 2008)
+        if self.idna2008:
+            idna_convert(request)  # before anything reads it (the spelling Request() had)
         new = self.canon.canonical(request)
         if new is None:
             return request

@@ -147,8 +147,8 @@ def test_wire_form_is_canonical_uri(plugin: Crawl) -> None:
 def test_per_rung_stats_add_up(plugin: Crawl) -> None:
     """The dupefilter's rule: each dropped request counts one rung, the one that decided."""
     stats = plugin[0].stats
-    filtered = stats["iri/dupefilter/filtered"]
-    assert filtered == stats["dupefilter/filtered"] > 0
+    filtered = stats["dupefilter/filtered"]
+    assert filtered > 0
     rungs = {k: v for k, v in stats.items() if k.startswith("iri/dupefilter/decided_by/")}
     assert rungs
     assert sum(rungs.values()) == filtered

@@ -24,7 +24,6 @@ from iri_scrapy import CANONICALIZATION_VERSION, IRIDupeFilter
 from iri_scrapy.plugin.dupefilter import (
     STAT_DECIDED_BY_PREFIX,
     STAT_FILTERED,
-    STAT_IRI_FILTERED,
     STAT_LOADED,
     STAT_REDIRECT_SAME_KEY,
     STAT_RENORMALIZED,
@@ -102,7 +101,6 @@ def test_duplicate_dropped_and_counted_per_rung(first: str, later: str, rungs: d
     assert scheduler.enqueue_request(Request(first))
     assert not scheduler.enqueue_request(Request(later))
     assert crawler.stats.get_value(STAT_FILTERED) == 1
-    assert crawler.stats.get_value(STAT_IRI_FILTERED) == 1
     assert rung_stats(crawler) == rungs
     scheduler.close("finished")
 

@@ -300,7 +300,6 @@ def test_log_counts_standard_and_per_rung_stats(redis_server_session: RedisServe
     stats = spider.crawler.stats
     assert stats is not None
     assert stats.get_value("dupefilter/filtered") == 1
-    assert stats.get_value("iri/dupefilter/filtered") == 1
     # one count per duplicate: the rung at which /%7ea#x became /~a
     assert stats.get_value("iri/dupefilter/decided_by/percent") == 1
 
