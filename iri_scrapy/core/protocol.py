@@ -792,6 +792,110 @@ class ProtocolRules:
         other.revision = self.revision + 1  # what was merged before is looked at again
         vars(self).update(vars(other))
 
+    @staticmethod
+    def merge_data(local: dict[str, Any], remote: dict[str, Any]) -> dict[str, Any]:
+        """One rules document (:meth:`to_data`) from two of one crawl (workers of a fleet).
+
+        Both must have been read by :meth:`from_data` (checked).  Host rules are
+        merged so that no counterexample is lost: a rule's confirmations are the
+        union (distinct images; the first ``KEPT_CONFIRMATIONS`` in sorted
+        order), its content counterexamples (``bad``), 2xx responses against it
+        (``contrary``) and sample counts (``skips``) the larger of the two, so a
+        rule revoked by either side stays revoked (``bad`` is final).  Exact
+        rules (each from a permanent redirect a worker fetched) and "redirected
+        away from" are the union; a spelling the two map to different targets
+        keeps the greater row.  The union can keep an exact rule another worker
+        revoked: it merges only a spelling that was fetched (its redirect taught
+        the rule), so it loses no page.  Commutative, associative and
+        idempotent: workers that write in turn agree on one document instead of
+        rewriting each other's.  The one definition of the merge: the frontier's
+        ``merge_rules_data`` and :meth:`adopt` both use it.
+        """
+        exact: dict[str, list[str]] = {}
+        for row in [*local["exact"], *remote["exact"]]:
+            have = exact.get(row[0])
+            exact[row[0]] = row if have is None else max(have, row)
+        rules: dict[tuple[str, ...], dict[str, Any]] = {}
+        for entry in [*local["rules"], *remote["rules"]]:
+            key = tuple(entry["rule"])
+            have_entry = rules.get(key)
+            if have_entry is None:
+                rules[key] = {**entry, "confirmed": set(entry["confirmed"])}
+                continue
+            have_entry["confirmed"].update(entry["confirmed"])
+            have_entry["origin"] = min(have_entry["origin"], entry["origin"])
+            for field in ("bad", "contrary", "skips"):
+                have_entry[field] = max(have_entry[field], entry[field])
+        for entry in rules.values():
+            entry["confirmed"] = sorted(entry["confirmed"])[:KEPT_CONFIRMATIONS]
+        return {
+            "v": local["v"],
+            "min_evidence": max(local["min_evidence"], remote["min_evidence"]),
+            "exact": [exact[source] for source in sorted(exact)],
+            "away": sorted(set(local["away"]) | set(remote["away"])),
+            "rules": [rules[key] for key in sorted(rules)],
+        }
+
+    def adopt(self, data: Any) -> int:
+        """Fold another worker's rules document (:meth:`to_data`'s shape) into these
+        rules while they are in use; how far ``revision`` moved (the rules in force
+        that stopped).
+
+        *data* is read by :meth:`from_data` (data only; :class:`RulesDataError`
+        and nothing changed if it is refused) and merged as :meth:`merge_data`
+        merges two documents, so the learned part of these rules becomes exactly
+        the merge of the two.  Unlike :meth:`load`, what this object alone keeps
+        stays: the pages' digests and the images seen per rule (content evidence
+        goes on; each rule new here is checked against the pages already served,
+        as :meth:`_nominate` does), the evidence against rules never nominated,
+        ``events``, ``learned`` and ``revoked``.  ``revision`` moves only when a
+        rule in force here stops (a host rule another worker has a counterexample
+        to, an exact rule the merge retargets): then what it merged is looked at
+        again (``Learned.changed``), and each such host rule counts as
+        ``<source>/revoked``, each exact rule in ``revoked``; a rule that comes
+        into force by the merge counts as ``<source>/adopted`` (and as
+        ``<source>/revoked`` too if the pages served here then refute it).  As
+        with local learning, a spelling newly redirected away from moves no
+        revision.  ``apply`` stays idempotent (it only ever reads a rule set).
+        """
+        other = self.from_data(data, min_evidence=self.min_evidence,
+                               sample_every=self.sample_every)
+        merged = self.merge_data(self.to_data(), other.to_data())
+        fresh = self.from_data(merged, min_evidence=self.min_evidence,
+                               sample_every=self.sample_every)
+        before = self._forces()
+        exact_before, revision = self._exact, self.revision
+        new = [i for i in sorted(fresh._origin) if i not in self._origin]
+        for name in ("_bad", "_contrary", "_skips"):  # counts of rules never exported
+            mine, theirs = getattr(self, name), getattr(fresh, name)
+            for identity, n in mine.items():
+                if n > theirs[identity]:
+                    theirs[identity] = n
+        for name in ("_exact", "_sources", "_away", "_evidence", "_contrary", "_bad",
+                     "_skips", "_confirmed", "_origin", "_candidates", "_scopes"):
+            setattr(self, name, getattr(fresh, name))
+        stopped = 0
+        after = self._forces()
+        for identity in sorted(before - after):
+            stopped += 1
+            self.events[f"{self.origin(identity)}/revoked"] += 1
+        for identity in sorted(after - before):
+            self.events[f"{self.origin(identity)}/adopted"] += 1
+        for source, (target, identity) in sorted(exact_before.items()):
+            if self._exact.get(source, (None,))[0] != target:  # retargeted by the merge
+                stopped += 1
+                self.revoked[identity[1]] += 1
+        self.revision += stopped  # what those rules merged is looked at again
+        for identity in new:  # checked against the pages served here, as _nominate does
+            for uri in self._keys.get(identity[0], [])[-BACKFILL:]:
+                self._track(identity, uri, self._digests[uri])  # may refute it: revoked
+        return self.revision - revision
+
+    def _forces(self) -> set[Identity]:
+        """The host rules in force now."""
+        return {(scope, kind, param) for scope, rules in self._scopes.items()
+                for kind, param in rules if self._in_force((scope, kind, param))}
+
     # --- applying ------------------------------------------------------------
 
     def host_rules(self, uri: str) -> list[tuple[str, str]]:

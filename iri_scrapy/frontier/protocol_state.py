@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from iri_scrapy.core.protocol import KEPT_CONFIRMATIONS
+from iri_scrapy.core.protocol import ProtocolRules
 from iri_scrapy.frontier.codec import RefusedRecord, RequestCodec
 from iri_scrapy.plugin.config import META_SAMPLE
 
@@ -101,40 +101,13 @@ def rules_text(data: dict[str, Any]) -> str:
 def merge_rules_data(local: dict[str, Any], remote: dict[str, Any]) -> dict[str, Any]:
     """One rules document (:meth:`ProtocolRules.to_data`) from two of one crawl.
 
-    Both must have been read by :meth:`ProtocolRules.from_data` (checked).  Host
-    rules are merged so that no counterexample is lost: a rule's confirmations
-    are the union (distinct images; the first ``KEPT_CONFIRMATIONS`` in sorted
-    order), its content counterexamples (``bad``), 2xx responses against it
-    (``contrary``) and sample counts (``skips``) the larger of the two, so a rule
-    revoked by either worker stays revoked (``bad`` is final).  Exact rules (each
-    from a permanent redirect a worker fetched) and "redirected away from" are
-    the union; a spelling two workers map to different targets keeps the greater
-    row.  The union can keep an exact rule another worker revoked: it merges only
-    a spelling that was fetched (its redirect taught the rule), so it loses no
-    page.  The merge is commutative, associative and idempotent: workers that
-    write in turn agree on one document instead of rewriting each other's.
+    :meth:`ProtocolRules.merge_data` (the one definition, also behind
+    :meth:`ProtocolRules.adopt`, with which a running worker takes in the
+    fleet's document): host rules are merged so that no counterexample is lost
+    (confirmations the union; content counterexamples, 2xx responses against a
+    rule and sample counts the larger of the two, so a rule revoked by either
+    worker stays revoked); exact rules and "redirected away from" the union.  The
+    merge is commutative, associative and idempotent: workers that write in turn
+    agree on one document instead of rewriting each other's.
     """
-    exact: dict[str, list[str]] = {}
-    for row in [*local["exact"], *remote["exact"]]:
-        have = exact.get(row[0])
-        exact[row[0]] = row if have is None else max(have, row)
-    rules: dict[tuple[str, ...], dict[str, Any]] = {}
-    for entry in [*local["rules"], *remote["rules"]]:
-        key = tuple(entry["rule"])
-        have_entry = rules.get(key)
-        if have_entry is None:
-            rules[key] = {**entry, "confirmed": set(entry["confirmed"])}
-            continue
-        have_entry["confirmed"].update(entry["confirmed"])
-        have_entry["origin"] = min(have_entry["origin"], entry["origin"])
-        for field in ("bad", "contrary", "skips"):
-            have_entry[field] = max(have_entry[field], entry[field])
-    for entry in rules.values():
-        entry["confirmed"] = sorted(entry["confirmed"])[:KEPT_CONFIRMATIONS]
-    return {
-        "v": local["v"],
-        "min_evidence": max(local["min_evidence"], remote["min_evidence"]),
-        "exact": [exact[source] for source in sorted(exact)],
-        "away": sorted(set(local["away"]) | set(remote["away"])),
-        "rules": [rules[key] for key in sorted(rules)],
-    }
+    return ProtocolRules.merge_data(local, remote)
