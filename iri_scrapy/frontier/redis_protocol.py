@@ -14,7 +14,11 @@ the crawl's queue (same ``<base>``: the canonicalization version is in it):
   there (:func:`~.protocol_state.merge_rules_data`: counterexamples win) by a
   compare-and-set script, so concurrent workers lose none of each other's
   evidence.  A worker that opens loads it: a second worker of the fleet, or a
-  recrawl on the same keys, starts with what was learned.
+  recrawl on the same keys, starts with what was learned.  A running worker
+  adopts it (:meth:`ProtocolRules.adopt`) whenever the value it read or wrote
+  on that tick differs from the one it last adopted (no extra Redis call): the
+  other workers' new rules are used within a tick, and a rule in force here
+  that the fleet's evidence stops gives back what it skipped here.
 * ``<base>:skipped`` (HASH): the key a request had before the rules -> its
   record (:mod:`.protocol_state`: a :mod:`.codec` record, never a pickle),
   written before the dupefilter drops the request; plus a marker field.  At
@@ -160,6 +164,8 @@ class RedisProtocolStore:
         #: What the fleet's document put in force when last looked at.
         self._in_force: frozenset[tuple[str, ...]] = frozenset()
         self._looked_at = ""  # the text of that document
+        self._taken = ""  # the text of the fleet's document last adopted into the rules
+        self._closing = False
         self._script: Any = None
         self._saved_at = 0.0
         self._loop: Any = None
@@ -181,14 +187,14 @@ class RedisProtocolStore:
                 "Redis lost or evicted the requests the learned rules skipped")
         learned = self.learned
         if value is not None:
-            self._adopt(value)
+            self._read_fleet(value)
         if self.remote is not None:
             learned.rules.load(merge_rules_data(learned.rules.to_data(), self.remote))
         kept = self._read_skipped()
         again = self._claim(resume(learned, kept, self.seen))
         self._written = {base for base in kept if base in learned.skipped}
         self._in_force = _in_force(self.remote, learned.rules.min_evidence)
-        self._looked_at = self._remote_text
+        self._looked_at = self._taken = self._remote_text
         self._save(must_exist=False)
         learned.sink = self._append
         if again:
@@ -206,7 +212,7 @@ class RedisProtocolStore:
         self._loop.start(SAVE_EVERY, now=False)
         return again
 
-    def _adopt(self, value: bytes) -> None:
+    def _read_fleet(self, value: bytes) -> None:
         """The fleet's document from *value*; a damaged one is set aside (WARNING)."""
         self._remote_sha = _sha(value)
         self._remote_text = ""
@@ -311,7 +317,8 @@ class RedisProtocolStore:
     def sync(self) -> None:
         """Delete the records this worker scheduled again; merge and write the rules
         if they changed (here or in the fleet); re-queue what the fleet's
-        revocations un-merge; notice the keys gone."""
+        revocations un-merge; adopt the fleet's new rules (:meth:`_take_in`);
+        notice the keys gone."""
         if self.failed:
             return
         try:
@@ -324,6 +331,8 @@ class RedisProtocolStore:
             self._written.difference_update(gone)
             if self._save(must_exist=True):
                 self._fleet_revocations()
+                if not self._closing:
+                    self._take_in()
         except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
             self.failed = True
         except Exception:  # a bug: loud, and no more writes (what is in Redis stays)
@@ -357,7 +366,7 @@ class RedisProtocolStore:
                 return True
             if code == 2:
                 return True
-            self._adopt(value)  # another worker wrote: merge with theirs, try again
+            self._read_fleet(value)  # another worker wrote: merge with theirs, try again
         logger.info("IRI protocol: %s changed %d times while being merged; trying again in "
                     "%.0f s", self.rules_key, MAX_TRIES, SAVE_EVERY)
         return True
@@ -408,6 +417,40 @@ class RedisProtocolStore:
             logger.info("IRI protocol: a rule was revoked in the fleet; %(n)d request(s) "
                         "it had skipped are scheduled again", {"n": n})
 
+    def _take_in(self) -> None:
+        """The fleet's document, when it changed since last adopted, folded into the
+        live rules (:meth:`ProtocolRules.adopt`: other workers' new rules used
+        here at once, this worker's digests and counts kept); if a rule in force
+        here stopped, the requests this worker kept that it no longer merges are
+        claimed (``HDEL``, one pipeline) and scheduled again, as
+        :meth:`Learned.requeue` does after a local revocation."""
+        if self.remote is None or self._remote_text == self._taken:
+            return
+        self._taken = self._remote_text
+        learned = self.learned
+        before = list(learned.skipped)
+        moved = learned.rules.adopt(self.remote)  # read by from_data again: data only
+        if not moved:
+            learned.publish()  # <source>/adopted
+            return
+        again = learned.changed()  # in the order of learned.skipped
+        gone = [base for base in before if base not in learned.skipped]
+        given = list(zip(gone, again, strict=True))
+        stored = [(base, request) for base, request in given if base in self._written]
+        unstored = [request for base, request in given if base not in self._written]
+        # a stored record another worker claimed first is scheduled there, not here
+        requests = self._claim(stored) + unstored
+        self._written.difference_update(gone)
+        for request in requests:
+            self._schedule(given_back(request, past_filter=False))
+        if requests:
+            self.requeued += len(requests)
+            learned.rules.events["requeued"] += len(requests)
+            logger.info("IRI protocol: a rule was revoked by the fleet's evidence; %(n)d "
+                        "request(s) it had skipped here are scheduled again",
+                        {"n": len(requests)})
+        learned.publish()
+
     # --- close -----------------------------------------------------------------------
 
     def stop(self) -> None:
@@ -419,8 +462,10 @@ class RedisProtocolStore:
             self.learned.sink = None
 
     def close(self) -> None:
-        """Stop; the last write (unless the state was found lost)."""
+        """Stop; the last write (unless the state was found lost), adopting nothing
+        (what the fleet revoked is given back at the next open)."""
         self.stop()
+        self._closing = True
         if self.failed:
             return
         try:

@@ -240,6 +240,60 @@ def test_a_rule_revoked_by_another_worker_gives_back_what_this_one_skipped(
     b.close("finished")
 
 
+def test_a_running_worker_adopts_the_rules_another_learned_and_keeps_its_own(
+        redis_server: RedisServer) -> None:
+    _, a = open_worker(redis_server.url)
+    _, b = open_worker(redis_server.url)  # both running before anything is learned
+    assert a.protocol is not None and b.protocol is not None
+    rules_b = learned(b).rules
+    rules_b.observe_content(f"{HOST}/seen/", b"P" * 16)  # B's own evidence
+    rules_b.observe_canonical(f"{HOST}/x?utm=1", f"{HOST}/x")
+    events = dict(rules_b.events)
+    teach_add_slash(a)
+    a.protocol.sync()
+    assert rules_b.apply(f"{HOST}/zzz") == f"{HOST}/zzz"
+    b.protocol.sync()  # one tick: the fleet's document adopted, B never reopened
+    assert rules_b.apply(f"{HOST}/zzz") == f"{HOST}/zzz/"
+    assert rules_b.was_served(f"{HOST}/seen/")  # B's digests kept
+    assert {k: rules_b.events[k] for k in events} == events
+    assert rules_b.events["redirect/adopted"] == 1
+    skip_alias(b, "d")  # B skips with A's rule at once
+    assert b.counts.get("frontier_lost") is None and not b.protocol.failed
+    a.close("finished")
+    b.close("finished")
+
+
+def test_a_rule_in_force_here_that_the_fleet_stops_gives_back_what_it_skipped_here(
+        redis_server: RedisServer) -> None:
+    """B learned a rule and skipped with it before any write; A has a 2xx against
+    it.  The fleet's document never had the rule in force, so only adopting the
+    document stops it in B: B's revision moves and /c comes back (claimed)."""
+    client = redis_server.client()
+    _, a = open_worker(redis_server.url)
+    _, b = open_worker(redis_server.url)
+    assert a.protocol is not None and b.protocol is not None
+    rules_a = learned(a).rules
+    rules_a.observe_redirect(f"{HOST}/z", f"{HOST}/z/", 301)  # nominated, not in force
+    rules_a.observe_contrary(f"{HOST}/q")  # a 2xx against add-slash
+    a.protocol.sync()
+    teach_add_slash(b)
+    skip_alias(b, "c")
+    assert skipped_fields(client, b) == {f"{HOST}/c"}
+    rules_b = learned(b).rules
+    revision = rules_b.revision
+    b.protocol.sync()
+    assert rules_b.revision > revision
+    assert rules_b.apply(f"{HOST}/x") == f"{HOST}/x"
+    assert rules_b.events["redirect/revoked"] == 1
+    assert b.protocol.requeued == 1 and rules_b.events["requeued"] == 1
+    assert skipped_fields(client, b) == set()  # claimed
+    assert f"{HOST}/c" in drain(b)  # nothing lost
+    a.protocol.sync()
+    assert a.protocol.requeued == 0  # claimed once, by B
+    a.close("finished")
+    b.close("finished")
+
+
 def test_the_keys_vanishing_mid_crawl_close_it_as_lost(
         redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
     client = redis_server.client()
