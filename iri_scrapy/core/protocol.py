@@ -49,6 +49,11 @@ to that rule's source (the server sends the other way there).
 (:meth:`~ProtocolRules.observe_clean_param`) only nominate host rules; a rule is
 used after ``min_evidence`` confirmations (distinct images whose content was
 equal) and never again once content differed in its scope.
+
+**Workers of one crawl** (a fleet) exchange :meth:`~ProtocolRules.to_data`
+documents: :meth:`~ProtocolRules.merge_data` makes two one (no counterexample
+lost), and :meth:`~ProtocolRules.adopt` folds one into rules in use, keeping
+what only this object holds (page digests, images, counts).
 """
 
 from __future__ import annotations

@@ -443,11 +443,17 @@ def test_two_workers_share_the_rules_and_lose_nothing(redis_server: RedisServer)
         for result in results:
             assert result.finish_reason == "finished", result.stderr[-2000:]
         assert site.missed() == set(), sorted(site.missed())
-        # running workers share the queue, the seen-set and revocations, not each
-        # other's new rules (learned once each): 1.66x once, one worker alone 1.14x,
-        # stock 4.00
-        assert site.ratio() < 3.0, site.summary()
+        # running workers share the queue, the seen-set, revocations and (on each
+        # 5 s tick) each other's rules: 1.37x to 1.63x over 9 runs (1.37x to 1.61x over 5
+        # runs without adopting rules while running: on this small site the
+        # duplicates are the aliases both workers fetch while learning, before a
+        # tick, and each worker's content evidence is its own); one worker alone
+        # 1.14x, stock 4.00
+        assert site.ratio() < 2.0, site.summary()
         assert all(r.stats.get("downloader/request_count") for r in results)
+        adopted = sum(v for r in results for k, v in r.stats.items()
+                      if k.startswith("iri/protocol/") and k.endswith("/adopted"))
+        assert adopted, "no worker adopted a rule another learned while running"
 
 
 @pytest.mark.slow
