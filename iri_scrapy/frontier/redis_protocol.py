@@ -361,6 +361,8 @@ class RedisProtocolStore:
                            f"{self.skipped_key} (the requests learned rules skipped) is gone")
                 return False
             if code == 1:
+                if self._remote_text == self._taken:  # merged with a document adopted
+                    self._taken = text  # already: nothing new from the fleet in it
                 self.remote, self._remote_text = merged, text
                 self._remote_sha = _sha(text.encode("utf-8"))
                 return True
@@ -425,7 +427,7 @@ class RedisProtocolStore:
         claimed (``HDEL``, one pipeline) and scheduled again, as
         :meth:`Learned.requeue` does after a local revocation."""
         if self.remote is None or self._remote_text == self._taken:
-            return
+            return  # (a document this worker wrote from one it had adopted: see _save)
         self._taken = self._remote_text
         learned = self.learned
         before = list(learned.skipped)

@@ -263,6 +263,22 @@ def test_a_running_worker_adopts_the_rules_another_learned_and_keeps_its_own(
     b.close("finished")
 
 
+def test_a_worker_does_not_adopt_back_what_it_revoked_itself(redis_server: RedisServer) -> None:
+    """Its own write holds nothing new from the fleet: adopting it would bring back
+    (by the merge's union) an exact rule this worker's later evidence revoked."""
+    _, a = open_worker(redis_server.url)
+    assert a.protocol is not None
+    teach_add_slash(a)
+    a.protocol.sync()
+    rules = learned(a).rules
+    rules.observe_contrary(f"{HOST}/a")  # /a served as it is: its exact rule revoked
+    assert rules.apply(f"{HOST}/a") == f"{HOST}/a"
+    a.protocol.sync()
+    a.protocol.sync()
+    assert rules.apply(f"{HOST}/a") == f"{HOST}/a"
+    a.close("finished")
+
+
 def test_a_rule_in_force_here_that_the_fleet_stops_gives_back_what_it_skipped_here(
         redis_server: RedisServer) -> None:
     """B learned a rule and skipped with it before any write; A has a 2xx against
