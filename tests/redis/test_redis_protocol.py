@@ -460,7 +460,7 @@ def test_two_workers_share_the_rules_and_lose_nothing(redis_server: RedisServer)
             assert result.finish_reason == "finished", result.stderr[-2000:]
         assert site.missed() == set(), sorted(site.missed())
         # running workers share the queue, the seen-set, revocations and (on each
-        # 5 s tick) each other's rules: 1.37x to 1.63x over 9 runs (1.37x to 1.61x over 5
+        # 5 s tick) each other's rules: 1.37x to 1.63x over 12 runs (1.37x to 1.61x over 5
         # runs without adopting rules while running: on this small site the
         # duplicates are the aliases both workers fetch while learning, before a
         # tick, and each worker's content evidence is its own); one worker alone
