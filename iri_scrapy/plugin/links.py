@@ -32,23 +32,22 @@ trailing C0 controls and spaces trimmed, ASCII tab and newline removed, ``\\``
 read as ``/`` before the query for a special scheme (http(s), ws(s), ftp,
 file), so that ``..\\index.html`` and ``/pa<LF>th.html`` fetch the page a
 browser fetches and ``http://h\\@evil.test/`` contacts ``h``, as a browser
-does.  ``response.urljoin``/``follow``/``follow_all`` (:class:`SkippingFollowMixin`)
-and :func:`base_url` (``<base href>``) do it here; ``IRILinkExtractor`` and the
-redirect middleware call the same function.
+does.  ``response.urljoin``/``follow``/``follow_all``
+(:class:`~iri_scrapy.plugin.middleware.IRIFollowMixin`) and :func:`base_url`
+(``<base href>``) do it; ``IRILinkExtractor`` and the redirect middleware call
+the same function.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 from weakref import WeakKeyDictionary, ref
 
 from scrapy import Request
 from scrapy.http import HtmlResponse, TextResponse
-from scrapy.http.request import NO_CALLBACK
 from w3lib.url import safe_url_string
 
 from iri_scrapy.core.errors import IRIError
@@ -58,7 +57,7 @@ from iri_scrapy.core.ladder import retrieval_key
 from iri_scrapy.core.shorten import shorten
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.compat import get_base_url, get_meta_refresh  # IDNA 2008 hosts
-from iri_scrapy.plugin.config import META_DONT_NORMALIZE, META_SKIPPED
+from iri_scrapy.plugin.config import META_SKIPPED
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -77,7 +76,9 @@ __all__ = [
     "report_skipped",
     "request_refusal",
     "response_state",
-    "SkippingFollowMixin",
+    "refusal_reason",
+    "url_refused",
+    "wire_unsendable",
     "skip_unusable_redirect",
 ]
 
@@ -119,7 +120,7 @@ def request_refusal(url: str) -> tuple[str, str] | None:
         if Request(url).url != url:
             Request(url, meta={"verbatim_url": True})
     except ValueError as exc:
-        return _refusal_reason(url), _refusal_message(url, exc)
+        return refusal_reason(url), _refusal_message(url, exc)
     except TypeError as exc:  # not a str Scrapy takes
         return "request", shorten(str(exc))
     return None
@@ -148,7 +149,7 @@ def _wire_refusal(url: str) -> tuple[str, str] | None:
     return None
 
 
-def _refusal_reason(url: str) -> str:
+def refusal_reason(url: str) -> str:
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -199,7 +200,7 @@ def report_skipped(
     )
 
 
-def _wire_unsendable(request: Request) -> str | None:
+def wire_unsendable(request: Request) -> str | None:
     """Why *request*'s URL cannot go on the wire (a DNS host or port that level
     ``scheme`` refuses, see :func:`request_refusal`), or None (also when the
     caller asked for stock behaviour with ``meta["dont_normalize_iri"]``)."""
@@ -310,95 +311,7 @@ def base_url(response: TextResponse) -> str:
     return url
 
 
-class SkippingFollowMixin:
-    """``follow()``/``follow_all()`` that skip a link no request can be made for.
-
-    Mixed in before the IRI-aware response classes' link resolution (see
-    :mod:`iri_scrapy.plugin.middleware`).  When building the request for a
-    link fails with ``ValueError`` once the link was resolved (so: the URL, not
-    a bad argument), the stock spelling is tried (``urljoin`` the Scrapy way);
-    if that fails too, ``follow()`` returns a placeholder request for this page
-    with ``meta["iri_skipped_link"]`` and ``callback=NO_CALLBACK``, which
-    :class:`~iri_scrapy.IRISpiderMiddleware` drops (and
-    :class:`~iri_scrapy.IRINormalizationMiddleware` ignores, should it get
-    there), and ``follow_all()`` leaves it out.  Per-response state: a
-    :class:`ResponseState`.
-    """
-
-    __slots__ = ()
-
-    def urljoin(self, url: str) -> str:
-        """``Response.urljoin`` of *url* read as a browser reads it (see the module doc)."""
-        state = response_state(self)
-        state.tried, state.joined = url, None
-        if isinstance(url, str) and not state.as_written and needs_preprocessing(url):
-            base = base_url(self) if isinstance(self, TextResponse) else str(self.url)  # type: ignore[attr-defined]
-            url = browser_href(url, base)
-        state.joined = joined = super().urljoin(url)  # type: ignore[misc]
-        return joined  # type: ignore[no-any-return]
-
-    def follow(self, url: Any, *args: Any, **kwargs: Any) -> Request:
-        """``Response.follow``; a placeholder request for a link it cannot use.
-
-        With ``meta["dont_normalize_iri"]`` (or *meta* given positionally, as
-        :class:`~iri_scrapy.plugin.middleware.IRINormalizationMiddleware`'s
-        responses read it) the href is resolved as written, as stock Scrapy does.
-        """
-        state = response_state(self)
-        meta = kwargs.get("meta") or {}
-        state.as_written = len(args) >= 6 or bool(meta.get(META_DONT_NORMALIZE))
-        try:
-            return self._follow(state, url, *args, **kwargs)
-        finally:
-            state.as_written = False
-
-    def _follow(self, state: ResponseState, url: Any, *args: Any, **kwargs: Any) -> Request:
-        state.tried = None
-        error: Exception
-        try:
-            request: Request = super().follow(url, *args, **kwargs)  # type: ignore[misc]
-            wire = _wire_unsendable(request)
-            if wire is None:
-                return request
-            href, error = state.tried, ValueError(wire)
-        except ValueError as exc:
-            href = state.tried
-            if not _url_refused(state):  # not about the URL: the caller's error
-                raise
-            error = exc
-        if not state.stock:
-            state.stock = True
-            try:
-                request = super().follow(url, *args, **kwargs)  # type: ignore[misc]
-                wire = _wire_unsendable(request)
-                if wire is None:
-                    return request
-                error = ValueError(wire)
-            except ValueError as exc:
-                if not _url_refused(state):
-                    raise
-                error = exc
-            finally:
-                state.stock = False
-        reason = _refusal_reason(state.joined or str(href).strip(" \t\n\r\f"))
-        page = str(self.url)  # type: ignore[attr-defined]
-        stats = getattr(state.canon, "stats", None)
-        report_skipped(stats, page, str(href), reason, str(error))
-        return Request(
-            page,
-            callback=NO_CALLBACK,
-            dont_filter=False,
-            meta={META_SKIPPED: {"href": str(href), "page": page, "reason": reason,
-                                 "error": str(error)}},
-        )
-
-    def follow_all(self, *args: Any, **kwargs: Any) -> Iterable[Request]:
-        """``Response.follow_all`` without the links it cannot use (see :meth:`follow`)."""
-        requests = super().follow_all(*args, **kwargs)  # type: ignore[misc]
-        return (r for r in requests if META_SKIPPED not in r.meta)
-
-
-def _url_refused(state: ResponseState) -> bool:
+def url_refused(state: ResponseState) -> bool:
     """After ``follow()`` raised: True if it was the link's URL that failed."""
     if state.tried is None:
         return False  # raised before any URL was resolved (a bad argument)
@@ -459,7 +372,7 @@ def skip_unusable_redirect(
     refusal = ("request", error) if error else request_refusal(url)
     if refusal is None:
         return False
-    reason = _refusal_reason(url) if refusal[0] == "request" else refusal[0]
+    reason = refusal_reason(url) if refusal[0] == "request" else refusal[0]
     meta["dont_redirect"] = True
     report_skipped(stats, request.url, href, reason, refusal[1])
     return True

@@ -43,15 +43,18 @@ responses).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Response, TextResponse, XmlResponse
+from scrapy.http.request import NO_CALLBACK
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 from w3lib.url import safe_url_string
 
 from iri_scrapy.core.errors import IRIError
+from iri_scrapy.core.hrefs import needs_preprocessing
 from iri_scrapy.core.resolve import resolve
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
@@ -70,9 +73,14 @@ from iri_scrapy.plugin.idna_requests import convert as idna_convert
 from iri_scrapy.plugin.idna_requests import enabled as idna_enabled
 from iri_scrapy.plugin.links import (
     META_SKIPPED,
-    SkippingFollowMixin,
+    ResponseState,
     base_url,
+    browser_href,
+    refusal_reason,
+    report_skipped,
     response_state,
+    url_refused,
+    wire_unsendable,
 )
 from iri_scrapy.plugin.stamp import Stamper, as_given, fetch_form, retrieval_key, stamp_of
 
@@ -340,7 +348,7 @@ class IRINormalizationMiddleware:
 
     def process_response(self, request: Request, response: Response) -> Response:
         """Hand the spider an IRI-aware response (the same one, as a subclass of its class)."""
-        if request.meta.get(META_DONT_NORMALIZE) or isinstance(response, _IRIFollowMixin):
+        if request.meta.get(META_DONT_NORMALIZE) or isinstance(response, IRIFollowMixin):
             return response
         cls = iri_response_class(type(response))
         try:
@@ -359,20 +367,33 @@ class IRINormalizationMiddleware:
 
 # ------------------------------------------------------------------------- responses
 
-class _IRIFollowMixin:
+class IRIFollowMixin:
     """Link resolution with the IRI core for :class:`~scrapy.http.Response` classes.
 
-    ``urljoin(href)`` resolves *href* (RFC 3986 5.2 on the IRI itself, RFC 3987
-    section 6.5) against the response's base URL and returns the fetch form of
-    the result, its http(s) query in the response's charset (RFC 3987 section
-    3.1 note: ``?q=привет`` on a windows-1251 page is ``?q=%EF%F0%E8%E2%E5%F2``,
-    as browsers and stock Scrapy send it); ``follow()`` and ``follow_all()``
+    ``urljoin(href)`` reads *href* as a browser reads it
+    (:func:`~iri_scrapy.plugin.links.browser_href`), resolves it (RFC 3986 5.2
+    on the IRI itself, RFC 3987 section 6.5) against the response's base URL
+    and returns the fetch form of the result, its
+    http(s) query in the response's charset (RFC 3987 section 3.1 note:
+    ``?q=привет`` on a windows-1251 page is ``?q=%EF%F0%E8%E2%E5%F2``, as
+    browsers and stock Scrapy send it); ``follow()`` and ``follow_all()``
     (which call ``urljoin``) make sure ``Request()`` keeps that URI
-    (``verbatim_url`` where it would alter it) and record the resolved IRI in
-    ``meta["iri_original"]``.  With
-    ``meta={"dont_normalize_iri": True}`` (or *meta* given positionally) they
-    behave as stock Scrapy's.  An href with no canonical form is joined the
-    stock way and made ASCII by ``safe_url_string``, as Scrapy does.
+    (``verbatim_url`` where it would alter it), record the resolved IRI in
+    ``meta["iri_original"]`` and stamp the request (its one canonicalization).
+    With ``meta={"dont_normalize_iri": True}`` (or *meta* given positionally)
+    they behave as stock Scrapy's.  An href with no canonical form is joined
+    the stock way and made ASCII by ``safe_url_string``, as Scrapy does.
+
+    A link no request can be made for is skipped: when building its request
+    fails with ``ValueError`` once the link was resolved (so: the URL, not a
+    bad argument), the stock spelling is tried; if that fails too,
+    ``follow()`` returns a placeholder request for this page with
+    ``meta["iri_skipped_link"]`` and ``callback=NO_CALLBACK``, which
+    :class:`~iri_scrapy.IRISpiderMiddleware` drops (and
+    :class:`~iri_scrapy.IRINormalizationMiddleware` ignores, should it get
+    there), and ``follow_all()`` leaves it out.  Per-response state: a
+    :class:`~iri_scrapy.plugin.links.ResponseState`.  One class, one
+    ``follow``/``urljoin`` override each: they run for every link of every page.
     """
 
     __slots__ = ()
@@ -380,62 +401,126 @@ class _IRIFollowMixin:
     def urljoin(self, url: str) -> str:
         """Resolve *url* against this response's base URL; the fetch form of the result."""
         state = response_state(self)
-        state.last = None
+        state.tried = url
+        state.joined = state.last = None
+        if isinstance(url, str) and not state.as_written and needs_preprocessing(url):
+            url = browser_href(url, base_url(self) if isinstance(self, TextResponse)
+                               else str(self.url))  # type: ignore[attr-defined]
         if state.stock:
-            return super().urljoin(url)  # type: ignore[misc,no-any-return]
-        base = base_url(self) if isinstance(self, TextResponse) else self.url  # type: ignore[attr-defined]
-        try:
-            joined = resolve(base, url.strip(" \t\n\r\f"))
-            uri = fetch_form(joined, getattr(self, "encoding", None))
-        except (IRIError, ValueError, TypeError):
-            return safe_url_string(super().urljoin(url))  # type: ignore[misc]
-        state.last = (joined, uri)
-        return uri
+            joined: str = super().urljoin(url)  # type: ignore[misc]
+        else:
+            base = base_url(self) if isinstance(self, TextResponse) else self.url  # type: ignore[attr-defined]
+            try:
+                iri = resolve(base, url.strip(" \t\n\r\f"))
+                joined = fetch_form(iri, getattr(self, "encoding", None))
+            except (IRIError, ValueError, TypeError):
+                joined = safe_url_string(super().urljoin(url))  # type: ignore[misc]
+            else:
+                state.last = (iri, joined)
+        state.joined = joined
+        return joined
 
     def follow(self, url: Any, *args: Any, **kwargs: Any) -> Request:
-        """``Response.follow`` with IRI-core link resolution (see the class docstring)."""
+        """``Response.follow`` with IRI-core link resolution; a placeholder request
+        for a link it cannot use (see the class docstring)."""
         state = response_state(self)
         meta = kwargs.get("meta") or {}
-        if len(args) >= 6 or meta.get(META_DONT_NORMALIZE):
-            state.stock = True
-            try:
-                return super().follow(url, *args, **kwargs)  # type: ignore[misc,no-any-return]
-            finally:
-                state.stock = False
+        state.as_written = state.stock = len(args) >= 6 or bool(meta.get(META_DONT_NORMALIZE))
+        try:
+            return self._follow(state, url, args, kwargs)
+        finally:
+            state.as_written = state.stock = False
+
+    def follow_all(self, *args: Any, **kwargs: Any) -> Iterable[Request]:
+        """``Response.follow_all`` without the links it cannot use (see :meth:`follow`)."""
+        requests = super().follow_all(*args, **kwargs)  # type: ignore[misc]
+        return (r for r in requests if META_SKIPPED not in r.meta)
+
+    def _build(self, state: ResponseState, url: Any, args: Any, kwargs: Any
+               ) -> tuple[Request, bool]:
+        """``Response.follow``, and the stamp of what ``urljoin`` resolved; whether
+        the request's URL is that fetch form (so it can go on the wire: the fetch
+        form refuses what cannot, :class:`~iri_scrapy.core.hosts.WireHostError`)."""
         request: Request = super().follow(url, *args, **kwargs)  # type: ignore[misc]
         last, state.last = state.last, None
         if last is None:
-            return request
+            return request, False
         joined, uri = last
         canon = state.canon or Canonicalizer(IRIConfig(), None)
         if request.url != uri:  # Request() altered the fetch form (a bare "?")
             request = canon.rewrite(request, uri)
-        if joined != request.url:
+            if joined != request.url:
+                request.meta[META_ORIGINAL] = joined
+            canon.stamper.stamp(request, joined, uri if request.url == uri else request.url)
+            return request, request.url == uri
+        if joined != uri:
             request.meta[META_ORIGINAL] = joined
         # the one canonicalization of this request: urljoin() has just made it
-        canon.stamper.stamp(request, joined, uri if request.url == uri else request.url)
-        return request
+        canon.stamper.stamp_link(request, joined, uri)
+        return request, True
+
+    def _follow(self, state: ResponseState, url: Any, args: Any, kwargs: Any) -> Request:
+        state.tried = None
+        error: Exception
+        try:
+            request, sendable = self._build(state, url, args, kwargs)
+            if sendable:
+                return request
+            wire = wire_unsendable(request)
+            if wire is None:
+                return request
+            href, error = state.tried, ValueError(wire)
+        except ValueError as exc:
+            href = state.tried
+            if not url_refused(state):  # not about the URL: the caller's error
+                raise
+            error = exc
+        if not state.stock:
+            state.stock = True
+            try:
+                request = self._build(state, url, args, kwargs)[0]
+                wire = wire_unsendable(request)
+                if wire is None:
+                    return request
+                error = ValueError(wire)
+            except ValueError as exc:
+                if not url_refused(state):
+                    raise
+                error = exc
+            finally:
+                state.stock = False
+        reason = refusal_reason(state.joined or str(href).strip(" \t\n\r\f"))
+        page = str(self.url)  # type: ignore[attr-defined]
+        stats = getattr(state.canon, "stats", None)
+        report_skipped(stats, page, str(href), reason, str(error))
+        return Request(
+            page,
+            callback=NO_CALLBACK,
+            dont_filter=False,
+            meta={META_SKIPPED: {"href": str(href), "page": page, "reason": reason,
+                                 "error": str(error)}},
+        )
 
 
-class IRIResponse(SkippingFollowMixin, _IRIFollowMixin, Response):
+class IRIResponse(IRIFollowMixin, Response):
     """:class:`~scrapy.http.Response` with IRI-core ``urljoin``/``follow``."""
 
     __slots__ = ()
 
 
-class IRITextResponse(SkippingFollowMixin, _IRIFollowMixin, TextResponse):
+class IRITextResponse(IRIFollowMixin, TextResponse):
     """:class:`~scrapy.http.TextResponse` with IRI-core ``urljoin``/``follow``."""
 
     __slots__ = ()
 
 
-class IRIHtmlResponse(SkippingFollowMixin, _IRIFollowMixin, HtmlResponse):
+class IRIHtmlResponse(IRIFollowMixin, HtmlResponse):
     """:class:`~scrapy.http.HtmlResponse` with IRI-core ``urljoin``/``follow``."""
 
     __slots__ = ()
 
 
-class IRIXmlResponse(SkippingFollowMixin, _IRIFollowMixin, XmlResponse):
+class IRIXmlResponse(IRIFollowMixin, XmlResponse):
     """:class:`~scrapy.http.XmlResponse` with IRI-core ``urljoin``/``follow``."""
 
     __slots__ = ()
@@ -453,9 +538,9 @@ def iri_response_class(cls: type[Response]) -> type[Response]:
     """The IRI-aware subclass of the response class *cls* (made once per class)."""
     sub = _RESPONSE_CLASSES.get(cls)
     if sub is None:
-        if issubclass(cls, _IRIFollowMixin):
+        if issubclass(cls, IRIFollowMixin):
             return cls
-        sub = type(f"IRI{cls.__name__}", (SkippingFollowMixin, _IRIFollowMixin, cls), {
+        sub = type(f"IRI{cls.__name__}", (IRIFollowMixin, cls), {
             "__slots__": (),  # the layout of cls: process_response switches, no copy
             "__module__": __name__,
             "__doc__": f"{cls.__name__} with IRI-core ``urljoin``/``follow``.",

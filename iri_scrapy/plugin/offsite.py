@@ -27,6 +27,7 @@ from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.hosts import host_to_ascii
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin.stamp import stamp_of
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -53,9 +54,24 @@ def _request_host(request: Request) -> str:
     """The canonical host of *request* ('' when it has none or no canonical form).
 
     The canonical form of each host is computed once (a table of at most
-    :data:`_HOSTS_MAX` hosts, emptied when full).
+    :data:`_HOSTS_MAX` hosts, emptied when full).  A request in the fetch form
+    its stamp recorded has its host read off the URI without ``urlsplit``.
     """
-    host = urlsplit(request.url).hostname or ""
+    url = request.url
+    stamp = stamp_of(request)
+    if stamp is not None and stamp.wire == url and url.startswith(("http://", "https://")):
+        # in fetch form (RFC 3987 5.3.3): the host is canonical already, and sits
+        # between "//" and the first "/", "?" or "#", after any userinfo
+        authority = url[url.index("//") + 2:]
+        for end in "/?#":
+            authority = authority.split(end, 1)[0]
+        host = authority.rpartition("@")[2]
+        if host.startswith("["):  # as urlsplit().hostname gives it: no brackets
+            host = host[1:host.find("]")]
+        elif ":" in host:
+            host = host.rpartition(":")[0]
+    else:
+        host = urlsplit(url).hostname or ""
     if not host:
         return ""
     canonical = _HOSTS.get(host)

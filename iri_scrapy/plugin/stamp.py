@@ -91,6 +91,7 @@ class Stamp(NamedTuple):
 
 
 _STAMPS: WeakKeyDictionary[Any, Stamp] = WeakKeyDictionary()
+_new_stamp = tuple.__new__  # Stamp(...) without the generated __new__ (per link)
 
 
 def stamp_of(request: Request) -> Stamp | None:
@@ -200,6 +201,18 @@ class Stamper:
             stamp = Stamp(url, spelling, wire, base, reissued)
         _STAMPS[request] = stamp
         return stamp
+
+    def stamp_link(self, request: Request, spelling: str, wire: str) -> None:
+        """:meth:`stamp` for ``follow()``'s request, whose URL is *wire*, the fetch
+        form ``urljoin()`` has just made of the resolved link *spelling* (not kept
+        as given: ``follow()`` with ``dont_normalize_iri`` resolves the stock way).
+        The same stamp, fewer steps: it runs for every link of every page."""
+        base: str | None
+        if self._fast_key:
+            base = wire if self._keep or "#" not in wire else wire[: wire.index("#")]
+        else:
+            base = self.key_base(spelling, wire)
+        _STAMPS[request] = _new_stamp(Stamp, (wire, spelling, wire, base, False))
 
     def restamp(self, request: Request, stamp: Stamp, *, reissued: bool = False) -> Stamp:
         """Carry *stamp* over to *request*, a copy whose URL is the stamp's wire form
