@@ -206,6 +206,15 @@ INSTR_SETTINGS: dict[str, Any] = {
 }
 
 
+def warm_env() -> dict[str, str]:
+    """The environment of the ``--instructions`` crawls: a fixed hash seed, and
+    bytecode written and read (``PYTHONDONTWRITEBYTECODE`` emptied).  A warm-up
+    crawl of 2N pages without valgrind comes first: otherwise the N-page and the
+    2N-page crawls compile the modules they import lazily, and what only the
+    second imports counts as cost per page (tens of millions of instructions)."""
+    return {"PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": ""}
+
+
 def instructions(site_name: str, pages: int, timeout: float,
                  crawl_cpu: int | None = None) -> int:
     """Print instructions per page for each setting: (I(2N) - I(N)) / N, N = *pages*."""
@@ -214,6 +223,11 @@ def instructions(site_name: str, pages: int, timeout: float,
         print("--instructions: valgrind not found", file=sys.stderr)
         return 1
     counts: dict[str, list[int]] = {k: [] for k in SETTINGS}
+    warm_site = big_site(2 * pages, aliases=site_name == "big")
+    with serve_site(warm_site) as srv:  # warm the bytecode cache: see warm_env()
+        for setting in SETTINGS:
+            run_crawl({**SETTINGS[setting], **INSTR_SETTINGS}, list(warm_site.start_urls),
+                      srv.proxy_url, timeout=timeout, env=warm_env())
     with tempfile.TemporaryDirectory(prefix="iri-bench-cg-") as tmp:
         for n in (pages, 2 * pages):
             site = big_site(n, aliases=site_name == "big")
@@ -225,7 +239,7 @@ def instructions(site_name: str, pages: int, timeout: float,
                                 "CLOSESPIDER_TIMEOUT": timeout}
                     result = run_crawl(
                         settings, list(site.start_urls), srv.proxy_url, timeout=timeout,
-                        env={"PYTHONHASHSEED": "0"},
+                        env=warm_env(),
                         cpus=None if crawl_cpu is None else [crawl_cpu],
                         wrapper=[valgrind, "--tool=callgrind", "--quiet",
                                  f"--callgrind-out-file={out}"],
@@ -260,6 +274,11 @@ def dir_instructions(root: Path, pages: int, timeout: float, only: list[str],
         print("--instructions: valgrind not found", file=sys.stderr)
         return 1
     counts: dict[str, list[int]] = {k: [] for k in only}
+    for setting in only:  # warm the bytecode cache: see warm_env()
+        with DirServer(root, host=DIR_HOST) as server:
+            run_crawl({**SETTINGS[setting], **INSTR_SETTINGS, "CLOSESPIDER_PAGECOUNT": 2 * pages},
+                      [server.start_url], server.proxy_url, timeout=timeout, env=warm_env(),
+                      spider_kwargs={"allowed_domains": [DIR_HOST]})
     with tempfile.TemporaryDirectory(prefix="iri-bench-cg-") as tmp:
         for n in (pages, 2 * pages):
             for setting in only:
@@ -269,7 +288,7 @@ def dir_instructions(root: Path, pages: int, timeout: float, only: list[str],
                                 "CLOSESPIDER_PAGECOUNT": n, "CLOSESPIDER_TIMEOUT": timeout}
                     result = run_crawl(
                         settings, [server.start_url], server.proxy_url, timeout=timeout,
-                        env={"PYTHONHASHSEED": "0"},
+                        env=warm_env(),
                         spider_kwargs={"allowed_domains": [DIR_HOST]},
                         cpus=None if crawl_cpu is None else [crawl_cpu],
                         wrapper=[valgrind, "--tool=callgrind", "--quiet",
