@@ -149,6 +149,13 @@ class Learned:
         pending = self.rules.pending(base)
         if pending and not meta.get(META_DEFERRED) and not self._useful(pending):
             merged = self.rules.apply(pending[0][1])  # its key once the rule is in force
+            if merged == self.rules.apply(base):
+                # the rule would not move it: it holds its key (stale() found no page
+                # served under it), and deferring would only delay its one fetch
+                merged = ""
+        else:
+            merged = ""
+        if merged:
             self.deferred[base] = (base, merged, request)
             if self.sink is not None:
                 self.sink(base, base, merged, request)
@@ -209,13 +216,16 @@ class Learned:
             return []
         back = []
         for base, (via, merged, request) in list(self.deferred.items()):
-            if self.rules.apply(via) == merged:
+            moved = self.rules.apply(via) == merged
+            if moved and (self.rules.served(via) or self._merged_in_flight(via)):
+                # a duplicate of a page served (or in flight), as stale() says; a
+                # key no request fetched is never a reason to drop one
                 del self.deferred[base]
                 self.skipped[base] = (via, merged, request)
                 self.rules.events["deferred_merged"] += 1
                 continue
             pending = self.rules.pending(base)
-            if everything or not pending or self._useful(pending):
+            if everything or moved or not pending or self._useful(pending):
                 del self.deferred[base]
                 back.append(request.replace(
                     dont_filter=True, meta={**request.meta, META_DEFERRED: True}))

@@ -199,3 +199,37 @@ def test_a_request_kept_after_the_filter_comes_back_past_it() -> None:
     assert [r.url for r in back] == [late.url]
     assert back[0].dont_filter  # its own key is in the filter: it must not be dropped
     assert df.request_seen(late)  # (what the filter would have said)
+
+
+def test_a_deferred_request_that_holds_its_own_key_is_fetched() -> None:
+    """The recrawl loss (CI, stop 27): rules loaded from the last crawl have
+    ``drop-param:ref&sid`` in force and ``drop-param:sid`` nominated, its image
+    ``?id=13&ref=l3`` confirmed once.  The first link to item 13 passes the filter
+    keyed ``?id=13``; just before download ``drop-param:sid`` would only re-confirm,
+    so it was deferred, "merged" into ``?id=13`` (its own key, never fetched) once
+    anything settled, and item 13 was never fetched."""
+    S = "http://shop.test"  # noqa: N806
+    first = ProtocolRules()
+    for n in (1, 2):  # ref&sid together, twice (in force)
+        first.observe_canonical(f"{S}/i?id={n}&sid=a&ref=l1", f"{S}/i?id={n}")
+        first.observe_content(f"{S}/i?id={n}&sid=a&ref=l1", D(n))
+        first.observe_content(f"{S}/i?id={n}", D(n))
+    first.observe_content(f"{S}/i?id=13&ref=l3", D(13))  # sid alone: nominated
+    first.observe_content(f"{S}/i?id=13&sid=b&ref=l3", D(13))
+    rules = ProtocolRules.from_data(first.to_data())
+    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    learned = df.learned
+    assert learned is not None
+    request = scheduled(df, f"{S}/i?id=13&sid=c&ref=l3")
+    assert rules.apply(request.url) == f"{S}/i?id=13"
+    assert any(identity[2] == "sid" for identity, _, _ in rules.pending(request.url))
+    assert not learned.stale(request)
+    deferred = learned.defer(request)
+    other = scheduled(df, f"{S}/i?id=14&sid=c&ref=l3")  # another fetch ends meanwhile
+    assert not learned.stale(other) and not learned.defer(other)
+    rules.observe_content(f"{S}/i?id=14", D(14))
+    learned.fetched(other)
+    back = learned.settle()
+    # it is fetched: now, or given back by the settle (never kept as a duplicate)
+    assert not deferred or [r.url for r in back] == [request.url]
+    assert request.url not in learned.skipped and learned.deferred == {}
