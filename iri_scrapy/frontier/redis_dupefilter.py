@@ -775,7 +775,9 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             self.safe_url, type(exc).__name__, exc, waited, self.retry_seconds,
             reason, STAT_UNCHECKED,
             " Free memory in Redis or raise its maxmemory, then run the same command."
-            if reason != CLOSE_REASON else "",
+            if reason != CLOSE_REASON else
+            " Make Redis reachable again, then run the same command (with the same JOBDIR "
+            "or Redis queue) to resume.",
         )
         engine = None
         if self.crawler is not None:
@@ -787,10 +789,10 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             raise IRIRedisError(f"Redis at {self.safe_url} unusable: {exc}") from exc
         from scrapy.utils.defer import deferred_from_coro
 
-        if reason != CLOSE_REASON:
-            from iri_scrapy.frontier.codec import exit_status_one_on
+        from iri_scrapy.frontier.codec import exit_status_one_on
 
-            exit_status_one_on(self.crawler, reason)  # type: ignore[arg-type]
+        # the crawl did not finish: pages may be left, so never exit status 0
+        exit_status_one_on(self.crawler, reason)  # type: ignore[arg-type]
         d = deferred_from_coro(engine.close_spider_async(reason=reason))
         d.addErrback(
             lambda f: logger.error("RedisIRIDupeFilter: closing the spider failed: %s", f.value)

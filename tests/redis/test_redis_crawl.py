@@ -312,6 +312,8 @@ def test_redis_down_past_the_deadline_stops_loudly_and_jobdir_resumes(
         first = _kill_during_crawl(server, srv, settings, after_hits=6, down_for=None,
                                    jobdir=jobdir)
         assert first.finish_reason == CLOSE_REASON
+        assert first.returncode == 1  # loud: the crawl did not finish
+        assert "run the same command" in first.stderr
         # it retried for its 2 s (as the crawl measured them), not the default 60 s
         assert 2 <= first.stats["iri/redis/outage_seconds"] < DEFAULT_RETRY_SECONDS
         assert first.stats["log_count/ERROR"] >= 1

@@ -20,47 +20,28 @@ import time
 from typing import Any
 
 import pytest
-from scrapy import Request, Spider
-from scrapy.utils.test import get_crawler
+from scrapy import Request
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.protocol_state import merge_rules_data
 from iri_scrapy.frontier.redis_protocol import MARKER, ProtocolStateLost
 from iri_scrapy.frontier.redis_scheduler import REASON_FRONTIER_LOST, RedisIRIScheduler
 from iri_scrapy.plugin.refusal import CLOSESPIDER_AT_OPEN
+from tests.support import redis_workers
 from tests.support.crawl import CrawlError, run_crawl
 from tests.support.messy_site import MessySite
 from tests.support.redis_support import RedisServer
+from tests.support.redis_workers import reactor  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.usefixtures("reactor")]
 
 HOST = "http://h.test"
 
 
-class _Spider(Spider):
-    name = "protocol-fleet"
-
-    def parse(self, response: Any, **kwargs: Any) -> Any:
-        return None
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _reactor() -> None:
-    from scrapy.utils.reactor import install_reactor, is_reactor_installed
-
-    if not is_reactor_installed():
-        install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
-
 
 def open_worker(url: str, **extra: Any) -> tuple[Any, RedisIRIScheduler]:
-    settings = {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_REDIS_URL": url,
-                "IRI_LEVEL": "protocol", "IRI_REDIS_LEASE_SECONDS": 5, **extra}
-    crawler = get_crawler(_Spider, settings)
-    spider = _Spider.from_crawler(crawler)
-    crawler.spider = spider
-    scheduler = RedisIRIScheduler.from_crawler(crawler)
-    scheduler.open(spider)
-    return crawler, scheduler
+    """A worker at level protocol (leases of 5 s: none expires during a test)."""
+    return redis_workers.open_worker(url, lease=5, IRI_LEVEL="protocol", **extra)
 
 
 def learned(worker: RedisIRIScheduler) -> Any:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scrapy import Request, Spider, signals
+from scrapy import Request, signals
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
@@ -26,39 +26,14 @@ from iri_scrapy.frontier.redis_scheduler import (
     RedisIRIScheduler,
 )
 from tests.support.redis_support import RedisServer
+from tests.support.redis_workers import WorkerSpider, open_worker, reactor  # noqa: F401
 from tests.support.watch import wait_until
 
-pytestmark = pytest.mark.redis
+pytestmark = [pytest.mark.redis, pytest.mark.usefixtures("reactor")]
 
 #: A wait for Redis's clock (a lease of 1 s to expire) is bounded by this.
 CLOCK_BOUND = 60.0
 
-
-class _Spider(Spider):
-    name = "fleet-unit"
-
-    def parse(self, response: Any, **kwargs: Any) -> Any:
-        return None
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _reactor() -> None:
-    from scrapy.utils.reactor import install_reactor, is_reactor_installed
-
-    if not is_reactor_installed():
-        install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
-
-
-def open_worker(url: str, **extra: Any) -> tuple[Any, RedisIRIScheduler]:
-    settings = {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_REDIS_URL": url,
-                "IRI_REDIS_LEASE_SECONDS": 1, **extra}
-    crawler = get_crawler(_Spider, settings)  # add-ons applied (Scrapy 2.17+)
-    spider = _Spider.from_crawler(crawler)
-    crawler.spider = spider
-    assert crawler.settings["SCHEDULER"] == REDIS_SCHEDULER
-    scheduler = RedisIRIScheduler.from_crawler(crawler)
-    scheduler.open(spider)
-    return crawler, scheduler
 
 
 def idle(crawler: Any) -> BaseException | None:
@@ -103,13 +78,13 @@ def test_public_name_and_addon_selection(tmp_path: Path) -> None:
     assert iri_scrapy.RedisIRIScheduler is RedisIRIScheduler
     assert "RedisIRIScheduler" in iri_scrapy.__all__
     jobdir = str(tmp_path / "job")
-    crawler = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0},
+    crawler = get_crawler(WorkerSpider, {"ADDONS": {"iri_scrapy.Addon": 0},
                                     "IRI_REDIS_URL": "redis://127.0.0.1:1/0", "JOBDIR": jobdir})
     assert crawler.settings["SCHEDULER"] == REDIS_SCHEDULER
     assert crawler.settings["DUPEFILTER_CLASS"] == REDIS_DUPEFILTER
     assert any("RedisSchedulerSpiderMiddleware" in str(k)
                for k in crawler.settings.getdict("SPIDER_MIDDLEWARES"))
-    optout = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0}, "JOBDIR": jobdir,
+    optout = get_crawler(WorkerSpider, {"ADDONS": {"iri_scrapy.Addon": 0}, "JOBDIR": jobdir,
                                    "IRI_REDIS_URL": "redis://127.0.0.1:1/0",
                                    "IRI_REDIS_SCHEDULER": False})
     assert optout.settings["SCHEDULER"] == FRONTIER_SCHEDULER
@@ -307,9 +282,9 @@ def test_replacement_acks_its_parent_and_start_requests_when_joining(
 def test_redis_down_at_start_refuses(tmp_path: Any) -> None:
     from tests.support.redis_support import find_free_port
 
-    crawler = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0},
+    crawler = get_crawler(WorkerSpider, {"ADDONS": {"iri_scrapy.Addon": 0},
                                     "IRI_REDIS_URL": f"redis://127.0.0.1:{find_free_port()}/0"})
-    spider = _Spider.from_crawler(crawler)
+    spider = WorkerSpider.from_crawler(crawler)
     crawler.spider = spider
     scheduler = RedisIRIScheduler.from_crawler(crawler)
     from iri_scrapy.plugin.refusal import CLOSESPIDER_AT_OPEN
@@ -327,7 +302,7 @@ def test_redis_down_at_start_refuses(tmp_path: Any) -> None:
     ("IRI_REDIS_IDLE_TIMEOUT", -1),
 ])
 def test_bad_settings(name: str, value: Any) -> None:
-    crawler = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0},
+    crawler = get_crawler(WorkerSpider, {"ADDONS": {"iri_scrapy.Addon": 0},
                                     "IRI_REDIS_URL": "redis://127.0.0.1:1/0", name: value})
     with pytest.raises(ValueError, match=name):
         RedisIRIScheduler.from_crawler(crawler)
