@@ -94,5 +94,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Slow tests first (stable: the order within each group stays). Under ``-n 2`` the
     longest tests then start while short ones remain to fill in, instead of the whole
-    run waiting at its end for a few real crawls on one core."""
+    run waiting at its end for a few real crawls on one core.  This needs
+    ``--dist worksteal`` (pyproject.toml's ``addopts``): with xdist's default
+    scheduling the first worker's fixed first batch held every slow test."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
