@@ -536,6 +536,7 @@ def test_spellings_are_equivalent() -> None:
     assert len({normalize(spellings(k)[0]) for k in range(1000)}) == 1000
 
 
+@pytest.mark.scale
 @pytest.mark.slow  # about a minute: pytest -m "not slow" leaves it out
 def test_dedupe_one_million_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:

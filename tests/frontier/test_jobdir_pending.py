@@ -149,6 +149,7 @@ def test_format_1_store_is_upgraded_in_order(tmp_path: Path) -> None:
     store.close()
 
 
+@pytest.mark.scale
 @pytest.mark.slow
 def test_memory_per_pending_request_is_bounded(tmp_path: Path) -> None:
     """50,000 pending requests: the Python memory each more pending request costs

@@ -191,6 +191,7 @@ def test_clients_racing_exactly_one_new(redis_server_session: RedisServer) -> No
     assert max(filters[0].level_counts()) >= 2
 
 
+@pytest.mark.scale
 @pytest.mark.slow
 def test_memory_intsets_and_server_time_at_corpus_size(
     redis_server_session: RedisServer,
