@@ -138,6 +138,28 @@ def _names(query: str) -> set[str]:
     return {pair.split("=", 1)[0] for pair in query.split("&")}
 
 
+def _vary(identity: Identity, a: str, b: str) -> bool:
+    """Whether two aliases *identity* maps to one image differ in what it drops.
+
+    Equal content under two aliases says something about a dropped parameter only
+    if its value differs between them (present in one only counts): two colour
+    variants ``?sid=a&color=blue``, ``?sid=b&color=blue`` confirm dropping ``sid``,
+    not dropping ``sid`` and ``color``.  Other kinds change one fixed part: True.
+    """
+    if identity[1] != DROP_PARAM:
+        return True
+    pa, pb = _parts(a), _parts(b)
+    if pa is None or pb is None:
+        return False
+    qa, qb = pa[4] or "", pb[4] or ""
+    for name in identity[2].split("@", 1)[0].split("&"):
+        va = sorted(p for p in qa.split("&") if p.split("=", 1)[0] == name)
+        vb = sorted(p for p in qb.split("&") if p.split("=", 1)[0] == name)
+        if va == vb:
+            return False
+    return True
+
+
 @lru_cache(maxsize=256)
 def _prefix_pattern(prefix: str) -> re.Pattern[str]:
     """A Clean-param path prefix (``*``: any sequence) as an anchored pattern."""
@@ -456,7 +478,7 @@ class ProtocolRules:
         earlier = images.get(new)
         if earlier is None:
             images[new] = (digest, uri)
-        elif earlier[1] != uri:
+        elif earlier[1] != uri and (earlier[0] != digest or _vary(identity, earlier[1], uri)):
             self._compare(identity, earlier[0], digest, new, uri)
 
     def _compare(self, identity: Identity, a: bytes, b: bytes, image: str, uri: str) -> None:

@@ -299,6 +299,8 @@ class IRIDupeFilter(BaseDupeFilter):
         stamp = stamp_of(request)
         if self.rules is not None:  # learned rules move keys: which one this request added
             request.meta[META_KEYED] = fp64(fp).hex()
+            if self.learned is not None and stamp is not None and stamp.base is not None:
+                self.learned.admitted(stamp.base, self.rules.apply(stamp.base))
         if self.debug:  # the spelling the spider wrote (request.url is canonical)
             self._first_seen[fp64(fp)] = stamp.spelling if stamp else spelling(request)
         elif (stamp is not None and not stamp.canonical

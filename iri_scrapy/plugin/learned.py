@@ -73,6 +73,9 @@ class Learned:
         #: key -> (via, key merged into, request): deferred until their rules are
         #: decided (:meth:`defer`, :meth:`settle`)
         self.deferred: dict[str, tuple[str, str, Request]] = {}
+        #: key -> the key before the rules of the request that added it to the
+        #: filter, when a rule had moved it (:meth:`admitted`)
+        self._holders: dict[str, str] = {}
 
     def duplicate(self, request: Request) -> bool:
         """For the dupefilter, on a request whose key was seen: True to drop it.
@@ -89,8 +92,18 @@ class Learned:
         if base in self.skipped or base in self.sampled or base in self.deferred:
             return True  # this alias was met before: counted then
         merged, used = self.rules.trace(base)
+        if not self._backed(base, merged):
+            # the request that added this key was moved elsewhere by a rule that
+            # stopped, and no page stands for the key: this one holds it now
+            self.admitted(base, merged)
+            return False
         if merged == base:
-            return True  # the same key without any learned rule: a plain duplicate
+            if merged not in self._holders:
+                return True  # the same key without any learned rule: a plain duplicate
+            # the key's holder is an alias a rule moved here: kept while that stands
+            self.keep(base, base, merged, request)
+            self.publish()
+            return True
         if used and not self.rules.skip(used):
             self.sampled.add(base)
             request.meta[META_SAMPLE] = True
@@ -264,21 +277,53 @@ class Learned:
         """The kept requests whose merge no longer holds, removed from the kept ones
         (looked at when a rule stopped since the last call, or with *force*).
 
+        A merge no longer holds when the rules give the request another key, or
+        when its key still holds but no page was served under it and none is in
+        flight: the request that held the key (and the page served for it) may
+        have been moved elsewhere by the rule that stopped, so nothing stands for
+        this one any more (a colour variant wrongly merged with the standard item,
+        its key then held by no page: the standard item would be lost).  Such a
+        request may be fetched once more than needed (a holder still queued), never
+        lost.  :meth:`_backed` says what stands for it.
+
         One that had passed the dupefilter itself (kept just before download:
-        ``meta["iri_keyed"]``) comes back as a copy with ``dont_filter``: the
-        filter has its key already, and would drop it as a duplicate of itself.
+        ``meta["iri_keyed"]``), or whose key the filter still has, comes back as a
+        copy with ``dont_filter``: the filter would drop it as a duplicate again.
         """
         if self.rules.revision == self._revision and not force:
             return []
         self._revision = self.rules.revision
         out = []
         for base, (via, merged, request) in list(self.skipped.items()):
-            if self.rules.apply(via) != merged:
+            moved = self.rules.apply(via) != merged
+            orphaned = not moved and via == base and not self._backed(via, merged)
+            if moved or orphaned:
                 del self.skipped[base]
-                if META_KEYED in request.meta and not request.dont_filter:
+                if (orphaned or META_KEYED in request.meta) and not request.dont_filter:
                     request = request.replace(dont_filter=True)
                 out.append(request)
         return out
+
+    def admitted(self, base: str, key: str) -> None:
+        """The dupefilter let a request through as the first of *key*; *base* its key
+        before the rules.  Recorded when a rule moved it: that request holds *key*
+        only while the rules still map it there (:meth:`_backed`)."""
+        if key != base:
+            self._holders[key] = base
+        else:
+            self._holders.pop(key, None)
+
+    def _backed(self, via: str, merged: str) -> bool:
+        """True if something still stands for a request kept as a duplicate of
+        *merged*: a page served under that key, a request in flight, or the request
+        that holds the key, still mapped there and still to be fetched."""
+        holder = self._holders.get(merged)
+        if holder is None:
+            return True  # held by its own spelling, which no rule moves away
+        if (self.rules.apply(holder) == merged and holder not in self.skipped
+                and holder not in self.deferred):
+            return True
+        return self.rules.served(via) or self._merged_in_flight(via)
 
     def requeue(self) -> int:
         """Hand every request :meth:`changed` gives back to the engine; how many."""

@@ -309,3 +309,22 @@ def test_content_refutes_a_rule_before_it_is_nominated() -> None:
     feed(rules, [page(S + "/a/2?ref=y", 2), page(S + "/a/3", 3), page(S + "/a/3?ref=z", 3)])
     assert rules.apply(S + "/a/4?ref=w") == S + "/a/4?ref=w"
     assert rules.needed(ref) == 2
+
+
+def test_aliases_alike_in_a_dropped_parameter_do_not_confirm_dropping_it() -> None:
+    """Found by the crawl simulation (tests/plugin/test_learned_simulation.py): a
+    wrong ``Clean-param: color&sid``; colour variants of two items each served
+    twice under other session ids.  Equal content there says nothing about
+    ``color`` (both blue), so the rule is never in force; a pair that differs in
+    both parameters and serves other content refutes it."""
+    shop = "http://shop.test"
+    rules = ProtocolRules()
+    rules.observe_clean_param(f"{shop}/robots.txt", ["color", "sid"], "/")
+    for n in (1, 2):
+        for sid in ("a", "b"):
+            rules.observe_content(f"{shop}/i?id={n}&sid={sid}&color=blue", D(n))
+    # the pairs do confirm dropping sid alone (its value differs); never color
+    assert rules.apply(f"{shop}/i?id=3&sid=c&color=red") == f"{shop}/i?id=3&color=red"
+    rules.observe_content(f"{shop}/i?id=1&sid=c&color=red", D(11))  # differs in both: refutes
+    rules.observe_content(f"{shop}/i?id=2", D(22))
+    assert rules.apply(f"{shop}/i?id=2&sid=c&color=red").endswith("&color=red")

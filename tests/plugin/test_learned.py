@@ -233,3 +233,28 @@ def test_a_deferred_request_that_holds_its_own_key_is_fetched() -> None:
     # it is fetched: now, or given back by the settle (never kept as a duplicate)
     assert not deferred or [r.url for r in back] == [request.url]
     assert request.url not in learned.skipped and learned.deferred == {}
+
+
+def test_a_key_whose_holder_a_revoked_rule_moved_away_is_fetched() -> None:
+    """The simulation's find (a colour variant declaring the standard item
+    canonical): ``/p/5/?utm_source=x`` is let through keyed ``/p/5/`` by a rule in
+    force, so the link to ``/p/5/`` itself is kept as its duplicate.  The rule is
+    then refuted: that alias has a key of its own again and no page was ever served
+    under ``/p/5/``.  The kept request comes back, and a later link to ``/p/5/``
+    passes the filter (its key's holder is gone), so ``/p/5/`` is fetched."""
+    rules, df = learned_filter()
+    learned = df.learned
+    assert learned is not None
+    alias = scheduled(df, f"{B}/p/5/?utm_source=x")  # keyed /p/5/ by drop utm_source
+    standard = Request(f"{B}/p/5/")
+    assert df.request_seen(standard) and standard.url in learned.skipped
+    assert not learned.stale(alias) and not learned.defer(alias)
+    rules.observe_content(alias.url, D(55))
+    learned.fetched(alias)
+    for n in (3, 4):  # utm_source changes the body after all: the rule stops
+        rules.observe_content(f"{B}/p/{n}/", D(n))
+        rules.observe_content(f"{B}/p/{n}/?utm_source=1", D(10 * n))
+    assert rules.apply(alias.url) == alias.url
+    back = learned.changed()
+    assert [r.url for r in back] == [standard.url] and back[0].dont_filter
+    assert not df.request_seen(Request(f"{B}/p/5/"))  # a new link to it passes too

@@ -7,7 +7,8 @@ arrive (``request_seen``), requests start (``stale``, ``defer``), fetches end in
 any order (content observed, ``fetched``, ``settle``, revocations given back),
 and the idle crawl gets every deferred request back.  Items have aliases
 (``sid``, ``ref``: same content) and distinct variants (``color``: other
-content).  The promise checked: every resource linked is fetched at least
+content); item pages declare a canonical (right, or every colour variant naming
+the standard item) and robots.txt a ``Clean-param`` (none, right, or ``color``).  The promise checked: every resource linked is fetched at least
 once, in a first crawl and in a recrawl that starts with the first crawl's rules
 (the CI failure of stop 27 was such a recrawl: a deferred request "merged" into
 its own key).  The real crawls of the messy site are in
@@ -51,8 +52,18 @@ def digest(resource: tuple[str, str]) -> bytes:
     return f"{resource[0]}/{resource[1]}".encode().ljust(16, b".")
 
 
-def crawl(rules: ProtocolRules, linked: list[str], choices: Any, concurrency: int) -> set[Any]:
-    """One crawl; the resources fetched.  *choices* draws what happens next."""
+def canonical_of(url: str, wrong: bool) -> str:
+    """What an item page declares canonical: itself without ``sid``/``ref``; with
+    *wrong*, a colour variant declares the standard item (its content differs)."""
+    item, color = resource_of(url)
+    return f"{S}/i?id={item}" + (f"&color={color}" if color and not wrong else "")
+
+
+def crawl(rules: ProtocolRules, linked: list[str], choices: Any, concurrency: int, *,
+          wrong_canonical: bool = False, clean: str = "") -> set[Any]:
+    """One crawl; the resources fetched.  *choices* draws what happens next.  Item pages
+    declare a canonical (:func:`canonical_of`); robots.txt says ``Clean-param: clean``
+    (``color`` is a wrong one: it changes the body)."""
     df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
     learned = df.learned
     assert learned is not None
@@ -60,6 +71,9 @@ def crawl(rules: ProtocolRules, linked: list[str], choices: Any, concurrency: in
     queue: list[Request] = []
     flying: list[Request] = []
     fetched: set[Any] = set()
+
+    if clean:
+        rules.observe_clean_param(f"{S}/robots.txt", clean.split("&"), "/")
 
     def schedule(request: Request) -> None:
         if request.dont_filter or not df.request_seen(request):
@@ -90,7 +104,9 @@ def crawl(rules: ProtocolRules, linked: list[str], choices: Any, concurrency: in
             request = flying.pop(choices.draw(st.integers(0, len(flying) - 1)))
             resource = resource_of(request.url)
             fetched.add(resource)
-            rules.observe_content(retrieval_key(request.url), digest(resource))
+            served = retrieval_key(request.url)
+            rules.observe_content(served, digest(resource))
+            rules.observe_canonical(served, canonical_of(served, wrong_canonical))
             learned.fetched(request)
             for back in learned.changed():  # a revoked rule's skipped requests
                 schedule(back)
@@ -101,13 +117,16 @@ def crawl(rules: ProtocolRules, linked: list[str], choices: Any, concurrency: in
 @pytest.mark.slow  # about 10 s: 200 generated crawls and recrawls
 @settings(max_examples=200)
 @given(linked=st.lists(links, min_size=1, max_size=40), concurrency=st.integers(1, 4),
+       wrong_canonical=st.booleans(), clean=st.sampled_from(["", "sid&ref", "color"]),
        choices=st.data())
 def test_every_linked_resource_is_fetched_in_a_crawl_and_a_recrawl(
-    linked: list[tuple[int, str, str, str]], concurrency: int, choices: Any
+    linked: list[tuple[int, str, str, str]], concurrency: int, wrong_canonical: bool,
+    clean: str, choices: Any
 ) -> None:
     urls = [url_of(*link) for link in linked]
     wanted = {resource_of(url) for url in urls}
+    evidence = {"wrong_canonical": wrong_canonical, "clean": clean}
     first = ProtocolRules()
-    assert crawl(first, urls, choices, concurrency) == wanted
+    assert crawl(first, urls, choices, concurrency, **evidence) == wanted
     again = ProtocolRules.from_data(first.to_data())
-    assert crawl(again, urls, choices, concurrency) == wanted
+    assert crawl(again, urls, choices, concurrency, **evidence) == wanted
