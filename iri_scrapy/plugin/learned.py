@@ -229,8 +229,8 @@ class Learned:
             return []
         back = []
         for base, (via, merged, request) in list(self.deferred.items()):
-            moved = self.rules.apply(via) == merged
-            if moved and (self.rules.served(via) or self._merged_in_flight(via)):
+            in_force = self.rules.apply(via) == merged  # the rule it waited for
+            if in_force and (self.rules.served(via) or self._merged_in_flight(via)):
                 # a duplicate of a page served (or in flight), as stale() says; a
                 # key no request fetched is never a reason to drop one
                 del self.deferred[base]
@@ -238,7 +238,7 @@ class Learned:
                 self.rules.events["deferred_merged"] += 1
                 continue
             pending = self.rules.pending(base)
-            if everything or moved or not pending or self._useful(pending):
+            if everything or in_force or not pending or self._useful(pending):
                 del self.deferred[base]
                 back.append(request.replace(
                     dont_filter=True, meta={**request.meta, META_DEFERRED: True}))
@@ -278,13 +278,11 @@ class Learned:
         (looked at when a rule stopped since the last call, or with *force*).
 
         A merge no longer holds when the rules give the request another key, or
-        when its key still holds but no page was served under it and none is in
-        flight: the request that held the key (and the page served for it) may
-        have been moved elsewhere by the rule that stopped, so nothing stands for
-        this one any more (a colour variant wrongly merged with the standard item,
-        its key then held by no page: the standard item would be lost).  Such a
-        request may be fetched once more than needed (a holder still queued), never
-        lost.  :meth:`_backed` says what stands for it.
+        when nothing stands for its key any more (:meth:`_backed`): the alias that
+        added the key to the filter was moved elsewhere by the rule that stopped,
+        and no page was served under the key nor is one in flight (a colour
+        variant wrongly merged with the standard item: the standard item would be
+        lost).
 
         One that had passed the dupefilter itself (kept just before download:
         ``meta["iri_keyed"]``), or whose key the filter still has, comes back as a
