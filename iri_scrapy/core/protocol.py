@@ -958,14 +958,23 @@ class ProtocolRules:
         """True if the latest evidence on *uri* is a permanent redirect away from it."""
         return _drop_fragment(uri)[0] in self._away
 
+    def _exact_target(self, uri: str) -> str | None:
+        """The target of *uri*'s exact rule, or None.  A target learned here is never
+        redirected away from (:meth:`_send_away` revokes the rule); one merged from
+        another worker's document may be, and such a rule is not used."""
+        exact = self._exact.get(uri)
+        if exact is None or (exact[0] in self._away and exact[0] not in self._exact):
+            return None
+        return exact[0]
+
     def _step(self, uri: str) -> tuple[str, Identity | None]:
         """One rule applied to *uri* (no fragment): its exact rule, else the first
         host rule whose output is no spelling redirected away from (or is one
         that its exact rule moves on from); and that host rule (None for none,
         or for an exact rule: the server said so)."""
-        exact = self._exact.get(uri)
-        if exact is not None:
-            return exact[0], None  # a target is never redirected away from
+        target = self._exact_target(uri)
+        if target is not None:
+            return target, None
         parts = _parts(uri)
         if parts is None:
             return uri, None
@@ -976,7 +985,7 @@ class ProtocolRules:
         for kind, param, new in _candidates(parts, True, names):
             if (kind, param) in rules:
                 out = _join(new)
-                if out not in self._away or out in self._exact:  # not a dead end
+                if out not in self._away or self._exact_target(out) is not None:  # not a dead end
                     return out, (_scope(parts), kind, param)
         return uri, None
 
