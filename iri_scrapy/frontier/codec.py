@@ -50,10 +50,11 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from scrapy import Request, signals
+from scrapy import Request
 from scrapy.utils.request import request_from_dict
 
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin.refusal import exit_status_one_on
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -72,7 +73,6 @@ __all__ = [
     "RefusalLog",
     "frontier_secret",
     "request_class",
-    "exit_status_one_on",
 ]
 
 logger = logging.getLogger(__name__)
@@ -495,10 +495,11 @@ class RefusalLog:
         """Count *exc* (the record *record*); log it if it is the first of its kind.
 
         The first refusal makes ``scrapy crawl`` of *crawler* exit with status 1
-        (:func:`exit_status_one_on`); *count* is called with ``"refused_records"`` and
+        (:func:`~iri_scrapy.plugin.refusal.exit_status_one_on`); *count* is called with
+        ``"refused_records"`` and
         ``"refused_records/<kind>"`` (the scheduler adds its stats prefix)."""
         if not self.count and crawler is not None:
-            exit_status_one_on(crawler)
+            exit_status_one_on(crawler, REASON_REFUSED_RECORDS)
         if count is not None:
             count("refused_records")
             count(f"refused_records/{exc.kind}")
@@ -530,20 +531,3 @@ class RefusalLog:
              "reason": REASON_REFUSED_RECORDS},
             extra={"spider": spider},
         )
-
-
-def exit_status_one_on(crawler: Crawler, reason: str = REASON_REFUSED_RECORDS) -> None:
-    """Make ``scrapy crawl`` exit with status 1 when the spider closes with *reason*.
-
-    As :func:`iri_scrapy.plugin.refusal.refuse_start` does: a crawler whose
-    ``spider`` is unset after the crawl is one ``CrawlerProcess`` counts as
-    failed (``bootstrap_failed``, exit status 1).
-    """
-
-    def closed(spider: Any = None, reason: str = "", **_: Any) -> None:
-        if reason == wanted:
-            crawler.spider = None
-
-    wanted = reason
-    # weak=False: the signal manager keeps the closure alive
-    crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)

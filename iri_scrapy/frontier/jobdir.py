@@ -39,7 +39,6 @@ from iri_scrapy.frontier.codec import (
     RefusalLog,
     RefusedRecord,
     RequestCodec,
-    exit_status_one_on,
     frontier_secret,
 )
 from iri_scrapy.frontier.codec import VERSION as CODEC_VERSION
@@ -66,6 +65,7 @@ from iri_scrapy.plugin.refusal import (
     REASON_JOBDIR_LOCKED,
     REASON_JOBDIR_MISMATCH,
     refuse_start,
+    stop_crawl,
 )
 from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
 from iri_scrapy.store.fpstore import (
@@ -1432,7 +1432,7 @@ class IRIFrontierScheduler(Scheduler):
         self._gave_up = True
         logger.error("%s", unreadable_store(store.path, DAMAGED, exc),
                      extra={"spider": self.spider})
-        self._close_crawl(REASON_FRONTIER_UNREADABLE)
+        stop_crawl(self.crawler, REASON_FRONTIER_UNREADABLE, "IRIFrontierScheduler")
 
     def _give_up(self) -> None:
         store = self.store
@@ -1446,25 +1446,7 @@ class IRIFrontierScheduler(Scheduler):
             store.path, self.write_retry, store.failed, REASON_FRONTIER_WRITE_FAILED,
             extra={"spider": self.spider},
         )
-        self._close_crawl(REASON_FRONTIER_WRITE_FAILED)
-
-    def _close_crawl(self, reason: str) -> None:
-        """Close the crawl with *reason* and exit status 1."""
-        crawler = self.crawler
-        try:
-            engine = None if crawler is None else crawler.engine
-        except RuntimeError:  # Scrapy 2.19 raises before the crawl starts
-            engine = None
-        if crawler is None or engine is None:  # pragma: no cover
-            return
-        exit_status_one_on(crawler, reason)
-        closer = getattr(engine, "close_spider_async", None)
-        if closer is not None:
-            from scrapy.utils.defer import deferred_from_coro
-
-            deferred_from_coro(closer(reason=reason))
-        else:  # pragma: no cover - older Scrapy
-            engine.close_spider(self.spider, reason)
+        stop_crawl(self.crawler, REASON_FRONTIER_WRITE_FAILED, "IRIFrontierScheduler")
 
     def _sync(self) -> None:
         if self.store is None:
@@ -1535,10 +1517,7 @@ class FrontierSpiderMiddleware(_FrontierMiddleware):
 
         if not isinstance(item, Request) or self.frontier is None:
             return False
-        try:
-            engine = self.crawler.engine
-        except RuntimeError:  # no engine (Scrapy 2.19 raises before the crawl)
-            return False
+        engine = compat.running_engine(self.crawler)
         if engine is None:
             return False
         engine.crawl(item)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from iri_scrapy.plugin.config import setting
+from iri_scrapy.plugin.refusal import REASON_FRONTIER_WRITE_FAILED, REASON_REDIS_UNAVAILABLE
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -165,6 +166,36 @@ def is_oom(exc: BaseException) -> bool:
         return isinstance(exc, oom_errors())
     except ImportError:  # pragma: no cover - no redis package
         return False
+
+
+def give_up_reason(exc: BaseException) -> str:
+    """The ``finish_reason`` of a worker that gives up on Redis after *exc*: out of
+    memory, or a command refused that no retry fixes, is a write failure
+    (``iri_frontier_write_failed``); an outage past the deadline is
+    ``iri_redis_unavailable``."""
+    if is_oom(exc) or not isinstance(exc, retryable_errors()):
+        return REASON_FRONTIER_WRITE_FAILED
+    return REASON_REDIS_UNAVAILABLE
+
+
+def give_up_line(component: str, url: str, exc: BaseException, waited: float,
+                 reason: str) -> str:
+    """The one ERROR line of a worker that gives up on Redis: what happened, the
+    ``finish_reason`` (exit status 1) and what to do.  One wording for every
+    component (the dupefilter, the fleet scheduler)."""
+    if is_oom(exc):
+        what = f"is out of memory ({exc}) after {waited:.0f} s of retries"
+        todo = "Free memory in Redis or raise its maxmemory (the crawl's keys take it)"
+    elif reason == REASON_FRONTIER_WRITE_FAILED:
+        what = f"refused a command ({type(exc).__name__}: {exc})"
+        todo = "Fix the cause"
+    else:
+        what = f"unusable ({type(exc).__name__}: {exc}) after {waited:.0f} s of retries"
+        todo = "Make Redis reachable again"
+    return (f"{component}: Redis at {mask_url(url)} {what} (IRI_REDIS_RETRY_SECONDS): "
+            f"closing the crawl with finish_reason {reason} (exit status 1); what was not "
+            f"acknowledged stays in Redis. {todo}, then run the same command to resume: "
+            "nothing is lost")
 
 
 @dataclass

@@ -31,6 +31,8 @@ from iri_scrapy.frontier.redis_client import (
     IRIRedisError,
     RedisRetryExhausted,
     RetryPolicy,
+    give_up_line,
+    give_up_reason,
     is_oom,
     mask_url,
     new_client,
@@ -43,10 +45,10 @@ from iri_scrapy.plugin.config import setting
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter
 from iri_scrapy.plugin.refusal import (
-    REASON_FRONTIER_WRITE_FAILED,
     REASON_REDIS_NOT_INSTALLED,
     REASON_REDIS_UNAVAILABLE,
     refuse_start,
+    stop_crawl,
 )
 from iri_scrapy.store.fpstore import FingerprintSet, fp64
 
@@ -78,7 +80,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: ``finish_reason`` when Redis stayed unreachable past ``IRI_REDIS_RETRY_SECONDS``.
-CLOSE_REASON = "iri_redis_unavailable"
+CLOSE_REASON = REASON_REDIS_UNAVAILABLE
 #: Version of the key layout (stored in ``<base>:meta``): a trie of intset SET buckets,
 #: one plain ``SADD`` per request.  A meta of any other format is refused.
 FORMAT_VERSION = 4
@@ -765,39 +767,15 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         self._inc(STAT_UNCHECKED)
         if self.stats is not None:
             self.stats.max_value(STAT_OUTAGE_SECONDS, round(waited, 3))
-        # out of memory (noeviction): a write failure, as the frontier's (exit status 1)
-        reason = REASON_FRONTIER_WRITE_FAILED if is_oom(exc) else CLOSE_REASON
+        reason = give_up_reason(exc)
         logger.error(
-            "RedisIRIDupeFilter: Redis at %s unusable (%s: %s) after %.1f s of retries "
-            "(IRI_REDIS_RETRY_SECONDS=%s): closing the spider (%s). Requests scheduled "
-            "from now on are not deduplicated (%s) and survive only in a persistent queue "
-            "(JOBDIR, or scrapy-redis's queue).%s",
-            self.safe_url, type(exc).__name__, exc, waited, self.retry_seconds,
-            reason, STAT_UNCHECKED,
-            " Free memory in Redis or raise its maxmemory, then run the same command."
-            if reason != CLOSE_REASON else
-            " Make Redis reachable again, then run the same command (with the same JOBDIR "
-            "or Redis queue) to resume.",
-        )
-        engine = None
-        if self.crawler is not None:
-            try:
-                engine = self.crawler.engine  # Scrapy 2.19 raises RuntimeError before the crawl
-            except RuntimeError:
-                engine = None
-        if engine is None:
+            "%s Requests scheduled from now on are not deduplicated (%s) and survive only "
+            "in a persistent queue (JOBDIR, or scrapy-redis's queue).",
+            give_up_line("RedisIRIDupeFilter", self.safe_url, exc, waited, reason),
+            STAT_UNCHECKED)
+        if compat.running_engine(self.crawler) is None:
             raise IRIRedisError(f"Redis at {self.safe_url} unusable: {exc}") from exc
-        from scrapy.utils.defer import deferred_from_coro
-
-        from iri_scrapy.frontier.codec import exit_status_one_on
-
-        # the crawl did not finish: pages may be left, so never exit status 0
-        exit_status_one_on(self.crawler, reason)  # type: ignore[arg-type]
-        d = deferred_from_coro(engine.close_spider_async(reason=reason))
-        d.addErrback(
-            lambda f: logger.error("RedisIRIDupeFilter: closing the spider failed: %s", f.value)
-        )
-        self._close_deferred = d
+        self._close_deferred = stop_crawl(self.crawler, reason, "RedisIRIDupeFilter")
 
     # --- life cycle and inspection ---------------------------------------------
 

@@ -36,7 +36,6 @@ from iri_scrapy.frontier.codec import (
     RefusalLog,
     RefusedRecord,
     RequestCodec,
-    exit_status_one_on,
     frontier_secret,
 )
 from iri_scrapy.frontier.jobdir import FrontierSpiderMiddleware, max_inflight_setting
@@ -47,7 +46,8 @@ from iri_scrapy.frontier.redis_client import (
     IRIRedisError,
     RedisRetryExhausted,
     RetryPolicy,
-    is_oom,
+    give_up_line,
+    give_up_reason,
     mask_url,
     new_client,
     oom_errors,
@@ -59,10 +59,10 @@ from iri_scrapy.frontier.redis_protocol import MARKER, ProtocolStateLost, RedisP
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.refusal import (
-    REASON_FRONTIER_WRITE_FAILED,
     REASON_REDIS_NOT_INSTALLED,
     REASON_REDIS_UNAVAILABLE,
     refuse_start,
+    stop_crawl,
 )
 
 if TYPE_CHECKING:
@@ -485,50 +485,15 @@ class RedisIRIScheduler(BaseScheduler):
         if not self.connected:
             return
         self._gave_up = True
-        oom = is_oom(exc)
-        reason = self._give_up_reason = (
-            REASON_FRONTIER_WRITE_FAILED if oom or not isinstance(exc, retryable_errors())
-            else REASON_REDIS_UNAVAILABLE)
-        if oom:
-            logger.error(
-                "RedisIRIScheduler: Redis at %s is out of memory (%s) after %.0f s of retries "
-                "(IRI_REDIS_RETRY_SECONDS): closing the crawl with finish_reason %s; the "
-                "requests answered since are still pending in Redis. Free memory in Redis or "
-                "raise its maxmemory (the crawl's keys take it), then run the same command: "
-                "nothing is lost", mask_url(self.redis_url), exc, self.retry_seconds, reason,
-                extra={"spider": self.spider})
-        elif reason == REASON_FRONTIER_WRITE_FAILED:
-            logger.error(
-                "RedisIRIScheduler: Redis at %s refused a command (%s: %s): closing the crawl "
-                "with finish_reason %s; the requests answered since are still pending in "
-                "Redis. Fix the cause, then run the same command: nothing is lost",
-                mask_url(self.redis_url), type(exc).__name__, exc, reason,
-                extra={"spider": self.spider})
-        else:
-            logger.error(
-                "RedisIRIScheduler: Redis at %s unusable (%s) after %.0f s of retries "
-                "(IRI_REDIS_RETRY_SECONDS): closing the spider (%s); the crawl's queue and "
-                "leases stay in Redis for the other workers or the next run",
-                mask_url(self.redis_url), exc, self.retry_seconds, reason,
-                extra={"spider": self.spider})
-        self._close_spider(reason, exit_one=reason == REASON_FRONTIER_WRITE_FAILED)
+        reason = self._give_up_reason = give_up_reason(exc)
+        logger.error("%s", give_up_line("RedisIRIScheduler", self.redis_url, exc,
+                                        self.retry_seconds, reason),
+                     extra={"spider": self.spider})
+        self._close_spider(reason)
 
-    def _close_spider(self, reason: str, *, exit_one: bool) -> None:
-        crawler = self.crawler
-        if crawler is None:
-            return
-        try:
-            engine = crawler.engine
-        except RuntimeError:  # Scrapy 2.19 before the crawl
-            engine = None
-        if exit_one:
-            exit_status_one_on(crawler, reason)
-        if engine is None:
-            return
-        from scrapy.utils.defer import deferred_from_coro
-
-        d = deferred_from_coro(engine.close_spider_async(reason=reason))
-        d.addErrback(lambda f: logger.error("RedisIRIScheduler: closing failed: %s", f.value))
+    def _close_spider(self, reason: str) -> None:
+        """Every stop of this scheduler is loud: exit status 1 (pages may be left)."""
+        stop_crawl(self.crawler, reason, "RedisIRIScheduler")
 
     # --- loss: the epoch marker and the counts that must agree --------------------
 
@@ -597,7 +562,7 @@ class RedisIRIScheduler(BaseScheduler):
             "IRI_REDIS_FLUSH_ON_START = True",
             mask_url(self.redis_url), self.base, what, REASON_FRONTIER_LOST,
             extra={"spider": self.spider})
-        self._close_spider(REASON_FRONTIER_LOST, exit_one=True)
+        self._close_spider(REASON_FRONTIER_LOST)
 
     def _start_epoch(self) -> None:
         """Adopt the crawl's epoch marker, or create it for a new crawl; refuse a crawl
@@ -771,12 +736,7 @@ class RedisIRIScheduler(BaseScheduler):
 
     def _schedule_again(self, request: Request) -> None:
         """A request a revoked rule had skipped, while the crawl runs: to the engine."""
-        engine = None
-        if self.crawler is not None:
-            try:
-                engine = self.crawler.engine
-            except RuntimeError:  # Scrapy 2.19 before the crawl
-                engine = None
+        engine = compat.running_engine(self.crawler)
         if engine is not None and getattr(engine, "running", False):
             engine.crawl(request)
         else:

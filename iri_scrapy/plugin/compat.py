@@ -499,3 +499,15 @@ if _parameters(getattr(FetchCommand, "run", None)) != ["self", "args", "opts"] o
     _calls_by_name(FetchCommand.run, "Request")
 ):
     raise unsupported(FETCH_COMMAND)
+
+
+def running_engine(crawler: Any) -> Any:
+    """The crawler's engine, or None before the crawl has one.
+
+    Scrapy 2.19 raises ``RuntimeError`` from ``crawler.engine`` before the crawl
+    starts, where 2.17 and 2.18 return None: one guard for both.
+    """
+    try:
+        return crawler.engine
+    except RuntimeError:
+        return None

@@ -1,4 +1,10 @@
-"""Start-up refusals: one clear ERROR line, a ``finish_reason``, a non-zero exit code.
+"""Loud stops: one clear ERROR line, a ``finish_reason``, exit status 1.
+
+Two ways a crawl stops loudly, each written once here: :func:`refuse_start`
+(before any request) and :func:`stop_crawl` (mid-crawl: a store that cannot be
+written or read, Redis gone past its deadline, the frontier lost).  Both make
+``scrapy crawl`` exit with status 1, so a supervisor reading ``$?`` never sees
+success when pages may be missing.
 
 When the plugin cannot start safely (a ``JOBDIR`` written with other ``IRI_*``
 options, Redis unreachable, the ``redis`` package missing) the crawl must end
@@ -45,7 +51,9 @@ __all__ = [
     "REASON_JOBDIR_MISMATCH",
     "REASON_REDIS_NOT_INSTALLED",
     "REASON_REDIS_UNAVAILABLE",
+    "exit_status_one_on",
     "refuse_start",
+    "stop_crawl",
 ]
 
 logger = logging.getLogger(__name__)
@@ -102,3 +110,37 @@ def refuse_start(
     # weak=False: the signal manager keeps these closures alive
     crawler.signals.connect(close_at_once, signal=signals.spider_opened, weak=False)
     crawler.signals.connect(failed_to_start, signal=signals.spider_closed, weak=False)
+
+
+def exit_status_one_on(crawler: Crawler, reason: str) -> None:
+    """Make ``scrapy crawl`` exit with status 1 when the spider closes with *reason*.
+
+    As :func:`refuse_start` does: a crawler whose ``spider`` is unset after the
+    crawl in a ``CrawlerProcess`` counts as failed (``bootstrap_failed``, exit
+    status 1).
+    """
+
+    def closed(spider: Any = None, reason: str = "", **_: Any) -> None:
+        if reason == wanted:
+            crawler.spider = None
+
+    wanted = reason
+    # weak=False: the signal manager keeps the closure alive
+    crawler.signals.connect(closed, signal=signals.spider_closed, weak=False)
+
+
+def stop_crawl(crawler: Crawler | None, reason: str, component: str) -> Any:
+    """Close the running crawl with *reason* and exit status 1 (the caller has logged
+    its one ERROR line).  Returns the closing Deferred, or None when no crawl runs
+    (before the engine exists: nothing was fetched, nothing to close)."""
+    if crawler is None:
+        return None
+    exit_status_one_on(crawler, reason)
+    engine = compat.running_engine(crawler)
+    if engine is None:
+        return None
+    from scrapy.utils.defer import deferred_from_coro
+
+    d = deferred_from_coro(engine.close_spider_async(reason=reason))
+    d.addErrback(lambda f: logger.error("%s: closing the spider failed: %s", component, f.value))
+    return d

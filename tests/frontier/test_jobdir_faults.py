@@ -25,6 +25,7 @@ import pytest
 from scrapy import Request
 from scrapy.exceptions import DontCloseSpider
 
+import iri_scrapy.frontier.jobdir as jobdir_module
 from iri_scrapy.frontier.jobdir import (
     DAMAGED,
     FILENAME,
@@ -318,7 +319,8 @@ def test_damaged_store_is_refused_with_the_salvage_line(tmp_path: Path, damage: 
     assert "read-only" not in message
 
 
-def test_damage_found_mid_crawl_closes_with_its_reason(tmp_path: Path, caplog: Any) -> None:
+def test_damage_found_mid_crawl_closes_with_its_reason(tmp_path: Path, caplog: Any,
+                                                       monkeypatch: Any) -> None:
     """Damage in a page the start does not read (SQLite checks a page when it reads
     it; a full check of a 1,000,000-request store takes 2 to 13 s, too long for each
     start): found when the scheduler reads the batch that holds it; nothing more
@@ -334,7 +336,8 @@ def test_damage_found_mid_crawl_closes_with_its_reason(tmp_path: Path, caplog: A
         f.write(b"\xff" * size)
     crawler, scheduler = open_scheduler(tmp_path, IRI_FRONTIER_MAX_INFLIGHT=0)
     closed: list[str] = []
-    scheduler._close_crawl = closed.append  # no engine in this test
+    monkeypatch.setattr(jobdir_module, "stop_crawl",  # no engine in this test
+                        lambda crawler, reason, component: closed.append(reason))
     out = drain(scheduler)
     assert 0 < len(out) < 1500 and closed == [REASON_FRONTIER_UNREADABLE]
     errors = [r for r in caplog.records if r.levelname == "ERROR"]

@@ -317,7 +317,7 @@ def test_redis_down_past_the_deadline_stops_loudly_and_jobdir_resumes(
         # it retried for its 2 s (as the crawl measured them), not the default 60 s
         assert 2 <= first.stats["iri/redis/outage_seconds"] < DEFAULT_RETRY_SECONDS
         assert first.stats["log_count/ERROR"] >= 1
-        assert "closing the spider" in first.stderr
+        assert "closing the crawl" in first.stderr
         unchecked = first.stats["iri/redis/unchecked"]
         assert unchecked >= 1
         assert srv.hits.fetched() != DEMO_SITE.keys
@@ -330,3 +330,29 @@ def test_redis_down_past_the_deadline_stops_loudly_and_jobdir_resumes(
     # requests enqueued unchecked while Redis was gone may be fetched twice, nothing else
     extra = sum(n - 1 for n in srv.hits.counts().values())
     assert extra <= unchecked
+
+
+@pytest.mark.slow
+def test_fleet_worker_that_gives_up_on_redis_exits_1_and_resumes(
+    tmp_path: Path, srv: SiteServer
+) -> None:
+    """The add-on's fleet queue (RedisIRIScheduler): Redis gone past
+    IRI_REDIS_RETRY_SECONDS stops the worker with iri_redis_unavailable and exit
+    status 1 (a supervisor reading $? must not see success: it exited 0 once), one
+    ERROR line saying what to do; the same command resumes and loses nothing."""
+    aof = ("--appendonly", "yes", "--appendfsync", "always")
+    with RedisServer(tmp_path / "aof", extra_args=aof) as server:
+        settings = _settings(server.url, IRI_REDIS_SCHEDULER=True, IRI_REDIS_RETRY_SECONDS=2,
+                             **SLOW)
+        first = _kill_during_crawl(server, srv, settings, after_hits=6, down_for=None)
+        assert first.finish_reason == CLOSE_REASON
+        assert first.returncode == 1  # loud: the crawl did not finish
+        errors = [line for line in first.stderr.splitlines() if "ERROR" in line
+                  and "RedisIRIScheduler" in line]
+        assert errors and "run the same command" in errors[0], first.stderr[-3000:]
+        assert srv.hits.fetched() != DEMO_SITE.keys
+        server.start()
+        second = run_crawl(_settings(server.url, IRI_REDIS_SCHEDULER=True), [EN_HOME],
+                           srv.proxy_url, env=STRICT)
+    _assert_ok(second)
+    assert srv.hits.fetched() == DEMO_SITE.keys

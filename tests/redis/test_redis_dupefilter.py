@@ -481,7 +481,7 @@ def test_outage_past_the_deadline_fails_loudly(redis_server: RedisServer,
     with pytest.raises(IRIRedisError, match=redis_server.url):
         df.request_seen(Request("http://example.com/b"))
     assert 0.9 <= time.monotonic() - t0 < 5
-    assert any("closing the spider" in r.getMessage() for r in caplog.records
+    assert any("closing the crawl" in r.getMessage() for r in caplog.records
                if r.levelname == "ERROR")
 
 
