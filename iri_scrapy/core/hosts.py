@@ -205,16 +205,43 @@ def _to_ascii_cached(host: str) -> str | Exception:
     return ".".join(out)
 
 
-def host_to_ascii(host: str, *, start: int = 0) -> str:
+def _mapped_dot_empty_label(host: str) -> int | None:
+    """The index of a non-ASCII full stop (U+3002, U+FF0E, U+FF61) beside which a
+    label is empty, else None.  UTS 46 maps them to ".": ``。c`` would become
+    ``.c``, another name than the one written (a trailing one is the root, kept)."""
+    previous = -1
+    for i, char in enumerate(host):
+        if char == "." or char in "\u3002\uff0e\uff61":
+            if i == previous + 1:
+                if char != ".":
+                    return i
+                if previous >= 0 and host[previous] != ".":
+                    return previous
+            previous = i
+    return None
+
+
+def host_to_ascii(host: str, *, start: int = 0, dns_name: bool = False) -> str:
     """Convert a reg-name host to A-labels with UTS 46 ToASCII (RFC 3987 3.1, 5.3.3).
 
     ASCII hosts are only lowercased (no IDNA validation, so hosts with ``_`` and
     other names found in real crawls keep working).  A host that fails is an
     :class:`IRIHostError` naming the label and, where known, the character;
-    *start* is the host's index in the whole IRI, for the error.
+    *start* is the host's index in the whole IRI, for the error.  ``dns_name=True``
+    (the mapping of RFC 3987 3.1 and 3.2) also refuses a non-ASCII full stop that
+    leaves an empty label: ``。c`` would become ``.c``, no DNS name (UTS 46 with
+    VerifyDnsLength, RFC 1034 section 3.1), where a browser (the URL Standard)
+    takes it as written.
     """
     if host.isascii():
         return lower_ascii(host)
+    dot = _mapped_dot_empty_label(host) if dns_name else None
+    if dot is not None:
+        raise IRIHostError(
+            f"UTS 46 maps {host[dot]!r} to '.', which leaves an empty label (RFC 1034 "
+            "section 3.1): the host names no DNS name",
+            component="host", char=host[dot], index=start + dot, text=host,
+        )
     result = _to_ascii_cached(host)
     if isinstance(result, Exception):
         label = next((lab for lab in host.split(".") if not lab.isascii()), host)

@@ -146,7 +146,7 @@ def _map_ref(ref: IRIReference, text: str, *, idna: bool, charset: str) -> str:
         and uses_dns(None if ref.scheme is None else lower_ascii(ref.scheme))
     ):
         try:
-            host = host_to_ascii(host, start=starts["host"])
+            host = host_to_ascii(host, start=starts["host"], dns_name=True)
         except IRIError as exc:
             exc.relocate(exc.char, exc.index, text)  # the index is already in *text*
             raise
@@ -302,7 +302,7 @@ def _unicode_host(host: str) -> str:
 def _to_ascii_ok(host: str) -> bool:
     """Whether ToASCII (UTS 46, :func:`host_to_ascii`, cached per label) takes *host*."""
     try:
-        host_to_ascii(host)
+        host_to_ascii(host, dns_name=True)
     except IRIError:
         return False
     return True

@@ -167,6 +167,13 @@ ROUND_TRIPS = [
      "foo://a.%CC%81a/"),
     ("3987-3.2-escape-left-decoded", "http://%40x.%CC%81a/", "http://%40x.\u0301a/",
      "http://%40x.\u0301a/", "http://%40x.%CC%81a/"),
+    # UTS 46 maps U+3002 to ".": decoded, the host would name ".c" (an empty label):
+    # the escapes stay (it once gave http://.c/ through ToASCII)
+    ("3987-3.2-ideographic-stop-empty-label", "http://%E3%80%82c/", "http://%E3%80%82c/",
+     "http://%E3%80%82c/", "http://%E3%80%82c/"),
+    ("3987-3.2-ideographic-stops-empty-label", "http://a%E3%80%82%E3%80%82c/",
+     "http://a%E3%80%82%E3%80%82c/", "http://a%E3%80%82%E3%80%82c/",
+     "http://a%E3%80%82%E3%80%82c/"),
 ]
 
 
