@@ -49,15 +49,35 @@ def url_scheme(url: str) -> str | None:
     return match.group()[:-1].lower() if match else None
 
 
+#: Special schemes whose URLs have an authority (not ``file``, which has its own states):
+#: after one, a browser skips any number of slashes, and a same-scheme URL without
+#: ``//`` is relative to the base.
+_AUTHORITY_SCHEMES = frozenset({"ftp", "http", "https", "ws", "wss"})
+
+
+def _slash_form(href: str) -> bool:
+    """True if *href* starts ``///`` or with an authority scheme not followed by
+    exactly ``//`` and a host (``http:page.html``, ``https:host/x``, ``http:///h``)."""
+    if href[:3] == "///":
+        return True
+    colon = href.find(":", 0, 6)
+    if colon < 2:
+        return False
+    rest = href[colon + 1:colon + 4]
+    return (rest[:2] != "//" or rest == "///") and href[:colon].lower() in _AUTHORITY_SCHEMES
+
+
 def needs_preprocessing(href: str) -> bool:
     """True unless :func:`preprocess_href` would return *href* unchanged for any base.
 
-    No leading or trailing C0 control or space, no ASCII tab or newline, no ``\\``:
-    the link a page almost always holds (what the callers check first).
+    No leading or trailing C0 control or space, no ASCII tab or newline, no ``\\``,
+    no slashes a browser skips or a same-scheme prefix it reads as relative
+    (:func:`_slash_form`): the link a page almost always holds (what the callers
+    check first).
     """
     return bool(href) and (
         href[0] <= " " or href[-1] <= " " or "\\" in href or "\t" in href
-        or "\n" in href or "\r" in href
+        or "\n" in href or "\r" in href or _slash_form(href)
     )
 
 
@@ -77,22 +97,43 @@ def preprocess_href(href: str, base_scheme: str | None) -> str:
       relative reference (no scheme) takes its scheme from the base URL,
       *base_scheme* (None: no base, or one whose scheme is unknown).
 
+    * for a special scheme with an authority (``http``, ``https``, ``ws``,
+      ``wss``, ``ftp``), the slashes: the "special authority ignore slashes
+      state" skips any number of ``/`` (and ``\\``) before the host
+      (``https:host/x`` and ``http:////host/`` are ``https://host/x`` and
+      ``http://host/``; a relative ``///host/p`` on such a base is
+      ``//host/p``), and the "special relative or authority state" reads a URL
+      of the base's own scheme without ``//`` as relative (``http:page.html``
+      on an ``http`` page is ``page.html``; RFC 3986 section 5.2.2 allows the
+      same for backward compatibility, its non-strict parser).
+
     Every other character is left as it is (a space inside, a form feed,
     ``%5C``): this is the browser's reading, not a normalization.  Idempotent.
     """
     if not needs_preprocessing(href):
         return href
     href = href.strip(_C0_OR_SPACE).translate(_TAB_OR_NEWLINE)
-    if "\\" not in href:
-        return href
     scheme = url_scheme(href)
+    own = scheme is not None
     if scheme is None:
         scheme = base_scheme.lower() if base_scheme else None
     if scheme not in SPECIAL_SCHEMES:
         return href
-    end = len(href)
-    for delimiter in "?#":
-        at = href.find(delimiter, 0, end)
-        if at >= 0:
-            end = at
-    return href[:end].replace("\\", "/") + href[end:]
+    if "\\" in href:
+        end = len(href)
+        for delimiter in "?#":
+            at = href.find(delimiter, 0, end)
+            if at >= 0:
+                end = at
+        href = href[:end].replace("\\", "/") + href[end:]
+    if scheme not in _AUTHORITY_SCHEMES:
+        return href
+    if not own:
+        return "//" + href.lstrip("/") if href[:3] == "///" else href
+    prefix, rest = href[:len(scheme) + 1], href[len(scheme) + 1:]
+    if rest[:2] != "//" and base_scheme is not None and scheme == base_scheme.lower():
+        # relative to the base, as RFC 3986 5.2.2's non-strict parser reads it; a
+        # first segment with a colon is not a scheme (RFC 3986 section 4.2)
+        head = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+        return "./" + rest if ":" in head else rest
+    return prefix + "//" + rest.lstrip("/")

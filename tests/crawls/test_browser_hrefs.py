@@ -65,6 +65,10 @@ HREFS = [
     ("http://h\\@evil.test/", "http://h/@evil.test/"),
     ("http://site.test\\@evil.test/hijack.html", "http://site.test/@evil.test/hijack.html"),
     ("/q.html?a\\b", "http://site.test/q.html?a%5Cb"),  # query: "\" is a character
+    # the page's own special scheme without "//": relative (special relative or
+    # authority state; RFC 3986 5.2.2's non-strict parser); slashes a browser skips
+    ("http:rel.html", "http://site.test/a/rel.html"),
+    ("///other.test/triple.html", "http://other.test/triple.html"),
 ]
 
 
@@ -189,13 +193,19 @@ def test_meta_refresh_is_read_like_a_browser(href: str, head: str, browser: str,
 
 @pytest.mark.parametrize("href", [
     "\\\\",  # "//": no host (a browser does not refresh; urljoin keeps the base's host)
-    "\\\\\\x.html",  # "///x.html": the same (a browser would skip the slashes)
     "\\\\a b\\x.html",  # a host Request() refuses
 ])
 def test_a_meta_refresh_url_a_browser_would_not_use_is_left_to_scrapy(href: str) -> None:
     stock = _refresh(MetaRefreshMiddleware, _refresh_page(href))
     assert stock is not None and "%5C" in stock
     assert _refresh(IRIMetaRefreshMiddleware, _refresh_page(href)) == stock
+
+
+def test_a_meta_refresh_with_extra_slashes_goes_where_a_browser_goes() -> None:
+    """``\\\\\\x.html`` is ``///x.html``: a browser skips the slashes after the special
+    scheme and refreshes to host ``x.html`` (stock: a path of the page's own host)."""
+    assert _refresh(IRIMetaRefreshMiddleware, _refresh_page("\\\\\\x.html")) in (
+        "http://x.html", "http://x.html/")
 
 
 def test_meta_refresh_middleware_keeps_scrapys_rules() -> None:
@@ -347,6 +357,8 @@ SITE = WireSite(
         WirePage(SITE_HOST, "/based/", None, ("x.html",), head='<base href="\\b\\">'),
         WirePage(SITE_HOST, "/b/x.html"),
         WirePage(OTHER, "/p.html"),
+        WirePage(SITE_HOST, "/a/rel.html"),
+        WirePage(OTHER, "/triple.html"),
         WirePage(H, "/@evil.test/"),
         WirePage(H, "/@evil.test/r.html"),
         WirePage(EVIL, "/"),
