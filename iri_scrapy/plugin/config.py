@@ -90,7 +90,8 @@ SETTINGS: dict[str, Setting] = {
     "IRI_PROTOCOL_MIN_EVIDENCE": Setting(
         2, "int", "independent confirmations before a learned host rule is used (level protocol)"),
     "IRI_PROTOCOL_SAMPLE_EVERY": Setting(
-        10, "int", "a learned rule's first merge and 1 in this many after are fetched to check it"),
+        10, "int", "K: a learned rule's merges number K*2**j, from 2**(c-1)*K on (c: its "
+        "confirmations), are fetched to check it"),
     "IRI_PROTOCOL_RULES_FILE": Setting(
         None, "raw", "JSON file the learned rules are loaded from at start and saved to at close"),
     "IRI_REQUEST_FINGERPRINTER_BASE_CLASS": Setting(
