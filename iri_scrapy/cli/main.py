@@ -38,7 +38,7 @@ from typing import IO, Any, BinaryIO
 
 from iri_scrapy.core.bidi import check as check_iri
 from iri_scrapy.core.charclasses import BIDI_FORMATTING
-from iri_scrapy.core.errors import IRIError
+from iri_scrapy.core.errors import IRIError, IRIScrapyError
 from iri_scrapy.core.explain import explain as explain_iris
 from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
@@ -98,7 +98,7 @@ def _encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape") + b"\n"
 
 
-class _Error(Exception):
+class _Error(IRIScrapyError):
     """A usage or I/O error: message for stderr, exit status 2."""
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from html.parser import HTMLParser
 
+from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.core.hosts import lower_ascii
 
 __all__ = [
@@ -141,7 +142,7 @@ _HEAD_TAGS = frozenset({
 _TEXT_INSIDE = frozenset({"title", "noscript", "noframes", "style", "script", "template"})
 
 
-class _BodyStarts(Exception):
+class _BodyStarts(IRIScrapyError):
     """Raised by the head reader to stop the parser where the body starts."""
 
 

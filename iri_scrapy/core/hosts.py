@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import idna
 
-from iri_scrapy.core.errors import IRIHostError
+from iri_scrapy.core.errors import IRIHostError, IRIScrapyError
 from iri_scrapy.core.parsing import component_starts, parse
 from iri_scrapy.core.punycode import punycode_encode
 
@@ -308,7 +308,7 @@ class WireHostError(IRIHostError):
         return self
 
 
-class _WireError(Exception):
+class _WireError(IRIScrapyError):
     """A host refused on the wire: the reason and the index in the host spelling."""
 
     def __init__(self, reason: str, index: int | None) -> None:

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 from scrapy.utils.request import request_from_dict
 
+from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ KINDS: dict[str, str] = {
 }
 
 
-class RefusedRecord(Exception):
+class RefusedRecord(IRIScrapyError):
     """A stored record that is not read back (never executed); *kind* is a key of
     :data:`KINDS`."""
 
@@ -125,11 +126,11 @@ class RefusedRecord(Exception):
         self.detail = detail
 
 
-class UnserializableRequest(Exception):
+class UnserializableRequest(IRIScrapyError):
     """A request that cannot be stored; the message says why and what to do."""
 
 
-class _NotPlain(Exception):
+class _NotPlain(IRIScrapyError):
     """A value that is not plain JSON data (where: its path in the record)."""
 
 

@@ -33,6 +33,7 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.utils.request import fingerprint as stock_fingerprint
 
+from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.codec import (
     REASON_REFUSED_RECORDS,
@@ -167,7 +168,7 @@ def fsync_setting(value: Any) -> int | None:
     return None if value == 0 else value
 
 
-class JobdirLocked(RuntimeError):
+class JobdirLocked(IRIScrapyError, RuntimeError):
     """Another crawl holds the ``JOBDIR``'s lock."""
 
 

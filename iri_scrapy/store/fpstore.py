@@ -28,6 +28,7 @@ from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 
+from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.core.shorten import shorten
 
 __all__ = [
@@ -282,7 +283,7 @@ class FingerprintSet:
         return max(len(t) for t in self._tables)
 
 
-class FingerprintFileError(RuntimeError):
+class FingerprintFileError(IRIScrapyError, RuntimeError):
     """The fingerprint file cannot be used (not ours, unreadable header)."""
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iri_scrapy.core.errors import IRIScrapyError
+
 __all__ = [
     "FILENAME",
     "FORMAT_VERSION",
@@ -92,7 +94,7 @@ def priority_of(data: Any) -> tuple[int, bool]:
     return (priority if type(priority) is int else 0), start
 
 
-class SalvageError(RuntimeError):
+class SalvageError(IRIScrapyError, RuntimeError):
     """Nothing can be salvaged (no store, no readable meta table, a crawl running)."""
 
 
