@@ -16,6 +16,7 @@ import importlib
 import inspect
 import pkgutil
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import iri_scrapy
@@ -40,6 +41,7 @@ def classes_of(owner: object, module: str) -> Iterator[type]:
             yield from classes_of(value, module)
 
 
+@cache
 def exception_classes() -> dict[str, type[BaseException]]:
     found: dict[str, type[BaseException]] = {}
     for name in module_names():
@@ -70,20 +72,27 @@ def test_the_root_is_on_the_facade_and_the_builtin_bases_stay() -> None:
         assert issubclass(found[f"iri_scrapy.{name}"], RuntimeError), name
 
 
+def classes_in_functions(node: ast.AST, inside: bool = False) -> Iterator[ast.ClassDef]:
+    for child in ast.iter_child_nodes(node):
+        if inside and isinstance(child, ast.ClassDef):
+            yield child
+        yield from classes_in_functions(
+            child, inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+
 def test_no_exception_class_is_defined_inside_a_function() -> None:
     """Where the walk above cannot see: a class statement in a function body whose
     bases name an error (``...Error``, ``...Exception``, a package error)."""
     errors = {name.rpartition(".")[2] for name in exception_classes()}
     bad = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for func in ast.walk(tree):
-            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            for node in ast.walk(func):
-                if not isinstance(node, ast.ClassDef):
-                    continue
-                bases = [ast.unparse(b).rpartition(".")[2] for b in node.bases]
-                if any(b.endswith(("Error", "Exception")) or b in errors for b in bases):
-                    bad.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}")
+        for node in classes_in_functions(ast.parse(path.read_text(encoding="utf-8"))):
+            bases = [ast.unparse(b).rpartition(".")[2] for b in node.bases]
+            if any(b.endswith(("Error", "Exception")) or b in errors for b in bases):
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}")
     assert bad == []
+
+
+def test_the_function_check_sees_a_class_in_a_function() -> None:
+    tree = ast.parse("def f():\n    class Lost(RuntimeError):\n        pass\n")
+    assert [c.name for c in classes_in_functions(tree)] == ["Lost"]

@@ -44,8 +44,6 @@ from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
 from iri_scrapy.store.dedupe import Deduper, DedupeStats, Outcome, Samples, undecodable_byte
 
-__all__ = ["main", "build_parser"]
-
 PROG = "iri-scrapy"
 EXIT_OK = 0
 EXIT_PROBLEM = 1

@@ -11,8 +11,6 @@ the builtin base it had, ``ValueError`` or ``RuntimeError``), so that one
 
 from __future__ import annotations
 
-__all__ = ["IRIScrapyError", "IRIError", "IRISyntaxError", "IRIHostError", "IRIEncodingError"]
-
 
 def describe_char(char: str) -> str:
     """Return ``U+XXXX`` for *char* (4 to 6 hex digits, uppercase)."""

@@ -30,12 +30,6 @@ from html.parser import HTMLParser
 from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.core.hosts import lower_ascii
 
-__all__ = [
-    "CleanParam", "parse_clean_param", "canonical_from_html", "canonical_links_from_html",
-    "canonical_from_link_headers", "content_digest", "content_text", "EMPTY_DIGEST",
-    "host_prefixed_www", "MAX_CLEAN_PARAM_RULE", "HTML_SCAN_LIMIT",
-]
-
 # --------------------------------------------------------------------------- Clean-param
 
 #: Yandex: "The rule length is limited to 500 characters."  Longer rules are ignored.

@@ -23,11 +23,6 @@ from iri_scrapy.core.errors import IRIHostError, IRIScrapyError
 from iri_scrapy.core.parsing import component_starts, parse
 from iri_scrapy.core.punycode import punycode_encode
 
-__all__ = [
-    "WireHostError", "check_dns_port", "dns_wire_host", "ends_in_number", "host_to_ascii",
-    "host_to_unicode", "ipv6_text", "lower_ascii",
-]
-
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _CODEPOINT_RE = re.compile(r"U\+([0-9A-Fa-f]{4,6})")
 # reg-name = *( unreserved / pct-encoded / sub-delims ) (RFC 3986 3.2.2), lowercase

@@ -66,8 +66,6 @@ from typing import Any
 
 from iri_scrapy.core.errors import IRIScrapyError
 
-__all__ = ["ProtocolRules", "KINDS", "MAX_STEPS", "SOURCES", "RulesDataError"]
-
 PERMANENT = frozenset({301, 308})
 ADD, REMOVE = "add-slash", "remove-slash"
 DROP_PARAM, DROP_INDEX = "drop-param", "drop-index"

@@ -61,20 +61,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
-__all__ = [
-    "VERSION",
-    "MAGIC",
-    "SECRET_SETTING",
-    "REASON_REFUSED_RECORDS",
-    "KINDS",
-    "RefusedRecord",
-    "UnserializableRequest",
-    "RequestCodec",
-    "RefusalLog",
-    "frontier_secret",
-    "request_class",
-    "exit_status_one_on",
-]
 
 logger = logging.getLogger(__name__)
 

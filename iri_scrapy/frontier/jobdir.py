@@ -97,30 +97,7 @@ if TYPE_CHECKING:
     from twisted.internet.task import LoopingCall
     from typing_extensions import Self
 
-__all__ = [
-    "FILENAME",
-    "FORMAT_VERSION",
-    "META_FRONTIER_ID",
-    "DEFAULT_FSYNC_MS",
-    "FrontierStore",
-    "JobdirLocked",
-    "LOCK_FILENAME",
-    "DEFAULT_WRITE_RETRY",
-    "IRIFrontierScheduler",
-    "FrontierSpiderMiddleware",
-    "FrontierDownloaderMiddleware",
-    "fsync_setting",
-    "max_inflight_setting",
-    "BATCH",
-    "BUFFER_MAX",
-    "DAMAGED",
-    "READ_ONLY",
-    "REASON_FRONTIER_READ_ONLY",
-    "REASON_FRONTIER_UNREADABLE",
-    "FrontierStoreUnreadable",
-    "order_key",
-    "unreadable_store",
-]
+__all__ = ["IRIFrontierScheduler", "FrontierSpiderMiddleware", "FrontierDownloaderMiddleware"]
 
 logger = logging.getLogger(__name__)
 

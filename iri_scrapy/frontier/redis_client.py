@@ -26,22 +26,6 @@ from iri_scrapy.plugin.config import setting
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = [
-    "IRIRedisError",
-    "RedisRetryExhausted",
-    "RetryPolicy",
-    "DEFAULT_RETRY_SECONDS",
-    "DEFAULT_SOCKET_TIMEOUT",
-    "BACKOFF_FIRST",
-    "BACKOFF_MAX",
-    "new_client",
-    "retryable_errors",
-    "connection_errors",
-    "oom_errors",
-    "is_oom",
-    "redis_url_from_settings",
-    "mask_url",
-]
 
 DEFAULT_RETRY_SECONDS = 60.0
 DEFAULT_SOCKET_TIMEOUT = 5.0

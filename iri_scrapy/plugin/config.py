@@ -26,12 +26,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
-__all__ = [
-    "IRIConfig", "rules_for", "META_DONT_NORMALIZE", "META_ORIGINAL", "META_RENORMALIZED",
-    "META_VERBATIM", "META_SERVER_SPELLING", "META_UNNORMALIZABLE", "META_REISSUED_FROM",
-    "META_SKIPPED", "META_PENDING", "META_SAMPLE", "META_KEYED", "META_DEFERRED", "SETTINGS",
-    "Setting", "setting", "setting_is_subclass", "is_subclass_path",
-]
 
 #: Request meta key: skip canonicalization for this request.
 META_DONT_NORMALIZE = "dont_normalize_iri"

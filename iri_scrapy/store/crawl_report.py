@@ -46,11 +46,6 @@ from iri_scrapy.store.dedupe import (
     _host_of,
 )
 
-__all__ = [
-    "FILENAME", "FORMAT", "FORMAT_VERSION", "DECIDED_KEYS", "CLUSTERS_PER_RUNG",
-    "Alias", "Cluster", "CrawlReport", "ReportError", "write_atomically",
-]
-
 #: The report's file name in ``JOBDIR``.
 FILENAME = "iri_report.json"
 FORMAT = "iri-scrapy crawl report"

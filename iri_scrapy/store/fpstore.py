@@ -31,25 +31,6 @@ from typing import Any
 from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.core.shorten import shorten
 
-__all__ = [
-    "FingerprintSet",
-    "FingerprintFile",
-    "FingerprintFileError",
-    "FingerprintFileMismatch",
-    "mismatch_text",
-    "fp64",
-    "FILENAME",
-    "MAGIC",
-    "FORMAT_VERSION",
-    "RECORD_SIZE",
-    "MAX_LOAD",
-    "GROWTH",
-    "SEGMENT_BITS",
-    "SEGMENTS",
-    "FLUSH_RECORDS",
-    "FLUSH_SECONDS",
-]
-
 logger = logging.getLogger(__name__)
 
 FILENAME = "iri_fingerprints.bin"

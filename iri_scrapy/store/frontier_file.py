@@ -27,19 +27,6 @@ from typing import Any
 
 from iri_scrapy.core.errors import IRIScrapyError
 
-__all__ = [
-    "FILENAME",
-    "FORMAT_VERSION",
-    "LOCK_FILENAME",
-    "PENDING_DDL",
-    "PENDING_INDEX",
-    "SalvageError",
-    "SalvageReport",
-    "order_key",
-    "priority_of",
-    "salvage",
-]
-
 FILENAME = "iri_frontier.sqlite3"
 #: Held (``flock``, exclusive) by the crawl that uses the ``JOBDIR``.
 LOCK_FILENAME = "iri_frontier.lock"
