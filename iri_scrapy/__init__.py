@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from iri_scrapy.core.errors import IRIEncodingError, IRIError, IRIHostError, IRISyntaxError
+from iri_scrapy.core.errors import (
+    IRIEncodingError,
+    IRIError,
+    IRIHostError,
+    IRIScrapyError,
+    IRISyntaxError,
+)
 from iri_scrapy.core.explain import Explanation, explain
 from iri_scrapy.core.ladder import (
     CANONICALIZATION_VERSION,
@@ -30,6 +36,7 @@ __all__ = [
     "parse",
     "validate",
     "IRIReference",
+    "IRIScrapyError",
     "IRIError",
     "IRISyntaxError",
     "IRIHostError",

@@ -53,11 +53,6 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
     from typing_extensions import Self
 
-__all__ = [
-    "Addon", "FINGERPRINTER", "DUPEFILTER", "FRONTIER_SCHEDULER", "MEDIA_PIPELINES", "PRIORITIES",
-    "REDIS_DUPEFILTER", "REDIS_SCHEDULER", "POET_BASE", "POET_FINGERPRINTER", "ZYTE_FALLBACK",
-    "ZYTE_FINGERPRINTER",
-]
 
 logger = logging.getLogger(__name__)
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__all__ = ["FetchCommand", "addon_wants_idna2008", "lower_scheme"]
-
 #: The schemes Scrapy's ``fetch`` takes (``w3lib.url.is_url``, which compares them
 #: case-sensitively).
 _FETCH_SCHEMES = ("file", "http", "https")

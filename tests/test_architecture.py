@@ -228,3 +228,72 @@ def test_every_documented_import_path_works(dotted: str) -> None:
             assert module, dotted
     for name in filter(None, attr.split(".")):
         obj = getattr(obj, name)
+
+
+# ------------------------------------------------------------------ public names
+
+
+def all_lists() -> dict[str, tuple[list[str], set[str]]]:
+    """module -> (the names of its ``__all__``, the names it defines: top-level
+    classes, functions and assignments, and the strings its ``__getattr__`` names)."""
+    found = {}
+    for name, path in modules().items():
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        listed: list[str] | None = None
+        defined: set[str] = set()
+        for node in body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                defined.add(node.name)
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+                defined |= {c.value for c in ast.walk(node)
+                            if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, ast.AnnAssign) else [])
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    defined.add(target.id)
+                    if target.id == "__all__":
+                        assert isinstance(node.value, (ast.List, ast.Tuple)), name
+                        listed = [ast.literal_eval(e) for e in node.value.elts]
+        if listed is not None:
+            found[name] = (listed, defined)
+    return found
+
+
+def documented_code_words() -> set[str]:
+    """Every identifier in the code (spans and blocks) of the README and docs/."""
+    texts = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+             REPO / "sample_project" / "README.md"]
+    fence = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(.*?)^\1", re.S | re.M)
+    words: set[str] = set()
+    for path in texts:
+        text = path.read_text(encoding="utf-8")
+        code = [m.group(2) for m in fence.finditer(text)]
+        code += re.findall(r"`([^`\n]+)`", fence.sub("", text))
+        for span in code:
+            words |= set(re.findall(r"[A-Za-z_]\w*", span))
+    return words
+
+
+def test_public_names_are_the_facades() -> None:
+    """docs/architecture.md, *Public names*: beside the facade, a module's ``__all__``
+    lists only names it defines (or builds in its ``__getattr__``), not on the
+    facade already, that the docs name: internals are not advertised."""
+    lists = all_lists()
+    facade, _ = lists.pop("iri_scrapy")
+    assert facade == iri_scrapy.__all__
+    eager = {name: getattr(getattr(iri_scrapy, name), "__module__", None)
+             for name in facade if name not in iri_scrapy._LAZY}
+    words = documented_code_words()
+    bad = []
+    for module, (names, defined) in sorted(lists.items()):
+        for name in names:
+            if name not in defined:
+                bad.append(f"{module}.{name}: not defined there (import it from its module)")
+            if module in (iri_scrapy._LAZY.get(name), eager.get(name)):
+                bad.append(f"{module}.{name}: on the facade already")
+            if name not in words:
+                bad.append(f"{module}.{name}: named nowhere in README.md or docs/")
+    assert bad == []
+    assert sum(len(names) for names, _ in lists.values()) <= 30, (
+        "a module's __all__ is only for what users import from its path")

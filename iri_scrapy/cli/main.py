@@ -38,13 +38,11 @@ from typing import IO, Any, BinaryIO
 
 from iri_scrapy.core.bidi import check as check_iri
 from iri_scrapy.core.charclasses import BIDI_FORMATTING
-from iri_scrapy.core.errors import IRIError
+from iri_scrapy.core.errors import IRIError, IRIScrapyError
 from iri_scrapy.core.explain import explain as explain_iris
 from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
 from iri_scrapy.store.dedupe import Deduper, DedupeStats, Outcome, Samples, undecodable_byte
-
-__all__ = ["main", "build_parser"]
 
 PROG = "iri-scrapy"
 EXIT_OK = 0
@@ -98,7 +96,7 @@ def _encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape") + b"\n"
 
 
-class _Error(Exception):
+class _Error(IRIScrapyError):
     """A usage or I/O error: message for stderr, exit status 2."""
 
 

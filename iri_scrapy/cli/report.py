@@ -18,8 +18,6 @@ from iri_scrapy.store.dedupe import DedupeStats, Samples
 from iri_scrapy.store.report_page import render_crawl, render_dedupe
 from iri_scrapy.version import __version__
 
-__all__ = ["render", "crawl_report_path", "render_crawl_page"]
-
 
 def render(
     stats: DedupeStats,

@@ -15,8 +15,6 @@ from pyspark.sql import types as T
 from iri_scrapy.integrations.spark import dedupe
 from iri_scrapy.store.dedupe import DedupeStats, Reject
 
-__all__ = ["cli_dedupe", "is_master", "read_lines", "session"]
-
 
 def _first_string_column(df: DataFrame, names: Iterable[str] = ("url", "uri", "iri")) -> str:
     for name in names:

@@ -64,18 +64,6 @@ from iri_scrapy.core.hosts import host_to_ascii, host_to_unicode
 from iri_scrapy.core.parsing import SPLIT_RE, split_authority, split_match, validate
 from iri_scrapy.core.schemes import uses_dns
 
-__all__ = [
-    "Finding",
-    "Component",
-    "components",
-    "check",
-    "check_bidi_formatting",
-    "check_bidi_component",
-    "check_host",
-    "script_of",
-    "label_scripts",
-]
-
 _RTL = frozenset({"R", "AL"})
 _LTR = "L"
 _NSM = "NSM"

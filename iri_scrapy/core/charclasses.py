@@ -8,20 +8,6 @@ from __future__ import annotations
 
 import string
 
-__all__ = [
-    "ALPHA",
-    "DIGIT",
-    "HEXDIG",
-    "UNRESERVED",
-    "GEN_DELIMS",
-    "SUB_DELIMS",
-    "RESERVED",
-    "NOT_ALLOWED_ASCII",
-    "BIDI_FORMATTING",
-    "is_ucschar",
-    "is_iprivate",
-]
-
 #: ALPHA = %x41-5A / %x61-7A (RFC 5234 B.1)
 ALPHA = frozenset(string.ascii_letters)
 #: DIGIT = %x30-39

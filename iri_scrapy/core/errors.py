@@ -1,13 +1,15 @@
-"""Errors raised by the IRI core.
+"""Errors raised by the IRI core, and the one root of every error of the package.
 
-Every error is a :class:`ValueError` and names the component, the offending
-character as ``U+XXXX`` and its index in the input string, so that a caller can
-point at the exact problem (DEVELOPERS guide: "bad input gets a clear error").
+Every error of the core is a :class:`ValueError` and names the component, the
+offending character as ``U+XXXX`` and its index in the input string, so that a
+caller can point at the exact problem (DEVELOPERS guide: "bad input gets a clear
+error").  Every exception class of the package, here or in the plugin, the
+frontier, the store and the CLI, derives from :class:`IRIScrapyError` (and keeps
+the builtin base it had, ``ValueError`` or ``RuntimeError``), so that one
+``except IRIScrapyError`` catches whatever the package raises of its own.
 """
 
 from __future__ import annotations
-
-__all__ = ["IRIError", "IRISyntaxError", "IRIHostError", "IRIEncodingError"]
 
 
 def describe_char(char: str) -> str:
@@ -26,7 +28,11 @@ def describe_at(char: str | None, index: int | None) -> str:
     return where
 
 
-class IRIError(ValueError):
+class IRIScrapyError(Exception):
+    """The root of every exception class of the package (tests/test_errors.py)."""
+
+
+class IRIError(IRIScrapyError, ValueError):
     """Base class of every error of the IRI core.
 
     Attributes:

@@ -27,13 +27,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from html.parser import HTMLParser
 
+from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.core.hosts import lower_ascii
-
-__all__ = [
-    "CleanParam", "parse_clean_param", "canonical_from_html", "canonical_links_from_html",
-    "canonical_from_link_headers", "content_digest", "content_text", "EMPTY_DIGEST",
-    "host_prefixed_www", "MAX_CLEAN_PARAM_RULE", "HTML_SCAN_LIMIT",
-]
 
 # --------------------------------------------------------------------------- Clean-param
 
@@ -141,7 +136,7 @@ _HEAD_TAGS = frozenset({
 _TEXT_INSIDE = frozenset({"title", "noscript", "noframes", "style", "script", "template"})
 
 
-class _BodyStarts(Exception):
+class _BodyStarts(IRIScrapyError):
     """Raised by the head reader to stop the parser where the body starts."""
 
 

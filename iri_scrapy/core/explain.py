@@ -12,7 +12,6 @@ from iri_scrapy.core.parsing import IRIReference, check_str, parse
 if TYPE_CHECKING:
     from iri_scrapy.core.protocol import ProtocolRules
 
-__all__ = ["Explanation", "Step", "Difference", "explain"]
 
 _COMPONENTS = ("scheme", "userinfo", "host", "port", "path", "query", "fragment")
 

@@ -6,8 +6,6 @@ distribution found"); each message gives it and the line that works from a clone
 
 from __future__ import annotations
 
-__all__ = ["install_hint"]
-
 #: The distribution's name on an index (``pyproject.toml``'s ``[project] name``).
 DISTRIBUTION = "iri-scrapy"
 

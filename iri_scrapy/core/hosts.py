@@ -19,14 +19,9 @@ from functools import lru_cache
 
 import idna
 
-from iri_scrapy.core.errors import IRIHostError
+from iri_scrapy.core.errors import IRIHostError, IRIScrapyError
 from iri_scrapy.core.parsing import component_starts, parse
 from iri_scrapy.core.punycode import punycode_encode
-
-__all__ = [
-    "WireHostError", "check_dns_port", "dns_wire_host", "ends_in_number", "host_to_ascii",
-    "host_to_unicode", "ipv6_text", "lower_ascii",
-]
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _CODEPOINT_RE = re.compile(r"U\+([0-9A-Fa-f]{4,6})")
@@ -335,7 +330,7 @@ class WireHostError(IRIHostError):
         return self
 
 
-class _WireError(Exception):
+class _WireError(IRIScrapyError):
     """A host refused on the wire: the reason and the index in the host spelling."""
 
     def __init__(self, reason: str, index: int | None) -> None:

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SPECIAL_SCHEMES", "needs_preprocessing", "preprocess_href", "url_scheme"]
-
 #: The URL Standard's special schemes (https://url.spec.whatwg.org/#special-scheme).
 SPECIAL_SCHEMES = frozenset({"ftp", "file", "http", "https", "ws", "wss"})
 

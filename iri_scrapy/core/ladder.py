@@ -12,10 +12,10 @@ strings faster: a regular expression that recognizes URIs already canonical
 (``fast_path``, most crawl URLs) and a one-pass composition of the rungs
 (``fused_path``); every example table runs through all three (tests/support/paths.py).
 
-``__all__`` is the package API.  The other names without a leading underscore
-(``canonical``, ``canonical_and_rungs``, ``climb_path``, ``fast_path``,
-``fused_path``, ``render``, ``render_uri``, ``simple_text``, ``drop_fragment``,
-``with_context``, ``apply_rung``, ``clear_caches``, ``FORMS``) are the internal
+The public names are the facade's (``iri_scrapy.normalize``, ``Level``, ...)
+and, from this module's path, its ``__all__``: the rungs.  The other names
+without a leading underscore (``climb``, ``NormalizeOptions``, ``fast_path``,
+``fused_path``, ``render``, ``apply_rung``, ``clear_caches``, ...) are the internal
 API other modules of the package and its tests use; no module imports a
 ``_private`` name of another.
 """
@@ -61,22 +61,11 @@ if TYPE_CHECKING:
     from iri_scrapy.core.protocol import ProtocolRules
 
 __all__ = [
-    "CANONICALIZATION_VERSION",
-    "Level",
-    "Rung",
-    "NormalizeOptions",
-    "climb",
-    "normalize",
-    "retrieval_key",
-    "equivalent",
-    "surt",
-    "rungs_applied",
     "case_normalize",
     "character_normalize",
     "percent_normalize",
     "path_segment_normalize",
     "scheme_normalize",
-    "protocol_normalize",
 ]
 
 #: Version of the canonical form.  Stored keys (JOBDIR files, Redis keys) record

@@ -20,8 +20,6 @@ from iri_scrapy.core.parsing import (
 )
 from iri_scrapy.core.schemes import uses_dns
 
-__all__ = ["iri_to_uri", "uri_to_iri", "encode_component", "decode_component"]
-
 # Characters mapped by step 2 of section 3.1: every non-ASCII character (ucschar,
 # iprivate, and for leniency any other), the ASCII controls and DEL (Weber 5.3),
 # and the printable ASCII characters not allowed in URIs.  Never "%", "#", "[", "]".

@@ -20,9 +20,6 @@ from iri_scrapy.core.charclasses import (
 )
 from iri_scrapy.core.errors import IRISyntaxError
 
-__all__ = [
-    "IRIReference", "parse", "validate", "preprocess", "split_authority", "component_starts",
-]
 # Shared with the other core modules, not part of the package API: SPLIT_RE,
 # SCHEME_RE, split_match, guard_path, WHITESPACE, check_str (one definition each).
 

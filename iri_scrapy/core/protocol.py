@@ -64,7 +64,7 @@ from collections.abc import Collection, Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["ProtocolRules", "KINDS", "MAX_STEPS", "SOURCES", "RulesDataError"]
+from iri_scrapy.core.errors import IRIScrapyError
 
 PERMANENT = frozenset({301, 308})
 ADD, REMOVE = "add-slash", "remove-slash"
@@ -90,7 +90,7 @@ SAMPLE_SHIFT_MAX = 5
 DATA_VERSION = 1
 
 
-class RulesDataError(ValueError):
+class RulesDataError(IRIScrapyError, ValueError):
     """A rules document (:meth:`ProtocolRules.from_data`) that is not one: never half-loaded."""
 #: Host rules applied to one URI at most (one per kind, with room to spare).
 MAX_STEPS = 8

@@ -8,8 +8,6 @@ checks it against the codec on every label of the UTS 46 conformance file.
 
 from __future__ import annotations
 
-__all__ = ["punycode_encode"]
-
 _BASE, _TMIN, _TMAX, _SKEW, _DAMP = 36, 1, 26, 38, 700
 _INITIAL_BIAS, _INITIAL_N = 72, 128
 _DIGITS = "abcdefghijklmnopqrstuvwxyz0123456789"

@@ -7,8 +7,6 @@ from functools import lru_cache
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.parsing import IRIReference, check_str, parse
 
-__all__ = ["resolve", "remove_dot_segments"]
-
 
 def remove_dot_segments(path: str) -> str:
     """Remove ``.`` and ``..`` segments (RFC 3986 section 5.2.4), in linear time.

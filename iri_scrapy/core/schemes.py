@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-__all__ = ["DEFAULT_PORTS", "DNS_SCHEMES", "default_port", "uses_dns", "scheme_path"]
-
 #: Default port of each scheme whose definition gives one.  An explicit port
 #: equal to it is elided by scheme-based normalization (RFC 3987 5.3.3,
 #: RFC 3986 6.2.3).

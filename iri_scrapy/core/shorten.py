@@ -8,8 +8,6 @@ the whole is.  Pure: no I/O.
 
 from __future__ import annotations
 
-__all__ = ["SHOWN_LENGTH", "shorten"]
-
 #: How many characters of a URL a message quotes.
 SHOWN_LENGTH = 200
 

@@ -47,8 +47,6 @@ import re
 
 from iri_scrapy.core.parsing import parse
 
-__all__ = ["reorder"]
-
 _WWW = re.compile(r"www\d*\.")
 _IPV4 = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}\Z")
 

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 from scrapy.utils.request import request_from_dict
 
+from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.refusal import exit_status_one_on
 
@@ -61,19 +62,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
-__all__ = [
-    "VERSION",
-    "MAGIC",
-    "SECRET_SETTING",
-    "REASON_REFUSED_RECORDS",
-    "KINDS",
-    "RefusedRecord",
-    "UnserializableRequest",
-    "RequestCodec",
-    "RefusalLog",
-    "frontier_secret",
-    "request_class",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +103,7 @@ KINDS: dict[str, str] = {
 }
 
 
-class RefusedRecord(Exception):
+class RefusedRecord(IRIScrapyError):
     """A stored record that is not read back (never executed); *kind* is a key of
     :data:`KINDS`."""
 
@@ -125,11 +113,11 @@ class RefusedRecord(Exception):
         self.detail = detail
 
 
-class UnserializableRequest(Exception):
+class UnserializableRequest(IRIScrapyError):
     """A request that cannot be stored; the message says why and what to do."""
 
 
-class _NotPlain(Exception):
+class _NotPlain(IRIScrapyError):
     """A value that is not plain JSON data (where: its path in the record)."""
 
 

@@ -33,6 +33,7 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.utils.request import fingerprint as stock_fingerprint
 
+from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.codec import (
     REASON_REFUSED_RECORDS,
@@ -96,30 +97,7 @@ if TYPE_CHECKING:
     from twisted.internet.task import LoopingCall
     from typing_extensions import Self
 
-__all__ = [
-    "FILENAME",
-    "FORMAT_VERSION",
-    "META_FRONTIER_ID",
-    "DEFAULT_FSYNC_MS",
-    "FrontierStore",
-    "JobdirLocked",
-    "LOCK_FILENAME",
-    "DEFAULT_WRITE_RETRY",
-    "IRIFrontierScheduler",
-    "FrontierSpiderMiddleware",
-    "FrontierDownloaderMiddleware",
-    "fsync_setting",
-    "max_inflight_setting",
-    "BATCH",
-    "BUFFER_MAX",
-    "DAMAGED",
-    "READ_ONLY",
-    "REASON_FRONTIER_READ_ONLY",
-    "REASON_FRONTIER_UNREADABLE",
-    "FrontierStoreUnreadable",
-    "order_key",
-    "unreadable_store",
-]
+__all__ = ["IRIFrontierScheduler", "FrontierSpiderMiddleware", "FrontierDownloaderMiddleware"]
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +145,7 @@ def fsync_setting(value: Any) -> int | None:
     return None if value == 0 else value
 
 
-class JobdirLocked(RuntimeError):
+class JobdirLocked(IRIScrapyError, RuntimeError):
     """Another crawl holds the ``JOBDIR``'s lock."""
 
 

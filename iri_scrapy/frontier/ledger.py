@@ -44,13 +44,6 @@ from weakref import WeakKeyDictionary
 if TYPE_CHECKING:
     from scrapy import Request
 
-__all__ = [
-    "Answering",
-    "Ledger",
-    "frontier_for",
-    "register_frontier",
-    "unregister_frontier",
-]
 
 K = TypeVar("K", bound=Hashable)
 

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
     from iri_scrapy.plugin.learned import Learned
 
-__all__ = ["SKIPPED_ERRORS", "Kept", "skipped_record", "read_skipped_record", "resume",
-           "given_back", "rules_text", "merge_rules_data"]
 
 #: What one kept request is: (via, key merged into, the request) (see :class:`Learned`).
 Kept = tuple[str, str, "Request"]

@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
     from iri_scrapy.plugin.learned import Learned
 
-__all__ = ["ProtocolStore", "RULES_FILE", "SKIPPED_FILE"]
 
 logger = logging.getLogger(__name__)
 

@@ -20,28 +20,13 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.plugin.config import setting
 from iri_scrapy.plugin.refusal import REASON_FRONTIER_WRITE_FAILED, REASON_REDIS_UNAVAILABLE
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-__all__ = [
-    "IRIRedisError",
-    "RedisRetryExhausted",
-    "RetryPolicy",
-    "DEFAULT_RETRY_SECONDS",
-    "DEFAULT_SOCKET_TIMEOUT",
-    "BACKOFF_FIRST",
-    "BACKOFF_MAX",
-    "new_client",
-    "retryable_errors",
-    "connection_errors",
-    "oom_errors",
-    "is_oom",
-    "redis_url_from_settings",
-    "mask_url",
-]
 
 DEFAULT_RETRY_SECONDS = 60.0
 DEFAULT_SOCKET_TIMEOUT = 5.0
@@ -52,7 +37,7 @@ BACKOFF_MAX = 1.0
 _T = TypeVar("_T")
 
 
-class IRIRedisError(RuntimeError):
+class IRIRedisError(IRIScrapyError, RuntimeError):
     """Redis cannot be used by the dupefilter (unreachable, wrong data, bad settings)."""
 
 

@@ -58,24 +58,8 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
     from typing_extensions import Self
 
-__all__ = [
-    "RedisIRIDupeFilter",
-    "IRIRedisError",
-    "IRIRedisSpiderMixin",
-    "CLOSE_REASON",
-    "FORMAT_VERSION",
-    "SPLIT_SCRIPT",
-    "SPLIT_FANOUT",
-    "DEFAULT_ROOTS",
-    "FIELD_BYTES",
-    "DEFAULT_KEY",
-    "DEFAULT_RETRY_SECONDS",
-    "BUCKET_CAP",
-    "DEFAULT_LOCAL_CACHE",
-    "roots_for",
-    "redis_url_from_settings",
-    "mask_url",
-]
+# IRIRedisSpider and IRIRedisCrawlSpider are built by __getattr__ below (they import scrapy_redis)
+__all__ = ["IRIRedisSpiderMixin", "IRIRedisSpider", "IRIRedisCrawlSpider"]  # noqa: F822
 
 logger = logging.getLogger(__name__)
 

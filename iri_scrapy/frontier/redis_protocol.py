@@ -63,8 +63,6 @@ if TYPE_CHECKING:
     from iri_scrapy.frontier.codec import RequestCodec
     from iri_scrapy.plugin.learned import Learned
 
-__all__ = ["RedisProtocolStore", "ProtocolStateLost", "MARKER", "FORMAT", "SAVE_EVERY",
-           "SAVE_SCRIPT"]
 
 logger = logging.getLogger(__name__)
 

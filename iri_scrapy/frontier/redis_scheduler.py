@@ -75,22 +75,7 @@ if TYPE_CHECKING:
     from twisted.internet.task import LoopingCall
     from typing_extensions import Self
 
-__all__ = [
-    "RedisIRIScheduler",
-    "RedisSchedulerSpiderMiddleware",
-    "FORMAT_VERSION",
-    "DEFAULT_KEY",
-    "DEFAULT_LEASE_SECONDS",
-    "DEFAULT_IDLE_TIMEOUT",
-    "META_LEASE",
-    "REASON_IDLE_TIMEOUT",
-    "REASON_FRONTIER_LOST",
-    "REASON_REDIS_EVICTION",
-    "ENQUEUE_SCRIPT",
-    "LEASE_SCRIPT",
-    "ACK_SCRIPT",
-    "TICK_SCRIPT",
-]
+__all__ = ["RedisSchedulerSpiderMiddleware"]
 
 logger = logging.getLogger(__name__)
 

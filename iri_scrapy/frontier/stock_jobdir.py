@@ -32,16 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "QUEUE_DIRNAME",
-    "SEEN_FILENAME",
-    "DataOnlyUnpickler",
-    "StockRecord",
-    "load_data",
-    "read_queue",
-    "read_seen",
-]
-
 SEEN_FILENAME = "requests.seen"
 QUEUE_DIRNAME = "requests.queue"
 

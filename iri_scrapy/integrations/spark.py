@@ -52,10 +52,7 @@ from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import Form, Level, normalize
 from iri_scrapy.store.dedupe import RUNG_KEYS, Deduper, DedupeStats, Outcome, Reject, fingerprint
 
-__all__ = [
-    "CLASSIFY_SCHEMA", "classify", "retrieval_key", "rungs", "rung_names", "dedupe",
-    "SparkDedupe",
-]
+__all__ = ["dedupe", "SparkDedupe", "retrieval_key", "rungs", "classify"]
 
 #: The struct :func:`classify` returns: ``key`` (the canonical URI that decides
 #: equality; null for a blank or rejected value), ``rungs`` (a bit mask: bit *i* set

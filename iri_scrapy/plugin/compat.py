@@ -110,13 +110,6 @@ from iri_scrapy.core.hosts import host_to_ascii
 if TYPE_CHECKING:
     from scrapy.link import Link
 
-__all__ = [
-    "SUPPORTED_SCRAPY", "LinkRequestCrawlSpider", "unsupported", "idna2008_safe_url_string",
-    "install_idna2008", "uninstall_idna2008", "idna2008_installed", "FetchCommand",
-    "w3lib_keeps", "w3lib_safe_url_string", "apply_idna2008", "prime_response_caches",
-    "get_base_url", "get_meta_refresh", "pending_idna2008", "meta_refresh_reader",
-    "set_base_url", "set_meta_refresh",
-]
 
 #: The Scrapy releases supported: CI runs the tests on 2.17.0 and on the newest release.
 SUPPORTED_SCRAPY = "Scrapy 2.17 or later (tested on 2.17.0 and the newest)"

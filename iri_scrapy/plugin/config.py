@@ -26,12 +26,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
-__all__ = [
-    "IRIConfig", "rules_for", "META_DONT_NORMALIZE", "META_ORIGINAL", "META_RENORMALIZED",
-    "META_VERBATIM", "META_SERVER_SPELLING", "META_UNNORMALIZABLE", "META_REISSUED_FROM",
-    "META_SKIPPED", "META_PENDING", "META_SAMPLE", "META_KEYED", "META_DEFERRED", "SETTINGS",
-    "Setting", "setting", "setting_is_subclass", "is_subclass_path",
-]
 
 #: Request meta key: skip canonicalization for this request.
 META_DONT_NORMALIZE = "dont_normalize_iri"
@@ -90,7 +84,8 @@ SETTINGS: dict[str, Setting] = {
     "IRI_PROTOCOL_MIN_EVIDENCE": Setting(
         2, "int", "independent confirmations before a learned host rule is used (level protocol)"),
     "IRI_PROTOCOL_SAMPLE_EVERY": Setting(
-        10, "int", "a learned rule's first merge and 1 in this many after are fetched to check it"),
+        10, "int", "K: a learned rule's merges number K*2**j, from 2**(c-1)*K on (c: its "
+        "confirmations), are fetched to check it"),
     "IRI_PROTOCOL_RULES_FILE": Setting(
         None, "raw", "JSON file the learned rules are loaded from at start and saved to at close"),
     "IRI_REQUEST_FINGERPRINTER_BASE_CLASS": Setting(

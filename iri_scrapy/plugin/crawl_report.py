@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
     from iri_scrapy.plugin.stamp import Stamp
 
-__all__ = ["IRICrawlReport", "note_duplicate", "dupefilter_closed"]
 
 logger = logging.getLogger(__name__)
 

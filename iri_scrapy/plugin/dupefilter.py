@@ -62,17 +62,6 @@ if TYPE_CHECKING:
 
     from iri_scrapy.core.protocol import ProtocolRules
 
-__all__ = [
-    "IRIDupeFilter",
-    "META_RENORMALIZED",
-    "STAT_FILTERED",
-    "STAT_DECIDED_BY_PREFIX",
-    "STAT_STOCK_ALIASES",
-    "FIRST_SPELLINGS_KEPT",
-    "STAT_REDIRECT_SAME_KEY",
-    "STAT_RENORMALIZED",
-    "STAT_LOADED",
-]
 
 logger = logging.getLogger(__name__)
 

@@ -49,25 +49,18 @@ from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from iri_scrapy.core.errors import IRIError
-from iri_scrapy.core.ladder import Level, rungs_applied
+from iri_scrapy.core.ladder import Level, retrieval_key, rungs_applied
 from iri_scrapy.core.ladder import normalize as _normalize
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
     META_ORIGINAL,
-    META_VERBATIM,
     IRIConfig,
     load_object,
     rules_for,
 )
 from iri_scrapy.plugin.idna_requests import convert as idna_convert
 from iri_scrapy.plugin.idna_requests import enabled as idna_enabled
-from iri_scrapy.plugin.stamp import (
-    STAT_UNNORMALIZABLE,
-    Stamper,
-    as_given,
-    retrieval_key,
-    stamp_of,
-)
+from iri_scrapy.plugin.stamp import Stamper, as_given, stamp_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -77,10 +70,6 @@ if TYPE_CHECKING:
 
     from iri_scrapy.core.protocol import ProtocolRules
 
-__all__ = [
-    "IRIRequestFingerprinter", "rung_keys", "spelling", "STAT_UNNORMALIZABLE", "META_VERBATIM",
-    "BASE_SETTING", "chain_problem",
-]
 
 logger = logging.getLogger(__name__)
 

@@ -39,10 +39,7 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
     from typing_extensions import Self
 
-__all__ = [
-    "IDNA2008DownloaderMiddleware", "IDNA2008ResponseMiddleware",
-    "enabled", "convert",
-]
+__all__ = ["IDNA2008DownloaderMiddleware", "IDNA2008ResponseMiddleware"]
 
 
 def convert(request: Request) -> None:

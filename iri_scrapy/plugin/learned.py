@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
     from iri_scrapy.core.protocol import Identity, ProtocolRules
 
-__all__ = ["Learned", "learned_for", "write_rules"]
 
 logger = logging.getLogger(__name__)
 

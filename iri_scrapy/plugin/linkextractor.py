@@ -75,7 +75,6 @@ if TYPE_CHECKING:
     from scrapy.http import TextResponse
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["IRILinkExtractor", "IRICrawlSpider", "link_request"]
 
 logger = logging.getLogger(__name__)
 

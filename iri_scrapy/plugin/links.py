@@ -57,30 +57,11 @@ from iri_scrapy.core.ladder import retrieval_key
 from iri_scrapy.core.shorten import shorten
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.compat import get_base_url, get_meta_refresh  # IDNA 2008 hosts
-from iri_scrapy.plugin.config import META_SKIPPED
 
 if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.statscollectors import StatsCollector
 
-__all__ = [
-    "META_SKIPPED",
-    "REASONS",
-    "STAT_SKIPPED",
-    "STAT_UNNORMALIZABLE",
-    "ResponseState",
-    "base_url",
-    "browser_href",
-    "count_unnormalizable",
-    "error_reason",
-    "report_skipped",
-    "request_refusal",
-    "response_state",
-    "refusal_reason",
-    "url_refused",
-    "wire_unsendable",
-    "skip_unusable_redirect",
-]
 
 logger = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.http import Response
 
-__all__ = ["IRIFilesPipeline", "IRIImagesPipeline", "keyed_request"]
+__all__ = ["IRIFilesPipeline", "IRIImagesPipeline"]
 
 
 def keyed_request(request: Request) -> Request:

@@ -55,6 +55,7 @@ from w3lib.url import safe_url_string
 
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.hrefs import needs_preprocessing
+from iri_scrapy.core.ladder import retrieval_key
 from iri_scrapy.core.resolve import resolve
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
@@ -63,6 +64,7 @@ from iri_scrapy.plugin.config import (
     META_REISSUED_FROM,
     META_RENORMALIZED,
     META_SERVER_SPELLING,
+    META_SKIPPED,
     META_UNNORMALIZABLE,
     META_VERBATIM,
     IRIConfig,
@@ -72,7 +74,6 @@ from iri_scrapy.plugin.config import (
 from iri_scrapy.plugin.idna_requests import convert as idna_convert
 from iri_scrapy.plugin.idna_requests import enabled as idna_enabled
 from iri_scrapy.plugin.links import (
-    META_SKIPPED,
     ResponseState,
     base_url,
     browser_href,
@@ -82,23 +83,13 @@ from iri_scrapy.plugin.links import (
     url_refused,
     wire_unsendable,
 )
-from iri_scrapy.plugin.stamp import Stamper, as_given, fetch_form, retrieval_key, stamp_of
+from iri_scrapy.plugin.stamp import Stamper, as_given, fetch_form, stamp_of
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
     from typing_extensions import Self
 
-__all__ = [
-    "IRINormalizationMiddleware",
-    "IRISpiderMiddleware",
-    "Canonicalizer",
-    "iri_response_class",
-    "META_RENORMALIZED",
-    "META_VERBATIM",
-    "META_UNNORMALIZABLE",
-    "fetch_form",
-]
 
 logger = logging.getLogger(__name__)
 

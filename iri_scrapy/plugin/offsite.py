@@ -32,7 +32,6 @@ from iri_scrapy.plugin.stamp import stamp_of
 if TYPE_CHECKING:
     from scrapy import Request, Spider
 
-__all__ = ["IRIOffsiteMiddleware", "canonical_domain"]
 
 logger = logging.getLogger(__name__)
 

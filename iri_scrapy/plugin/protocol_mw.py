@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
     from iri_scrapy.core.protocol import ProtocolRules
 
-__all__ = ["IRIProtocolMiddleware", "REDIRECT_STATUSES", "META_PENDING"]
 
 logger = logging.getLogger(__name__)
 

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
 
-__all__ = ["IRIMetaRefreshMiddleware", "browser_meta_refresh"]
+__all__ = ["IRIMetaRefreshMiddleware"]
 
 
 def _reader(special_base: bool, safe: Callable[..., str]) -> Callable[..., compat.MetaRefresh]:

@@ -43,18 +43,6 @@ from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = [
-    "CLOSESPIDER_AT_OPEN",
-    "REASON_BAD_SETTING",
-    "REASON_FRONTIER_WRITE_FAILED",
-    "REASON_JOBDIR_LOCKED",
-    "REASON_JOBDIR_MISMATCH",
-    "REASON_REDIS_NOT_INSTALLED",
-    "REASON_REDIS_UNAVAILABLE",
-    "exit_status_one_on",
-    "refuse_start",
-    "stop_crawl",
-]
 
 logger = logging.getLogger(__name__)
 

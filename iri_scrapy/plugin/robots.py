@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from typing_extensions import Self
 
-__all__ = ["IRIRobotsTxtMiddleware", "robots_origin"]
+__all__ = ["IRIRobotsTxtMiddleware"]
 
 logger = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from weakref import WeakKeyDictionary
 
 from iri_scrapy.core.errors import IRIError
-from iri_scrapy.core.ladder import Level, fast_path, normalize, retrieval_key
+from iri_scrapy.core.ladder import Level, fast_path, normalize
 from iri_scrapy.core.mapping import iri_to_uri
 from iri_scrapy.plugin.config import (
     META_DONT_NORMALIZE,
@@ -49,22 +49,15 @@ from iri_scrapy.plugin.config import (
     META_VERBATIM,
     IRIConfig,
 )
-from iri_scrapy.plugin.links import count_unnormalizable, error_reason
+from iri_scrapy.plugin.links import STAT_UNNORMALIZABLE, count_unnormalizable, error_reason
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
-__all__ = [
-    "Stamp", "Stamper", "as_given", "fetch_form", "retrieval_key", "stamp_of",
-    "STAT_UNNORMALIZABLE",
-]
 
 logger = logging.getLogger(__name__)
-
-#: Stats key: requests whose URL has no canonical form (requested and keyed as given).
-STAT_UNNORMALIZABLE = "iri/unnormalizable"
 
 _UCS_ENCODINGS = frozenset({
     "utf-8", "utf8", "utf_8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32",

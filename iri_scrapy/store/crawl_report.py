@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.core.ladder import Level
 from iri_scrapy.store.dedupe import (
     MAX_CLUSTER_SPELLINGS,
@@ -44,11 +45,6 @@ from iri_scrapy.store.dedupe import (
     RUNG_KEYS,
     _host_of,
 )
-
-__all__ = [
-    "FILENAME", "FORMAT", "FORMAT_VERSION", "DECIDED_KEYS", "CLUSTERS_PER_RUNG",
-    "Alias", "Cluster", "CrawlReport", "ReportError", "write_atomically",
-]
 
 #: The report's file name in ``JOBDIR``.
 FILENAME = "iri_report.json"
@@ -73,7 +69,7 @@ _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 _STAT = re.compile(r"[A-Za-z0-9_/.:-]{1,80}\Z")
 
 
-class ReportError(ValueError):
+class ReportError(IRIScrapyError, ValueError):
     """A report file that cannot be used: one line saying where and why."""
 
 

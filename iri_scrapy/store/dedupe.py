@@ -51,11 +51,6 @@ from iri_scrapy.core.ladder import (
 from iri_scrapy.core.parsing import SCHEME_RE, WHITESPACE, preprocess
 from iri_scrapy.store.fpstore import FingerprintSet
 
-__all__ = [
-    "Outcome", "Reject", "DedupeStats", "Deduper", "RUNG_KEYS", "Samples",
-    "fingerprint", "refusal", "undecodable_byte", "byte_column",
-]
-
 #: Keys of :attr:`DedupeStats.by_rung`, in ladder order.
 RUNG_KEYS: tuple[str, ...] = tuple(r.key for r in Rung)
 #: Bounds of :class:`Samples` (``dedupe --report``).

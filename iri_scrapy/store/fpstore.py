@@ -28,26 +28,8 @@ from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 
+from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.core.shorten import shorten
-
-__all__ = [
-    "FingerprintSet",
-    "FingerprintFile",
-    "FingerprintFileError",
-    "FingerprintFileMismatch",
-    "mismatch_text",
-    "fp64",
-    "FILENAME",
-    "MAGIC",
-    "FORMAT_VERSION",
-    "RECORD_SIZE",
-    "MAX_LOAD",
-    "GROWTH",
-    "SEGMENT_BITS",
-    "SEGMENTS",
-    "FLUSH_RECORDS",
-    "FLUSH_SECONDS",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -282,7 +264,7 @@ class FingerprintSet:
         return max(len(t) for t in self._tables)
 
 
-class FingerprintFileError(RuntimeError):
+class FingerprintFileError(IRIScrapyError, RuntimeError):
     """The fingerprint file cannot be used (not ours, unreadable header)."""
 
 

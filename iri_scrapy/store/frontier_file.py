@@ -25,18 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "FILENAME",
-    "FORMAT_VERSION",
-    "LOCK_FILENAME",
-    "PENDING_DDL",
-    "PENDING_INDEX",
-    "SalvageError",
-    "SalvageReport",
-    "order_key",
-    "priority_of",
-    "salvage",
-]
+from iri_scrapy.core.errors import IRIScrapyError
 
 FILENAME = "iri_frontier.sqlite3"
 #: Held (``flock``, exclusive) by the crawl that uses the ``JOBDIR``.
@@ -92,7 +81,7 @@ def priority_of(data: Any) -> tuple[int, bool]:
     return (priority if type(priority) is int else 0), start
 
 
-class SalvageError(RuntimeError):
+class SalvageError(IRIScrapyError, RuntimeError):
     """Nothing can be salvaged (no store, no readable meta table, a crawl running)."""
 
 

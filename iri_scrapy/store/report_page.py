@@ -34,8 +34,6 @@ from iri_scrapy.core.shorten import shorten
 from iri_scrapy.store.crawl_report import DECIDED_KEYS, CrawlReport
 from iri_scrapy.store.dedupe import DedupeStats, Samples
 
-__all__ = ["render_dedupe", "render_crawl"]
-
 _ESCAPES = {cp: f"\\u{cp:04x}" for cp in map(ord, BIDI_FORMATTING)}
 _ESCAPES.update({cp: f"\\x{cp:02x}" for cp in list(range(0x20)) + list(range(0x7F, 0xA0))})
 _ESCAPES.update({cp: f"\\x{cp - 0xDC00:02x}" for cp in range(0xDC80, 0xDD00)})

@@ -18,7 +18,8 @@ from scrapy.utils.test import get_crawler
 from iri_scrapy import IRIRequestFingerprinter
 from iri_scrapy.core.ladder import Level
 from iri_scrapy.plugin.config import IRIConfig, rules_for
-from iri_scrapy.plugin.fingerprinter import STAT_UNNORMALIZABLE, rung_keys
+from iri_scrapy.plugin.fingerprinter import rung_keys
+from iri_scrapy.plugin.links import STAT_UNNORMALIZABLE
 
 FP_CLASS = "iri_scrapy.IRIRequestFingerprinter"
 BAD_HOST = "http://\u2488.com/page"  # U+2488 fails UTS 46: no canonical form
