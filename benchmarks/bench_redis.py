@@ -334,7 +334,7 @@ def server_time(server: RedisServer, urls: Sequence[str]) -> None:
     def bare_sadd() -> tuple[Callable[[Request], bool], Any]:
         df = RedisIRIDupeFilter(redis_url=server.url, key="bare", local_cache=0)
         df.connect()
-        client = df._client
+        client = df.seen_set.client
 
         def seen(request: Request) -> bool:
             fp = df.fingerprint(request)

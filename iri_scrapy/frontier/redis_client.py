@@ -40,6 +40,8 @@ __all__ = [
     "oom_errors",
     "is_oom",
     "redis_url_from_settings",
+    "client_kwargs_from_settings",
+    "retried_errors",
     "mask_url",
 ]
 
@@ -92,6 +94,19 @@ def redis_url_from_settings(settings: BaseSettings) -> str:
     port = settings.getint("REDIS_PORT", 6379)
     db = settings.getint("REDIS_DB", 0)
     return f"redis://{host}:{port}/{db}"
+
+
+def client_kwargs_from_settings(settings: BaseSettings) -> dict[str, Any]:
+    """The Redis connection arguments both Redis components take, from *settings*:
+    ``redis_url`` (:func:`redis_url_from_settings`), ``retry_seconds``,
+    ``socket_timeout``, ``redis_params`` (a copy) and ``cluster`` (``IRI_REDIS_*``)."""
+    return {
+        "redis_url": redis_url_from_settings(settings),
+        "retry_seconds": setting(settings, "IRI_REDIS_RETRY_SECONDS"),
+        "socket_timeout": setting(settings, "IRI_REDIS_SOCKET_TIMEOUT"),
+        "redis_params": dict(setting(settings, "IRI_REDIS_PARAMS")),
+        "cluster": setting(settings, "IRI_REDIS_CLUSTER"),
+    }
 
 
 def new_client(url: str, socket_timeout: float, redis_params: dict[str, Any],
@@ -158,6 +173,13 @@ def oom_errors() -> tuple[type[BaseException], ...]:
     from redis.exceptions import OutOfMemoryError
 
     return (OutOfMemoryError,)
+
+
+def retried_errors() -> tuple[type[BaseException], ...]:
+    """What a :class:`RetryPolicy` of a Redis component retries: an outage or a cluster
+    in failover (:func:`retryable_errors`), and a Redis out of memory
+    (:func:`oom_errors`): the write was refused, it is sent again."""
+    return (*retryable_errors(), *oom_errors())
 
 
 def is_oom(exc: BaseException) -> bool:
