@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from iri_scrapy.plugin.config import setting
-from iri_scrapy.plugin.refusal import REASON_FRONTIER_WRITE_FAILED, REASON_REDIS_UNAVAILABLE
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -195,6 +194,9 @@ def give_up_reason(exc: BaseException) -> str:
     memory, or a command refused that no retry fixes, is a write failure
     (``iri_frontier_write_failed``); an outage past the deadline is
     ``iri_redis_unavailable``."""
+    # here, not at the top: plugin.refusal imports Scrapy, which redis_seen does not need
+    from iri_scrapy.plugin.refusal import REASON_FRONTIER_WRITE_FAILED, REASON_REDIS_UNAVAILABLE
+
     if is_oom(exc) or not isinstance(exc, retryable_errors()):
         return REASON_FRONTIER_WRITE_FAILED
     return REASON_REDIS_UNAVAILABLE
@@ -205,6 +207,8 @@ def give_up_line(component: str, url: str, exc: BaseException, waited: float,
     """The one ERROR line of a worker that gives up on Redis: what happened, the
     ``finish_reason`` (exit status 1) and what to do.  One wording for every
     component (the dupefilter, the fleet scheduler)."""
+    from iri_scrapy.plugin.refusal import REASON_FRONTIER_WRITE_FAILED
+
     if is_oom(exc):
         what = f"is out of memory ({exc}) after {waited:.0f} s of retries"
         todo = "Free memory in Redis or raise its maxmemory (the crawl's keys take it)"
