@@ -171,6 +171,10 @@ class RedisIRIDupeFilter(IRIDupeFilter):
             expected_urls=expected_urls, base_buckets=base_buckets, bucket_cap=bucket_cap,
             local_cache=local_cache, cluster=self.cluster, safe_url=self.safe_url, log=logger,
         )
+        #: ``<key>:v<canonicalization version>:<tag>``, the meta key, the local cache's bound.
+        self.base_key = self.seen_set.base_key
+        self.meta_key = self.seen_set.meta_key
+        self.local_cache = self.seen_set.local_cache
         #: request_seen answered from the local cache / by Redis.
         self.local_hits = 0
         self.remote_calls = 0
@@ -422,15 +426,6 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     # --- the seen-set's layout (:class:`~.redis_seen.RedisSeenSet`) -----------------
 
     @property
-    def base_key(self) -> str:
-        """``<key>:v<canonicalization version>:<tag>``: every key of this filter starts so."""
-        return self.seen_set.base_key
-
-    @property
-    def meta_key(self) -> str:
-        return self.seen_set.meta_key
-
-    @property
     def base_buckets(self) -> int:
         """The root count (the meta's, once connected)."""
         return self.seen_set.base_buckets
@@ -439,11 +434,6 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     def bucket_cap(self) -> int:
         """The bucket cap (the meta's, once connected)."""
         return self.seen_set.bucket_cap
-
-    @property
-    def local_cache(self) -> int:
-        """At most this many fingerprints in the local cache (0: none)."""
-        return self.seen_set.local_cache
 
     @property
     def local_cached(self) -> int:
