@@ -74,10 +74,8 @@ sys.path.insert(0, str(REPO))
 
 from scrapy import Request  # noqa: E402
 
-from iri_scrapy.frontier.redis_dupefilter import (  # noqa: E402
-    FORMAT_VERSION,
-    RedisIRIDupeFilter,
-)
+from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter  # noqa: E402
+from iri_scrapy.frontier.redis_seen import FORMAT_VERSION  # noqa: E402
 from tests.support.redis_support import RedisServer  # noqa: E402
 
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "urls_real.txt"
@@ -334,7 +332,7 @@ def server_time(server: RedisServer, urls: Sequence[str]) -> None:
     def bare_sadd() -> tuple[Callable[[Request], bool], Any]:
         df = RedisIRIDupeFilter(redis_url=server.url, key="bare", local_cache=0)
         df.connect()
-        client = df._client
+        client = df.seen_set.client
 
         def seen(request: Request) -> bool:
             fp = df.fingerprint(request)

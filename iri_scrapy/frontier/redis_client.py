@@ -22,7 +22,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.plugin.config import setting
-from iri_scrapy.plugin.refusal import REASON_FRONTIER_WRITE_FAILED, REASON_REDIS_UNAVAILABLE
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -77,6 +76,19 @@ def redis_url_from_settings(settings: BaseSettings) -> str:
     port = settings.getint("REDIS_PORT", 6379)
     db = settings.getint("REDIS_DB", 0)
     return f"redis://{host}:{port}/{db}"
+
+
+def client_kwargs_from_settings(settings: BaseSettings) -> dict[str, Any]:
+    """The Redis connection arguments both Redis components take, from *settings*:
+    ``redis_url`` (:func:`redis_url_from_settings`), ``retry_seconds``,
+    ``socket_timeout``, ``redis_params`` (a copy) and ``cluster`` (``IRI_REDIS_*``)."""
+    return {
+        "redis_url": redis_url_from_settings(settings),
+        "retry_seconds": setting(settings, "IRI_REDIS_RETRY_SECONDS"),
+        "socket_timeout": setting(settings, "IRI_REDIS_SOCKET_TIMEOUT"),
+        "redis_params": dict(setting(settings, "IRI_REDIS_PARAMS")),
+        "cluster": setting(settings, "IRI_REDIS_CLUSTER"),
+    }
 
 
 def new_client(url: str, socket_timeout: float, redis_params: dict[str, Any],
@@ -145,6 +157,13 @@ def oom_errors() -> tuple[type[BaseException], ...]:
     return (OutOfMemoryError,)
 
 
+def retried_errors() -> tuple[type[BaseException], ...]:
+    """What a :class:`RetryPolicy` of a Redis component retries: an outage or a cluster
+    in failover (:func:`retryable_errors`), and a Redis out of memory
+    (:func:`oom_errors`): the write was refused, it is sent again."""
+    return (*retryable_errors(), *oom_errors())
+
+
 def is_oom(exc: BaseException) -> bool:
     """True if *exc* is Redis's ``OOM command not allowed`` error (:func:`oom_errors`)."""
     try:
@@ -158,6 +177,9 @@ def give_up_reason(exc: BaseException) -> str:
     memory, or a command refused that no retry fixes, is a write failure
     (``iri_frontier_write_failed``); an outage past the deadline is
     ``iri_redis_unavailable``."""
+    # here, not at the top: plugin.refusal imports Scrapy, which redis_seen does not need
+    from iri_scrapy.plugin.refusal import REASON_FRONTIER_WRITE_FAILED, REASON_REDIS_UNAVAILABLE
+
     if is_oom(exc) or not isinstance(exc, retryable_errors()):
         return REASON_FRONTIER_WRITE_FAILED
     return REASON_REDIS_UNAVAILABLE
@@ -168,6 +190,8 @@ def give_up_line(component: str, url: str, exc: BaseException, waited: float,
     """The one ERROR line of a worker that gives up on Redis: what happened, the
     ``finish_reason`` (exit status 1) and what to do.  One wording for every
     component (the dupefilter, the fleet scheduler)."""
+    from iri_scrapy.plugin.refusal import REASON_FRONTIER_WRITE_FAILED
+
     if is_oom(exc):
         what = f"is out of memory ({exc}) after {waited:.0f} s of retries"
         todo = "Free memory in Redis or raise its maxmemory (the crawl's keys take it)"

@@ -242,3 +242,26 @@ def test_real_redis_down_past_the_deadline(redis_server: RedisServer) -> None:
     assert 0.45 <= time.monotonic() - t0 < 5
     assert policy.retries >= 3
     client.close()
+
+
+def test_both_components_read_the_connection_settings_in_one_place() -> None:
+    import inspect
+
+    from scrapy.settings import Settings
+
+    from iri_scrapy.frontier.redis_client import client_kwargs_from_settings
+    from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter
+    from iri_scrapy.frontier.redis_scheduler import RedisIRIScheduler
+
+    params = {"username": "u"}
+    kwargs = client_kwargs_from_settings(Settings({
+        "REDIS_URL": "redis://example:6390/2", "IRI_REDIS_RETRY_SECONDS": 7,
+        "IRI_REDIS_SOCKET_TIMEOUT": 3, "IRI_REDIS_PARAMS": params, "IRI_REDIS_CLUSTER": True}))
+    assert kwargs == {"redis_url": "redis://example:6390/2", "retry_seconds": 7,
+                      "socket_timeout": 3, "redis_params": params, "cluster": True}
+    assert kwargs["redis_params"] is not params  # a copy
+    for component in (RedisIRIDupeFilter, RedisIRIScheduler):
+        assert set(kwargs) <= set(inspect.signature(component.__init__).parameters)
+    df = RedisIRIDupeFilter(**kwargs)  # builds without connecting
+    assert (df.redis_url, df.retry_seconds, df.socket_timeout, df.cluster) == (
+        "redis://example:6390/2", 7.0, 3.0, True)

@@ -20,19 +20,14 @@ from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
 from iri_scrapy import CANONICALIZATION_VERSION, RedisIRIDupeFilter
+from iri_scrapy.frontier.redis_client import IRIRedisError, mask_url, redis_url_from_settings
 from iri_scrapy.frontier.redis_dupefilter import (
-    BUCKET_CAP,
-    DEFAULT_ROOTS,
-    FIELD_BYTES,
     STAT_AMBIGUOUS,
     STAT_OUTAGES,
     STAT_RETRIES,
-    IRIRedisError,
     IRIRedisSpiderMixin,
-    mask_url,
-    redis_url_from_settings,
-    roots_for,
 )
+from iri_scrapy.frontier.redis_seen import BUCKET_CAP, DEFAULT_ROOTS, FIELD_BYTES, roots_for
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter
 from iri_scrapy.plugin.refusal import CLOSESPIDER_AT_OPEN
 from tests.support.redis_support import RedisServer, find_free_port

@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 from scrapy import Request
 
 from iri_scrapy import RedisIRIDupeFilter
-from iri_scrapy.frontier.redis_dupefilter import (
+from iri_scrapy.frontier.redis_client import IRIRedisError
+from iri_scrapy.frontier.redis_seen import (
     BUCKET_CAP,
     DEFAULT_ROOTS,
     FORMAT_VERSION,
-    IRIRedisError,
     roots_for,
 )
 from tests.support.redis_support import RedisServer
