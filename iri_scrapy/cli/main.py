@@ -42,7 +42,15 @@ from iri_scrapy.core.errors import IRIError, IRIScrapyError
 from iri_scrapy.core.explain import explain as explain_iris
 from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
-from iri_scrapy.store.dedupe import Deduper, DedupeStats, Outcome, Samples, undecodable_byte
+from iri_scrapy.core.query import rewrite_query
+from iri_scrapy.store.dedupe import (
+    Deduper,
+    DedupeStats,
+    Outcome,
+    Samples,
+    undecodable_byte,
+    written_form,
+)
 
 PROG = "iri-scrapy"
 EXIT_OK = 0
@@ -175,6 +183,28 @@ def _ladder_options() -> argparse.ArgumentParser:
     return p
 
 
+def _query_options() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group(
+        "query heuristics (not RFC 3987: they may merge different resources; the "
+        "plugin's IRI_DROP_QUERY_PARAMS and IRI_SORT_QUERY)")
+    g.add_argument(
+        "--drop-query-param",
+        dest="drop_query_params",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="drop the query parameters whose name matches GLOB (shell-style: 'utm_*', "
+        "'?', '[seq]'; case-sensitive), every occurrence; repeat for more",
+    )
+    g.add_argument(
+        "--sort-query",
+        action="store_true",
+        help="sort the query's name=value pairs (code point order)",
+    )
+    return p
+
+
 def _form_option(p: argparse.ArgumentParser, note: str = "") -> None:
     p.add_argument(
         "--form",
@@ -201,10 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     ladder = _ladder_options()
+    query = _query_options()
 
     p = sub.add_parser(
         "normalize",
-        parents=[ladder],
+        parents=[ladder, query],
         formatter_class=fmt,
         help="print the canonical form of each URL",
         description="Print the canonical form of each URL (RFC 3987 section 5.3), one a "
@@ -248,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "dedupe",
-        parents=[ladder],
+        parents=[ladder, query],
         formatter_class=fmt,
         help="keep the first spelling of each distinct resource of a URL list",
         description="Read a frontier dump (one URL a line, any size) and write the first "
@@ -397,6 +428,19 @@ def _inputs(urls: Sequence[str]) -> Iterator[tuple[str, str]]:
             yield f"argument {n}", url
 
 
+def _normalized(text: str, args: argparse.Namespace) -> str:
+    """*text* normalized as ``normalize`` asks; with a query heuristic, the canonical
+    URI rewritten (:func:`~iri_scrapy.core.query.rewrite_query`), then written in
+    ``--form`` (as ``dedupe`` writes its keys)."""
+    if not (args.drop_query_params or args.sort_query):
+        return normalize(text, args.level, form=args.form, keep_fragment=args.keep_fragment,
+                         nfc=args.nfc)
+    level = Level.coerce(args.level)
+    uri = normalize(text, level, keep_fragment=args.keep_fragment, nfc=args.nfc)
+    return written_form(rewrite_query(uri, args.drop_query_params, args.sort_query),
+                        level, args.form)
+
+
 def cmd_normalize(args: argparse.Namespace) -> int:
     """``iri-scrapy normalize``."""
     out = _open_out(args.output)
@@ -410,10 +454,7 @@ def cmd_normalize(args: argparse.Namespace) -> int:
             error = undecodable_byte(text)
             if error is None:
                 try:
-                    result = normalize(
-                        text, args.level, form=args.form, keep_fragment=args.keep_fragment,
-                        nfc=args.nfc,
-                    )
+                    result = _normalized(text, args)
                 except IRIError as exc:
                     error = str(exc)
             if error is not None:
@@ -641,6 +682,10 @@ def _report(stats: DedupeStats, args: argparse.Namespace, elapsed: float) -> str
         f"{stats.unparseable:,} unparseable ({elapsed:.1f} s)",
         f"  level {args.level}, fragments {frag}, nfc {'on' if args.nfc else 'off'}",
     ]
+    if args.drop_query_params or args.sort_query:
+        drop = ", ".join(args.drop_query_params) or "none"
+        lines.append(f"  query heuristics (not RFC 3987): parameters dropped {drop}, "
+                     f"query sorted {'yes' if args.sort_query else 'no'}")
     if args.rung_stats and stats.duplicates:
         lines.append("  URL lines by rung (each line counts under every rung that changed its "
                      "spelling to reach its canonical key, whatever the order):")
@@ -700,6 +745,7 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
         args.level, keep_fragment=args.keep_fragment, nfc=args.nfc,
         canonical=args.canonical, form=args.form, max_rejects=args.max_listed,
         rung_stats=args.rung_stats, samples=args.report is not None,
+        drop_query_params=args.drop_query_params, sort_query=args.sort_query,
     )
     show = sys.stderr.isatty() if args.progress is None else args.progress
     start = time.monotonic()
@@ -788,6 +834,7 @@ def _finish_dedupe(stats: DedupeStats, args: argparse.Namespace, elapsed: float)
         doc.update(
             input=args.input, level=args.level, keep_fragment=args.keep_fragment,
             nfc=args.nfc, canonical=args.canonical, form=args.form,
+            drop_query_params=args.drop_query_params, sort_query=args.sort_query,
             elapsed_seconds=round(elapsed, 3), peak_rss_kib=_peak_rss_kib(),
         )
         if args.spark is not None:

@@ -150,7 +150,9 @@ def cli_dedupe(args: Any) -> DedupeStats:
     job = dedupe(df, col, args.level, order_by="line_id", ordered_partitions=True,
                  unique_order=True,
                  keep_fragment=args.keep_fragment, nfc=args.nfc, canonical=args.canonical,
-                 form=args.form, rung_stats=args.rung_stats, keys=False).persist()
+                 form=args.form, rung_stats=args.rung_stats, keys=False,
+                 drop_query_params=args.drop_query_params,
+                 sort_query=args.sort_query).persist()
     try:
         stats = job.stats(args.max_listed)
         parquet = (args.output or "").endswith(".parquet")

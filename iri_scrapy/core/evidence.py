@@ -24,11 +24,11 @@ import html
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 from html.parser import HTMLParser
 
 from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.core.hosts import lower_ascii
+from iri_scrapy.core.query import in_clean_param_scope
 
 # --------------------------------------------------------------------------- Clean-param
 
@@ -40,11 +40,6 @@ _LINE_SPLIT_RE = re.compile(r"\r\n|\r|\n")
 # Blanks are ASCII only: in UTF-8 read as latin-1, "\xa0" and "\x85" are parts of letters.
 _ROBOTS_SPACE = " \t\f\v"
 _BOMS = ("\ufeff", "\xef\xbb\xbf")  # the UTF-8 BOM, decoded as UTF-8 or as latin-1
-
-
-@lru_cache(maxsize=4096)
-def _prefix_pattern(prefix: str) -> re.Pattern[str]:
-    return re.compile(".*".join(re.escape(part) for part in prefix.split("*")), re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -62,12 +57,9 @@ class CleanParam:
 
     def matches(self, path: str) -> bool:
         """True if *path* (a URL's path, as sent: percent-encoded) is in the rule's scope:
-        it starts with :attr:`prefix`, each ``*`` of which matches any sequence."""
-        if self.prefix in ("", "/"):
-            return True
-        if "*" not in self.prefix:
-            return path.startswith(self.prefix)
-        return _prefix_pattern(self.prefix).match(path) is not None
+        it starts with :attr:`prefix`, each ``*`` of which matches any sequence
+        (:func:`~iri_scrapy.core.query.in_clean_param_scope`: linear, never backtracks)."""
+        return in_clean_param_scope(self.prefix, path)
 
 
 def _clean_param_rule(value: str) -> CleanParam | None:

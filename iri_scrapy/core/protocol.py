@@ -58,13 +58,21 @@ what only this object holds (page digests, images, counts).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator
-from functools import lru_cache
 from typing import Any
 
 from iri_scrapy.core.errors import IRIScrapyError
+from iri_scrapy.core.query import (
+    drop_params,
+    in_clean_param_scope,
+    join_query,
+    param_name,
+    query_pairs,
+    split_fragment,
+    split_query,
+    strip_fragment,
+)
 
 PERMANENT = frozenset({301, 308})
 ADD, REMOVE = "add-slash", "remove-slash"
@@ -101,19 +109,13 @@ Identity = tuple[str, str, str]
 Parts = tuple[str, str, str, str, str]
 
 
-def _drop_fragment(uri: str) -> tuple[str, str]:
-    """``(uri_without_fragment, "#fragment" or "")``."""
-    i = uri.find("#")
-    return (uri, "") if i < 0 else (uri[:i], uri[i:])
-
-
 def _parts(uri: str) -> Parts | None:
     """*uri* (no fragment) split as ``scheme "://" authority path ["?" query]``
     (RFC 3986 section 3), or None if it has no authority."""
     colon = uri.find(":")
     if colon <= 0 or not uri.startswith("//", colon + 1):
         return None
-    head, sep, query = uri[colon + 3 :].partition("?")
+    head, sep, query = split_query(uri[colon + 3 :])
     slash = head.find("/")
     authority, path = (head, "") if slash < 0 else (head[:slash], head[slash:])
     return uri[:colon], authority, path, sep, query
@@ -131,11 +133,11 @@ def _scope(parts: Parts) -> str:
 def _host_key(uri: str) -> str:
     """Scheme and authority of *uri* (a URI without fragment): the scope of a host rule."""
     parts = _parts(uri)
-    return uri.split("?", 1)[0] if parts is None else _scope(parts)
+    return split_query(uri)[0] if parts is None else _scope(parts)
 
 
 def _names(query: str) -> set[str]:
-    return {pair.split("=", 1)[0] for pair in query.split("&")}
+    return {param_name(pair) for pair in query_pairs(query)}
 
 
 def _vary(identity: Identity, a: str, b: str) -> bool:
@@ -153,17 +155,11 @@ def _vary(identity: Identity, a: str, b: str) -> bool:
         return False
     qa, qb = pa[4] or "", pb[4] or ""
     for name in identity[2].split("@", 1)[0].split("&"):
-        va = sorted(p for p in qa.split("&") if p.split("=", 1)[0] == name)
-        vb = sorted(p for p in qb.split("&") if p.split("=", 1)[0] == name)
+        va = sorted(p for p in query_pairs(qa) if param_name(p) == name)
+        vb = sorted(p for p in query_pairs(qb) if param_name(p) == name)
         if va == vb:
             return False
     return True
-
-
-@lru_cache(maxsize=256)
-def _prefix_pattern(prefix: str) -> re.Pattern[str]:
-    """A Clean-param path prefix (``*``: any sequence) as an anchored pattern."""
-    return re.compile(".*".join(re.escape(part) for part in prefix.split("*")))
 
 
 def _drop_params(parts: Parts, param: str) -> Parts | None:
@@ -172,14 +168,13 @@ def _drop_params(parts: Parts, param: str) -> Parts | None:
     if none of them is there."""
     scheme, authority, path, sep, query = parts
     names, _, prefix = param.partition("@")
-    if not query or (prefix and not _prefix_pattern(prefix).match(path)):
+    if not query or not in_clean_param_scope(prefix, path):
         return None
-    drop = set(names.split("&"))
-    pairs = query.split("&")
-    kept = [p for p in pairs if p.split("=", 1)[0] not in drop]
+    pairs = query_pairs(query)
+    kept = drop_params(pairs, set(names.split("&")))
     if len(kept) == len(pairs):
         return None
-    return scheme, authority, path, "?" if kept else "", "&".join(kept)
+    return scheme, authority, path, "?" if kept else "", join_query(kept)
 
 
 def _collapse(path: str, query: str) -> tuple[str, str]:
@@ -193,11 +188,11 @@ def _collapse(path: str, query: str) -> tuple[str, str]:
             kept.append(segment)
     seen: set[str] = set()
     pairs = []
-    for pair in query.split("&") if query else ():
+    for pair in query_pairs(query) if query else ():
         if pair not in seen:
             seen.add(pair)
             pairs.append(pair)
-    return "/".join(kept), "&".join(pairs)
+    return "/".join(kept), join_query(pairs)
 
 
 def _candidates(
@@ -282,7 +277,7 @@ def _pair_rules(a: str, b: str) -> list[Identity]:
         va: dict[str, list[str]] = {}
         vb: dict[str, list[str]] = {}
         for query, values in ((pa[4], va), (pb[4], vb)):
-            for pair in query.split("&"):
+            for pair in query_pairs(query):
                 name, _, value = pair.partition("=")
                 values.setdefault(name, []).append(value)
         # the same parameters, once each on both sides, some with other values
@@ -341,7 +336,7 @@ class ProtocolRules:
         and *target* as not (latest wins); one of a known kind also becomes an
         exact rule.  Fragments are ignored.
         """
-        source, target = _drop_fragment(source)[0], _drop_fragment(target)[0]
+        source, target = strip_fragment(source), strip_fragment(target)
         if status not in PERMANENT or source == target:
             return None
         self._forget(target)
@@ -376,7 +371,7 @@ class ProtocolRules:
         Evidence against every host rule that would have rewritten *uri*, and
         the latest word on *uri*: it is no longer redirected away from.
         """
-        uri = _drop_fragment(uri)[0]
+        uri = strip_fragment(uri)
         parts = _parts(uri)
         if parts is not None:
             scope = _scope(parts)
@@ -496,7 +491,7 @@ class ProtocolRules:
         nominate that rule (source ``content``); every rule nominated for the
         scope is checked against the new page.
         """
-        uri = _drop_fragment(uri)[0]
+        uri = strip_fragment(uri)
         parts = _parts(uri)
         if parts is None:
             return
@@ -530,7 +525,7 @@ class ProtocolRules:
         ``min_evidence`` such pairs was equal.  A canonical pointing elsewhere
         (every tag page declaring ``/``) is ignored: it never merges anything.
         """
-        uri, target = _drop_fragment(uri)[0], _drop_fragment(target)[0]
+        uri, target = strip_fragment(uri), strip_fragment(target)
         identity = _classify(uri, target) if uri != target else None
         if identity is None:
             if uri != target:
@@ -543,7 +538,7 @@ class ProtocolRules:
         """Record a robots.txt ``Clean-param: names prefix`` of the host of
         *scope_uri*: a rule dropping *names* (together) under *prefix*, used once
         ``min_evidence`` pages confirmed it."""
-        parts = _parts(_drop_fragment(scope_uri)[0])
+        parts = _parts(strip_fragment(scope_uri))
         wanted = sorted({name for name in names if name and "&" not in name and "@" not in name})
         if parts is None or not wanted:
             return
@@ -595,7 +590,7 @@ class ProtocolRules:
         transform (:func:`_pair_rules`' kinds) onto a page already served.  Trap
         rules (``collapse-repeat``) are left out: each longer spelling confirms.
         """
-        uri = _drop_fragment(uri)[0]
+        uri = strip_fragment(uri)
         parts = _parts(uri)
         if parts is None:
             return []
@@ -642,12 +637,12 @@ class ProtocolRules:
 
     def was_served(self, uri: str) -> bool:
         """True if a 2xx response at *uri* itself was observed (:meth:`observe_content`)."""
-        return _drop_fragment(uri)[0] in self._digests
+        return strip_fragment(uri) in self._digests
 
     def served(self, uri: str) -> bool:
         """True if rules move *uri* and a page was already served under the key
         they give it (that key itself, or another URI one rule maps onto it)."""
-        uri = _drop_fragment(uri)[0]
+        uri = strip_fragment(uri)
         key, used = self.trace(uri)
         if key == uri:
             return False
@@ -664,7 +659,7 @@ class ProtocolRules:
     def served_alias(self, uri: str) -> str | None:
         """For *uri* that rules leave as it is: another URI already served that a
         host rule in force maps onto *uri* (the alias met first), or None."""
-        uri = _drop_fragment(uri)[0]
+        uri = strip_fragment(uri)
         parts = _parts(uri)
         if parts is None:
             return None
@@ -690,7 +685,7 @@ class ProtocolRules:
     def same_content(self, uri: str, digest: bytes) -> bool:
         """True if another page already served *digest* under the key :meth:`apply`
         gives *uri*, which rules moved (a sample that confirmed its rules)."""
-        uri = _drop_fragment(uri)[0]
+        uri = strip_fragment(uri)
         key = self.apply(uri)
         if key == uri:
             return False
@@ -717,7 +712,7 @@ class ProtocolRules:
 
     def why(self, uri: str) -> list[str]:
         """The rules :meth:`apply` uses on *uri*, each with its evidence, in order."""
-        head = _drop_fragment(uri)[0]
+        head = strip_fragment(uri)
         lines = []
         out = head
         for _ in range(MAX_STEPS):
@@ -928,7 +923,7 @@ class ProtocolRules:
     def host_rules(self, uri: str) -> list[tuple[str, str]]:
         """The host rules in force for *uri*'s scope: ``(kind, parameter)``, in the
         order they are tried."""
-        scope = _host_key(_drop_fragment(uri)[0])
+        scope = _host_key(strip_fragment(uri))
         out = [
             (kind, param)
             for kind, param in self._scopes.get(scope, ())
@@ -956,7 +951,7 @@ class ProtocolRules:
 
     def redirected_away(self, uri: str) -> bool:
         """True if the latest evidence on *uri* is a permanent redirect away from it."""
-        return _drop_fragment(uri)[0] in self._away
+        return strip_fragment(uri) in self._away
 
     def _exact_target(self, uri: str) -> str | None:
         """The target of *uri*'s exact rule, or None.  A target learned here is never
@@ -997,7 +992,7 @@ class ProtocolRules:
         """:meth:`apply`, and the host rules it used (in order; exact rules not listed)."""
         if not self._exact and not self._scopes:  # no rule of any kind
             return uri, []
-        head, fragment = _drop_fragment(uri)
+        head, fragment = split_fragment(uri)
         out = head
         used: list[Identity] = []
         for _ in range(MAX_STEPS):

@@ -36,7 +36,7 @@ shared by nothing.  They are a speed-up only: a cold cache gives the same keys.
   rejected rows with their error (never dropped), and the report's counters.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -50,7 +50,16 @@ from pyspark.sql.functions import arrow_udf
 
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import Form, Level, normalize
-from iri_scrapy.store.dedupe import RUNG_KEYS, Deduper, DedupeStats, Outcome, Reject, fingerprint
+from iri_scrapy.core.query import rewrite_query
+from iri_scrapy.store.dedupe import (
+    RUNG_KEYS,
+    Deduper,
+    DedupeStats,
+    Outcome,
+    Reject,
+    fingerprint,
+    written_form,
+)
 
 __all__ = ["dedupe", "SparkDedupe", "retrieval_key", "rungs", "classify"]
 
@@ -132,18 +141,27 @@ def _values(values: pa.Array) -> list[Any]:
     return values.to_pylist()
 
 
+@dataclass(frozen=True)
+class _Query:
+    """The opt-in query heuristics (:func:`iri_scrapy.core.query.rewrite_query`)."""
+
+    drop_query_params: tuple[str, ...] = ()
+    sort_query: bool = False
+
+
 def _deduper(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
-             with_rungs: bool) -> Deduper:
+             with_rungs: bool, query: _Query) -> Deduper:
     return Deduper(level, keep_fragment=keep_fragment, nfc=nfc, canonical=form is not None,
-                   form=form or "uri", rung_stats=with_rungs)
+                   form=form or "uri", rung_stats=with_rungs,
+                   drop_query_params=query.drop_query_params, sort_query=query.sort_query)
 
 
 def _classifier(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
-                with_rungs: bool) -> Any:
+                with_rungs: bool, query: _Query) -> Any:
     """The per-batch function of :func:`classify`: ``Deduper.classify`` of each value."""
 
     def run(values: pa.Array) -> pa.Array:
-        d = _deduper(level, keep_fragment, nfc, form, with_rungs)
+        d = _deduper(level, keep_fragment, nfc, form, with_rungs, query)
         decide = d.classify
         keys: list[str | None] = []
         masks: list[int | None] = []
@@ -195,14 +213,19 @@ def classify(
     nfc: bool = False,
     form: Form | None = None,
     with_rungs: bool = True,
+    drop_query_params: Iterable[str] = (),
+    sort_query: bool = False,
 ) -> Column:
     """A struct column (:data:`CLASSIFY_SCHEMA`) for a string or binary column of URLs.
 
     Binary values are read as the CLI reads a line (UTF-8, undecodable bytes
     refused with their column); ``keep_fragment`` defaults to False, the
     retrieval key (RFC 3987 section 5.1), as in ``iri-scrapy dedupe``.
+    *drop_query_params* (name globs) and *sort_query* are the opt-in query
+    heuristics of :class:`~iri_scrapy.store.dedupe.Deduper` (not RFC 3987).
     """
-    fn = _classifier(Level.coerce(level), keep_fragment, nfc, form, with_rungs)
+    fn = _classifier(Level.coerce(level), keep_fragment, nfc, form, with_rungs,
+                     _Query(tuple(drop_query_params), sort_query))
     return _udf(fn, CLASSIFY_SCHEMA)(_col(col))
 
 
@@ -213,11 +236,17 @@ def retrieval_key(
     form: Form = "uri",
     keep_fragment: bool = False,
     nfc: bool = False,
+    drop_query_params: Iterable[str] = (),
+    sort_query: bool = False,
 ) -> Column:
     """``normalize(value, level, form=form, keep_fragment=..., nfc=...)`` of each value,
     null when the value is blank, null, refused or has no canonical form (use
-    :func:`classify` for the reason)."""
+    :func:`classify` for the reason).  With *drop_query_params* (name globs) or
+    *sort_query*, the canonical URI rewritten by
+    :func:`~iri_scrapy.core.query.rewrite_query`, then written in *form*
+    (as ``iri-scrapy normalize --drop-query-param/--sort-query``)."""
     lvl = Level.coerce(level)
+    drop = tuple(drop_query_params)
 
     def run(values: pa.Array) -> pa.Array:
         out: list[str | None] = []
@@ -226,8 +255,12 @@ def retrieval_key(
                 out.append(None)
                 continue
             try:
-                out.append(normalize(_text(value), lvl, form=form,
-                                     keep_fragment=keep_fragment, nfc=nfc))
+                if drop or sort_query:
+                    uri = normalize(_text(value), lvl, keep_fragment=keep_fragment, nfc=nfc)
+                    out.append(written_form(rewrite_query(uri, drop, sort_query), lvl, form))
+                else:
+                    out.append(normalize(_text(value), lvl, form=form,
+                                         keep_fragment=keep_fragment, nfc=nfc))
             except IRIError:
                 out.append(None)
         return pa.array(out, pa.string())
@@ -260,7 +293,8 @@ def _signed(fp: int) -> int:
 
 
 def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
-                 with_rungs: bool, first_wins: bool, with_keys: bool = True) -> Any:
+                 with_rungs: bool, first_wins: bool, with_keys: bool = True,
+                 query: _Query = _Query()) -> Any:
     """The one Python pass of :func:`dedupe` over a partition (an iterator Arrow UDF).
 
     With *first_wins* (the order increases along the partition) a per-partition
@@ -275,7 +309,7 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
     n_rungs = len(RUNG_KEYS)
 
     def run(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
-        d = _deduper(level, keep_fragment, nfc, form, with_rungs)
+        d = _deduper(level, keep_fragment, nfc, form, with_rungs, query)
         decide, add, stats = d.classify, d.add, d.stats
         cand_rungs = [0] * n_rungs
         held: list[list[Any]] | None = None
@@ -492,6 +526,8 @@ def dedupe(
     form: Form = "uri",
     rung_stats: bool = True,
     keys: bool = True,
+    drop_query_params: Iterable[str] = (),
+    sort_query: bool = False,
 ) -> SparkDedupe:
     """Keep the first spelling of each distinct resource of column *col* of *df*.
 
@@ -512,6 +548,8 @@ def dedupe(
     the local CLI.  ``keys=False`` leaves ``iri_key`` null: the canonical key of
     each first spelling is then not moved from the Python workers to the JVM
     (``iri-scrapy dedupe --spark`` writes the lines or ``iri_out``, never the key).
+    *drop_query_params* (name globs) and *sort_query* are the opt-in query
+    heuristics, as in the local CLI (not RFC 3987).
     """
     lvl = Level.coerce(level)
     x = df
@@ -521,7 +559,8 @@ def dedupe(
         ordered_partitions = True if ordered_partitions is None else ordered_partitions
         unique_order = True if unique_order is None else unique_order
     fn = _dedupe_pass(lvl, keep_fragment, nfc, form if canonical else None, rung_stats,
-                      bool(ordered_partitions), keys)
+                      bool(ordered_partitions), keys,
+                      _Query(tuple(drop_query_params), sort_query))
     # The pass's array per row, exploded: duplicates and blank lines leave no row.
     classified = x.select("*", F.explode(_udf(fn, _PASS_SCHEMA).asNondeterministic()(
         F.col(col))).alias(_PASS))

@@ -106,6 +106,7 @@ from scrapy.spiders import CrawlSpider
 
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.hosts import host_to_ascii
+from iri_scrapy.core.query import split_fragment, strip_fragment
 
 if TYPE_CHECKING:
     from scrapy.link import Link
@@ -196,7 +197,7 @@ _C0_SPACE = "".join(map(chr, range(0x21)))  # what w3lib strips around a URL (C0
 
 def _empty_query(url: str) -> bool:
     """True if *url* has a ``?`` with nothing after it but an optional fragment."""
-    head = url.split("#", 1)[0].rstrip(_C0_SPACE)
+    head = strip_fragment(url).rstrip(_C0_SPACE)
     return head.endswith("?") and head.count("?") == 1
 
 
@@ -277,8 +278,8 @@ def idna2008_safe_url_string(
             url = _uts46_host(url)
     out = _W3LIB_SAFE_URL_STRING(url, encoding, path_encoding, quote_path)
     if isinstance(url, str) and "?" in url and "?" not in out and _empty_query(url):
-        head, hash_, fragment = out.partition("#")
-        out = f"{head}?{hash_}{fragment}"
+        head, fragment = split_fragment(out)
+        out = f"{head}?{fragment}"
     return out
 
 

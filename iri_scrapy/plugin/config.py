@@ -11,9 +11,7 @@ meta keys the plugin and the frontier read or write, all of them here.
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import re
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from iri_scrapy.core.ladder import Level
 from iri_scrapy.core.protocol import ProtocolRules
+from iri_scrapy.core.query import rewrite_query
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -248,24 +247,9 @@ class IRIConfig:
         )
 
     def apply_heuristics(self, uri: str) -> str:
-        """Apply the opt-in query heuristics to a canonical URI (not RFC 3987)."""
-        if not self.heuristics:
-            return uri
-        head, hash_, fragment = uri.partition("#")
-        base, q, query = head.partition("?")
-        if not q:
-            return uri
-        params = query.split("&")
-        if self.drop_query_params:
-            pattern = re.compile(
-                "|".join(fnmatch.translate(p) for p in self.drop_query_params)
-            )
-            params = [p for p in params if not pattern.fullmatch(p.split("=", 1)[0])]
-        if self.sort_query:
-            params.sort()
-        new_query = "&".join(params)
-        out = base + ("?" + new_query if params else "")
-        return out + hash_ + fragment
+        """Apply the opt-in query heuristics to a canonical URI (not RFC 3987):
+        :func:`iri_scrapy.core.query.rewrite_query`, as the CLI and Spark do."""
+        return rewrite_query(uri, self.drop_query_params, self.sort_query)
 
 
 _RULES_ATTR = "_iri_scrapy_protocol_rules"

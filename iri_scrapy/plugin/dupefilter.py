@@ -27,6 +27,7 @@ from scrapy.utils.request import RequestFingerprinter
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.explain import explain
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.core.query import strip_fragment
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
     META_KEYED,
@@ -379,7 +380,7 @@ class IRIDupeFilter(BaseDupeFilter):
         written = stamp.spelling
         if other is None or other == written:
             return False
-        if other.split("#", 1)[0] == written.split("#", 1)[0]:
+        if strip_fragment(other) == strip_fragment(written):
             return False  # stock's fingerprint drops the fragment too
         try:
             return _stock_url(other) != _stock_url(written)

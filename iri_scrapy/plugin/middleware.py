@@ -56,6 +56,7 @@ from w3lib.url import safe_url_string
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.hrefs import needs_preprocessing
 from iri_scrapy.core.ladder import retrieval_key
+from iri_scrapy.core.query import split_fragment, strip_fragment
 from iri_scrapy.core.resolve import resolve
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
@@ -145,7 +146,7 @@ class Canonicalizer:
 
     def verbatim_form(self, uri: str) -> str:
         """The URL to set with ``verbatim_url``: *uri*, without fragment unless kept."""
-        return uri if self.config.keep_fragments else uri.split("#", 1)[0]
+        return uri if self.config.keep_fragments else strip_fragment(uri)
 
     def rewrite(self, request: Request, uri: str, *, reissued: bool = False) -> Request:
         """A copy of *request* for *uri*, which ``Request()`` must not alter.
@@ -180,10 +181,10 @@ class Canonicalizer:
             meta[META_UNNORMALIZABLE] = True
             return None
         if self.server_spellings:
-            head, hash_, fragment = uri.partition("#")
+            head, fragment = split_fragment(uri)
             spelling = self.server_spellings.get(head)
             if spelling is not None:
-                uri = spelling + hash_ + fragment
+                uri = spelling + fragment
         if meta.get(META_VERBATIM):  # ours (a bare "?"): keyed on the URL as given
             uri = self.verbatim_form(uri)
         return None if uri == url else uri
@@ -205,7 +206,7 @@ class Canonicalizer:
             return False
         try:
             stamp = self.stamper.stamp_for(request)
-            key = (stamp.wire or retrieval_key(request.url)).split("#", 1)[0]
+            key = strip_fragment(stamp.wire or retrieval_key(request.url))
             if meta.get(META_SERVER_SPELLING) == key:
                 return True  # already passed (a re-scheduled request)
             if key != retrieval_key(redirect_urls[-1]):
@@ -214,7 +215,7 @@ class Canonicalizer:
         except IRIError:
             return False
         meta[META_SERVER_SPELLING] = key
-        spelling = request.url.split("#", 1)[0]
+        spelling = strip_fragment(request.url)
         if spelling != key:
             self.server_spellings[key] = spelling
         self.inc("iri/protocol/server_spelling")

@@ -30,6 +30,7 @@ from iri_scrapy.core.evidence import (
     parse_clean_param,
 )
 from iri_scrapy.core.ladder import Level, normalize, retrieval_key
+from iri_scrapy.core.query import strip_fragment
 from iri_scrapy.core.resolve import resolve
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
@@ -251,7 +252,7 @@ class IRIProtocolMiddleware:
         if request.meta.get(META_DONT_NORMALIZE):
             return False
         try:
-            return target.split("#", 1)[0] == retrieval_key(request.url)
+            return strip_fragment(target) == retrieval_key(request.url)
         except IRIError:
             return False
 
@@ -328,7 +329,7 @@ class IRIProtocolMiddleware:
         except IRIError:
             return
         self._inc("iri/protocol/redirects")
-        pending = [source, target.split("#", 1)[0], response.status]
+        pending = [source, strip_fragment(target), response.status]
         if self._will_redirect(request, response):
             request.meta[META_PENDING] = pending  # copied into the redirected request
         else:

@@ -43,6 +43,7 @@ from weakref import WeakKeyDictionary
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import Level, fast_path, normalize
 from iri_scrapy.core.mapping import iri_to_uri
+from iri_scrapy.core.query import strip_fragment
 from iri_scrapy.plugin.config import (
     META_DONT_NORMALIZE,
     META_ORIGINAL,
@@ -80,7 +81,7 @@ class Stamp(NamedTuple):
     def canonical(self) -> bool:
         """True if the spelling was its own key (fragment aside): no rung changed it."""
         base = self.base
-        return base is None or self.spelling == base or self.spelling.split("#", 1)[0] == base
+        return base is None or self.spelling == base or strip_fragment(self.spelling) == base
 
 
 _STAMPS: WeakKeyDictionary[Any, Stamp] = WeakKeyDictionary()
@@ -154,7 +155,7 @@ class Stamper:
     def key_base(self, spelling: str, wire: str) -> str | None:
         """The key of *spelling* before protocol rules and heuristics, from its *wire* form."""
         if self._fast_key:
-            return wire if self._keep else wire.split("#", 1)[0]
+            return wire if self._keep else strip_fragment(wire)
         source = spelling if self.config.level < Level.SCHEME else wire
         try:
             return normalize(source, self._level, keep_fragment=self._keep, nfc=self.config.nfc)
@@ -202,7 +203,7 @@ class Stamper:
         The same stamp, fewer steps: it runs for every link of every page."""
         base: str | None
         if self._fast_key:
-            base = wire if self._keep or "#" not in wire else wire[: wire.index("#")]
+            base = wire if self._keep else strip_fragment(wire)
         else:
             base = self.key_base(spelling, wire)
         _STAMPS[request] = _new_stamp(Stamp, (wire, spelling, wire, base, False))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from hashlib import blake2b
 from typing import Any
@@ -47,8 +48,11 @@ from iri_scrapy.core.ladder import (
     Rung,
     canonical,
     canonical_and_rungs,
+    render_uri,
 )
 from iri_scrapy.core.parsing import SCHEME_RE, WHITESPACE, preprocess
+from iri_scrapy.core.query import rewrite_query
+from iri_scrapy.core.surt import reorder
 from iri_scrapy.store.fpstore import FingerprintSet
 
 #: Keys of :attr:`DedupeStats.by_rung`, in ladder order.
@@ -124,6 +128,13 @@ def refusal(line: str) -> str | None:
             return f"byte order mark U+FEFF at index {start}: not part of a URL"
         return "no scheme: not an absolute URL"
     return None
+
+
+def written_form(uri: str, level: Level, form: Form) -> str:
+    """The canonical URI *uri* written in *form*: itself, the IRI it maps to
+    (:func:`~iri_scrapy.core.ladder.render_uri`) or its SURT key.  The query
+    heuristics rewrite the URI (the key); the other forms are written from it."""
+    return reorder(uri) if form == "surt" else render_uri(uri, level, form)
 
 
 class Outcome(enum.Enum):
@@ -246,6 +257,12 @@ class Deduper:
     *canonical* is true); for a reject, the error text.  *max_rejects* bounds
     how many rejects are remembered with their line numbers (all are counted).
     A line that is not a URL at all (:func:`refusal`) is a reject too.
+
+    *drop_query_params* (name globs) and *sort_query* are the opt-in query
+    heuristics, not RFC 3987 (:func:`iri_scrapy.core.query.rewrite_query`, as the
+    plugin's ``IRI_DROP_QUERY_PARAMS`` and ``IRI_SORT_QUERY``): applied to each
+    canonical key; a line they changed is counted under the rungs that changed
+    its spelling before them (they are no rung of the ladder).
     """
 
     def __init__(
@@ -259,8 +276,12 @@ class Deduper:
         max_rejects: int = 20,
         rung_stats: bool = True,
         samples: bool = False,
+        drop_query_params: Iterable[str] = (),
+        sort_query: bool = False,
     ) -> None:
         self.level = Level.coerce(level)
+        self.drop_query_params = tuple(drop_query_params)
+        self.sort_query = sort_query
         self.keep_fragment = keep_fragment
         self.nfc = nfc
         self.canonical = canonical
@@ -274,6 +295,11 @@ class Deduper:
         self.stats = DedupeStats()
         #: What ``--report`` shows (with *samples*), else None.
         self.samples: Samples | None = Samples() if samples else None
+
+    @property
+    def heuristics(self) -> bool:
+        """True if an opt-in query heuristic is on."""
+        return self.sort_query or bool(self.drop_query_params)
 
     def classify(self, line: str) -> tuple[Outcome | None, str, tuple[Rung, ...], str]:
         """What the ladder says of one line, before the seen-set; counts nothing.
@@ -295,11 +321,15 @@ class Deduper:
                 key, rungs = canonical_and_rungs(line, self.options)
             else:
                 key = canonical(line, self.options)
+            if self.heuristics:
+                key = rewrite_query(key, self.drop_query_params, self.sort_query)
             out = line
-            if self.canonical and self.form != "uri":
-                out = canonical(line, self.out_options)
-            elif self.canonical:
+            if self.canonical and self.form == "uri":
                 out = key
+            elif self.canonical and self.heuristics:
+                out = written_form(key, self.level, self.form)
+            elif self.canonical:
+                out = canonical(line, self.out_options)
         except IRIError as exc:
             return Outcome.REJECT, str(exc), (), ""
         return None, key, rungs, out

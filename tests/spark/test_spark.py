@@ -212,6 +212,42 @@ def test_dedupe_dataframe_keeps_the_first_by_order_and_every_reject(spark: Any) 
     assert lean.stats() == stats
 
 
+def test_the_query_heuristics_are_the_local_ones(spark: Any, tmp_path: Path, capsys: Any) -> None:
+    """``drop_query_params`` / ``sort_query`` (``--drop-query-param`` / ``--sort-query``):
+    the keys of retrieval_key, classify and dedupe, and dedupe --spark's output, are the
+    local CLI's (one function, :func:`iri_scrapy.core.query.rewrite_query`)."""
+    from iri_scrapy.integrations.spark import classify, dedupe, retrieval_key
+    from iri_scrapy.store.dedupe import Deduper
+
+    values = ["http://a/?id=1&utm_source=x", "http://A/?utm_medium=y&id=1", "http://a/?b&a",
+              "http://a/?a&b#f", "http://xn--bcher-kva.de/?z=%C3%A9&utm_q&a", "x"]
+    drop = ("utm_*",)
+    df = spark.createDataFrame(list(enumerate(values)), "n long, u string")
+    rows = df.select("n", retrieval_key("u", drop_query_params=drop, sort_query=True).alias("k"),
+                     retrieval_key("u", form="iri", drop_query_params=drop,
+                                   sort_query=True).alias("i"),
+                     classify("u", drop_query_params=drop, sort_query=True)["key"].alias("c")
+                     ).orderBy("n").collect()
+    local = Deduper(drop_query_params=drop, sort_query=True)
+    keys = [local.classify(v)[1] if local.classify(v)[0] is None else None for v in values]
+    assert [r["k"] for r in rows][:5] == [r["c"] for r in rows][:5] == keys[:5]
+    assert keys[5] is None and rows[5]["c"] is None  # "x": refused by classify (no scheme)
+    assert keys[:4] == ["http://a/?id=1", "http://a/?id=1", "http://a/?a&b", "http://a/?a&b"]
+    assert rows[4]["i"] == "http://bücher.de/?a&z=é"
+    job = dedupe(df, "u", order_by="n", drop_query_params=drop, sort_query=True)
+    assert sorted(r["n"] for r in job.unique.collect()) == [0, 2, 4]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(values) + "\n", encoding="utf-8")
+    outs = []
+    for extra in ([], ["--spark", "local[2]"]):
+        out = tmp_path / f"out{len(extra)}.txt"
+        status, _ = _run(["dedupe", str(src), "-q", "--canonical", "--drop-query-param",
+                          "utm_*", "--sort-query", "-o", str(out), *extra], capsys)
+        assert status == 1  # "x" is refused
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] == b"http://a/?id=1\nhttp://a/?a&b\nhttp://xn--bcher-kva.de/?a&z=%C3%A9\n"
+
+
 def test_the_core_does_not_import_pyspark() -> None:
     code = ("import sys, iri_scrapy, iri_scrapy.cli.main, iri_scrapy.store.dedupe, iri_scrapy.core.surt; "
             "iri_scrapy.cli.main.build_parser(); "
