@@ -28,7 +28,6 @@ import re
 from collections.abc import Container, Iterable
 from functools import lru_cache
 
-
 # --------------------------------------------------------------------------- fragment (3.5)
 
 
