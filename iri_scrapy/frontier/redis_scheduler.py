@@ -95,7 +95,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: 2: the crawl's clock (``<base>:clock``) replaced the per-worker write counts.
+#: The layout of the crawl's keys (docs/redis-fleet.md), part of every key's name.
 FORMAT_VERSION = 2
 #: ``%(project)s`` is ``BOT_NAME``: two projects with one spider name never share a queue.
 DEFAULT_KEY = "iri:{%(project)s:%(spider)s}:sched"
@@ -116,10 +116,10 @@ _MAX_PRIORITY = 1 << 40
 # A lease is the member "<worker> <score> <queue member>" of the leases ZSET (score: the
 # deadline): it says who holds it and how to put it back, with no other key to update.
 # Every redis.call in a script costs about 2.5 us of server time: the scripts make few.
-# The crawl's clock (KEYS' last, <base>:clock) goes up by one in every script that
-# changes the queue, which returns it (its reply's last element): a Redis whose clock
-# is behind what a worker has seen went back in time (docs/redis.md, "What the crawl
-# checks").
+# The crawl's clock (<base>:clock) goes up by one at every enqueue and heartbeat, inside
+# their scripts, which return it: a Redis whose clock is behind what a worker has seen
+# went back in time (docs/redis.md, "What the crawl checks").  Leases and acks leave it
+# alone: undone, they make duplicates only, and they run once per request.
 
 # KEYS: ready, bodies, intents, clock
 # ARGV: queue member, id, score, body, intent field or "" -> clock
@@ -130,30 +130,28 @@ redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
 return redis.call('INCR', KEYS[4])
 """
 
-# KEYS: ready, leases, bodies, clock; ARGV: worker, lease ms
-# -> {lease or "", body or "", queue entries popped without a body (evicted, deleted), clock}
+# KEYS: ready, leases, bodies; ARGV: worker, lease ms
+# -> {lease or "", body or "", queue entries popped without a body (evicted, deleted)}
 LEASE_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local clock = redis.call('INCR', KEYS[4])
 local missing = 0
 for _ = 1, 100 do
   local popped = redis.call('ZPOPMIN', KEYS[1])
-  if #popped == 0 then return {'', '', missing, clock} end
+  if #popped == 0 then return {'', '', missing} end
   local member = popped[1]
   local body = redis.call('HGET', KEYS[3], string.sub(member, 18))
   if body then
     local lease = ARGV[1] .. ' ' .. popped[2] .. ' ' .. member
     redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), lease)
-    return {lease, body, missing, clock}
+    return {lease, body, missing}
   end
   missing = missing + 1
 end
-return {'', '', missing, clock}
+return {'', '', missing}
 """
 
-# KEYS: ready, leases, bodies, intents, clock; ARGV: intent field to clear or "", leases...
-# -> {bodies deleted, clock}
+# KEYS: ready, leases, bodies, intents; ARGV: intent field to clear or "", leases...
 ACK_SCRIPT = """
 if ARGV[1] ~= '' then redis.call('HDEL', KEYS[4], ARGV[1]) end
 local n = 0
@@ -166,7 +164,7 @@ for i = 2, #ARGV do
     n = n + redis.call('HDEL', KEYS[3], string.sub(member, 18))
   end
 end
-return {n, redis.call('INCR', KEYS[5])}
+return n
 """
 
 # KEYS: ready, leases, bodies, workers, intents, epoch, clock
@@ -1027,11 +1025,9 @@ class RedisIRIScheduler(BaseScheduler):
             self.max_inflight = 0
         for _ in range(100):
             try:
-                reply = self._run("lease", self._key_list("ready", "leases", "bodies", "clock"),
+                reply = self._run("lease", self._key_list("ready", "leases", "bodies"),
                                   [self.worker, self.lease_ms])
             except IRIRedisError:
-                return None
-            if not self._clock_ok(int(reply[3]), "when leasing"):
                 return None
             if int(reply[2]):  # queue entries whose request is gone: never silent
                 self._frontier_lost(
@@ -1083,13 +1079,10 @@ class RedisIRIScheduler(BaseScheduler):
             return
         intent = self.worker if self._intent_stale else ""
         try:
-            _deleted, clock = self._run(
-                "ack", self._key_list("ready", "leases", "bodies", "intents", "clock"),
-                [intent, *members])
+            self._run("ack", self._key_list("ready", "leases", "bodies", "intents"),
+                      [intent, *members])
         except IRIRedisError:
             return  # the lease expires: fetched again, not lost
-        if not self._clock_ok(int(clock), "when acknowledging"):
-            return
         self._intent_stale = False
         self._inc("acked", len(members))
 

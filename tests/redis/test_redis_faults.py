@@ -86,8 +86,7 @@ def test_flushed_redis_stops_the_crawl_loudly(redis_server: RedisServer,
     redis_server.flushall()  # what a restart without persistence does
     with caplog.at_level(logging.ERROR, logger="iri_scrapy"):
         worker.heartbeat()
-    # found at the heartbeat's first call (its ack of the answered lease): the clock gone
-    assert worker.lost is not None and "clock" in worker.lost and "is gone" in worker.lost
+    assert worker.lost is not None and "epoch marker" in worker.lost
     assert not worker.connected and worker.next_request() is None
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, [r.getMessage() for r in errors]
@@ -146,10 +145,11 @@ def test_queue_gone_found_at_the_heartbeat(redis_server: RedisServer) -> None:
     worker.close(REASON_FRONTIER_LOST)
 
 
-@pytest.mark.parametrize("call", ["enqueue", "lease", "ack", "heartbeat", "verify"])
-def test_redis_back_in_time_found_by_any_call(redis_server: RedisServer, call: str) -> None:
+@pytest.mark.parametrize("call", ["enqueue", "heartbeat", "verify"])
+def test_redis_back_in_time_found_by_the_clock(redis_server: RedisServer, call: str) -> None:
     """The crawl's clock behind what the worker has seen (Redis back on older data),
-    found by whichever call comes first: each of them reads the clock."""
+    found by whichever of an enqueue, a heartbeat or a check after an outage comes
+    first (a lease and an ack do not read the clock)."""
     _, worker = open_worker(redis_server.url)
     for i in range(3):
         worker.enqueue_request(Request(f"http://e.com/{i}"))
@@ -160,13 +160,10 @@ def test_redis_back_in_time_found_by_any_call(redis_server: RedisServer, call: s
     client = redis_server.client()
     seen = int(client.get(worker.redis_keys["clock"]))
     client.set(worker.redis_keys["clock"], seen - 3)
+    worker.answered(got)  # an ack, which does not read the clock
+    assert worker.next_request() is not None and worker.lost is None  # nor does a lease
     if call == "enqueue":
         worker.enqueue_request(Request("http://e.com/new"))
-    elif call == "lease":
-        assert worker.next_request() is None
-    elif call == "ack":
-        worker.answered(got)
-        worker.ledger.sweep()
     elif call == "heartbeat":
         worker.heartbeat()
     else:
@@ -176,20 +173,22 @@ def test_redis_back_in_time_found_by_any_call(redis_server: RedisServer, call: s
     worker.close(REASON_FRONTIER_LOST)
 
 
-@pytest.mark.parametrize("before", ["left", "stays idle"])
+@pytest.mark.parametrize("first_since", ["left", "idle", "heartbeat"])
 def test_restored_from_a_snapshot_older_than_every_live_worker(
         redis_server: RedisServer, tmp_path: Path, caplog: pytest.LogCaptureFixture,
-        before: str) -> None:
-    """redis-server restarted from an RDB snapshot taken before the worker joined (the
-    one worker there then has left, or stays idle, seeing nothing written since): the
-    worker finds Redis back in time at its next heartbeat and stops (iri_frontier_lost,
-    one ERROR line), the other stops at its next heartbeat, and a new run is refused.
-    Nothing of the worker that joined was in the snapshot."""
+        first_since: str) -> None:
+    """redis-server restarted from an RDB snapshot taken before the second worker joined;
+    the worker there at the snapshot has left since, stayed idle (it raised the clock no
+    more), or made a heartbeat.  The first heartbeat after the restart of a worker that
+    raised the clock since the snapshot finds Redis back in time and stops the crawl
+    (iri_frontier_lost, one ERROR line); the other worker stops at its next heartbeat
+    (the marker) and a new run is refused.  Nothing of the second worker was in the
+    snapshot to compare with."""
     crawler0, first = open_worker(redis_server.url)
     for i in range(3):
         first.enqueue_request(Request(f"http://e.com/{i}"))
     snapshot = redis_server.snapshot(tmp_path / "old.rdb")
-    if before == "left":
+    if first_since == "left":
         first.close("shutdown")
     crawler, worker = open_worker(redis_server.url)  # joins after the snapshot
     for i in range(3, 8):
@@ -198,26 +197,29 @@ def test_restored_from_a_snapshot_older_than_every_live_worker(
     for request in got[:4]:
         worker.answered(request)
     worker.heartbeat()
-    assert worker.lost is None
+    if first_since == "heartbeat":
+        first.heartbeat()
+    assert worker.lost is None and first.lost is None
     redis_server.restart_from(snapshot)
+    finder, other = (first, worker) if first_since == "heartbeat" else (worker, first)
     with caplog.at_level(logging.ERROR, logger="iri_scrapy"):
-        if before == "stays idle":  # it has seen nothing newer than the snapshot
-            first.heartbeat()
+        if first_since == "idle":
+            first.heartbeat()  # nothing it saw was undone: it cannot tell
             assert first.lost is None
-        worker.heartbeat()
-        assert worker.lost is not None and "back in time" in worker.lost, worker.lost
-        if before == "stays idle":
-            first.heartbeat()
-            assert first.lost is not None and "another worker found it lost" in first.lost
+        finder.heartbeat()
+        assert finder.lost is not None and "went back in time" in finder.lost, finder.lost
+        if first_since != "left":
+            other.heartbeat()
+            assert other.lost is not None and "another worker found it lost" in other.lost
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert len(errors) == (1 if before == "left" else 2), [r.getMessage() for r in errors]
+    assert len(errors) == (1 if first_since == "left" else 2), [r.getMessage() for r in errors]
     assert all(REASON_FRONTIER_LOST in r.getMessage() for r in errors)
-    for c in (crawler, crawler0) if before == "stays idle" else (crawler,):
+    for c in (crawler,) if first_since == "left" else (crawler, crawler0):
         with pytest.raises(CloseSpider) as raised:
             raise idle(c)  # type: ignore[misc]
         assert raised.value.reason == REASON_FRONTIER_LOST
     worker.close(REASON_FRONTIER_LOST)
-    if before == "stays idle":
+    if first_since != "left":
         first.close(REASON_FRONTIER_LOST)
     _assert_refused(redis_server)
 
