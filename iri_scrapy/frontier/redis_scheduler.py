@@ -7,7 +7,8 @@ to one worker (``IRI_REDIS_LEASE_SECONDS``) and removed only when it is answered
 as for :class:`~iri_scrapy.frontier.jobdir.IRIFrontierScheduler`.  A dead
 worker's leases go back to the queue, a request being deduplicated is first
 written as the worker's *intent*, each change is one Lua script, and a Redis
-that lost or evicted the crawl's keys stops the crawl (``iri_frontier_lost``)
+that lost or evicted the crawl's keys, or went back to older data (the crawl's
+clock behind what a worker saw), stops the crawl (``iri_frontier_lost``)
 instead of losing pages silently.  At ``IRI_LEVEL = "protocol"`` the rules the
 fleet learned and the requests they skipped are kept beside the queue
 (:mod:`.redis_protocol`).
@@ -79,7 +80,8 @@ __all__ = ["RedisSchedulerSpiderMiddleware"]
 
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+#: The layout of the crawl's keys (docs/redis-fleet.md), part of every key's name.
+FORMAT_VERSION = 2
 #: ``%(project)s`` is ``BOT_NAME``: two projects with one spider name never share a queue.
 DEFAULT_KEY = "iri:{%(project)s:%(spider)s}:sched"
 DEFAULT_LEASE_SECONDS = 30.0
@@ -99,16 +101,18 @@ _MAX_PRIORITY = 1 << 40
 # A lease is the member "<worker> <score> <queue member>" of the leases ZSET (score: the
 # deadline): it says who holds it and how to put it back, with no other key to update.
 # Every redis.call in a script costs about 2.5 us of server time: the scripts make few.
+# The crawl's clock (<base>:clock) goes up by one at every enqueue and heartbeat, inside
+# their scripts, which return it: a Redis whose clock is behind what a worker has seen
+# went back in time (docs/redis.md, "What the crawl checks").  Leases and acks leave it
+# alone: undone, they make duplicates only, and they run once per request.
 
-# KEYS: ready, bodies, intents, writes
-# ARGV: queue member, id, score, body, intent field or "", worker
-# (writes: worker -> requests it enqueued, compared with its own count at each heartbeat)
+# KEYS: ready, bodies, intents, clock
+# ARGV: queue member, id, score, body, intent field or "" -> clock
 ENQUEUE_SCRIPT = """
 if ARGV[5] ~= '' then redis.call('HDEL', KEYS[3], ARGV[5]) end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[4])
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-redis.call('HINCRBY', KEYS[4], ARGV[6], 1)
-return 1
+return redis.call('INCR', KEYS[4])
 """
 
 # KEYS: ready, leases, bodies; ARGV: worker, lease ms
@@ -148,32 +152,26 @@ end
 return n
 """
 
-# KEYS: ready, leases, bodies, workers, intents, epoch, writes
-# ARGV: worker, lease ms, alive (1: heartbeat, 0: leaving), the requests this worker
-#       enqueued, 1: restore that count if the worker was reaped as dead, leases held...
-# -> {requeued, recovered intents, ready, leased, epoch, bodies, this worker's writes}
+# KEYS: ready, leases, bodies, workers, intents, epoch, clock
+# ARGV: worker, lease ms, alive (1: heartbeat, 0: leaving), leases held...
+# -> {requeued, recovered intents, ready, leased, epoch, bodies, clock}
 TICK_SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local me = ARGV[1]
 local deadline = now + tonumber(ARGV[2])
 if ARGV[3] == '1' then
-  if ARGV[5] == '1' and redis.call('ZSCORE', KEYS[4], me) == false then
-    -- reaped as dead while it stalled (or first tick): its count of writes went with it
-    redis.call('HSET', KEYS[7], me, ARGV[4])
-  end
   redis.call('ZADD', KEYS[4], deadline, me)
-  for i = 6, #ARGV do
+  for i = 4, #ARGV do
     redis.call('ZADD', KEYS[2], 'XX', deadline, ARGV[i])
   end
 else
   -- leaving: put the given leases back at once, forget the worker and its intent
-  for i = 6, #ARGV do
+  for i = 4, #ARGV do
     redis.call('ZADD', KEYS[2], 'XX', 0, ARGV[i])
   end
   redis.call('ZREM', KEYS[4], me)
   redis.call('HDEL', KEYS[5], me)
-  redis.call('HDEL', KEYS[7], me)
 end
 local requeued = 0
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
@@ -191,7 +189,6 @@ if ARGV[3] == '1' then
   local isdead = {}
   for _, w in ipairs(dead) do
     redis.call('ZREM', KEYS[4], w)
-    redis.call('HDEL', KEYS[7], w)
     isdead[w] = true
   end
   local fields = redis.call('HKEYS', KEYS[5])
@@ -209,7 +206,7 @@ if ARGV[3] == '1' then
 end
 return {requeued, recovered, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),
         redis.call('GET', KEYS[6]) or '', redis.call('HLEN', KEYS[3]),
-        redis.call('HGET', KEYS[7], me) or 0}
+        redis.call('INCR', KEYS[7])}
 """
 
 # KEYS: epoch, ready, bodies, leases, intents; ARGV: new marker, seen-set exists (1/0)
@@ -225,16 +222,12 @@ redis.call('SET', KEYS[1], ARGV[1])
 return {1, ARGV[1]}
 """
 
-# KEYS: epoch, writes, bodies, ready, leases, workers; ARGV: worker
-# -> {epoch, this worker's writes (-1: not registered, reaped as dead meanwhile: unknown
-#     until its next heartbeat), bodies, ready, leased}
+# KEYS: epoch, bodies, ready, leases, clock -> {epoch, bodies, ready, leased, clock}
+# (the clock as it is: reading changes nothing)
 CHECK_SCRIPT = """
-local writes = -1
-if redis.call('ZSCORE', KEYS[6], ARGV[1]) then
-  writes = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or 0)
-end
-return {redis.call('GET', KEYS[1]) or '', writes,
-        redis.call('HLEN', KEYS[3]), redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5])}
+return {redis.call('GET', KEYS[1]) or '', redis.call('HLEN', KEYS[2]),
+        redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4]),
+        tonumber(redis.call('GET', KEYS[5]) or 0)}
 """
 
 # KEYS: epoch; ARGV: this crawl's marker, the lost marker.  The marker is replaced only
@@ -363,8 +356,8 @@ class RedisIRIScheduler(BaseScheduler):
         self.epoch = ""
         #: Why the crawl's frontier is known to be lost (module doc, *Loss*), or None.
         self.lost: str | None = None
-        #: Requests this worker enqueued (Redis counts them too: ``<base>:writes``).
-        self._writes = 0
+        #: The highest value of the crawl's clock (``<base>:clock``) this worker has seen.
+        self._clock = 0
         self._checking = False
         self._give_up_reason = REASON_REDIS_UNAVAILABLE
         #: At level protocol: the learned rules' keys (see :mod:`.redis_protocol`).
@@ -418,7 +411,7 @@ class RedisIRIScheduler(BaseScheduler):
             self.base += f":c{CANONICALIZATION_VERSION}:{df.tag_hash()}"
         self._keys = {name: f"{self.base}:{name}" for name in (
             "meta", "ready", "bodies", "leases", "workers", "intents", "refused", "epoch",
-            "writes", "rules", "skipped")}
+            "clock", "rules", "skipped")}
 
     def _key_list(self, *names: str) -> list[str]:
         return [self._keys[name] for name in names]
@@ -490,19 +483,17 @@ class RedisIRIScheduler(BaseScheduler):
             return self.lost is None
         self._checking = True
         try:
-            epoch, writes, bodies, ready, leased = self._run(
-                "check", self._key_list("epoch", "writes", "bodies", "ready", "leases",
-                                        "workers"),
-                [self.worker])
+            epoch, bodies, ready, leased, clock = self._run(
+                "check", self._key_list("epoch", "bodies", "ready", "leases", "clock"), [])
         except IRIRedisError:
             return self.lost is None
         finally:
             self._checking = False
-        return self._check(when, _text(epoch), int(writes), int(bodies), int(ready),
-                           int(leased))
+        return self._check(when, _text(epoch), int(bodies), int(ready), int(leased),
+                           int(clock), advanced=False)
 
-    def _check(self, when: str, epoch: str, writes: int, bodies: int, ready: int,
-               leased: int) -> bool:
+    def _check(self, when: str, epoch: str, bodies: int, ready: int, leased: int,
+               clock: int, *, advanced: bool) -> bool:
         if epoch != self.epoch:
             if not epoch:
                 what = f"its epoch marker {self._keys['epoch']} is gone"
@@ -512,17 +503,36 @@ class RedisIRIScheduler(BaseScheduler):
                 what = f"its epoch marker {self._keys['epoch']} was replaced ({epoch!r})"
             self._frontier_lost(f"{what} ({when})")
             return False
-        if 0 <= writes < self._writes:
-            self._frontier_lost(
-                f"Redis holds {writes} of the {self._writes} requests this worker enqueued "
-                f"({when}): it went back to older data (a restart from an old snapshot, a "
-                "failover) or the keys were changed")
+        if not self._clock_ok(clock, when, advanced=advanced):
             return False
         if bodies > ready + leased:
             self._frontier_lost(
                 f"{bodies - ready - leased} of the {bodies} stored requests are neither "
                 f"queued nor leased ({when}): queue entries were evicted or deleted")
             return False
+        return True
+
+    def _clock_ok(self, clock: int, when: str, *, advanced: bool = True) -> bool:
+        """*clock*: the crawl's clock as a script left it (*advanced*: the script added
+        one).  Redis had it at least as high as any value this worker saw before, unless
+        Redis went back in time: then False, and the crawl closing (docs/redis.md).
+
+        Only the clock a script advanced is remembered: a read (:meth:`verify`, after an
+        outage) can come after the write whose reply is checked next."""
+        before = clock - 1 if advanced else clock
+        if before < self._clock:
+            key = self._keys["clock"]
+            self._frontier_lost(
+                f"the crawl's clock {key} is gone ({when}): Redis came back empty (a "
+                "restart without persistence), was flushed, or the crawl's keys were deleted"
+                if before == 0 else
+                f"Redis went back in time: the crawl's clock {key} was at {before}, this "
+                f"worker had seen it at {self._clock} ({when}): Redis came back on older data "
+                "(a restart or restore from an older snapshot, a failover to a replica that "
+                "lagged) or the crawl's keys were changed")
+            return False
+        if advanced:
+            self._clock = clock
         return True
 
     def _frontier_lost(self, what: str) -> None:
@@ -813,9 +823,8 @@ class RedisIRIScheduler(BaseScheduler):
             try:  # deregister, so that IRI_REDIS_FLUSH_ON_START is not held up by us
                 self._scripts["tick"](
                     keys=self._key_list("ready", "leases", "bodies", "workers", "intents",
-                                        "epoch", "writes"),
-                    args=[self.worker, self.lease_ms, "0", self._writes, "1"],
-                    client=self._client)
+                                        "epoch", "clock"),
+                    args=[self.worker, self.lease_ms, "0"], client=self._client)
             except Exception:  # noqa: BLE001 - it expires by itself
                 logger.debug("RedisIRIScheduler: could not deregister", exc_info=True)
         if self._memory:
@@ -934,9 +943,10 @@ class RedisIRIScheduler(BaseScheduler):
         member = f"{self._seq:016d}|{rid}"
         score = -max(-_MAX_PRIORITY, min(_MAX_PRIORITY, int(priority)))
         # the same member and id if retried after a lost reply: idempotent
-        self._run("enqueue", self._key_list("ready", "bodies", "intents", "writes"),
-                  [member, rid, score, data, intent, self.worker])
-        self._writes += 1
+        clock = self._run("enqueue", self._key_list("ready", "bodies", "intents", "clock"),
+                          [member, rid, score, data, intent])
+        if not self._clock_ok(int(clock), "when enqueuing"):
+            raise IRIRedisError(f"the frontier is lost: {self.lost}")
         self._inc("enqueued")
         if self.stats is not None:
             self.stats.inc_value("scheduler/enqueued/redis")
@@ -1071,19 +1081,16 @@ class RedisIRIScheduler(BaseScheduler):
     def _tick_once(self, alive: bool = True,
                    members: list[str] | None = None) -> tuple[int, list[Any], int, int]:
         held = self.ledger.keys() if members is None else members
-        # "1": a worker not registered (reaped as dead while it stalled longer than its
-        # lease) gets its count of writes back (the epoch marker tells a Redis that
-        # came back empty)
         reply = self._run(
             "tick", self._key_list("ready", "leases", "bodies", "workers", "intents", "epoch",
-                                   "writes"),
-            [self.worker, self.lease_ms, "1" if alive else "0", self._writes, "1", *held],
+                                   "clock"),
+            [self.worker, self.lease_ms, "1" if alive else "0", *held],
         )
         requeued, recovered, ready, leased = int(reply[0]), list(reply[1]), int(reply[2]), \
             int(reply[3])
         if alive and self.epoch and not self._check(
-                "at a heartbeat", _text(reply[4]), int(reply[6]),
-                int(reply[5]), ready, leased):
+                "at a heartbeat", _text(reply[4]), int(reply[5]), ready, leased,
+                int(reply[6]), advanced=True):
             raise IRIRedisError(f"the frontier is lost: {self.lost}")
         if requeued:
             self._inc("requeued_expired", requeued)
@@ -1171,7 +1178,7 @@ class RedisIRIScheduler(BaseScheduler):
     def redis_keys(self) -> dict[str, str]:
         """The Redis keys of this crawl's queue by name (``meta``, ``ready``,
         ``bodies``, ``leases``, ``workers``, ``intents``, ``refused``, ``epoch``,
-        ``writes``; ``rules`` and ``skipped`` at level protocol: docs/redis-fleet.md,
+        ``clock``; ``rules`` and ``skipped`` at level protocol: docs/redis-fleet.md,
         *Keys*); empty before :meth:`open`."""
         return dict(self._keys)
 

@@ -20,6 +20,8 @@ bounded by progress (:mod:`tests.support.watch`).
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,22 +145,100 @@ def test_queue_gone_found_at_the_heartbeat(redis_server: RedisServer) -> None:
     worker.close(REASON_FRONTIER_LOST)
 
 
-def test_redis_back_in_time_found_by_the_count_of_writes(redis_server: RedisServer) -> None:
-    """Redis restored from an older snapshot: fewer of this worker's writes than it sent."""
+@pytest.mark.parametrize("call", ["enqueue", "heartbeat", "verify"])
+def test_redis_back_in_time_found_by_the_clock(redis_server: RedisServer, call: str) -> None:
+    """The crawl's clock behind what the worker has seen (Redis back on older data),
+    found by whichever of an enqueue, a heartbeat or a check after an outage comes
+    first (a lease and an ack do not read the clock)."""
     _, worker = open_worker(redis_server.url)
     for i in range(3):
         worker.enqueue_request(Request(f"http://e.com/{i}"))
+    got = worker.next_request()
+    assert got is not None
     worker.heartbeat()
     assert worker.lost is None
-    redis_server.client().hset(worker.redis_keys["writes"], worker.worker, 1)
-    assert not worker.verify("in the test")
-    assert worker.lost is not None and "older data" in worker.lost
+    client = redis_server.client()
+    seen = int(client.get(worker.redis_keys["clock"]))
+    client.set(worker.redis_keys["clock"], seen - 3)
+    worker.answered(got)  # an ack, which does not read the clock
+    assert worker.next_request() is not None and worker.lost is None  # nor does a lease
+    if call == "enqueue":
+        worker.enqueue_request(Request("http://e.com/new"))
+    elif call == "heartbeat":
+        worker.heartbeat()
+    else:
+        assert not worker.verify("in the test")
+    assert worker.lost is not None and "went back in time" in worker.lost, worker.lost
+    assert f"was at {seen - 3}, this worker had seen it at {seen}" in worker.lost
     worker.close(REASON_FRONTIER_LOST)
 
 
+@pytest.mark.parametrize("first_since", ["left", "idle", "heartbeat"])
+def test_restored_from_a_snapshot_older_than_every_live_worker(
+        redis_server: RedisServer, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        first_since: str) -> None:
+    """redis-server restarted from an RDB snapshot taken before the second worker joined;
+    the worker there at the snapshot has left since, stayed idle (it raised the clock no
+    more), or made a heartbeat.  The first heartbeat after the restart of a worker that
+    raised the clock since the snapshot finds Redis back in time and stops the crawl
+    (iri_frontier_lost, one ERROR line); the other worker stops at its next heartbeat
+    (the marker) and a new run is refused.  Nothing of the second worker was in the
+    snapshot to compare with."""
+    crawler0, first = open_worker(redis_server.url)
+    for i in range(3):
+        first.enqueue_request(Request(f"http://e.com/{i}"))
+    snapshot = redis_server.snapshot(tmp_path / "old.rdb")
+    if first_since == "left":
+        first.close("shutdown")
+    crawler, worker = open_worker(redis_server.url)  # joins after the snapshot
+    for i in range(3, 8):
+        worker.enqueue_request(Request(f"http://e.com/{i}"))
+    got = drain(worker)
+    for request in got[:4]:
+        worker.answered(request)
+    worker.heartbeat()
+    if first_since == "heartbeat":
+        first.heartbeat()
+    assert worker.lost is None and first.lost is None
+    redis_server.restart_from(snapshot)
+    finder, other = (first, worker) if first_since == "heartbeat" else (worker, first)
+    with caplog.at_level(logging.ERROR, logger="iri_scrapy"):
+        if first_since == "idle":
+            first.heartbeat()  # nothing it saw was undone: it cannot tell
+            assert first.lost is None
+        finder.heartbeat()
+        assert finder.lost is not None and "went back in time" in finder.lost, finder.lost
+        if first_since != "left":
+            other.heartbeat()
+            assert other.lost is not None and "another worker found it lost" in other.lost
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == (1 if first_since == "left" else 2), [r.getMessage() for r in errors]
+    assert all(REASON_FRONTIER_LOST in r.getMessage() for r in errors)
+    for c in (crawler,) if first_since == "left" else (crawler, crawler0):
+        with pytest.raises(CloseSpider) as raised:
+            raise idle(c)  # type: ignore[misc]
+        assert raised.value.reason == REASON_FRONTIER_LOST
+    worker.close(REASON_FRONTIER_LOST)
+    if first_since != "left":
+        first.close(REASON_FRONTIER_LOST)
+    _assert_refused(redis_server)
+
+
+def _assert_refused(redis_server: RedisServer) -> None:
+    """A new run on the crawl's keys is refused (the marker says lost)."""
+    if CLOSESPIDER_AT_OPEN:
+        _, refused = open_worker(redis_server.url)
+        assert not refused.connected
+    else:  # Scrapy 2.17: a start refusal is raised (iri_scrapy.plugin.refusal)
+        from iri_scrapy.frontier.redis_scheduler import FrontierLost
+
+        with pytest.raises(FrontierLost):
+            open_worker(redis_server.url)
+
+
 def test_worker_reaped_after_a_stall_is_not_found_lost(redis_server: RedisServer) -> None:
-    """A worker that stalled past its lease is reaped by another (its count of writes goes
-    with it): not a loss; its next heartbeat registers it again with its count."""
+    """A worker that stalled past its lease is reaped by another: not a loss (the clock
+    went on meanwhile); its next heartbeat registers it again."""
     _, stalled = open_worker(redis_server.url)
     _, other = open_worker(redis_server.url)
     for i in range(3):
@@ -167,10 +247,10 @@ def test_worker_reaped_after_a_stall_is_not_found_lost(redis_server: RedisServer
     keys = stalled.redis_keys
     client.zadd(keys["workers"], {stalled.worker: 0})  # its liveness expired
     other.heartbeat()  # reaps it
-    assert client.hget(keys["writes"], stalled.worker) is None
+    assert client.zscore(keys["workers"], stalled.worker) is None
     assert stalled.verify("after the stall")
     stalled.heartbeat()
-    assert int(client.hget(keys["writes"], stalled.worker)) == 3
+    assert client.zscore(keys["workers"], stalled.worker) is not None
     assert stalled.verify("after its heartbeat")
     assert stalled.lost is None and other.lost is None
     stalled.close("finished")
@@ -270,8 +350,8 @@ def test_oom_keeps_the_parent_leased(redis_server: RedisServer,
 def test_default_keys_name_the_project(redis_server: RedisServer) -> None:
     _, a = open_worker(redis_server.url, BOT_NAME="alpha")
     _, b = open_worker(redis_server.url, BOT_NAME="beta")
-    assert a.base.startswith("iri:{alpha:fleet-unit}:sched:v1:")
-    assert b.base.startswith("iri:{beta:fleet-unit}:sched:v1:")
+    assert a.base.startswith("iri:{alpha:fleet-unit}:sched:v2:")
+    assert b.base.startswith("iri:{beta:fleet-unit}:sched:v2:")
     assert a.df.base_key.startswith("alpha:fleet-unit:iri-dupefilter:")  # type: ignore[attr-defined]
     a.enqueue_request(Request("http://e.com/same"))
     assert b.enqueue_request(Request("http://e.com/same"))  # not a duplicate there
@@ -345,6 +425,44 @@ def test_redis_restarted_empty_mid_crawl(site: SlowSiteServer, redis_server: Red
 
 
 @pytest.mark.slow
+def test_redis_restored_from_an_older_snapshot_mid_crawl(
+        site: SlowSiteServer, redis_server: RedisServer, tmp_path: Path) -> None:
+    """redis-server restarted from an RDB snapshot taken before the live worker joined
+    (the worker running then was killed since): the live worker stops with
+    iri_frontier_lost, exit status 1, one ERROR line; the next run is refused."""
+    srv = site
+    srv.reset()
+    project = fleet_project(tmp_path, srv, redis_server.url)
+    first = start_worker(project, "A")
+    held = _held_at(srv, project, "A", first, 40)
+    try:
+        snapshot = redis_server.snapshot(tmp_path / "old.rdb")
+        os.kill(first.pid, signal.SIGKILL)  # the only worker the snapshot knows
+        first.wait()
+    finally:
+        held.__exit__(None, None, None)
+    worker = start_worker(project, "B")  # joins after the snapshot
+    held = _held_at(srv, project, "B", worker, len(srv.hits.hits) + 60)
+    try:
+        redis_server.restart_from(snapshot)
+    finally:
+        held.__exit__(None, None, None)
+    code = _finish(srv, project, "B", worker)
+    log = log_of(project, "B")
+    assert code == 1, log[-3000:]
+    assert f"'finish_reason': '{REASON_FRONTIER_LOST}'" in log
+    errors = _errors(log)
+    assert len(errors) == 1, errors
+    assert "went back in time" in errors[0] and "IRI_REDIS_FLUSH_ON_START" in errors[0]
+    twice = sum(1 for n in srv.hits.counts().values() if n > 1)
+    print(f"restored snapshot: stopped after {len(srv.hits.hits)} hits of "
+          f"{len(srv.site.keys)}, {twice} pages fetched twice")
+    again = start_worker(project, "C")  # refused: the marker says lost
+    assert _finish(srv, project, "C", again) == 1
+    assert len(_errors(log_of(project, "C"))) == 1
+
+
+@pytest.mark.slow
 def test_deleted_queue_entries_stop_the_crawl(site: SlowSiteServer, redis_server: RedisServer,
                                               tmp_path: Path) -> None:
     """Request bodies deleted from under queue entries mid-crawl (as an eviction would):
@@ -356,8 +474,8 @@ def test_deleted_queue_entries_stop_the_crawl(site: SlowSiteServer, redis_server
     held = _held_at(srv, project, "A", worker, 40)
     try:
         client = redis_server.client()
-        (bodies,) = client.keys("iri:{fproj:frontier}:sched:v1:*:bodies")
-        (ready,) = client.keys("iri:{fproj:frontier}:sched:v1:*:ready")
+        (bodies,) = client.keys("iri:{fproj:frontier}:sched:v2:*:bodies")
+        (ready,) = client.keys("iri:{fproj:frontier}:sched:v2:*:ready")
         queued = client.zrange(ready, 0, 4)
         assert queued
         client.hdel(bodies, *[member.decode()[17:] for member in queued])

@@ -141,7 +141,7 @@ def kill_mid_crawl(srv: SlowSiteServer, project: Path, workers: Workers, victim:
 
 def queue_state(redis: RedisServer) -> dict[str, int]:
     client = redis.client()
-    metas = client.keys("iri:{fproj:frontier}:sched:v1:*:meta")
+    metas = client.keys("iri:{fproj:frontier}:sched:v2:*:meta")
     assert len(metas) == 1, metas  # one crawl: one version and options tag
     base = metas[0].decode().removesuffix(":meta")
     return {name: int(client.execute_command(cmd, f"{base}:{name}"))
@@ -317,7 +317,7 @@ def test_records_planted_in_redis_refused_by_a_real_worker(redis_server: RedisSe
         wait_exit(srv, project, "A", first)
         assert "'finish_reason': 'finished'" in log_of(project, "A")
         client = redis_server.client()
-        (meta,) = client.keys("iri:{fproj:frontier}:sched:v1:*:meta")
+        (meta,) = client.keys("iri:{fproj:frontier}:sched:v2:*:meta")
         base = meta.decode().removesuffix(":meta")
         payload = pickle.dumps(Plant(str(target)))
         record = {"v": 1, "url": "http://frontier.example/p/1", "callback": "gone",
