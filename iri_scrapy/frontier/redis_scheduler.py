@@ -47,13 +47,12 @@ from iri_scrapy.frontier.redis_client import (
     IRIRedisError,
     RedisRetryExhausted,
     RetryPolicy,
+    client_kwargs_from_settings,
     give_up_line,
     give_up_reason,
     mask_url,
     new_client,
-    oom_errors,
-    redis_url_from_settings,
-    retryable_errors,
+    retried_errors,
 )
 from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter
 from iri_scrapy.frontier.redis_protocol import MARKER, ProtocolStateLost, RedisProtocolStore
@@ -371,19 +370,15 @@ class RedisIRIScheduler(BaseScheduler):
         kwargs: dict[str, Any] = dict(  # settings checked before the dupefilter is built
             crawler=crawler,
             stats=crawler.stats,
-            redis_url=redis_url_from_settings(settings),
+            **client_kwargs_from_settings(settings),
             key=str(setting(settings, "IRI_REDIS_SCHEDULER_KEY") or DEFAULT_KEY),
             lease_seconds=_positive_seconds(
                 settings, "IRI_REDIS_LEASE_SECONDS", DEFAULT_LEASE_SECONDS, zero_ok=False),
             idle_timeout=_positive_seconds(
                 settings, "IRI_REDIS_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT, zero_ok=True),
-            retry_seconds=setting(settings, "IRI_REDIS_RETRY_SECONDS"),
-            socket_timeout=setting(settings, "IRI_REDIS_SOCKET_TIMEOUT"),
-            redis_params=dict(setting(settings, "IRI_REDIS_PARAMS")),
             max_inflight=max_inflight_setting(settings),
             flush_on_start=setting(settings, "IRI_REDIS_FLUSH_ON_START"),
             stall_seconds=max(60.0, 2 * settings.getfloat("DOWNLOAD_TIMEOUT", 180)),
-            cluster=setting(settings, "IRI_REDIS_CLUSTER"),
             project=str(settings.get("BOT_NAME") or "scrapybot"),
         )
         df_cls = load_object(settings["DUPEFILTER_CLASS"])
@@ -434,7 +429,7 @@ class RedisIRIScheduler(BaseScheduler):
             # of memory (noeviction): the write was refused, it is sent again
             self._retry = RetryPolicy(
                 mask_url(self.redis_url), self.retry_seconds,
-                retryable=(*retryable_errors(), *oom_errors()),
+                retryable=retried_errors(),
                 log=logger, label="RedisIRIScheduler: ", say_retries=False,
                 on_count=self._count_outage,
             )
