@@ -33,8 +33,9 @@ from iri_scrapy.frontier.jobdir import (
     fsync_setting,
 )
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
-from iri_scrapy.plugin.config import IRIConfig, is_subclass_path, load_object
+from iri_scrapy.plugin.config import is_subclass_path, load_object
 from iri_scrapy.plugin.config import setting as iri_setting
+from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.crawl_report import IRICrawlReport
 from iri_scrapy.plugin.fingerprinter import BASE_SETTING, IRIRequestFingerprinter, chain_problem
 from iri_scrapy.plugin.idna_requests import (
@@ -193,6 +194,8 @@ class Addon:
 
     def update_settings(self, settings: BaseSettings) -> None:
         """Set the plugin's components into *settings* (user values win, see above)."""
+        if self.crawler is not None:  # the crawl's shared state, read by each component
+            CrawlContext.install(self.crawler, settings)
         fsync_setting(iri_setting(settings, "IRI_FRONTIER_FSYNC"))
         if iri_setting(settings, "IRI_IDNA2008_REQUESTS"):
             if not self._seam:
@@ -361,7 +364,7 @@ class Addon:
         if crawler is None:
             return
         fingerprinter = getattr(crawler, "request_fingerprinter", None)
-        problem = chain_problem(fingerprinter, IRIConfig.for_crawler(crawler))
+        problem = chain_problem(fingerprinter, CrawlContext.of(crawler).config)
         if problem is not None:
             logger.warning(
                 "iri_scrapy.Addon: IRI deduplication is OFF: the crawler's request "

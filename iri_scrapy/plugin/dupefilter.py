@@ -34,12 +34,12 @@ from iri_scrapy.plugin.config import (
     META_RENORMALIZED,
     META_VERBATIM,
     IRIConfig,
-    rules_for,
     setting,
 )
+from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.crawl_report import dupefilter_closed, note_duplicate
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter, spelling
-from iri_scrapy.plugin.learned import Learned, learned_for
+from iri_scrapy.plugin.learned import Learned, learned_of
 from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
 from iri_scrapy.plugin.stamp import Stamp, as_given, stamp_of
 from iri_scrapy.store.fpstore import (
@@ -152,7 +152,8 @@ class IRIDupeFilter(BaseDupeFilter):
     *config*), *config* (for per-rung stats and explain), *rules* (level
     PROTOCOL), *stats*, *jobdir* (keep ``iri_fingerprints.bin`` there),
     *debug* (``DUPEFILTER_DEBUG``), *allow_reset* (``IRI_JOBDIR_ALLOW_RESET``),
-    *learned* (level PROTOCOL: the crawler's :class:`~iri_scrapy.plugin.learned.Learned`).
+    *learned* (level PROTOCOL: the crawler's :class:`~iri_scrapy.plugin.learned.Learned`),
+    *context* (the crawl's :class:`~iri_scrapy.plugin.context.CrawlContext`: its report).
     """
 
     def __init__(
@@ -166,7 +167,10 @@ class IRIDupeFilter(BaseDupeFilter):
         debug: bool = False,
         allow_reset: bool = False,
         learned: Learned | None = None,
+        context: CrawlContext | None = None,
     ) -> None:
+        #: the crawl's shared state (its report); a private one when built bare
+        self.context = context if context is not None else CrawlContext()
         self.config = config or IRIConfig()
         self.rules = rules
         #: At level PROTOCOL: what learned rules skipped (given back if one is revoked).
@@ -211,13 +215,13 @@ class IRIDupeFilter(BaseDupeFilter):
     def kwargs_from_crawler(cls, crawler: Crawler) -> dict[str, Any]:
         """Constructor arguments from a crawler (extend this in subclasses)."""
         settings = crawler.settings
-        config = IRIConfig.for_crawler(crawler)
-        rules = rules_for(crawler, config)
+        context = CrawlContext.of(crawler)
         return {
             "fingerprinter": crawler.request_fingerprinter,
-            "config": config,
-            "rules": rules,
-            "learned": learned_for(crawler, rules) if rules is not None else None,
+            "config": context.config,
+            "rules": context.rules,
+            "learned": learned_of(context),
+            "context": context,
             "stats": crawler.stats,
             "jobdir": jobdir_setting(settings),
             "debug": settings.getbool("DUPEFILTER_DEBUG"),
@@ -423,7 +427,7 @@ class IRIDupeFilter(BaseDupeFilter):
             inc(STAT_DECIDED_BY_PREFIX + rung)
             if alias:
                 inc(STAT_STOCK_ALIASES)
-        note_duplicate(stats, request, record, stamp, first, rung, alias)
+        note_duplicate(self.context, request, record, stamp, first, rung, alias)
         extra = {"spider": spider} if spider is not None else None
         if self.debug:
             written = stamp.spelling if stamp is not None else spelling(request)
@@ -509,7 +513,7 @@ class IRIDupeFilter(BaseDupeFilter):
 
     def close(self, reason: str = "") -> None:
         logger.info(self.summary())
-        dupefilter_closed(self.stats, self._requests, reason)
+        dupefilter_closed(self.context, self._requests, reason)
         if self._flusher is not None and self._flusher.running:
             self._flusher.stop()
         self._flusher = None

@@ -57,8 +57,8 @@ from iri_scrapy.plugin.config import (
     META_VERBATIM,
     IRIConfig,
     load_object,
-    rules_for,
 )
+from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.idna_requests import convert as idna_convert
 from iri_scrapy.plugin.idna_requests import enabled as idna_enabled
 from iri_scrapy.plugin.stamp import (
@@ -166,12 +166,13 @@ class IRIRequestFingerprinter:
         rules: ProtocolRules | None = None,
         include_headers: Iterable[bytes | str] | None = None,
     ) -> None:
+        context = CrawlContext.of(crawler) if crawler is not None else None
         if config is None:
-            config = IRIConfig.for_crawler(crawler) if crawler else IRIConfig()
+            config = context.config if context is not None else IRIConfig()
         self.config = config
         self.level = config.level
-        if crawler is not None and rules is None:
-            rules = rules_for(crawler, config)
+        if context is not None and rules is None:
+            rules = context.rules
         self.rules: ProtocolRules | None = rules if config.level >= Level.PROTOCOL else None
         self.stats: StatsCollector | None = crawler.stats if crawler is not None else None
         self._headers: tuple[bytes, ...] = tuple(
@@ -180,8 +181,8 @@ class IRIRequestFingerprinter:
         )
         self._cache: WeakKeyDictionary[Request, _Entry] = WeakKeyDictionary()
         #: canonicalizes each request once (shared with the middlewares of the crawler)
-        self.stamper = (Stamper.for_crawler(crawler)
-                        if crawler is not None and config == IRIConfig.for_crawler(crawler)
+        self.stamper = (Stamper.of(context)
+                        if context is not None and config == context.config
                         else Stamper(config, self.stats))
         #: The add-on's IDNA 2008 Request() URLs are on in this crawler: a request made
         #: by another component gets its IDNA 2008 URL here, before it is keyed.

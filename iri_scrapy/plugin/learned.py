@@ -36,12 +36,12 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from iri_scrapy.core.protocol import Identity, ProtocolRules
+    from iri_scrapy.plugin.context import CrawlContext
 
-__all__ = ["Learned", "learned_for", "write_rules"]
+__all__ = ["Learned", "learned_of", "write_rules"]
 
 logger = logging.getLogger(__name__)
 
-_ATTR = "_iri_scrapy_learned"
 
 
 #: Called with (key before the rules, via, key merged into, request) for each request kept.
@@ -349,12 +349,15 @@ class Learned:
                 stats.set_value(f"iri/protocol/{event}", count)
 
 
-def learned_for(crawler: Crawler, rules: ProtocolRules) -> Learned:
-    """The crawler's one :class:`Learned` (created on first use)."""
-    learned: Learned | None = getattr(crawler, _ATTR, None)
+def learned_of(context: CrawlContext) -> Learned | None:
+    """The crawl's one :class:`Learned` of its rules (None below level PROTOCOL;
+    created on first use, kept in *context*)."""
+    rules = context.rules
+    if rules is None:
+        return None
+    learned: Learned | None = context.learned
     if learned is None or learned.rules is not rules:
-        learned = Learned(crawler, rules)
-        setattr(crawler, _ATTR, learned)
+        learned = context.learned = Learned(context.crawler, rules)
     return learned
 
 

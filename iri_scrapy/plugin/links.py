@@ -163,11 +163,6 @@ def refusal_reason(url: str) -> str:
     return "host" if parts.netloc else "request"
 
 
-# first of each reason logged as a WARNING, per stats collector (one per crawl)
-_WARNED: WeakKeyDictionary[Any, set[str]] = WeakKeyDictionary()
-_WARNED_NO_STATS: set[str] = set()
-
-
 def count_unnormalizable(stats: StatsCollector | None, reason: str) -> None:
     """Count one URL with no canonical form: ``iri/unnormalizable`` and its reason."""
     if stats is not None:
@@ -176,15 +171,21 @@ def count_unnormalizable(stats: StatsCollector | None, reason: str) -> None:
 
 
 def report_skipped(
-    stats: StatsCollector | None, page: str, href: str, reason: str, error: str
+    stats: StatsCollector | None, page: str, href: str, reason: str, error: str,
+    warned: set[str] | None = None,
 ) -> None:
-    """Count and log a link of *page* that is skipped (see the module docstring)."""
+    """Count and log a link of *page* that is skipped (see the module docstring).
+
+    *warned*: the reasons already logged as a WARNING in this crawl (the crawl
+    context's :attr:`~iri_scrapy.plugin.context.CrawlContext.warned`): the first
+    of each reason is a WARNING, later ones DEBUG; without it every one is a WARNING.
+    """
     count_unnormalizable(stats, reason)
     if stats is not None:
         stats.inc_value(STAT_SKIPPED)
-    warned = _WARNED.setdefault(stats, set()) if stats is not None else _WARNED_NO_STATS
-    first = reason not in warned
-    warned.add(reason)
+    first = warned is None or reason not in warned
+    if warned is not None:
+        warned.add(reason)
     shown = shorten(href)
     logger.log(
         logging.WARNING if first else logging.DEBUG,
@@ -351,7 +352,8 @@ def _redirect_target(request: Request, response: Response) -> tuple[str, str, st
 
 
 def skip_unusable_redirect(
-    request: Request, response: Response, stats: StatsCollector | None
+    request: Request, response: Response, stats: StatsCollector | None,
+    warned: set[str] | None = None,
 ) -> bool:
     """Keep Scrapy from following a redirect or meta refresh to an unusable URL.
 
@@ -374,5 +376,5 @@ def skip_unusable_redirect(
         return False
     reason = refusal_reason(url) if refusal[0] == "request" else refusal[0]
     meta["dont_redirect"] = True
-    report_skipped(stats, request.url, href, reason, refusal[1])
+    report_skipped(stats, request.url, href, reason, refusal[1], warned)
     return True

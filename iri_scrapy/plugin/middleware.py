@@ -69,6 +69,7 @@ from iri_scrapy.plugin.config import (
     setting,
     setting_is_subclass,
 )
+from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.idna_requests import convert as idna_convert
 from iri_scrapy.plugin.idna_requests import enabled as idna_enabled
 from iri_scrapy.plugin.links import (
@@ -102,9 +103,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_CANON_ATTR = "_iri_scrapy_canonicalizer"
-
-
 class Canonicalizer:
     """Crawler-scoped helper shared by the spider and downloader middlewares.
 
@@ -127,10 +125,12 @@ class Canonicalizer:
 
     def __init__(
         self, config: IRIConfig, stats: StatsCollector | None, *,
-        stamper: Stamper | None = None,
+        stamper: Stamper | None = None, warned: set[str] | None = None,
     ) -> None:
         self.config = config
         self.stats = stats
+        #: reasons of skipped links logged as a WARNING already (the crawl context's)
+        self.warned: set[str] = set() if warned is None else warned
         #: canonicalizes each request once (shared with the crawler's fingerprinter)
         self.stamper = stamper or Stamper(config, stats)
         #: canonical URI (no fragment) -> the spelling its server redirected to
@@ -138,14 +138,19 @@ class Canonicalizer:
         self.server_spellings: dict[str, str] = {}
 
     @classmethod
-    def for_crawler(cls, crawler: Crawler) -> Canonicalizer:
-        """The crawler's instance (created on first use)."""
-        canon = getattr(crawler, _CANON_ATTR, None)
+    def of(cls, context: CrawlContext) -> Canonicalizer:
+        """The crawl's instance (created on first use, kept in *context*)."""
+        canon: Canonicalizer | None = context.canon
         if canon is None:
-            stamper = Stamper.for_crawler(crawler)
-            canon = cls(stamper.config, crawler.stats, stamper=stamper)
-            setattr(crawler, _CANON_ATTR, canon)
+            stamper = Stamper.of(context)
+            canon = context.canon = cls(stamper.config, context.stats, stamper=stamper,
+                                        warned=context.warned)
         return canon
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> Canonicalizer:
+        """The instance of *crawler*'s crawl context (see :meth:`of`)."""
+        return cls.of(CrawlContext.of(crawler))
 
     def inc(self, key: str) -> None:
         """Increment the stat *key* (no-op without a stats collector)."""
@@ -491,8 +496,9 @@ class IRIFollowMixin:
                 state.stock = False
         reason = refusal_reason(state.joined or str(href).strip(" \t\n\r\f"))
         page = str(self.url)  # type: ignore[attr-defined]
-        stats = getattr(state.canon, "stats", None)
-        report_skipped(stats, page, str(href), reason, str(error))
+        canon = state.canon
+        report_skipped(getattr(canon, "stats", None), page, str(href), reason, str(error),
+                       getattr(canon, "warned", None))
         return Request(
             page,
             callback=NO_CALLBACK,

@@ -53,8 +53,9 @@ from iri_scrapy.plugin.links import count_unnormalizable, error_reason
 
 if TYPE_CHECKING:
     from scrapy import Request
-    from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
+
+    from iri_scrapy.plugin.context import CrawlContext
 
 __all__ = [
     "Stamp", "Stamper", "as_given", "fetch_form", "retrieval_key", "stamp_of",
@@ -70,9 +71,6 @@ _UCS_ENCODINGS = frozenset({
     "utf-8", "utf8", "utf_8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32",
     "utf-32-le", "utf-32-be",
 })
-
-_STAMPER_ATTR = "_iri_scrapy_stamper"
-
 
 class Stamp(NamedTuple):
     """What one canonicalization of a request gave (see the module docstring)."""
@@ -137,8 +135,9 @@ def fetch_form(url: str, query_encoding: str | None = None) -> str:
 class Stamper:
     """Stamps requests for one crawler's options; counts URLs with no canonical form.
 
-    One per crawler (:meth:`for_crawler`), shared by the middlewares and the
-    fingerprinter, so that each request is counted in ``iri/unnormalizable`` once.
+    One per crawl (:meth:`of` its :class:`~iri_scrapy.plugin.context.CrawlContext`),
+    shared by the middlewares and the fingerprinter, so that each request is counted
+    in ``iri/unnormalizable`` once.
     """
 
     def __init__(self, config: IRIConfig, stats: StatsCollector | None = None) -> None:
@@ -150,12 +149,11 @@ class Stamper:
         self._level = min(config.level, Level.SCHEME)
 
     @classmethod
-    def for_crawler(cls, crawler: Crawler) -> Stamper:
-        """The crawler's stamper (created on first use)."""
-        stamper = getattr(crawler, _STAMPER_ATTR, None)
+    def of(cls, context: CrawlContext) -> Stamper:
+        """The crawl's stamper (created on first use, kept in *context*)."""
+        stamper: Stamper | None = context.stamper
         if stamper is None:
-            stamper = cls(IRIConfig.for_crawler(crawler), crawler.stats)
-            setattr(crawler, _STAMPER_ATTR, stamper)
+            stamper = context.stamper = cls(context.config, context.stats)
         return stamper
 
     def key_base(self, spelling: str, wire: str) -> str | None:
