@@ -110,7 +110,7 @@ class IRICrawlReport:
     def duplicate(self, request: Request, record: bytes, stamp: Stamp | None, first: str | None,
                   rung: str, stock_alias: bool) -> None:
         """One request the dupefilter dropped (see :func:`note_duplicate`)."""
-        written = stamp.spelling if stamp is not None else spelling(request)
+        written = spelling(request, stamp)
         key = stamp.base if stamp is not None and stamp.base else request.url
         self.report.duplicate(record.hex(), key, written, first, rung, stock_alias)
 

@@ -41,7 +41,7 @@ from iri_scrapy.plugin.crawl_report import dupefilter_closed, note_duplicate
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter, spelling
 from iri_scrapy.plugin.learned import Learned, learned_of
 from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
-from iri_scrapy.plugin.stamp import Stamp, as_given, stamp_of
+from iri_scrapy.plugin.stamp import Stamp, Stamper, as_given
 from iri_scrapy.store.fpstore import (
     FILENAME,
     FingerprintFile,
@@ -173,12 +173,16 @@ class IRIDupeFilter(BaseDupeFilter):
         self.context = context if context is not None else CrawlContext()
         self.config = config or IRIConfig()
         self.rules = rules
-        #: At level PROTOCOL: what learned rules skipped (given back if one is revoked).
-        self.learned = learned if learned is not None else (
-            Learned(None, rules) if rules is not None else None)
         self.fingerprinter: RequestFingerprinterProtocol = (
             fingerprinter or IRIRequestFingerprinter(config=self.config, rules=rules)
         )
+        #: the stamps of the requests: our fingerprinter's, else the crawl's
+        stamper = getattr(self.fingerprinter, "stamper", None)
+        self.stamper: Stamper = (stamper if isinstance(stamper, Stamper)
+                                 else Stamper.of(self.context))
+        #: At level PROTOCOL: what learned rules skipped (given back if one is revoked).
+        self.learned = learned if learned is not None else (
+            Learned(None, rules, self.stamper) if rules is not None else None)
         self.stats = stats
         self.debug = debug
         self.logdupes = True
@@ -300,13 +304,13 @@ class IRIDupeFilter(BaseDupeFilter):
 
     def _first(self, request: Request, fp: bytes) -> bool:
         """Keep the first spelling of a new key (for the duplicates' stats); False."""
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         if self.rules is not None:  # learned rules move keys: which one this request added
             request.meta[META_KEYED] = fp64(fp).hex()
             if self.learned is not None and stamp is not None and stamp.base is not None:
                 self.learned.admitted(stamp.base, self.rules.apply(stamp.base))
         if self.debug:  # the spelling the spider wrote (request.url is canonical)
-            self._first_seen[fp64(fp)] = stamp.spelling if stamp else spelling(request)
+            self._first_seen[fp64(fp)] = spelling(request, stamp)
         elif (stamp is not None and not stamp.canonical
                 and len(self._first_seen) < FIRST_SPELLINGS_KEPT):
             self._first_seen[fp64(fp)] = stamp.spelling
@@ -321,7 +325,7 @@ class IRIDupeFilter(BaseDupeFilter):
             self._inc(STAT_REDIRECT_SAME_KEY)
             return False
         if meta.get(META_RENORMALIZED):
-            stamp = stamp_of(request)
+            stamp = self.stamper.stamp_of(request)
             original = meta.get(META_ORIGINAL)
             if ((stamp is not None and stamp.reissued) or original is None
                     or self._same_key_as(request, original, fp)):
@@ -340,7 +344,7 @@ class IRIDupeFilter(BaseDupeFilter):
         keyed = request.meta.get(META_KEYED)
         if keyed is not None and keyed != fp64(fp).hex():
             return False
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         return not (stamp is not None and stamp.base is not None
                     and self.rules.was_served(stamp.base))
 
@@ -371,7 +375,7 @@ class IRIDupeFilter(BaseDupeFilter):
 
         *first*: the first spelling of its key, if known; else the key itself.
         """
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         if stamp is None or stamp.base is None or as_given(request.meta):
             return "simple"
         written = stamp.spelling
@@ -415,7 +419,7 @@ class IRIDupeFilter(BaseDupeFilter):
         record = fp64(fp)
         first = self._first_seen.get(record)
         rung = self.decided_by(request, first)
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         alias = self._stock_alias(stamp, first)
         self._decided[rung] = self._decided.get(rung, 0) + 1
         if alias:
@@ -430,7 +434,7 @@ class IRIDupeFilter(BaseDupeFilter):
         note_duplicate(self.context, request, record, stamp, first, rung, alias)
         extra = {"spider": spider} if spider is not None else None
         if self.debug:
-            written = stamp.spelling if stamp is not None else spelling(request)
+            written = spelling(request, stamp)
             logger.debug(
                 "Filtered duplicate request: %(request)s written as %(written)s (referer: "
                 "%(referer)s; decided by: %(rungs)s; first seen as %(first)s): %(explain)s",

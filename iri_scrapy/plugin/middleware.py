@@ -83,7 +83,7 @@ from iri_scrapy.plugin.links import (
     url_refused,
     wire_unsendable,
 )
-from iri_scrapy.plugin.stamp import Stamper, as_given, fetch_form, retrieval_key, stamp_of
+from iri_scrapy.plugin.stamp import Stamper, as_given, fetch_form, retrieval_key
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -173,7 +173,7 @@ class Canonicalizer:
         if new.url != uri:  # safe_url_string changed it (a bare "?"): keep it verbatim
             meta[META_VERBATIM] = True
             new = request.replace(url=self.verbatim_form(uri), meta=meta)
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         if stamp is not None:
             self.stamper.restamp(new, stamp, reissued=reissued)
         return new
@@ -283,7 +283,7 @@ class IRISpiderMiddleware(BaseSpiderMiddleware):
             request.dont_filter = False
             request.meta.setdefault("allow_offsite", True)
             self.canon.inc("iri/start/deduplicated")
-        stamp = stamp_of(request)
+        stamp = self.canon.stamper.stamp_of(request)
         if stamp is not None and stamp.wire == request.url:
             return request  # stamped by follow(): already in fetch form (IDNA 2008)
         if self.idna2008:

@@ -21,8 +21,10 @@ redirect, a retry) or the downloader middleware.  The result is a
   request gives both; below ``scheme`` or with ``IRI_NFC`` it is a second
   ``normalize`` of the spelling at the configured level.  ``None``: keyed as given.
 
-Stamps live in a ``WeakKeyDictionary`` keyed by the request, not in
-``request.meta``: meta goes through the frontier codec (JSON, see
+Stamps live in the crawl's one per-request cache, the stamper's (a
+``WeakKeyDictionary`` keyed by the request, beside the fingerprint the
+fingerprinter keyed it on: :class:`Cached`), not in ``request.meta``: meta goes
+through the frontier codec (JSON, see
 :mod:`iri_scrapy.frontier.codec`) and to other processes, and a stamp there
 would be trusted after the URL or the options changed.  A request read back
 from a frontier store is a new object, stamped again on first use (one
@@ -58,7 +60,7 @@ if TYPE_CHECKING:
     from iri_scrapy.plugin.context import CrawlContext
 
 __all__ = [
-    "Stamp", "Stamper", "as_given", "fetch_form", "retrieval_key", "stamp_of",
+    "Cached", "Stamp", "Stamper", "as_given", "fetch_form", "retrieval_key",
     "STAT_UNNORMALIZABLE",
 ]
 
@@ -88,16 +90,21 @@ class Stamp(NamedTuple):
         return base is None or self.spelling == base or self.spelling.split("#", 1)[0] == base
 
 
-_STAMPS: WeakKeyDictionary[Any, Stamp] = WeakKeyDictionary()
 _new_stamp = tuple.__new__  # Stamp(...) without the generated __new__ (per link)
 
 
-def stamp_of(request: Request) -> Stamp | None:
-    """The stamp of *request*, or None if it has none or its URL changed since."""
-    stamp = _STAMPS.get(request)
-    if stamp is not None and stamp.url == request.url:
-        return stamp
-    return None
+class Cached:
+    """What the crawl keeps per request, in its one per-request cache (weak keys).
+
+    ``stamp``: the request's :class:`Stamp` (None: none yet); ``keyed``: what the
+    crawl's fingerprinter keyed it on (its own record, None: not keyed yet).
+    """
+
+    __slots__ = ("stamp", "keyed")
+
+    def __init__(self, stamp: Stamp | None, keyed: Any = None) -> None:
+        self.stamp = stamp
+        self.keyed = keyed
 
 
 def as_given(meta: dict[str, Any]) -> bool:
@@ -147,6 +154,36 @@ class Stamper:
         self._fast_key = config.level >= Level.SCHEME and not config.nfc
         self._keep = config.keep_fragments
         self._level = min(config.level, Level.SCHEME)
+        #: the crawl's one per-request cache: request -> :class:`Cached` (weak keys:
+        #: gone with the request)
+        self._cache: WeakKeyDictionary[Request, Cached] = WeakKeyDictionary()
+
+    def stamp_of(self, request: Request) -> Stamp | None:
+        """The stamp of *request*, or None if it has none or its URL changed since."""
+        cached = self._cache.get(request)
+        if cached is not None:
+            stamp = cached.stamp
+            if stamp is not None and stamp.url == request.url:
+                return stamp
+        return None
+
+    def cached(self, request: Request) -> Cached | None:
+        """What the cache holds for *request* (None: nothing yet)."""
+        return self._cache.get(request)
+
+    def entry(self, request: Request) -> Cached:
+        """What the cache holds for *request*, made empty on first use."""
+        cached = self._cache.get(request)
+        if cached is None:
+            cached = self._cache[request] = Cached(None)
+        return cached
+
+    def _put(self, request: Request, stamp: Stamp) -> None:
+        cached = self._cache.get(request)
+        if cached is None:
+            self._cache[request] = Cached(stamp)
+        else:
+            cached.stamp = stamp
 
     @classmethod
     def of(cls, context: CrawlContext) -> Stamper:
@@ -197,7 +234,7 @@ class Stamper:
                     self.unnormalizable(url, exc)
             base = None if wire is None else self.key_base(spelling, wire)
             stamp = Stamp(url, spelling, wire, base, reissued)
-        _STAMPS[request] = stamp
+        self._put(request, stamp)
         return stamp
 
     def stamp_link(self, request: Request, spelling: str, wire: str) -> None:
@@ -210,18 +247,19 @@ class Stamper:
             base = wire if self._keep or "#" not in wire else wire[: wire.index("#")]
         else:
             base = self.key_base(spelling, wire)
-        _STAMPS[request] = _new_stamp(Stamp, (wire, spelling, wire, base, False))
+        # a request follow() has just made: nothing cached for it yet
+        self._cache[request] = Cached(_new_stamp(Stamp, (wire, spelling, wire, base, False)))
 
     def restamp(self, request: Request, stamp: Stamp, *, reissued: bool = False) -> Stamp:
         """Carry *stamp* over to *request*, a copy whose URL is the stamp's wire form
         (or a spelling of the same key): no new canonicalization."""
         new = stamp._replace(url=request.url, wire=request.url, reissued=reissued)
-        _STAMPS[request] = new
+        self._put(request, new)
         return new
 
     def stamp_for(self, request: Request) -> Stamp:
         """The stamp of *request*, stamping it if it has none (or a stale one)."""
-        return stamp_of(request) or self.stamp(request)
+        return self.stamp_of(request) or self.stamp(request)
 
     def unnormalizable(self, url: str, exc: IRIError) -> None:
         """Count and log a URL that has no canonical form (first as a WARNING)."""
