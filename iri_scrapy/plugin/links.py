@@ -40,11 +40,11 @@ the same function.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
-from weakref import WeakKeyDictionary, ref
 
 from scrapy import Request
 from scrapy.http import HtmlResponse, TextResponse
@@ -215,14 +215,13 @@ def wire_unsendable(request: Request) -> str | None:
 
 
 class ResponseState:
-    """What the plugin keeps for one IRI-aware response, beside it.
+    """What the plugin keeps for one IRI-aware response, in it.
 
-    Scrapy's response classes have ``__slots__`` (2.17+), so the IRI-aware
-    subclasses add none either (``__slots__ = ()``): they keep the layout of
-    their class, which lets :class:`~iri_scrapy.IRINormalizationMiddleware`
-    switch a response to its subclass in place instead of copying it.  What
-    they need per response lives here, in :data:`_STATES` (weak keys: it goes
-    with the response).
+    The IRI-aware subclass of a response class has one slot more,
+    ``_iri_state``, which holds this (:func:`response_state`); the normalization
+    middleware builds the response as that subclass with Scrapy's public
+    ``response.replace(cls=...)``.  A response of another class gets a state
+    for the call only.
     """
 
     __slots__ = ("as_written", "base", "canon", "joined", "last", "stock", "tried")
@@ -243,23 +242,16 @@ class ResponseState:
         self.last: tuple[str, str] | None = None
 
 
-_STATES: WeakKeyDictionary[Any, ResponseState] = WeakKeyDictionary()
-# the last response asked about (a weak reference) and its state: the calls for
-# one link (follow, urljoin, base URL) ask about the same response in a row
-_last: tuple[ref[Any], ResponseState] = (ref(ResponseState), ResponseState())
-
-
 def response_state(response: Any) -> ResponseState:
-    """The :class:`ResponseState` of *response* (made on first use)."""
-    global _last
-    last_ref, state = _last
-    if last_ref() is response:
-        return state
-    found = _STATES.get(response)
-    if found is None:
-        found = _STATES[response] = ResponseState()
-    _last = (ref(response), found)
-    return found
+    """The :class:`ResponseState` of *response* (made on first use; kept in an
+    IRI-aware response, for the call only in another)."""
+    try:
+        state: ResponseState = response._iri_state
+    except AttributeError:
+        state = ResponseState()
+        with contextlib.suppress(AttributeError):  # no such slot: not an IRI-aware class
+            response._iri_state = state
+    return state
 
 
 def browser_href(href: str, base: str) -> str:

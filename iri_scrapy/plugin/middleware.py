@@ -311,15 +311,21 @@ class IRINormalizationMiddleware:
 
     ``process_response``: the response is handed on as an IRI-aware subclass of
     its class (see :func:`iri_response_class`), so links the spider follows
-    with ``response.follow()`` are resolved by the IRI core.  It is the same
-    object, its class switched (the subclass adds methods only, no slots, so
-    the layout is the same), so its body is not copied nor decoded twice; a
-    copy only for a class whose layout still forbids the switch.
+    with ``response.follow()`` are resolved by the IRI core.  It is built with
+    Scrapy's public ``response.replace(cls=...)``: a new object sharing the
+    body (not copied); its text is decoded again if a middleware before had
+    decoded it (meta refresh), and with the IDNA 2008 ``Request()`` the
+    ``<base href>`` Scrapy's readers get is set again for the new object
+    (:func:`~iri_scrapy.plugin.compat.prime_response_caches`).
     """
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.canon = Canonicalizer.for_crawler(crawler)
+        #: the add-on's IDNA 2008 Request(): the new response's <base href> for
+        #: Scrapy's readers as IDNA2008ResponseMiddleware set it for the old one
+        self.idna2008 = idna_enabled(crawler.settings)
+        self.refresh_ignore_tags = crawler.settings.getlist("METAREFRESH_IGNORE_TAGS")
         self.force_dont_filter = not setting_is_subclass(
             crawler.settings, "DUPEFILTER_CLASS", "iri_scrapy.IRIDupeFilter"
         )
@@ -352,17 +358,13 @@ class IRINormalizationMiddleware:
         return new
 
     def process_response(self, request: Request, response: Response) -> Response:
-        """Hand the spider an IRI-aware response (the same one, as a subclass of its class)."""
+        """Hand the spider an IRI-aware response (a copy, as a subclass of its class)."""
         if request.meta.get(META_DONT_NORMALIZE) or isinstance(response, IRIFollowMixin):
             return response
-        cls = iri_response_class(type(response))
-        try:
-            # The same object, switched to the subclass (which adds methods only,
-            # and no slots): no copy of the response, nor a second decoding of its body.
-            response.__class__ = cls
-        except TypeError:  # a class whose layout forbids it: a copy
-            response = response.replace(cls=cls)
+        response = response.replace(cls=iri_response_class(type(response)))
         response_state(response).canon = self.canon
+        if self.idna2008 and isinstance(response, HtmlResponse):
+            compat.prime_response_caches(response, self.refresh_ignore_tags)
         if isinstance(response, TextResponse) and b"\\" in response.body[:16384]:
             # a <base href> with "\\": Scrapy's own readers of the base URL (forms,
             # selectors, LinkExtractor) read it as follow() does (plugin/links.py)
@@ -511,25 +513,25 @@ class IRIFollowMixin:
 class IRIResponse(IRIFollowMixin, Response):
     """:class:`~scrapy.http.Response` with IRI-core ``urljoin``/``follow``."""
 
-    __slots__ = ()
+    __slots__ = ("_iri_state",)  # its ResponseState (plugin/links.py)
 
 
 class IRITextResponse(IRIFollowMixin, TextResponse):
     """:class:`~scrapy.http.TextResponse` with IRI-core ``urljoin``/``follow``."""
 
-    __slots__ = ()
+    __slots__ = ("_iri_state",)  # its ResponseState (plugin/links.py)
 
 
 class IRIHtmlResponse(IRIFollowMixin, HtmlResponse):
     """:class:`~scrapy.http.HtmlResponse` with IRI-core ``urljoin``/``follow``."""
 
-    __slots__ = ()
+    __slots__ = ("_iri_state",)  # its ResponseState (plugin/links.py)
 
 
 class IRIXmlResponse(IRIFollowMixin, XmlResponse):
     """:class:`~scrapy.http.XmlResponse` with IRI-core ``urljoin``/``follow``."""
 
-    __slots__ = ()
+    __slots__ = ("_iri_state",)  # its ResponseState (plugin/links.py)
 
 
 _RESPONSE_CLASSES: dict[type[Response], type[Response]] = {
@@ -547,7 +549,7 @@ def iri_response_class(cls: type[Response]) -> type[Response]:
         if issubclass(cls, IRIFollowMixin):
             return cls
         sub = type(f"IRI{cls.__name__}", (IRIFollowMixin, cls), {
-            "__slots__": (),  # the layout of cls: process_response switches, no copy
+            "__slots__": ("_iri_state",),  # its ResponseState (plugin/links.py)
             "__module__": __name__,
             "__doc__": f"{cls.__name__} with IRI-core ``urljoin``/``follow``.",
         })
