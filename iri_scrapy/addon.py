@@ -33,8 +33,9 @@ from iri_scrapy.frontier.jobdir import (
     fsync_setting,
 )
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
-from iri_scrapy.plugin.config import IRIConfig, is_subclass_path, load_object
+from iri_scrapy.plugin.config import is_subclass_path, load_object
 from iri_scrapy.plugin.config import setting as iri_setting
+from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.crawl_report import IRICrawlReport
 from iri_scrapy.plugin.fingerprinter import BASE_SETTING, IRIRequestFingerprinter, chain_problem
 from iri_scrapy.plugin.idna_requests import (
@@ -173,13 +174,6 @@ class Addon:
 
     def __init__(self, crawler: Crawler | None = None) -> None:
         self.crawler = crawler
-        self._seam = False
-        self._verify = False
-
-    def _engine_stopped(self) -> None:
-        if self._seam:
-            self._seam = False
-            compat.uninstall_idna2008()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -188,22 +182,18 @@ class Addon:
 
     def update_settings(self, settings: BaseSettings) -> None:
         """Set the plugin's components into *settings* (user values win, see above)."""
+        if self.crawler is not None:  # the crawl's shared state, read by each component
+            CrawlContext.install(self.crawler, settings)
         fsync_setting(iri_setting(settings, "IRI_FRONTIER_FSYNC"))
+        # what the add-on does once the crawl runs (signals, the Request() seam): an
+        # extension, so that this method only edits settings
+        settings.setdefault_in_component_priority_dict("EXTENSIONS", AddonExtension, 0)
         if iri_setting(settings, "IRI_IDNA2008_REQUESTS"):
-            if not self._seam:
-                compat.install_idna2008()
-                self._seam = True
-                if self.crawler is not None:
-                    self.crawler.signals.connect(self._engine_stopped,
-                                                 signal=signals.engine_stopped)
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", IDNA2008DownloaderMiddleware, PRIORITIES["idna"])
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", IDNA2008ResponseMiddleware,
                 PRIORITIES["idna_response"])
-        if self.crawler is not None and not self._verify:
-            self._verify = True
-            self.crawler.signals.connect(self._verify_fingerprinter, signal=signals.spider_opened)
         fleet = bool(iri_setting(settings, "IRI_REDIS_URL"))
         self._compose_fingerprinter(settings)
         redis_scheduler = _is_scrapy_redis_scheduler(settings.get("SCHEDULER"))
@@ -350,13 +340,55 @@ class Addon:
             )
         settings.set(name, want, priority=max(priority, addon))
 
+    @staticmethod
+    def _check_class(settings: BaseSettings, name: str, ours: str) -> None:
+        """Warn if the user's explicit *name* is not our class or a subclass of it."""
+        value = settings.get(name)
+        if value == ours:
+            return
+        if is_subclass_path(value, ours):
+            return
+        logger.warning(
+            "iri_scrapy.Addon: %(name)s = %(value)r was set explicitly and is kept; "
+            "IRI deduplication then depends on it (ours: %(ours)s)",
+            {"name": name, "value": value, "ours": ours},
+        )
+
+
+class AddonExtension:
+    """What :class:`Addon` does once its crawl runs (the add-on enables it in ``EXTENSIONS``).
+
+    Scrapy's add-ons edit settings; what needs the running crawler is here.  With
+    ``IRI_IDNA2008_REQUESTS`` it installs the ``Request()`` seam
+    (:func:`iri_scrapy.plugin.compat.install_idna2008`, counted) when it is built,
+    before the engine, and removes it when the engine stops; when the spider opens
+    it checks the fingerprinter chain actually built (``iri_scrapy.Addon:`` lines).
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self._seam = False
+        if iri_setting(crawler.settings, "IRI_IDNA2008_REQUESTS"):
+            compat.install_idna2008()
+            self._seam = True
+            crawler.signals.connect(self._engine_stopped, signal=signals.engine_stopped)
+        crawler.signals.connect(self._verify_fingerprinter, signal=signals.spider_opened)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        """Build for *crawler* (Scrapy's extension manager calls this)."""
+        return cls(crawler)
+
+    def _engine_stopped(self) -> None:
+        if self._seam:
+            self._seam = False
+            compat.uninstall_idna2008()
+
     def _verify_fingerprinter(self) -> None:
         """At spider open: say loudly if the fingerprinter in use does not key on ours."""
         crawler = self.crawler
-        if crawler is None:
-            return
         fingerprinter = getattr(crawler, "request_fingerprinter", None)
-        problem = chain_problem(fingerprinter, IRIConfig.for_crawler(crawler))
+        problem = chain_problem(fingerprinter, CrawlContext.of(crawler).config)
         if problem is not None:
             logger.warning(
                 "iri_scrapy.Addon: IRI deduplication is OFF: the crawler's request "
@@ -374,17 +406,3 @@ class Addon:
                 "scrapy-zyte-api (its own URL canonicalization); IRI deduplication keys "
                 "the others"
             )
-
-    @staticmethod
-    def _check_class(settings: BaseSettings, name: str, ours: str) -> None:
-        """Warn if the user's explicit *name* is not our class or a subclass of it."""
-        value = settings.get(name)
-        if value == ours:
-            return
-        if is_subclass_path(value, ours):
-            return
-        logger.warning(
-            "iri_scrapy.Addon: %(name)s = %(value)r was set explicitly and is kept; "
-            "IRI deduplication then depends on it (ours: %(ours)s)",
-            {"name": name, "value": value, "ours": ours},
-        )

@@ -165,6 +165,105 @@ def test_the_checks_see_an_arrow_that_runs_up(tmp_path: Path) -> None:
     assert "scrapy" not in got["iri_scrapy.core.ladder"]
 
 
+# --------------------------------------------------------------- no hidden wiring
+#
+# The plugin's components share one crawl's state through the crawl context the
+# add-on puts into the crawler's settings (iri_scrapy/plugin/context.py), not
+# through attributes set on Scrapy's crawler nor module-level registries.
+
+#: ``crawler.<attr> = ...`` that is Scrapy's own attribute, set the one way Scrapy
+#: offers to make a failed start's exit status 1 (no public way yet).
+SCRAPY_CRAWLER_ATTRIBUTES = frozenset({"spider"})
+#: Modules allowed a module-level weak mapping: the seams of compat (``Request()``'s
+#: spelling, see its docstring).
+WEAK_REGISTRY_ALLOWED = frozenset({"iri_scrapy.plugin.compat"})
+_WEAK = frozenset({"WeakKeyDictionary", "WeakValueDictionary", "WeakSet"})
+
+
+def _names_crawler(node: ast.expr) -> bool:
+    """True for ``crawler``, ``self.crawler``, ``x._crawler`` and the like."""
+    name = node.id if isinstance(node, ast.Name) else (
+        node.attr if isinstance(node, ast.Attribute) else "")
+    return name.lstrip("_").endswith("crawler")
+
+
+def crawler_attributes_set(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, attribute) of each ``setattr(crawler, ...)`` and ``crawler.x = ...``."""
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "setattr" and node.args and _names_crawler(node.args[0])):
+            found.append((node.lineno, "setattr"))
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        for target in targets:
+            for sub in ast.walk(target):
+                if isinstance(sub, ast.Attribute) and _names_crawler(sub.value) and (
+                        sub.attr not in SCRAPY_CRAWLER_ATTRIBUTES):
+                    found.append((node.lineno, sub.attr))
+    return found
+
+
+def module_level_weak_mappings(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, name) of each module-level ``WeakKeyDictionary``/``WeakValueDictionary``/
+    ``WeakSet`` (a registry keyed by objects: a crawler, a request, a response)."""
+    found = []
+    for node in tree.body:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        parts = [node.value] if node.value is not None else []
+        if isinstance(node, ast.AnnAssign):
+            parts.append(node.annotation)
+        names = [sub.id if isinstance(sub, ast.Name) else sub.attr
+                 for part in parts for sub in ast.walk(part)
+                 if isinstance(sub, (ast.Name, ast.Attribute))]
+        weak = [name for name in names if name in _WEAK]
+        if weak:
+            found.append((node.lineno, weak[0]))
+    return found
+
+
+def _scrapy_facing() -> dict[str, Path]:
+    return {m: p for m, p in modules().items()
+            if layer_of(m) in ("plugin", "frontier", "addon", "commands")}
+
+
+def test_no_attribute_is_set_on_the_crawler() -> None:
+    bad = [f"{path.relative_to(PACKAGE.parent)}:{line} sets crawler.{attr}"
+           for module, path in _scrapy_facing().items()
+           for line, attr in crawler_attributes_set(ast.parse(path.read_text("utf-8")))]
+    assert bad == []
+
+
+def test_no_module_level_registry() -> None:
+    bad = [f"{path.relative_to(PACKAGE.parent)}:{line} {name} at module level"
+           for module, path in _scrapy_facing().items() if module not in WEAK_REGISTRY_ALLOWED
+           for line, name in module_level_weak_mappings(ast.parse(path.read_text("utf-8")))]
+    assert bad == []
+
+
+def test_the_hidden_wiring_checks_see_what_they_look_for() -> None:
+    source = """
+from weakref import WeakKeyDictionary
+import weakref
+_A: WeakKeyDictionary[object, int] = WeakKeyDictionary()
+_B = weakref.WeakSet()
+def f(crawler, self):
+    setattr(crawler, "_x", 1)
+    crawler._iri = 2
+    self.crawler.rules = 3
+    crawler.spider = None  # Scrapy's own attribute
+    other.value = 4
+    _C = WeakKeyDictionary()  # not module level
+"""
+    tree = ast.parse(source)
+    assert sorted(crawler_attributes_set(tree)) == [(7, "setattr"), (8, "_iri"), (9, "rules")]
+    assert module_level_weak_mappings(tree) == [(4, "WeakKeyDictionary"), (5, "WeakSet")]
+
+
 def test_the_lazy_names_of_the_facade_resolve() -> None:
     """``iri_scrapy.Addon`` & co. are loaded on first use; each names a real class."""
     for name, module in iri_scrapy._LAZY.items():

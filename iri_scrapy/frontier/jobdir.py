@@ -43,13 +43,7 @@ from iri_scrapy.frontier.codec import (
     frontier_secret,
 )
 from iri_scrapy.frontier.codec import VERSION as CODEC_VERSION
-from iri_scrapy.frontier.ledger import (
-    Answering,
-    Ledger,
-    frontier_for,
-    register_frontier,
-    unregister_frontier,
-)
+from iri_scrapy.frontier.ledger import Answering, Ledger
 from iri_scrapy.frontier.protocol_store import ProtocolStore
 from iri_scrapy.frontier.stock_jobdir import (
     QUEUE_DIRNAME,
@@ -60,8 +54,10 @@ from iri_scrapy.frontier.stock_jobdir import (
 )
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
+from iri_scrapy.plugin.context import ADDON_LINE, CrawlContext
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter, jobdir_setting
 from iri_scrapy.plugin.refusal import (
+    REASON_BAD_SETTING,
     REASON_FRONTIER_WRITE_FAILED,
     REASON_JOBDIR_LOCKED,
     REASON_JOBDIR_MISMATCH,
@@ -973,7 +969,7 @@ class IRIFrontierScheduler(Scheduler):
                 "Resuming crawl (%(queuesize)d requests scheduled)",
                 {"queuesize": recovered}, extra={"spider": spider},
             )
-        register_frontier(crawler, self)
+        CrawlContext.of(crawler).register_frontier(self)
         if df.learned is not None:  # level protocol: learned rules, what they skipped
             self.protocol = ProtocolStore(self.frontier_dir, self.codec, df.learned,
                                           seen=lambda request: request in df)
@@ -1020,7 +1016,7 @@ class IRIFrontierScheduler(Scheduler):
             if crawler is not None:
                 crawler.signals.disconnect(self._on_response, signal=signals.response_received)
                 crawler.signals.disconnect(self._on_idle, signal=signals.spider_idle)
-                unregister_frontier(crawler, self)
+                CrawlContext.of(crawler).unregister_frontier(self)
             self.store = None
         self._unlock()
         return super().close(reason)
@@ -1462,8 +1458,19 @@ class IRIFrontierScheduler(Scheduler):
 
 
 class _FrontierMiddleware:
+    """Answers to the frontier scheduler of the crawl's context, which the add-on builds.
+
+    Named by hand without the add-on it could not reach the scheduler (requests
+    would stay unanswered): the start is refused, with one ERROR line.
+    """
+
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
+        self.context = CrawlContext.of(crawler)
+        if not self.context.shared:
+            error = ValueError(f"{type(self).__name__} answers to the frontier scheduler "
+                               f"through the add-on's crawl context: {ADDON_LINE}")
+            refuse_start(crawler, REASON_BAD_SETTING, str(error), error)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -1471,7 +1478,8 @@ class _FrontierMiddleware:
 
     @property
     def frontier(self) -> Answering | None:
-        return frontier_for(self.crawler)
+        frontier: Answering | None = self.context.frontier
+        return frontier
 
 
 class FrontierSpiderMiddleware(_FrontierMiddleware):

@@ -27,9 +27,9 @@ lease) is its *settle* callback; the ledger itself knows no Scrapy, SQLite or Re
 * **idle**: the spider is idle (nothing in the downloader or the scraper), so
   every request still out was answered (:meth:`Ledger.drain`).
 
-The middlewares find the scheduler answering for a crawler with
-:func:`frontier_for`; a scheduler registers itself while it is open
-(:func:`register_frontier`, :func:`unregister_frontier`).
+The middlewares find the scheduler answering for their crawler in the crawl's
+context (:attr:`iri_scrapy.plugin.context.CrawlContext.frontier`, which the
+add-on builds); a scheduler puts itself there while it is open.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ import time
 import weakref
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
-from weakref import WeakKeyDictionary
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -225,7 +224,7 @@ class Ledger(Generic[K]):
         return self._clock() - self._last_progress > seconds
 
 
-# --------------------------------------------------------------------------- the registry
+# --------------------------------------------------------------------------- who answers
 
 
 class Answering(Protocol):
@@ -234,24 +233,3 @@ class Answering(Protocol):
     def answered(self, request: Request) -> None: ...
 
     def failed(self, request: Request) -> None: ...
-
-
-#: crawler -> the frontier scheduler answering for it.
-_FRONTIERS: WeakKeyDictionary[Any, Answering] = WeakKeyDictionary()
-
-
-def register_frontier(crawler: Any, scheduler: Answering) -> None:
-    """*scheduler* answers for *crawler* (until :func:`unregister_frontier`)."""
-    _FRONTIERS[crawler] = scheduler
-
-
-def unregister_frontier(crawler: Any, scheduler: Answering) -> None:
-    """*scheduler* no longer answers for *crawler* (a no-op if another one does)."""
-    if _FRONTIERS.get(crawler) is scheduler:
-        del _FRONTIERS[crawler]
-
-
-def frontier_for(crawler: Any) -> Answering | None:
-    """The frontier scheduler open for *crawler* (``IRIFrontierScheduler`` with its
-    store, or ``RedisIRIScheduler``), or None: what the frontier middlewares call."""
-    return _FRONTIERS.get(crawler)

@@ -40,7 +40,7 @@ from iri_scrapy.frontier.codec import (
     frontier_secret,
 )
 from iri_scrapy.frontier.jobdir import FrontierSpiderMiddleware, max_inflight_setting
-from iri_scrapy.frontier.ledger import Ledger, register_frontier, unregister_frontier
+from iri_scrapy.frontier.ledger import Ledger
 from iri_scrapy.frontier.redis_client import (
     DEFAULT_RETRY_SECONDS,
     DEFAULT_SOCKET_TIMEOUT,
@@ -58,6 +58,7 @@ from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter
 from iri_scrapy.frontier.redis_protocol import MARKER, ProtocolStateLost, RedisProtocolStore
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
+from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.refusal import (
     REASON_REDIS_NOT_INSTALLED,
     REASON_REDIS_UNAVAILABLE,
@@ -679,7 +680,7 @@ class RedisIRIScheduler(BaseScheduler):
                         extra={"spider": spider})
         crawler = self.crawler
         if crawler is not None:
-            register_frontier(crawler, self)
+            CrawlContext.of(crawler).register_frontier(self)
             self._connected = True
             crawler.signals.connect(self._on_response, signal=signals.response_received)
             crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
@@ -796,7 +797,7 @@ class RedisIRIScheduler(BaseScheduler):
             self._connected = False
             crawler.signals.disconnect(self._on_response, signal=signals.response_received)
             crawler.signals.disconnect(self._on_idle, signal=signals.spider_idle)
-            unregister_frontier(crawler, self)
+            CrawlContext.of(crawler).unregister_frontier(self)
         if self.connected:
             self.ledger.reap()
             held = self.ledger.keys()

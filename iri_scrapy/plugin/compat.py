@@ -42,7 +42,13 @@ Seams:
     two names process-wide: every crawler of the process got IDNA 2008 hosts
     while an add-on crawler ran.)  Upstream: w3lib encodes hosts with Python's
     IDNA 2003 codec (the call scrapy/w3lib#171 is about); no w3lib issue asks for
-    UTS 46 non-transitional hosts yet, and its fix would retire all of this.  The
+    UTS 46 non-transitional hosts yet, and its fix would retire all of this.
+    The recording wrapper is process-wide (the one part that is: it records, it
+    changes no URL) because ``Request()`` has no per-crawler hook on the URL it
+    is given; ``meta["verbatim_url"]`` (scrapy/scrapy#833, #7473) keeps a URL as
+    given only when the code that builds the request sets it, which a spider's
+    own ``Request(url)`` does not.  It is installed by the add-on's extension
+    (:class:`iri_scrapy.addon.AddonExtension`) while its crawler runs.  The
     check below makes sure that both names are still w3lib's function and that
     ``Request._set_url``, ``get_base_url`` and w3lib's meta refresh parser still
     look them up by that name.  :func:`meta_refresh_reader` clones w3lib's meta

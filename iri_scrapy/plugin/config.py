@@ -1,4 +1,4 @@
-"""The plugin's settings and request meta keys, each defined once; crawler-scoped state.
+"""The plugin's settings and request meta keys, each defined once.
 
 :data:`SETTINGS` is the one table of every ``IRI_*`` setting the package reads
 (plugin, frontier and add-on alike): its default, its type and one line of
@@ -22,7 +22,6 @@ from iri_scrapy.core.protocol import ProtocolRules
 from iri_scrapy.core.query import rewrite_query
 
 if TYPE_CHECKING:
-    from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
 
@@ -96,6 +95,8 @@ SETTINGS: dict[str, Setting] = {
         True, "bool", "Request() URLs with IDNA 2008 (UTS 46) hosts in the add-on's crawler"),
     "IRI_MEDIA_PIPELINES": Setting(
         True, "bool", "the add-on's media pipelines store files under the retrieval key"),
+    "IRI_CRAWL_CONTEXT": Setting(
+        None, "raw", "set by the add-on: the crawl's shared state (plugin/context.py), not yours"),
     # JOBDIR
     "IRI_JOBDIR_ALLOW_RESET": Setting(
         False, "bool", "start afresh when JOBDIR was written under other options"),
@@ -197,7 +198,7 @@ class IRIConfig:
         if rules_file is not None:
             rules_file = str(rules_file)
             try:
-                _read_rules(rules_file)
+                read_rules(rules_file)
             except (OSError, ValueError) as exc:
                 raise ValueError(f"IRI_PROTOCOL_RULES_FILE: {rules_file}: {exc}") from None
         return cls(
@@ -210,29 +211,6 @@ class IRIConfig:
             protocol_sample_every=sample_every,
             protocol_rules_file=rules_file,
         )
-
-    @classmethod
-    def for_crawler(cls, crawler: Crawler) -> IRIConfig:
-        """The crawler's config, read once: an unusable setting refuses the start.
-
-        One ERROR line naming the setting, ``finish_reason`` ``iri_bad_setting`` and
-        exit status 1 (:func:`iri_scrapy.plugin.refusal.refuse_start`; Scrapy 2.17
-        raises the error instead); the components are built with the defaults
-        meanwhile, and no request is sent.
-        """
-        config: IRIConfig | None = getattr(crawler, "_iri_config", None)
-        if config is None:
-            try:
-                config = cls.from_settings(crawler.settings)
-            except ValueError as exc:
-                from iri_scrapy.plugin.refusal import REASON_BAD_SETTING, refuse_start
-
-                config = cls()
-                crawler._iri_config = config  # type: ignore[attr-defined]
-                refuse_start(crawler, REASON_BAD_SETTING,
-                             f"{exc}: fix the setting (docs/settings.md)", exc)
-            crawler._iri_config = config  # type: ignore[attr-defined]
-        return config
 
     @property
     def heuristics(self) -> bool:
@@ -252,10 +230,7 @@ class IRIConfig:
         return rewrite_query(uri, self.drop_query_params, self.sort_query)
 
 
-_RULES_ATTR = "_iri_scrapy_protocol_rules"
-
-
-def _read_rules(path: str) -> ProtocolRules | None:
+def read_rules(path: str) -> ProtocolRules | None:
     """The rules in the JSON file *path* (None if there is no such file yet);
     ValueError if it is not a rules document (read as data, nothing run)."""
     try:
@@ -263,29 +238,6 @@ def _read_rules(path: str) -> ProtocolRules | None:
     except FileNotFoundError:
         return None
     return ProtocolRules.from_data(json.loads(text))
-
-
-def rules_for(crawler: Crawler, config: IRIConfig) -> ProtocolRules | None:
-    """The crawler's shared :class:`ProtocolRules` at level PROTOCOL, else ``None``.
-
-    One instance per crawler, shared by the fingerprinter (which applies it) and
-    the middleware that learns from redirects.
-    """
-    if config.level < Level.PROTOCOL:
-        return None
-    rules = getattr(crawler, _RULES_ATTR, None)
-    if rules is None:
-        rules = ProtocolRules(min_evidence=config.protocol_min_evidence,
-                              sample_every=config.protocol_sample_every)
-        if config.protocol_rules_file is not None:
-            try:
-                loaded = _read_rules(config.protocol_rules_file)
-            except (OSError, ValueError):
-                loaded = None  # refused at start by IRIConfig.for_crawler
-            if loaded is not None:
-                rules.load(loaded.to_data())
-        setattr(crawler, _RULES_ATTR, rules)
-    return rules
 
 
 def load_object(path: Any) -> Any:

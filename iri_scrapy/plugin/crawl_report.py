@@ -2,8 +2,9 @@
 
 :class:`IRICrawlReport` is an extension the add-on enables.  With ``JOBDIR`` or
 ``IRI_REPORT_FILE`` set it ties a bounded
-:class:`~iri_scrapy.store.crawl_report.CrawlReport` to the crawler's stats
-collector; ``IRIDupeFilter.log`` hands it each duplicate it drops
+:class:`~iri_scrapy.store.crawl_report.CrawlReport` to the crawl's context
+(:mod:`iri_scrapy.plugin.context`, which the add-on builds); ``IRIDupeFilter.log``
+hands it each duplicate it drops
 (:func:`note_duplicate`: the spelling, the first spelling of its resource, the
 deciding rung of RFC 3987 section 5.3, whether stock Scrapy would have fetched
 it), and ``IRIDupeFilter.close`` (:func:`dupefilter_closed`) has it written: the
@@ -23,13 +24,13 @@ import logging
 import os
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
-from iri_scrapy.plugin.config import IRIConfig, setting
+from iri_scrapy.plugin.config import setting
+from iri_scrapy.plugin.context import ADDON_LINE, CrawlContext
 from iri_scrapy.plugin.fingerprinter import spelling
 from iri_scrapy.plugin.refusal import REASON_BAD_SETTING, refuse_start
 from iri_scrapy.store.crawl_report import (
@@ -43,17 +44,12 @@ from iri_scrapy.store.report_page import render_crawl
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
-    from scrapy.statscollectors import StatsCollector
     from typing_extensions import Self
 
     from iri_scrapy.plugin.stamp import Stamp
 
 
 logger = logging.getLogger(__name__)
-
-#: The crawler's report, by its stats collector (the one object the dupefilter shares).
-_REPORTS: WeakKeyDictionary[Any, IRICrawlReport] = WeakKeyDictionary()
-
 
 def _version() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
@@ -74,7 +70,10 @@ class IRICrawlReport:
     """The extension behind ``iri_report.json`` and ``IRI_REPORT_FILE`` (module docstring)."""
 
     def __init__(self, crawler: Crawler, jobdir: str | None, page: str | None) -> None:
-        config = IRIConfig.for_crawler(crawler)
+        context = CrawlContext.of(crawler)
+        config = context.config
+        #: the add-on built the context (the dupefilter reaches this report through it)
+        self.shared = context.shared
         self.crawler = crawler
         self.jobdir = jobdir
         self.page = page
@@ -82,8 +81,7 @@ class IRICrawlReport:
                                   keep_fragment=config.keep_fragments, nfc=config.nfc)
         self.written = False
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
-        if crawler.stats is not None:
-            _REPORTS[crawler.stats] = self
+        context.report = self
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -111,7 +109,7 @@ class IRICrawlReport:
     def duplicate(self, request: Request, record: bytes, stamp: Stamp | None, first: str | None,
                   rung: str, stock_alias: bool) -> None:
         """One request the dupefilter dropped (see :func:`note_duplicate`)."""
-        written = stamp.spelling if stamp is not None else spelling(request)
+        written = spelling(request, stamp)
         key = stamp.base if stamp is not None and stamp.base else request.url
         self.report.duplicate(record.hex(), key, written, first, rung, stock_alias)
 
@@ -167,24 +165,22 @@ class IRICrawlReport:
         if not self.written:
             logger.warning(
                 "IRI crawl report not written: no IRIDupeFilter was closed in this crawl "
-                "(DUPEFILTER_CLASS = %(df)r); the report comes from iri_scrapy's dupefilter",
-                {"df": self.crawler.settings.get("DUPEFILTER_CLASS")})
+                "(DUPEFILTER_CLASS = %(df)r); the report comes from iri_scrapy's dupefilter, "
+                "which hands it over through the add-on's crawl context%(addon)s",
+                {"df": self.crawler.settings.get("DUPEFILTER_CLASS"),
+                 "addon": "" if self.shared else f" ({ADDON_LINE})"})
 
 
-def note_duplicate(stats: StatsCollector | None, request: Request, record: bytes,
+def note_duplicate(context: CrawlContext, request: Request, record: bytes,
                    stamp: Stamp | None, first: str | None, rung: str, stock_alias: bool) -> None:
     """``IRIDupeFilter.log``: a dropped duplicate, for the crawl's report if there is one."""
-    if stats is None:
-        return
-    hook = _REPORTS.get(stats)
+    hook: IRICrawlReport | None = context.report
     if hook is not None:
         hook.duplicate(request, record, stamp, first, rung, stock_alias)
 
 
-def dupefilter_closed(stats: StatsCollector | None, requests: int, reason: str) -> None:
+def dupefilter_closed(context: CrawlContext, requests: int, reason: str) -> None:
     """``IRIDupeFilter.close``: write the crawl's report if there is one."""
-    if stats is None:
-        return
-    hook = _REPORTS.get(stats)
+    hook: IRICrawlReport | None = context.report
     if hook is not None:
         hook.close(requests, reason)

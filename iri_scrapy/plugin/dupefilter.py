@@ -35,14 +35,14 @@ from iri_scrapy.plugin.config import (
     META_RENORMALIZED,
     META_VERBATIM,
     IRIConfig,
-    rules_for,
     setting,
 )
+from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.crawl_report import dupefilter_closed, note_duplicate
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter, spelling
-from iri_scrapy.plugin.learned import Learned, learned_for
+from iri_scrapy.plugin.learned import Learned, learned_of
 from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
-from iri_scrapy.plugin.stamp import Stamp, as_given, stamp_of
+from iri_scrapy.plugin.stamp import Stamp, Stamper, as_given
 from iri_scrapy.store.fpstore import (
     FILENAME,
     FingerprintFile,
@@ -142,7 +142,8 @@ class IRIDupeFilter(BaseDupeFilter):
     *config*), *config* (for per-rung stats and explain), *rules* (level
     PROTOCOL), *stats*, *jobdir* (keep ``iri_fingerprints.bin`` there),
     *debug* (``DUPEFILTER_DEBUG``), *allow_reset* (``IRI_JOBDIR_ALLOW_RESET``),
-    *learned* (level PROTOCOL: the crawler's :class:`~iri_scrapy.plugin.learned.Learned`).
+    *learned* (level PROTOCOL: the crawler's :class:`~iri_scrapy.plugin.learned.Learned`),
+    *context* (the crawl's :class:`~iri_scrapy.plugin.context.CrawlContext`: its report).
     """
 
     def __init__(
@@ -156,15 +157,22 @@ class IRIDupeFilter(BaseDupeFilter):
         debug: bool = False,
         allow_reset: bool = False,
         learned: Learned | None = None,
+        context: CrawlContext | None = None,
     ) -> None:
+        #: the crawl's shared state (its report); a private one when built bare
+        self.context = context if context is not None else CrawlContext()
         self.config = config or IRIConfig()
         self.rules = rules
-        #: At level PROTOCOL: what learned rules skipped (given back if one is revoked).
-        self.learned = learned if learned is not None else (
-            Learned(None, rules) if rules is not None else None)
         self.fingerprinter: RequestFingerprinterProtocol = (
             fingerprinter or IRIRequestFingerprinter(config=self.config, rules=rules)
         )
+        #: the stamps of the requests: our fingerprinter's, else the crawl's
+        stamper = getattr(self.fingerprinter, "stamper", None)
+        self.stamper: Stamper = (stamper if isinstance(stamper, Stamper)
+                                 else Stamper.of(self.context))
+        #: At level PROTOCOL: what learned rules skipped (given back if one is revoked).
+        self.learned = learned if learned is not None else (
+            Learned(None, rules, self.stamper) if rules is not None else None)
         self.stats = stats
         self.debug = debug
         self.logdupes = True
@@ -201,13 +209,13 @@ class IRIDupeFilter(BaseDupeFilter):
     def kwargs_from_crawler(cls, crawler: Crawler) -> dict[str, Any]:
         """Constructor arguments from a crawler (extend this in subclasses)."""
         settings = crawler.settings
-        config = IRIConfig.for_crawler(crawler)
-        rules = rules_for(crawler, config)
+        context = CrawlContext.of(crawler)
         return {
             "fingerprinter": crawler.request_fingerprinter,
-            "config": config,
-            "rules": rules,
-            "learned": learned_for(crawler, rules) if rules is not None else None,
+            "config": context.config,
+            "rules": context.rules,
+            "learned": learned_of(context),
+            "context": context,
             "stats": crawler.stats,
             "jobdir": jobdir_setting(settings),
             "debug": settings.getbool("DUPEFILTER_DEBUG"),
@@ -286,13 +294,13 @@ class IRIDupeFilter(BaseDupeFilter):
 
     def _first(self, request: Request, fp: bytes) -> bool:
         """Keep the first spelling of a new key (for the duplicates' stats); False."""
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         if self.rules is not None:  # learned rules move keys: which one this request added
             request.meta[META_KEYED] = fp64(fp).hex()
             if self.learned is not None and stamp is not None and stamp.base is not None:
                 self.learned.admitted(stamp.base, self.rules.apply(stamp.base))
         if self.debug:  # the spelling the spider wrote (request.url is canonical)
-            self._first_seen[fp64(fp)] = stamp.spelling if stamp else spelling(request)
+            self._first_seen[fp64(fp)] = spelling(request, stamp)
         elif (stamp is not None and not stamp.canonical
                 and len(self._first_seen) < FIRST_SPELLINGS_KEPT):
             self._first_seen[fp64(fp)] = stamp.spelling
@@ -307,7 +315,7 @@ class IRIDupeFilter(BaseDupeFilter):
             self._inc(STAT_REDIRECT_SAME_KEY)
             return False
         if meta.get(META_RENORMALIZED):
-            stamp = stamp_of(request)
+            stamp = self.stamper.stamp_of(request)
             original = meta.get(META_ORIGINAL)
             if ((stamp is not None and stamp.reissued) or original is None
                     or self._same_key_as(request, original, fp)):
@@ -326,7 +334,7 @@ class IRIDupeFilter(BaseDupeFilter):
         keyed = request.meta.get(META_KEYED)
         if keyed is not None and keyed != fp64(fp).hex():
             return False
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         return not (stamp is not None and stamp.base is not None
                     and self.rules.was_served(stamp.base))
 
@@ -357,7 +365,7 @@ class IRIDupeFilter(BaseDupeFilter):
 
         *first*: the first spelling of its key, if known; else the key itself.
         """
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         if stamp is None or stamp.base is None or as_given(request.meta):
             return "simple"
         written = stamp.spelling
@@ -401,7 +409,7 @@ class IRIDupeFilter(BaseDupeFilter):
         record = fp64(fp)
         first = self._first_seen.get(record)
         rung = self.decided_by(request, first)
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         alias = self._stock_alias(stamp, first)
         self._decided[rung] = self._decided.get(rung, 0) + 1
         if alias:
@@ -413,10 +421,10 @@ class IRIDupeFilter(BaseDupeFilter):
             inc(STAT_DECIDED_BY_PREFIX + rung)
             if alias:
                 inc(STAT_STOCK_ALIASES)
-        note_duplicate(stats, request, record, stamp, first, rung, alias)
+        note_duplicate(self.context, request, record, stamp, first, rung, alias)
         extra = {"spider": spider} if spider is not None else None
         if self.debug:
-            written = stamp.spelling if stamp is not None else spelling(request)
+            written = spelling(request, stamp)
             logger.debug(
                 "Filtered duplicate request: %(request)s written as %(written)s (referer: "
                 "%(referer)s; decided by: %(rungs)s; first seen as %(first)s): %(explain)s",
@@ -499,7 +507,7 @@ class IRIDupeFilter(BaseDupeFilter):
 
     def close(self, reason: str = "") -> None:
         logger.info(self.summary())
-        dupefilter_closed(self.stats, self._requests, reason)
+        dupefilter_closed(self.context, self._requests, reason)
         if self._flusher is not None and self._flusher.running:
             self._flusher.stop()
         self._flusher = None

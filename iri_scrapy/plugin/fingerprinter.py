@@ -31,8 +31,9 @@ the fingerprint is the SHA-1 of this one followed by that one's for the request
 with its key as URL: two requests are duplicates only if both fingerprinters say
 so, and IRI aliases stay one resource for both (docs/compose.md).
 
-Fingerprints are cached per :class:`~scrapy.Request` in a ``WeakKeyDictionary``
-like Scrapy's.  At level PROTOCOL the learned rules change during the crawl, so
+Fingerprints are cached per :class:`~scrapy.Request` in the crawl's one
+per-request cache, beside the request's stamp (:class:`~iri_scrapy.plugin.stamp.Cached`,
+weak keys like Scrapy's own cache).  At level PROTOCOL the learned rules change during the crawl, so
 the cache keeps the level-SCHEME canonical URI (the costly part) and re-applies
 the rules on every call (a dict lookup); the SHA-1 is recomputed only when that
 changes the key.
@@ -46,7 +47,6 @@ import logging
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import Level, retrieval_key, rungs_applied
@@ -56,11 +56,11 @@ from iri_scrapy.plugin.config import (
     META_ORIGINAL,
     IRIConfig,
     load_object,
-    rules_for,
 )
+from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.idna_requests import convert as idna_convert
 from iri_scrapy.plugin.idna_requests import enabled as idna_enabled
-from iri_scrapy.plugin.stamp import Stamper, as_given, stamp_of
+from iri_scrapy.plugin.stamp import Stamp, Stamper, as_given
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -155,22 +155,22 @@ class IRIRequestFingerprinter:
         rules: ProtocolRules | None = None,
         include_headers: Iterable[bytes | str] | None = None,
     ) -> None:
+        context = CrawlContext.of(crawler) if crawler is not None else None
         if config is None:
-            config = IRIConfig.for_crawler(crawler) if crawler else IRIConfig()
+            config = context.config if context is not None else IRIConfig()
         self.config = config
         self.level = config.level
-        if crawler is not None and rules is None:
-            rules = rules_for(crawler, config)
+        if context is not None and rules is None:
+            rules = context.rules
         self.rules: ProtocolRules | None = rules if config.level >= Level.PROTOCOL else None
         self.stats: StatsCollector | None = crawler.stats if crawler is not None else None
         self._headers: tuple[bytes, ...] = tuple(
             sorted(h.lower().encode() if isinstance(h, str) else h.lower()
                    for h in include_headers or ())
         )
-        self._cache: WeakKeyDictionary[Request, _Entry] = WeakKeyDictionary()
         #: canonicalizes each request once (shared with the middlewares of the crawler)
-        self.stamper = (Stamper.for_crawler(crawler)
-                        if crawler is not None and config == IRIConfig.for_crawler(crawler)
+        self.stamper = (Stamper.of(context)
+                        if context is not None and config == context.config
                         else Stamper(config, self.stats))
         #: The add-on's IDNA 2008 Request() URLs are on in this crawler: a request made
         #: by another component gets its IDNA 2008 URL here, before it is keyed.
@@ -200,7 +200,7 @@ class IRIRequestFingerprinter:
     def key_url(self, request: Request) -> str:
         """The URL the fingerprint of *request* hashes (for explain logging)."""
         self.fingerprint(request)
-        return self._cache[request].key
+        return self._keyed(request).key
 
     def rungs(self, request: Request) -> tuple[str, ...]:
         """The normalizations that changed *request*'s URL into its key (see :func:`rung_keys`).
@@ -212,7 +212,8 @@ class IRIRequestFingerprinter:
         if as_given(request.meta):
             return ()
         try:
-            return rung_keys(spelling(request), self.config, self.rules)
+            return rung_keys(spelling(request, self.stamper.stamp_of(request)), self.config,
+                             self.rules)
         except IRIError:
             return ()
 
@@ -225,7 +226,8 @@ class IRIRequestFingerprinter:
         a request the plugin has already canonicalized is not canonicalized again.
         """
         verbatim = as_given(request.meta)
-        entry = self._cache.get(request)
+        cached = self.stamper.cached(request)
+        entry: _Entry | None = cached.keyed if cached is not None else None
         if entry is not None and entry.verbatim == verbatim:
             if entry.base is None:
                 return entry.fp
@@ -249,8 +251,15 @@ class IRIRequestFingerprinter:
                 if self.rules is None:
                     base = None
         fp = self._hash(request, key)
-        self._cache[request] = _Entry(verbatim, base, key, fp)
+        self.stamper.entry(request).keyed = _Entry(verbatim, base, key, fp)
         return fp
+
+    def _keyed(self, request: Request) -> _Entry:
+        """What :meth:`fingerprint` cached for *request* (it has been called)."""
+        cached = self.stamper.cached(request)
+        assert cached is not None and cached.keyed is not None
+        keyed: _Entry = cached.keyed
+        return keyed
 
     def _composed_fingerprint(self, request: Request) -> bytes:
         """SHA-1 of ours and the base fingerprinter's fingerprint (with a base only).
@@ -259,7 +268,7 @@ class IRIRequestFingerprinter:
         aliases stay one resource for it too (its other parts, e.g. headers, kept).
         """
         own = type(self).fingerprint(self, request)
-        key = self._cache[request].key
+        key = self._keyed(request).key
         keyed = request
         if key != request.url:
             try:
@@ -345,16 +354,15 @@ def chain_problem(fingerprinter: Any, config: IRIConfig) -> str | None:
     return None
 
 
-def spelling(request: Request) -> str:
-    """The URL as the spider wrote it: its stamp's spelling (see
-    :mod:`iri_scrapy.plugin.stamp`); for a request with no valid stamp,
+def spelling(request: Request, stamp: Stamp | None) -> str:
+    """The URL as the spider wrote it: its *stamp*'s spelling (see
+    :mod:`iri_scrapy.plugin.stamp`); for a request with no valid stamp (None),
     ``meta["iri_original"]`` when that is the same resource as ``request.url`` at
     level SCHEME, else ``request.url``.
 
     The check matters after a redirect: Scrapy copies meta, so ``iri_original``
     may still name the redirect's source.
     """
-    stamp = stamp_of(request)
     if stamp is not None:
         return stamp.spelling
     url = request.url

@@ -28,19 +28,19 @@ from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from iri_scrapy.plugin import compat  # noqa: F401  (checks the installed Scrapy first)
-from iri_scrapy.plugin.config import META_DEFERRED, META_KEYED, META_SAMPLE
-from iri_scrapy.plugin.stamp import stamp_of
+from iri_scrapy.plugin.config import META_DEFERRED, META_KEYED, META_SAMPLE, IRIConfig
+from iri_scrapy.plugin.stamp import Stamper
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
     from iri_scrapy.core.protocol import Identity, ProtocolRules
+    from iri_scrapy.plugin.context import CrawlContext
 
 
 logger = logging.getLogger(__name__)
 
-_ATTR = "_iri_scrapy_learned"
 
 
 #: Called with (key before the rules, via, key merged into, request) for each request kept.
@@ -50,9 +50,12 @@ Sink = Callable[[str, str, str, "Request"], None]
 class Learned:
     """The requests learned rules skipped, and the stats of the learner (see the module doc)."""
 
-    def __init__(self, crawler: Crawler | None, rules: ProtocolRules) -> None:
+    def __init__(self, crawler: Crawler | None, rules: ProtocolRules,
+                 stamper: Stamper | None = None) -> None:
         self.crawler = crawler
         self.rules = rules
+        #: the crawl's stamper (the stamps of the requests it is asked about)
+        self.stamper = stamper if stamper is not None else Stamper(IRIConfig())
         #: key before the rules -> (via, key merged into, the request): kept while
         #: ``rules.apply(via) == merged``; *via* is the key itself, or the alias
         #: served first that a rule maps onto it
@@ -84,7 +87,7 @@ class Learned:
         False) that checks the rule against the content it serves.  Each alias
         (key before the rules) counts once, however often pages link it.
         """
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         if stamp is None or stamp.base is None:
             return True
         base = stamp.base
@@ -123,7 +126,7 @@ class Learned:
         meta = request.meta
         if (request.dont_filter and not meta.get(META_DEFERRED)) or meta.get(META_SAMPLE):
             return False
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         if stamp is None or stamp.base is None:
             return False
         base = stamp.base
@@ -154,7 +157,7 @@ class Learned:
         meta = request.meta
         if meta.get(META_SAMPLE) or (request.dont_filter and not meta.get(META_DEFERRED)):
             return False
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         if stamp is None or stamp.base is None:
             return False
         base = stamp.base
@@ -348,12 +351,15 @@ class Learned:
                 stats.set_value(f"iri/protocol/{event}", count)
 
 
-def learned_for(crawler: Crawler, rules: ProtocolRules) -> Learned:
-    """The crawler's one :class:`Learned` (created on first use)."""
-    learned: Learned | None = getattr(crawler, _ATTR, None)
+def learned_of(context: CrawlContext) -> Learned | None:
+    """The crawl's one :class:`Learned` of its rules (None below level PROTOCOL;
+    created on first use, kept in *context*)."""
+    rules = context.rules
+    if rules is None:
+        return None
+    learned: Learned | None = context.learned
     if learned is None or learned.rules is not rules:
-        learned = Learned(crawler, rules)
-        setattr(crawler, _ATTR, learned)
+        learned = context.learned = Learned(context.crawler, rules, Stamper.of(context))
     return learned
 
 

@@ -202,13 +202,15 @@ class IRILinkExtractor(LxmlLinkExtractor):
         base = base_url(response)
         canon = response_state(response).canon  # set by IRINormalizationMiddleware
         stats = canon.stats if canon is not None else None
+        warned = canon.warned if canon is not None else None
         if self._iri_restrict:
             docs = [sub for xpath in self._iri_restrict for sub in response.xpath(xpath)]
         else:
             docs = [response.selector]
         links: list[Link] = []
         for doc in docs:
-            found = self._links(doc.root, response.url, response.encoding, base, stats)
+            found = self._links(doc.root, response.url, response.encoding, base, stats,
+                                warned)
             links.extend(self._process(found))
         return _unique(links) if self._iri_unique else links
 
@@ -225,7 +227,7 @@ class IRILinkExtractor(LxmlLinkExtractor):
 
     def _links(
         self, document: Any, response_url: str, response_encoding: str, base: str,
-        stats: StatsCollector | None = None,
+        stats: StatsCollector | None = None, warned: set[str] | None = None,
     ) -> list[Link]:
         links: list[Link] = []
         stock: list[tuple[Any, str, str, tuple[str, str]]] = []
@@ -264,7 +266,7 @@ class IRILinkExtractor(LxmlLinkExtractor):
                 assert link is not None
                 links.append(link)  # an unnormalizable URL is counted when requested
             else:
-                report_skipped(stats, response_url, value, *refusal)
+                report_skipped(stats, response_url, value, *refusal, warned)
         return _unique(links) if self._iri_unique else links
 
     def _stock_link(

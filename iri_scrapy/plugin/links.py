@@ -40,11 +40,11 @@ the same function.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
-from weakref import WeakKeyDictionary, ref
 
 from scrapy import Request
 from scrapy.http import HtmlResponse, TextResponse
@@ -144,11 +144,6 @@ def refusal_reason(url: str) -> str:
     return "host" if parts.netloc else "request"
 
 
-# first of each reason logged as a WARNING, per stats collector (one per crawl)
-_WARNED: WeakKeyDictionary[Any, set[str]] = WeakKeyDictionary()
-_WARNED_NO_STATS: set[str] = set()
-
-
 def count_unnormalizable(stats: StatsCollector | None, reason: str) -> None:
     """Count one URL with no canonical form: ``iri/unnormalizable`` and its reason."""
     if stats is not None:
@@ -157,15 +152,21 @@ def count_unnormalizable(stats: StatsCollector | None, reason: str) -> None:
 
 
 def report_skipped(
-    stats: StatsCollector | None, page: str, href: str, reason: str, error: str
+    stats: StatsCollector | None, page: str, href: str, reason: str, error: str,
+    warned: set[str] | None = None,
 ) -> None:
-    """Count and log a link of *page* that is skipped (see the module docstring)."""
+    """Count and log a link of *page* that is skipped (see the module docstring).
+
+    *warned*: the reasons already logged as a WARNING in this crawl (the crawl
+    context's :attr:`~iri_scrapy.plugin.context.CrawlContext.warned`): the first
+    of each reason is a WARNING, later ones DEBUG; without it every one is a WARNING.
+    """
     count_unnormalizable(stats, reason)
     if stats is not None:
         stats.inc_value(STAT_SKIPPED)
-    warned = _WARNED.setdefault(stats, set()) if stats is not None else _WARNED_NO_STATS
-    first = reason not in warned
-    warned.add(reason)
+    first = warned is None or reason not in warned
+    if warned is not None:
+        warned.add(reason)
     shown = shorten(href)
     logger.log(
         logging.WARNING if first else logging.DEBUG,
@@ -195,14 +196,13 @@ def wire_unsendable(request: Request) -> str | None:
 
 
 class ResponseState:
-    """What the plugin keeps for one IRI-aware response, beside it.
+    """What the plugin keeps for one IRI-aware response, in it.
 
-    Scrapy's response classes have ``__slots__`` (2.17+), so the IRI-aware
-    subclasses add none either (``__slots__ = ()``): they keep the layout of
-    their class, which lets :class:`~iri_scrapy.IRINormalizationMiddleware`
-    switch a response to its subclass in place instead of copying it.  What
-    they need per response lives here, in :data:`_STATES` (weak keys: it goes
-    with the response).
+    The IRI-aware subclass of a response class has one slot more,
+    ``_iri_state``, which holds this (:func:`response_state`); the normalization
+    middleware builds the response as that subclass with Scrapy's public
+    ``response.replace(cls=...)``.  A response of another class gets a state
+    for the call only.
     """
 
     __slots__ = ("as_written", "base", "canon", "joined", "last", "stock", "tried")
@@ -223,23 +223,16 @@ class ResponseState:
         self.last: tuple[str, str] | None = None
 
 
-_STATES: WeakKeyDictionary[Any, ResponseState] = WeakKeyDictionary()
-# the last response asked about (a weak reference) and its state: the calls for
-# one link (follow, urljoin, base URL) ask about the same response in a row
-_last: tuple[ref[Any], ResponseState] = (ref(ResponseState), ResponseState())
-
-
 def response_state(response: Any) -> ResponseState:
-    """The :class:`ResponseState` of *response* (made on first use)."""
-    global _last
-    last_ref, state = _last
-    if last_ref() is response:
-        return state
-    found = _STATES.get(response)
-    if found is None:
-        found = _STATES[response] = ResponseState()
-    _last = (ref(response), found)
-    return found
+    """The :class:`ResponseState` of *response* (made on first use; kept in an
+    IRI-aware response, for the call only in another)."""
+    try:
+        state: ResponseState = response._iri_state
+    except AttributeError:
+        state = ResponseState()
+        with contextlib.suppress(AttributeError):  # no such slot: not an IRI-aware class
+            response._iri_state = state
+    return state
 
 
 def browser_href(href: str, base: str) -> str:
@@ -332,7 +325,8 @@ def _redirect_target(request: Request, response: Response) -> tuple[str, str, st
 
 
 def skip_unusable_redirect(
-    request: Request, response: Response, stats: StatsCollector | None
+    request: Request, response: Response, stats: StatsCollector | None,
+    warned: set[str] | None = None,
 ) -> bool:
     """Keep Scrapy from following a redirect or meta refresh to an unusable URL.
 
@@ -355,5 +349,5 @@ def skip_unusable_redirect(
         return False
     reason = refusal_reason(url) if refusal[0] == "request" else refusal[0]
     meta["dont_redirect"] = True
-    report_skipped(stats, request.url, href, reason, refusal[1])
+    report_skipped(stats, request.url, href, reason, refusal[1], warned)
     return True

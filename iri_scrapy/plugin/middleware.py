@@ -72,6 +72,7 @@ from iri_scrapy.plugin.config import (
     setting,
     setting_is_subclass,
 )
+from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.idna_requests import convert as idna_convert
 from iri_scrapy.plugin.idna_requests import enabled as idna_enabled
 from iri_scrapy.plugin.links import (
@@ -84,7 +85,7 @@ from iri_scrapy.plugin.links import (
     url_refused,
     wire_unsendable,
 )
-from iri_scrapy.plugin.stamp import Stamper, as_given, fetch_form, stamp_of
+from iri_scrapy.plugin.stamp import Stamper, as_given, fetch_form
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -93,9 +94,6 @@ if TYPE_CHECKING:
 
 
 logger = logging.getLogger(__name__)
-
-_CANON_ATTR = "_iri_scrapy_canonicalizer"
-
 
 class Canonicalizer:
     """Crawler-scoped helper shared by the spider and downloader middlewares.
@@ -119,10 +117,12 @@ class Canonicalizer:
 
     def __init__(
         self, config: IRIConfig, stats: StatsCollector | None, *,
-        stamper: Stamper | None = None,
+        stamper: Stamper | None = None, warned: set[str] | None = None,
     ) -> None:
         self.config = config
         self.stats = stats
+        #: reasons of skipped links logged as a WARNING already (the crawl context's)
+        self.warned: set[str] = set() if warned is None else warned
         #: canonicalizes each request once (shared with the crawler's fingerprinter)
         self.stamper = stamper or Stamper(config, stats)
         #: canonical URI (no fragment) -> the spelling its server redirected to
@@ -130,14 +130,19 @@ class Canonicalizer:
         self.server_spellings: dict[str, str] = {}
 
     @classmethod
-    def for_crawler(cls, crawler: Crawler) -> Canonicalizer:
-        """The crawler's instance (created on first use)."""
-        canon = getattr(crawler, _CANON_ATTR, None)
+    def of(cls, context: CrawlContext) -> Canonicalizer:
+        """The crawl's instance (created on first use, kept in *context*)."""
+        canon: Canonicalizer | None = context.canon
         if canon is None:
-            stamper = Stamper.for_crawler(crawler)
-            canon = cls(stamper.config, crawler.stats, stamper=stamper)
-            setattr(crawler, _CANON_ATTR, canon)
+            stamper = Stamper.of(context)
+            canon = context.canon = cls(stamper.config, context.stats, stamper=stamper,
+                                        warned=context.warned)
         return canon
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> Canonicalizer:
+        """The instance of *crawler*'s crawl context (see :meth:`of`)."""
+        return cls.of(CrawlContext.of(crawler))
 
     def inc(self, key: str) -> None:
         """Increment the stat *key* (no-op without a stats collector)."""
@@ -160,7 +165,7 @@ class Canonicalizer:
         if new.url != uri:  # safe_url_string changed it (a bare "?"): keep it verbatim
             meta[META_VERBATIM] = True
             new = request.replace(url=self.verbatim_form(uri), meta=meta)
-        stamp = stamp_of(request)
+        stamp = self.stamper.stamp_of(request)
         if stamp is not None:
             self.stamper.restamp(new, stamp, reissued=reissued)
         return new
@@ -270,7 +275,7 @@ class IRISpiderMiddleware(BaseSpiderMiddleware):
             request.dont_filter = False
             request.meta.setdefault("allow_offsite", True)
             self.canon.inc("iri/start/deduplicated")
-        stamp = stamp_of(request)
+        stamp = self.canon.stamper.stamp_of(request)
         if stamp is not None and stamp.wire == request.url:
             return request  # stamped by follow(): already in fetch form (IDNA 2008)
         if self.idna2008:
@@ -298,15 +303,21 @@ class IRINormalizationMiddleware:
 
     ``process_response``: the response is handed on as an IRI-aware subclass of
     its class (see :func:`iri_response_class`), so links the spider follows
-    with ``response.follow()`` are resolved by the IRI core.  It is the same
-    object, its class switched (the subclass adds methods only, no slots, so
-    the layout is the same), so its body is not copied nor decoded twice; a
-    copy only for a class whose layout still forbids the switch.
+    with ``response.follow()`` are resolved by the IRI core.  It is built with
+    Scrapy's public ``response.replace(cls=...)``: a new object sharing the
+    body (not copied); its text is decoded again if a middleware before had
+    decoded it (meta refresh), and with the IDNA 2008 ``Request()`` the
+    ``<base href>`` Scrapy's readers get is set again for the new object
+    (:func:`~iri_scrapy.plugin.compat.prime_response_caches`).
     """
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.canon = Canonicalizer.for_crawler(crawler)
+        #: the add-on's IDNA 2008 Request(): the new response's <base href> for
+        #: Scrapy's readers as IDNA2008ResponseMiddleware set it for the old one
+        self.idna2008 = idna_enabled(crawler.settings)
+        self.refresh_ignore_tags = crawler.settings.getlist("METAREFRESH_IGNORE_TAGS")
         self.force_dont_filter = not setting_is_subclass(
             crawler.settings, "DUPEFILTER_CLASS", "iri_scrapy.IRIDupeFilter"
         )
@@ -339,17 +350,13 @@ class IRINormalizationMiddleware:
         return new
 
     def process_response(self, request: Request, response: Response) -> Response:
-        """Hand the spider an IRI-aware response (the same one, as a subclass of its class)."""
+        """Hand the spider an IRI-aware response (a copy, as a subclass of its class)."""
         if request.meta.get(META_DONT_NORMALIZE) or isinstance(response, IRIFollowMixin):
             return response
-        cls = iri_response_class(type(response))
-        try:
-            # The same object, switched to the subclass (which adds methods only,
-            # and no slots): no copy of the response, nor a second decoding of its body.
-            response.__class__ = cls
-        except TypeError:  # a class whose layout forbids it: a copy
-            response = response.replace(cls=cls)
+        response = response.replace(cls=iri_response_class(type(response)))
         response_state(response).canon = self.canon
+        if self.idna2008 and isinstance(response, HtmlResponse):
+            compat.prime_response_caches(response, self.refresh_ignore_tags)
         if isinstance(response, TextResponse) and b"\\" in response.body[:16384]:
             # a <base href> with "\\": Scrapy's own readers of the base URL (forms,
             # selectors, LinkExtractor) read it as follow() does (plugin/links.py)
@@ -483,8 +490,9 @@ class IRIFollowMixin:
                 state.stock = False
         reason = refusal_reason(state.joined or str(href).strip(" \t\n\r\f"))
         page = str(self.url)  # type: ignore[attr-defined]
-        stats = getattr(state.canon, "stats", None)
-        report_skipped(stats, page, str(href), reason, str(error))
+        canon = state.canon
+        report_skipped(getattr(canon, "stats", None), page, str(href), reason, str(error),
+                       getattr(canon, "warned", None))
         return Request(
             page,
             callback=NO_CALLBACK,
@@ -497,25 +505,25 @@ class IRIFollowMixin:
 class IRIResponse(IRIFollowMixin, Response):
     """:class:`~scrapy.http.Response` with IRI-core ``urljoin``/``follow``."""
 
-    __slots__ = ()
+    __slots__ = ("_iri_state",)  # its ResponseState (plugin/links.py)
 
 
 class IRITextResponse(IRIFollowMixin, TextResponse):
     """:class:`~scrapy.http.TextResponse` with IRI-core ``urljoin``/``follow``."""
 
-    __slots__ = ()
+    __slots__ = ("_iri_state",)  # its ResponseState (plugin/links.py)
 
 
 class IRIHtmlResponse(IRIFollowMixin, HtmlResponse):
     """:class:`~scrapy.http.HtmlResponse` with IRI-core ``urljoin``/``follow``."""
 
-    __slots__ = ()
+    __slots__ = ("_iri_state",)  # its ResponseState (plugin/links.py)
 
 
 class IRIXmlResponse(IRIFollowMixin, XmlResponse):
     """:class:`~scrapy.http.XmlResponse` with IRI-core ``urljoin``/``follow``."""
 
-    __slots__ = ()
+    __slots__ = ("_iri_state",)  # its ResponseState (plugin/links.py)
 
 
 _RESPONSE_CLASSES: dict[type[Response], type[Response]] = {
@@ -533,7 +541,7 @@ def iri_response_class(cls: type[Response]) -> type[Response]:
         if issubclass(cls, IRIFollowMixin):
             return cls
         sub = type(f"IRI{cls.__name__}", (IRIFollowMixin, cls), {
-            "__slots__": (),  # the layout of cls: process_response switches, no copy
+            "__slots__": ("_iri_state",),  # its ResponseState (plugin/links.py)
             "__module__": __name__,
             "__doc__": f"{cls.__name__} with IRI-core ``urljoin``/``follow``.",
         })

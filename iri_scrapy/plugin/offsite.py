@@ -27,10 +27,13 @@ from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.hosts import host_to_ascii
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
-from iri_scrapy.plugin.stamp import stamp_of
+from iri_scrapy.plugin.context import CrawlContext
+from iri_scrapy.plugin.stamp import Stamper
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from typing_extensions import Self
 
 
 logger = logging.getLogger(__name__)
@@ -49,7 +52,7 @@ _HOSTS: dict[str, str] = {}
 _HOSTS_MAX = 4096
 
 
-def _request_host(request: Request) -> str:
+def _request_host(request: Request, stamper: Stamper | None) -> str:
     """The canonical host of *request* ('' when it has none or no canonical form).
 
     The canonical form of each host is computed once (a table of at most
@@ -57,7 +60,7 @@ def _request_host(request: Request) -> str:
     its stamp recorded has its host read off the URI without ``urlsplit``.
     """
     url = request.url
-    stamp = stamp_of(request)
+    stamp = stamper.stamp_of(request) if stamper is not None else None
     if stamp is not None and stamp.wire == url and url.startswith(("http://", "https://")):
         # in fetch form (RFC 3987 5.3.3): the host is canonical already, and sits
         # between "//" and the first "/", "?" or "#", after any userinfo
@@ -91,10 +94,20 @@ class IRIOffsiteMiddleware(OffsiteMiddleware):
     # the regex of the allowed_domains last seen (rebuilt if the spider changes them)
     _iri_domains: list[str] | None = None
     _iri_regex: re.Pattern[str] | None = None
+    # the crawl's stamper: a request in the fetch form its stamp recorded is read fast
+    _iri_stamper: Stamper | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        """Scrapy's, with the stamper of the crawl's context."""
+        mw = super().from_crawler(crawler)
+        mw._iri_stamper = Stamper.of(CrawlContext.of(crawler))
+        return mw
 
     def should_follow(self, request: Request, spider: Spider) -> bool:
         """True if the request's canonical host is an allowed domain or a subdomain of one."""
-        return bool(self.get_host_regex(spider).search(_request_host(request)))
+        return bool(self.get_host_regex(spider).search(
+            _request_host(request, self._iri_stamper)))
 
     def get_host_regex(self, spider: Spider) -> re.Pattern[str]:
         """The allowed-domains regex, built from canonical (A-label, lowercase) domains.

@@ -38,10 +38,9 @@ from iri_scrapy.plugin.config import (
     META_PENDING,
     META_SAMPLE,
     META_SERVER_SPELLING,
-    IRIConfig,
-    rules_for,
 )
-from iri_scrapy.plugin.learned import Learned, learned_for, write_rules
+from iri_scrapy.plugin.context import CrawlContext
+from iri_scrapy.plugin.learned import Learned, learned_of, write_rules
 from iri_scrapy.plugin.links import browser_href, request_refusal, skip_unusable_redirect
 
 if TYPE_CHECKING:
@@ -71,10 +70,11 @@ class IRIProtocolMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.config = IRIConfig.for_crawler(crawler)
-        self.rules: ProtocolRules | None = rules_for(crawler, self.config)
-        self.learned: Learned | None = (
-            None if self.rules is None else learned_for(crawler, self.rules))
+        context = CrawlContext.of(crawler)
+        self.config = context.config
+        self.rules: ProtocolRules | None = context.rules
+        self.learned: Learned | None = learned_of(context)
+        self.warned = context.warned
         self.stats = crawler.stats
         self.meta_refresh = crawler.settings.getbool("METAREFRESH_ENABLED", True)
         self.meta_refresh_ignore = crawler.settings.getlist("METAREFRESH_IGNORE_TAGS")
@@ -208,7 +208,8 @@ class IRIProtocolMiddleware:
                     if self.rules.observe_contrary(served):
                         self._revoked(revoked, f"{served} served with status {status}")
                     self._observe(served, request, response)
-        skip_unusable_redirect(request, response, self.stats)  # a target Request() refuses
+        # a target Request() refuses
+        skip_unusable_redirect(request, response, self.stats, self.warned)
         return response
 
     def _observe(self, served: str, request: Request, response: Response) -> None:

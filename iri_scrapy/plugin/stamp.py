@@ -21,8 +21,10 @@ redirect, a retry) or the downloader middleware.  The result is a
   request gives both; below ``scheme`` or with ``IRI_NFC`` it is a second
   ``normalize`` of the spelling at the configured level.  ``None``: keyed as given.
 
-Stamps live in a ``WeakKeyDictionary`` keyed by the request, not in
-``request.meta``: meta goes through the frontier codec (JSON, see
+Stamps live in the crawl's one per-request cache, the stamper's (a
+``WeakKeyDictionary`` keyed by the request, beside the fingerprint the
+fingerprinter keyed it on: :class:`Cached`), not in ``request.meta``: meta goes
+through the frontier codec (JSON, see
 :mod:`iri_scrapy.frontier.codec`) and to other processes, and a stamp there
 would be trusted after the URL or the options changed.  A request read back
 from a frontier store is a new object, stamped again on first use (one
@@ -54,9 +56,9 @@ from iri_scrapy.plugin.links import STAT_UNNORMALIZABLE, count_unnormalizable, e
 
 if TYPE_CHECKING:
     from scrapy import Request
-    from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
+    from iri_scrapy.plugin.context import CrawlContext
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +66,6 @@ _UCS_ENCODINGS = frozenset({
     "utf-8", "utf8", "utf_8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32",
     "utf-32-le", "utf-32-be",
 })
-
-_STAMPER_ATTR = "_iri_scrapy_stamper"
-
 
 class Stamp(NamedTuple):
     """What one canonicalization of a request gave (see the module docstring)."""
@@ -84,16 +83,21 @@ class Stamp(NamedTuple):
         return base is None or self.spelling == base or strip_fragment(self.spelling) == base
 
 
-_STAMPS: WeakKeyDictionary[Any, Stamp] = WeakKeyDictionary()
 _new_stamp = tuple.__new__  # Stamp(...) without the generated __new__ (per link)
 
 
-def stamp_of(request: Request) -> Stamp | None:
-    """The stamp of *request*, or None if it has none or its URL changed since."""
-    stamp = _STAMPS.get(request)
-    if stamp is not None and stamp.url == request.url:
-        return stamp
-    return None
+class Cached:
+    """What the crawl keeps per request, in its one per-request cache (weak keys).
+
+    ``stamp``: the request's :class:`Stamp` (None: none yet); ``keyed``: what the
+    crawl's fingerprinter keyed it on (its own record, None: not keyed yet).
+    """
+
+    __slots__ = ("stamp", "keyed")
+
+    def __init__(self, stamp: Stamp | None, keyed: Any = None) -> None:
+        self.stamp = stamp
+        self.keyed = keyed
 
 
 def as_given(meta: dict[str, Any]) -> bool:
@@ -131,8 +135,9 @@ def fetch_form(url: str, query_encoding: str | None = None) -> str:
 class Stamper:
     """Stamps requests for one crawler's options; counts URLs with no canonical form.
 
-    One per crawler (:meth:`for_crawler`), shared by the middlewares and the
-    fingerprinter, so that each request is counted in ``iri/unnormalizable`` once.
+    One per crawl (:meth:`of` its :class:`~iri_scrapy.plugin.context.CrawlContext`),
+    shared by the middlewares and the fingerprinter, so that each request is counted
+    in ``iri/unnormalizable`` once.
     """
 
     def __init__(self, config: IRIConfig, stats: StatsCollector | None = None) -> None:
@@ -142,14 +147,43 @@ class Stamper:
         self._fast_key = config.level >= Level.SCHEME and not config.nfc
         self._keep = config.keep_fragments
         self._level = min(config.level, Level.SCHEME)
+        #: the crawl's one per-request cache: request -> :class:`Cached` (weak keys:
+        #: gone with the request)
+        self._cache: WeakKeyDictionary[Request, Cached] = WeakKeyDictionary()
+
+    def stamp_of(self, request: Request) -> Stamp | None:
+        """The stamp of *request*, or None if it has none or its URL changed since."""
+        cached = self._cache.get(request)
+        if cached is not None:
+            stamp = cached.stamp
+            if stamp is not None and stamp.url == request.url:
+                return stamp
+        return None
+
+    def cached(self, request: Request) -> Cached | None:
+        """What the cache holds for *request* (None: nothing yet)."""
+        return self._cache.get(request)
+
+    def entry(self, request: Request) -> Cached:
+        """What the cache holds for *request*, made empty on first use."""
+        cached = self._cache.get(request)
+        if cached is None:
+            cached = self._cache[request] = Cached(None)
+        return cached
+
+    def _put(self, request: Request, stamp: Stamp) -> None:
+        cached = self._cache.get(request)
+        if cached is None:
+            self._cache[request] = Cached(stamp)
+        else:
+            cached.stamp = stamp
 
     @classmethod
-    def for_crawler(cls, crawler: Crawler) -> Stamper:
-        """The crawler's stamper (created on first use)."""
-        stamper = getattr(crawler, _STAMPER_ATTR, None)
+    def of(cls, context: CrawlContext) -> Stamper:
+        """The crawl's stamper (created on first use, kept in *context*)."""
+        stamper: Stamper | None = context.stamper
         if stamper is None:
-            stamper = cls(IRIConfig.for_crawler(crawler), crawler.stats)
-            setattr(crawler, _STAMPER_ATTR, stamper)
+            stamper = context.stamper = cls(context.config, context.stats)
         return stamper
 
     def key_base(self, spelling: str, wire: str) -> str | None:
@@ -193,7 +227,7 @@ class Stamper:
                     self.unnormalizable(url, exc)
             base = None if wire is None else self.key_base(spelling, wire)
             stamp = Stamp(url, spelling, wire, base, reissued)
-        _STAMPS[request] = stamp
+        self._put(request, stamp)
         return stamp
 
     def stamp_link(self, request: Request, spelling: str, wire: str) -> None:
@@ -206,18 +240,19 @@ class Stamper:
             base = wire if self._keep else strip_fragment(wire)
         else:
             base = self.key_base(spelling, wire)
-        _STAMPS[request] = _new_stamp(Stamp, (wire, spelling, wire, base, False))
+        # a request follow() has just made: nothing cached for it yet
+        self._cache[request] = Cached(_new_stamp(Stamp, (wire, spelling, wire, base, False)))
 
     def restamp(self, request: Request, stamp: Stamp, *, reissued: bool = False) -> Stamp:
         """Carry *stamp* over to *request*, a copy whose URL is the stamp's wire form
         (or a spelling of the same key): no new canonicalization."""
         new = stamp._replace(url=request.url, wire=request.url, reissued=reissued)
-        _STAMPS[request] = new
+        self._put(request, new)
         return new
 
     def stamp_for(self, request: Request) -> Stamp:
         """The stamp of *request*, stamping it if it has none (or a stale one)."""
-        return stamp_of(request) or self.stamp(request)
+        return self.stamp_of(request) or self.stamp(request)
 
     def unnormalizable(self, url: str, exc: IRIError) -> None:
         """Count and log a URL that has no canonical form (first as a WARNING)."""

@@ -10,18 +10,13 @@ call), the keys answered on release, and the counters after.  Events:
 
 from __future__ import annotations
 
-import gc
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from iri_scrapy.frontier.ledger import (
-    Ledger,
-    frontier_for,
-    register_frontier,
-    unregister_frontier,
-)
+from iri_scrapy.frontier.ledger import Ledger
+from iri_scrapy.plugin.context import CrawlContext
 
 
 class _Request:
@@ -254,30 +249,15 @@ class _Scheduler:
         pass
 
 
-class _Crawler:
-    pass
-
-
-def test_registry() -> None:
-    crawler, other = _Crawler(), _Crawler()
+def test_the_context_says_who_answers() -> None:
+    context = CrawlContext()
     mine, theirs = _Scheduler(), _Scheduler()
-    assert frontier_for(crawler) is None
-    register_frontier(crawler, mine)
-    assert frontier_for(crawler) is mine
-    assert frontier_for(other) is None
-    unregister_frontier(crawler, theirs)  # not the one registered: no-op
-    assert frontier_for(crawler) is mine
-    unregister_frontier(crawler, mine)
-    assert frontier_for(crawler) is None
-    unregister_frontier(crawler, mine)  # twice: no-op
-
-
-def test_registry_does_not_keep_a_crawler_alive() -> None:
-    import weakref
-
-    crawler = _Crawler()
-    register_frontier(crawler, _Scheduler())
-    gone = weakref.ref(crawler)
-    del crawler
-    gc.collect()
-    assert gone() is None
+    assert context.frontier is None
+    context.register_frontier(mine)
+    assert context.frontier is mine
+    assert CrawlContext().frontier is None  # another crawl's
+    context.unregister_frontier(theirs)  # not the one registered: no-op
+    assert context.frontier is mine
+    context.unregister_frontier(mine)
+    assert context.frontier is None
+    context.unregister_frontier(mine)  # twice: no-op

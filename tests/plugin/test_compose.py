@@ -56,10 +56,10 @@ def _same(fp: Any, a: str, b: str) -> bool:
 
 def _verify_at_open(crawler: Any) -> None:
     """Run the add-on's spider_opened check (the other spider_opened handlers need a reactor)."""
-    from iri_scrapy import Addon
+    from iri_scrapy.addon import AddonExtension
 
-    (addon,) = [a for a in crawler.addons.addons if isinstance(a, Addon)]
-    addon._verify_fingerprinter()
+    (ext,) = [e for e in crawler.extensions.middlewares if isinstance(e, AddonExtension)]
+    ext._verify_fingerprinter()
 
 
 # ------------------------------------------------------------------- settings, in process

@@ -17,7 +17,8 @@ from scrapy.utils.test import get_crawler
 
 from iri_scrapy import IRIRequestFingerprinter
 from iri_scrapy.core.ladder import Level
-from iri_scrapy.plugin.config import IRIConfig, rules_for
+from iri_scrapy.plugin.config import IRIConfig
+from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.fingerprinter import rung_keys
 from iri_scrapy.plugin.links import STAT_UNNORMALIZABLE
 
@@ -222,9 +223,9 @@ def test_rung_keys(url: str, config: IRIConfig, expected: tuple[str, ...]) -> No
 
 
 def test_protocol_rules_learned_later_change_cached_fingerprints() -> None:
-    crawler = crawler_for(IRI_LEVEL="protocol")
+    crawler = crawler_for(IRI_LEVEL="protocol", ADDONS={"iri_scrapy.Addon": 0})
     f = crawler.request_fingerprinter
-    rules = rules_for(crawler, IRIConfig.from_settings(crawler.settings))
+    rules = CrawlContext.of(crawler).rules
     assert rules is not None and f.rules is rules
     early = Request("http://example.com/data")
     before = f.fingerprint(early)

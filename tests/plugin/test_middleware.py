@@ -193,7 +193,7 @@ def test_iri_response_follow_defeats_idna2003() -> None:
     assert compat.apply_idna2008(stock) and stock.url == "http://xn--strae-oqa.example/karte"
     ours = mw.process_response(page.request, page)  # type: ignore[arg-type]
     assert isinstance(ours, HtmlResponse) and type(ours) is iri_response_class(HtmlResponse)
-    assert ours is page  # switched in place (the subclass keeps the slots layout), not copied
+    assert ours.body is page.body  # a new response of the subclass, its body not copied
     req = ours.follow("http://straße.example/karte")
     assert req.url == "http://xn--strae-oqa.example/karte"
     assert req.meta["iri_original"] == "http://straße.example/karte"
