@@ -12,7 +12,9 @@ an input that cannot be normalized; 130 on Ctrl-C; 141 when the reader of the
 output went away (broken pipe), quietly.
 
 Refusals name the line (or argument) and what is wrong: a byte that is not
-UTF-8 reads "invalid UTF-8 byte 0xC9 at index 2".  Every position in every
+UTF-8 reads "invalid UTF-8 byte 0xC9 at index 2".  Input that is not text is
+never written back.  A UTF-8 byte order mark at the start of a file or stdin is
+skipped, as the ``utf-8-sig`` codec does.  Every position in every
 message is a 0-based character index into the text as given (an undecodable
 byte counts as one character), as in the library's errors (``IRIError.index``).
 URLs quoted in messages are shortened past :data:`~iri_scrapy.core.shorten.SHOWN_LENGTH`
@@ -42,7 +44,14 @@ from iri_scrapy.core.errors import IRIError, IRIScrapyError
 from iri_scrapy.core.explain import explain as explain_iris
 from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
-from iri_scrapy.store.dedupe import Deduper, DedupeStats, Outcome, Samples, undecodable_byte
+from iri_scrapy.store.dedupe import (
+    Deduper,
+    DedupeStats,
+    Outcome,
+    Samples,
+    not_text,
+    undecodable_byte,
+)
 
 PROG = "iri-scrapy"
 EXIT_OK = 0
@@ -140,8 +149,21 @@ def _same_file(a: str, b: str | None) -> bool:
         return False
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def _raw_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The lines of *stream* as read, without the UTF-8 byte order mark that some editors
+    put at the start of a file (skipped as Python's ``utf-8-sig`` codec does)."""
+    lines = iter(stream)
+    for first in lines:
+        yield first[len(_BOM):] if first.startswith(_BOM) else first
+        break
+    yield from lines
+
+
 def _lines(stream: BinaryIO) -> Iterator[str]:
-    for raw in stream:
+    for raw in _raw_lines(stream):
         yield _decode(raw)
 
 
@@ -213,7 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
         "reported on standard error with its line number (a byte that is not UTF-8: "
         "'invalid UTF-8 byte 0xC9 at index N', N the 0-based character index in the "
         "line, as every position in messages) and, by default, written unchanged so "
-        "the output stays aligned with the input (--on-error).",
+        "the output stays aligned with the input (--on-error); a line that is not text "
+        "(a byte that is not UTF-8, a control character such as NUL inside it, as dedupe "
+        "refuses) is written as an empty line instead, never echoed.  A UTF-8 byte order "
+        "mark at the start of the input is skipped.",
         epilog=_EXIT_CODES.format(
             one="some input could not be normalized (each reported on stderr, with any "
             "--on-error)", two=""),
@@ -224,8 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--on-error",
         choices=["keep", "empty", "skip"],
         default="keep",
-        help="what to write for a line that fails: the input unchanged (default), an "
-        "empty line, or nothing; it is reported on stderr in every case",
+        help="what to write for a line that fails: the input unchanged (default; an "
+        "empty line for one that is not text), an empty line, or nothing; it is reported "
+        "on stderr in every case",
     )
     p.add_argument("-o", "--output", metavar="OUT", help="write to OUT instead of stdout")
     p.set_defaults(func=cmd_normalize)
@@ -407,7 +433,10 @@ def cmd_normalize(args: argparse.Namespace) -> int:
             if not text.strip(" \t\r\n"):
                 out.write(b"\n")
                 continue
-            error = undecodable_byte(text)
+            # A line that is not text (a byte that is not UTF-8, a control character
+            # such as NUL) is never written back: "keep" writes it as an empty line.
+            error = not_text(text)
+            kept = "" if error is not None else text
             if error is None:
                 try:
                     result = normalize(
@@ -419,12 +448,9 @@ def cmd_normalize(args: argparse.Namespace) -> int:
             if error is not None:
                 failed += 1
                 _err(f"normalize: {where}: {error}")
-                if args.on_error == "keep":
-                    result = text
-                elif args.on_error == "empty":
-                    result = ""
-                else:
+                if args.on_error == "skip":
                     continue
+                result = kept if args.on_error == "keep" else ""
             out.write(_encode(result))
             if interactive:
                 out.flush()
@@ -713,7 +739,7 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
         write = out.write
         process = deduper.process
         stats = deduper.stats
-        for raw in src:
+        for raw in _raw_lines(src):
             outcome, text = process(_decode(raw))
             if outcome is Outcome.UNIQUE:
                 write(_encode(text))

@@ -99,9 +99,28 @@ def undecodable_byte(line: str) -> str | None:
     return f"invalid UTF-8 byte 0x{byte:02X} at index {m.start()}"
 
 
+def not_text(line: str) -> str | None:
+    """Why *line* (one line of input, without its end of line) is not a line of text,
+    or None: a byte that is not UTF-8 or a control character inside it (C0 including
+    tab and NUL, DEL, C1).  White space around the line (space, tab, CR, LF) is not
+    data and is ignored, as by the core.  Positions as in :func:`undecodable_byte`."""
+    stripped = line.strip(WHITESPACE)
+    start = len(line) - len(line.lstrip(WHITESPACE))
+    m = _REFUSED.search(line, start, start + len(stripped))
+    if m is None:
+        return None
+    cp = ord(m.group())
+    if cp >= 0xDC80:
+        return undecodable_byte(line)
+    name = _CONTROL_NAMES.get(cp)
+    what = f"U+{cp:04X} ({name})" if name else f"U+{cp:04X}"
+    return f"control character {what} at index {m.start()}: not allowed in a URL"
+
+
 def refusal(line: str) -> str | None:
     """Why *line* (one line of a URL list, without its end of line) is not a URL at
-    all, or None: an undecodable byte, a control character inside it, or no scheme.
+    all, or None: not text (:func:`not_text`: an undecodable byte, a control
+    character inside it) or no scheme.
 
     Positions are 0-based character indices in the line (each undecodable byte one
     character), as in the library's errors (``index``).  White space around
@@ -109,16 +128,11 @@ def refusal(line: str) -> str | None:
     """
     if _PLAIN.match(line) is not None:
         return None
+    why = not_text(line)
+    if why is not None:
+        return why
     stripped = line.strip(WHITESPACE)
     start = len(line) - len(line.lstrip(WHITESPACE))
-    m = _REFUSED.search(line, start, start + len(stripped))
-    if m is not None:
-        cp = ord(m.group())
-        if cp >= 0xDC80:
-            return undecodable_byte(line)
-        name = _CONTROL_NAMES.get(cp)
-        what = f"U+{cp:04X} ({name})" if name else f"U+{cp:04X}"
-        return f"control character {what} at index {m.start()}: not allowed in a URL"
     if _SCHEME.match(stripped) is None:
         if stripped.startswith("\ufeff"):  # a UTF-8 BOM at the start of a file
             return f"byte order mark U+FEFF at index {start}: not part of a URL"
