@@ -396,7 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
         "iri_frontier.sqlite3.damaged-<time>.  With --out DIR (a read-only JOBDIR): the new "
         "store is DIR/iri_frontier.sqlite3; point JOBDIR at DIR.  Then run the crawl again: "
         "the saved pending requests are fetched, the saved fingerprints are not fetched "
-        "again.",
+        "again.  In place, a store that is readable and whole (SQLite's quick_check finds "
+        "nothing wrong, its meta table names its options and a format a crawl reads) is "
+        "left untouched, and the command says so in one line (exit status 0).",
         epilog=_EXIT_CODES.format(
             one="salvaged, but some ids could not be read (their requests are lost: the "
             "pages that link to them are not fetched again)",
@@ -543,6 +545,11 @@ def cmd_frontier_salvage(args: argparse.Namespace) -> int:
         raise _Error(str(exc)) from None
     except (OSError, sqlite3.Error) as exc:
         raise _Error(f"cannot salvage {args.jobdir}: {exc}") from None
+    if report.whole:
+        sys.stdout.write(f"{report.source} is readable and whole (SQLite quick_check ok, "
+                         "its options and format in place): nothing to salvage, left "
+                         "untouched\n")
+        return EXIT_OK
     lines = [
         f"salvaged {report.source} into {report.target}",
         f"pending requests: {report.pending} saved, {report.pending_unreadable} ids unreadable",
