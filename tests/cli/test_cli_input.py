@@ -72,3 +72,29 @@ def test_normalize_never_echoes_binary(line: bytes, why: str, on_error: str,
     assert out == (b"http://b/\n" if on_error == "skip" else b"\nhttp://b/\n")
     assert f"iri-scrapy: normalize: {why}" in err
     assert "1 input(s) could not be normalized" in err
+
+
+HUGE_HOSTS = {  # 1 MB hosts: many labels (refused by their full stops), one label
+    "labels": "é." * 333_333,
+    "one-label": "é" * 500_000,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(HUGE_HOSTS))
+def test_normalize_memory_of_a_huge_host_is_bounded(shape: str,
+                                                    capsysbinary: pytest.CaptureFixture[bytes],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracemalloc
+
+    data = f"http://{HUGE_HOSTS[shape]}x.com/\n".encode()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    tracemalloc.start()
+    try:
+        code = main(["normalize"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    out, err = capsysbinary.readouterr()
+    assert (code, out) == (1, data)  # text, not a URL: kept as written
+    assert len(err) < 2000  # the message quotes a shortened host
+    assert peak < 20 * len(data), f"{peak / len(data):.1f} bytes per input byte"
