@@ -45,6 +45,8 @@ from iri_scrapy.core.explain import explain as explain_iris
 from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
 from iri_scrapy.store.dedupe import (
+    FRAGMENT,
+    FRAGMENT_LABEL,
     Deduper,
     DedupeStats,
     Outcome,
@@ -295,8 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
         + "\nThe closing report (stderr) gives lines read, unique, duplicates, the URL "
         "lines per rung of\nthe ladder (every line, first spelling or duplicate, counts "
         "under each rung that changed\nits spelling on the way to its canonical key, "
-        "'simple' if none did: so the counts do not\ndepend on which spelling came "
-        "first),\nblank and unparseable (refused) lines, "
+        "'simple' if none did, and under 'fragment' (5.1) when\nits fragment was "
+        "dropped, as the crawl report heads them: so the counts do not\ndepend on which "
+        "spelling came first),\nblank and unparseable (refused) lines, "
         f"and from {MEMORY_REPORT_MIN_UNIQUE:,} unique\nURLs on the fingerprint table's "
         "size.  Standard output carries only the URLs.",
     )
@@ -678,9 +681,12 @@ def _report(stats: DedupeStats, args: argparse.Namespace, elapsed: float) -> str
         lines.append("  URL lines by rung (each line counts under every rung that changed its "
                      "spelling to reach its canonical key, whatever the order):")
         spellings = stats.spellings_by_rung()
-        for rung in _rungs(args):
-            title = rung.title + (" (already canonical)" if rung is Rung.SIMPLE else "")
-            lines.append(f"    {rung.section:<8} {title:<46} {spellings[rung.key]:>12,}")
+        rows = [(rung.section, rung.title + (" (already canonical)" if rung is Rung.SIMPLE
+                                             else ""), rung.key) for rung in _rungs(args)]
+        if not args.keep_fragment:
+            rows.append((*FRAGMENT_LABEL, FRAGMENT))
+        for section, title, key in rows:
+            lines.append(f"    {section:<8} {title:<46} {spellings[key]:>12,}")
     if stats.unparseable:
         where = f"; all written to {args.rejects}" if args.rejects else ""
         lines.append(f"  unparseable lines (first {len(stats.rejects)} of "

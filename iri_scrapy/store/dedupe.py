@@ -36,6 +36,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from hashlib import blake2b
 from typing import Any
 
@@ -51,8 +52,13 @@ from iri_scrapy.core.ladder import (
 from iri_scrapy.core.parsing import SCHEME_RE, WHITESPACE, preprocess
 from iri_scrapy.store.fpstore import FingerprintSet
 
-#: Keys of :attr:`DedupeStats.by_rung`, in ladder order.
-RUNG_KEYS: tuple[str, ...] = tuple(r.key for r in Rung)
+#: Counted beside the ladder's rungs, not one of them: the fragment dropped for the
+#: retrieval key (RFC 3987 section 5.1), by dedupe (a line whose fragment was dropped)
+#: and by the crawl's dupefilter (``decided_by/fragment``); one label in both reports.
+FRAGMENT = "fragment"
+FRAGMENT_LABEL = ("5.1", "fragment dropped (retrieval key)")
+#: Keys of :attr:`DedupeStats.by_rung`: the rungs in ladder order, then :data:`FRAGMENT`.
+RUNG_KEYS: tuple[str, ...] = (*(r.key for r in Rung), FRAGMENT)
 #: Bounds of :class:`Samples` (``dedupe --report``).
 MAX_HOSTS = 4096
 MAX_CLUSTERS = 24
@@ -138,6 +144,12 @@ def refusal(line: str) -> str | None:
             return f"byte order mark U+FEFF at index {start}: not part of a URL"
         return "no scheme: not an absolute URL"
     return None
+
+
+@lru_cache(maxsize=256)
+def _rung_keys(climbed: tuple[Rung, ...], fragment: bool) -> tuple[str, ...]:
+    """The keys of the rungs *climbed*, then :data:`FRAGMENT` if the fragment was dropped."""
+    return (*(r.key for r in climbed), *((FRAGMENT,) if fragment else ()))
 
 
 class Outcome(enum.Enum):
@@ -289,11 +301,12 @@ class Deduper:
         #: What ``--report`` shows (with *samples*), else None.
         self.samples: Samples | None = Samples() if samples else None
 
-    def classify(self, line: str) -> tuple[Outcome | None, str, tuple[Rung, ...], str]:
+    def classify(self, line: str) -> tuple[Outcome | None, str, tuple[str, ...], str]:
         """What the ladder says of one line, before the seen-set; counts nothing.
 
         ``(None, key, rungs, out)`` for a URL: its canonical key (URI form), the
-        rungs that changed it (with *rung_stats*; empty when already canonical)
+        keys of the rungs that changed it, then :data:`FRAGMENT` if its fragment was
+        dropped (with *rung_stats*; empty when already canonical)
         and the text to write if it is the first spelling; ``(Outcome.BLANK, "",
         (), "")`` or ``(Outcome.REJECT, error, (), "")``.  :meth:`process` and
         :mod:`iri_scrapy.integrations.spark` both decide through it.
@@ -303,10 +316,12 @@ class Deduper:
         refused = refusal(line)
         if refused is not None:
             return Outcome.REJECT, refused, (), ""
-        rungs: tuple[Rung, ...] = ()
+        rungs: tuple[str, ...] = ()
         try:
             if self.rung_stats:
-                key, rungs = canonical_and_rungs(line, self.options)
+                key, climbed = canonical_and_rungs(line, self.options)
+                # The first "#" of a URL starts its fragment (RFC 3986 section 3.5).
+                rungs = _rung_keys(climbed, not self.keep_fragment and "#" in line)
             else:
                 key = canonical(line, self.options)
             out = line
@@ -318,7 +333,7 @@ class Deduper:
             return Outcome.REJECT, str(exc), (), ""
         return None, key, rungs, out
 
-    def add(self, fp: int, rungs: tuple[Rung, ...]) -> bool:
+    def add(self, fp: int, rungs: tuple[str, ...]) -> bool:
         """Count a URL of fingerprint *fp* (:func:`fingerprint` of its key): True when
         it is the first of its resource, else a duplicate counted under its *rungs*."""
         stats = self.stats
@@ -333,7 +348,7 @@ class Deduper:
             if not rungs:
                 by_rung["simple"] += 1
             for rung in rungs:
-                by_rung[rung.key] += 1
+                by_rung[rung] += 1
         return first
 
     def process(self, line: str) -> tuple[Outcome, str]:

@@ -21,8 +21,8 @@ saying what it left out and how to see it.  Every text from the input is
 HTML-escaped, and characters that would not show (controls, format characters
 such as bidi controls, zero-width characters, the soft hyphen and tag characters,
 white space other than U+0020, default-ignorable characters; RFC 3987 section 4.1)
-are shown as marked escapes, so that two URLs that differ by one look different.  It lives in ``store/`` because the
-CLI and the plugin both render it.
+are shown as marked escapes, so that two URLs that differ by one look different.
+It lives in ``store/`` because the CLI and the plugin both render it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,14 @@ from iri_scrapy.core.hosts import host_to_unicode
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
 from iri_scrapy.core.shorten import shorten
 from iri_scrapy.store.crawl_report import DECIDED_KEYS, CrawlReport
-from iri_scrapy.store.dedupe import MAX_CLUSTER_SPELLINGS, MAX_CLUSTERS, DedupeStats, Samples
+from iri_scrapy.store.dedupe import (
+    FRAGMENT,
+    FRAGMENT_LABEL,
+    MAX_CLUSTER_SPELLINGS,
+    MAX_CLUSTERS,
+    DedupeStats,
+    Samples,
+)
 
 #: Characters a page must not show as themselves, for two URLs that differ only by them
 #: would look the same: controls (Cc), format characters (Cf: bidi controls, zero-width
@@ -102,7 +109,7 @@ footer { color: var(--muted); font-size: 12px; margin-top: 36px; }
 
 #: Chart labels of the dupefilter's deciding rungs that are not ladder rungs.
 _OTHER_LABELS = {
-    "fragment": ("5.1", "only the fragment differed"),
+    FRAGMENT: FRAGMENT_LABEL,
     "heuristics": ("", "query heuristics (not RFC)"),
 }
 
@@ -380,9 +387,12 @@ def render_dedupe(
         ("unparseable", stats.unparseable, "refused lines", False),
     ]
     series = [(_DUP, "duplicates"), (_FIRST, "first spellings")]
-    rows = [(r.key, f"{r.section} " + ("simple: already canonical" if r is Rung.SIMPLE
-                                       else r.title),
-             (stats.by_rung[r.key], stats.first_by_rung[r.key])) for r in rungs]
+    labels = [(r.key, f"{r.section} " + ("simple: already canonical" if r is Rung.SIMPLE
+                                         else r.title)) for r in rungs]
+    if not keep_fragment:
+        labels.append((FRAGMENT, " ".join(FRAGMENT_LABEL)))
+    rows = [(key, label, (stats.by_rung[key], stats.first_by_rung[key]))
+            for key, label in labels]
     clusters = [(key, spellings, ["first"] + [""] * (len(spellings) - 1))
                 for key, spellings in samples.clusters.items()]
     title = f"Dedupe report: {source}"
@@ -394,7 +404,8 @@ def render_dedupe(
         "<h2>URL lines by rung of the ladder</h2><section class='panel'>"
         "<p class='note'>Each URL line counts under every rung (RFC 3987 section 5.3) that "
         "changed its spelling on the way to its canonical key, under <em>simple</em> if "
-        "none did: from the key alone, whichever spelling came first."
+        "none did, and under <em>fragment</em> (section 5.1) when its fragment was dropped: "
+        "from the key alone, whichever spelling came first."
         + _legend(series) + "</p>"
         + _chart(rows, series, "URL lines by rung of the ladder") + "</section>",
         "<h2>Hosts with most aliases</h2><section class='panel'>"

@@ -143,3 +143,34 @@ def test_each_distinct_account_is_shown_once_per_cluster() -> None:
     assert "every later spelling against the first (the same account)" in one
     assert two.count("<pre>") == 2
     assert "spelling 2 against the first" in two and "spelling 3 against the first" in two
+
+
+# --- 9: fragment-only duplicates under one heading in both reports --------------------
+
+
+def _row_label(page: str, key: str) -> tuple[str, str]:
+    """The label and the figures of the chart's row *key*."""
+    m = re.search(f"<g id='rung-{key}'><text [^>]*>([^<]*)</text>.*?<text [^>]*>([^<]*)</text>"
+                  "</g>", page)
+    assert m is not None, key
+    return m.group(1), m.group(2)
+
+
+def test_fragment_only_duplicates_have_one_heading_in_both_reports() -> None:
+    d = Deduper("scheme", samples=True)
+    for line in ("http://a.example/x", "http://a.example/x#top", "http://a.example/x#end"):
+        d.process(line)
+    stats = d.finish()
+    assert stats.by_rung["fragment"] == 2 and stats.by_rung["simple"] == 0
+    dedupe_page = render_dedupe(stats, d.samples,  # type: ignore[arg-type]
+                                source="in.txt", level="scheme", keep_fragment=False,
+                                nfc=False, rungs=(Rung.SIMPLE, Rung.CASE), elapsed=0.1)
+    crawl_page = render_crawl(crawl([("http://a.example/x",
+                                      [("http://a.example/x#top", "fragment"),
+                                       ("http://a.example/x#end", "fragment")])]),
+                              source="run")
+    label, figures = _row_label(dedupe_page, "fragment")
+    assert (label, figures) == ("5.1 fragment dropped (retrieval key)", "2 + 0")
+    # stock Scrapy would have fetched none of them: 0 + 2
+    assert _row_label(crawl_page, "fragment") == (label, "0 + 2")
+    assert _row_label(dedupe_page, "simple")[1] == "0 + 1"  # the first spelling only
