@@ -732,8 +732,6 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
     if args.report is not None and (args.report == "-" or _same_file(args.input, args.report)):
         raise _Error("dedupe: --report needs a FILE.html other than the input")
     if args.spark is not None:
-        if args.report is not None:
-            raise _Error("dedupe: --report is not available with --spark (use --json-report)")
         return _dedupe_spark(args)
     deduper = Deduper(
         args.level, keep_fragment=args.keep_fragment, nfc=args.nfc,
@@ -807,7 +805,7 @@ def _dedupe_spark(args: argparse.Namespace) -> int:
         raise _Error("dedupe --spark reads a FILE (text or Parquet), not stdin")
     start = time.monotonic()
     try:
-        stats = spark_job.cli_dedupe(args)
+        stats, samples = spark_job.cli_dedupe(args)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):
             raise
@@ -816,7 +814,10 @@ def _dedupe_spark(args: argparse.Namespace) -> int:
         if exc.__class__.__module__.startswith(("pyspark", "py4j")):
             raise _Error(f"dedupe --spark: {str(exc).strip().splitlines()[0]}") from None
         raise
-    return _finish_dedupe(stats, args, time.monotonic() - start)
+    elapsed = time.monotonic() - start
+    if samples is not None:
+        _write_html_report(stats, samples, args, elapsed)
+    return _finish_dedupe(stats, args, elapsed)
 
 
 def _finish_dedupe(stats: DedupeStats, args: argparse.Namespace, elapsed: float) -> int:
