@@ -12,7 +12,9 @@ an input that cannot be normalized; 130 on Ctrl-C; 141 when the reader of the
 output went away (broken pipe), quietly.
 
 Refusals name the line (or argument) and what is wrong: a byte that is not
-UTF-8 reads "invalid UTF-8 byte 0xC9 at index 2".  Every position in every
+UTF-8 reads "invalid UTF-8 byte 0xC9 at index 2".  Input that is not text is
+never written back.  A UTF-8 byte order mark at the start of a file or stdin is
+skipped, as the ``utf-8-sig`` codec does.  Every position in every
 message is a 0-based character index into the text as given (an undecodable
 byte counts as one character), as in the library's errors (``IRIError.index``).
 URLs quoted in messages are shortened past :data:`~iri_scrapy.core.shorten.SHOWN_LENGTH`
@@ -44,10 +46,13 @@ from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
 from iri_scrapy.core.query import rewrite_query
 from iri_scrapy.store.dedupe import (
+    FRAGMENT,
+    FRAGMENT_LABEL,
     Deduper,
     DedupeStats,
     Outcome,
     Samples,
+    not_text,
     undecodable_byte,
     written_form,
 )
@@ -148,8 +153,21 @@ def _same_file(a: str, b: str | None) -> bool:
         return False
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
+def _raw_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The lines of *stream* as read, without the UTF-8 byte order mark that some editors
+    put at the start of a file (skipped as Python's ``utf-8-sig`` codec does)."""
+    lines = iter(stream)
+    for first in lines:
+        yield first[len(_BOM):] if first.startswith(_BOM) else first
+        break
+    yield from lines
+
+
 def _lines(stream: BinaryIO) -> Iterator[str]:
-    for raw in stream:
+    for raw in _raw_lines(stream):
         yield _decode(raw)
 
 
@@ -244,7 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
         "reported on standard error with its line number (a byte that is not UTF-8: "
         "'invalid UTF-8 byte 0xC9 at index N', N the 0-based character index in the "
         "line, as every position in messages) and, by default, written unchanged so "
-        "the output stays aligned with the input (--on-error).",
+        "the output stays aligned with the input (--on-error); a line that is not text "
+        "(a byte that is not UTF-8, a control character such as NUL inside it, as dedupe "
+        "refuses) is written as an empty line instead, never echoed.  A UTF-8 byte order "
+        "mark at the start of the input is skipped.",
         epilog=_EXIT_CODES.format(
             one="some input could not be normalized (each reported on stderr, with any "
             "--on-error)", two=""),
@@ -255,8 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--on-error",
         choices=["keep", "empty", "skip"],
         default="keep",
-        help="what to write for a line that fails: the input unchanged (default), an "
-        "empty line, or nothing; it is reported on stderr in every case",
+        help="what to write for a line that fails: the input unchanged (default; an "
+        "empty line for one that is not text), an empty line, or nothing; it is reported "
+        "on stderr in every case",
     )
     p.add_argument("-o", "--output", metavar="OUT", help="write to OUT instead of stdout")
     p.set_defaults(func=cmd_normalize)
@@ -300,8 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
         + "\nThe closing report (stderr) gives lines read, unique, duplicates, the URL "
         "lines per rung of\nthe ladder (every line, first spelling or duplicate, counts "
         "under each rung that changed\nits spelling on the way to its canonical key, "
-        "'simple' if none did: so the counts do not\ndepend on which spelling came "
-        "first),\nblank and unparseable (refused) lines, "
+        "'simple' if none did, and under 'fragment' (5.1) when\nits fragment was "
+        "dropped, as the crawl report heads them: so the counts do not\ndepend on which "
+        "spelling came first),\nblank and unparseable (refused) lines, "
         f"and from {MEMORY_REPORT_MIN_UNIQUE:,} unique\nURLs on the fingerprint table's "
         "size.  Standard output carries only the URLs.",
     )
@@ -401,7 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
         "iri_frontier.sqlite3.damaged-<time>.  With --out DIR (a read-only JOBDIR): the new "
         "store is DIR/iri_frontier.sqlite3; point JOBDIR at DIR.  Then run the crawl again: "
         "the saved pending requests are fetched, the saved fingerprints are not fetched "
-        "again.",
+        "again.  In place, a store that is readable and whole (SQLite's quick_check finds "
+        "nothing wrong, its meta table names its options and a format a crawl reads) is "
+        "left untouched, and the command says so in one line (exit status 0).",
         epilog=_EXIT_CODES.format(
             one="salvaged, but some ids could not be read (their requests are lost: the "
             "pages that link to them are not fetched again)",
@@ -451,7 +476,10 @@ def cmd_normalize(args: argparse.Namespace) -> int:
             if not text.strip(" \t\r\n"):
                 out.write(b"\n")
                 continue
-            error = undecodable_byte(text)
+            # A line that is not text (a byte that is not UTF-8, a control character
+            # such as NUL) is never written back: "keep" writes it as an empty line.
+            error = not_text(text)
+            kept = "" if error is not None else text
             if error is None:
                 try:
                     result = _normalized(text, args)
@@ -460,12 +488,9 @@ def cmd_normalize(args: argparse.Namespace) -> int:
             if error is not None:
                 failed += 1
                 _err(f"normalize: {where}: {error}")
-                if args.on_error == "keep":
-                    result = text
-                elif args.on_error == "empty":
-                    result = ""
-                else:
+                if args.on_error == "skip":
                     continue
+                result = kept if args.on_error == "keep" else ""
             out.write(_encode(result))
             if interactive:
                 out.flush()
@@ -558,6 +583,11 @@ def cmd_frontier_salvage(args: argparse.Namespace) -> int:
         raise _Error(str(exc)) from None
     except (OSError, sqlite3.Error) as exc:
         raise _Error(f"cannot salvage {args.jobdir}: {exc}") from None
+    if report.whole:
+        sys.stdout.write(f"{report.source} is readable and whole (SQLite quick_check ok, "
+                         "its options and format in place): nothing to salvage, left "
+                         "untouched\n")
+        return EXIT_OK
     lines = [
         f"salvaged {report.source} into {report.target}",
         f"pending requests: {report.pending} saved, {report.pending_unreadable} ids unreadable",
@@ -690,9 +720,12 @@ def _report(stats: DedupeStats, args: argparse.Namespace, elapsed: float) -> str
         lines.append("  URL lines by rung (each line counts under every rung that changed its "
                      "spelling to reach its canonical key, whatever the order):")
         spellings = stats.spellings_by_rung()
-        for rung in _rungs(args):
-            title = rung.title + (" (already canonical)" if rung is Rung.SIMPLE else "")
-            lines.append(f"    {rung.section:<8} {title:<46} {spellings[rung.key]:>12,}")
+        rows = [(rung.section, rung.title + (" (already canonical)" if rung is Rung.SIMPLE
+                                             else ""), rung.key) for rung in _rungs(args)]
+        if not args.keep_fragment:
+            rows.append((*FRAGMENT_LABEL, FRAGMENT))
+        for section, title, key in rows:
+            lines.append(f"    {section:<8} {title:<46} {spellings[key]:>12,}")
     if stats.unparseable:
         where = f"; all written to {args.rejects}" if args.rejects else ""
         lines.append(f"  unparseable lines (first {len(stats.rejects)} of "
@@ -738,8 +771,6 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
     if args.report is not None and (args.report == "-" or _same_file(args.input, args.report)):
         raise _Error("dedupe: --report needs a FILE.html other than the input")
     if args.spark is not None:
-        if args.report is not None:
-            raise _Error("dedupe: --report is not available with --spark (use --json-report)")
         return _dedupe_spark(args)
     deduper = Deduper(
         args.level, keep_fragment=args.keep_fragment, nfc=args.nfc,
@@ -759,7 +790,7 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
         write = out.write
         process = deduper.process
         stats = deduper.stats
-        for raw in src:
+        for raw in _raw_lines(src):
             outcome, text = process(_decode(raw))
             if outcome is Outcome.UNIQUE:
                 write(_encode(text))
@@ -814,7 +845,7 @@ def _dedupe_spark(args: argparse.Namespace) -> int:
         raise _Error("dedupe --spark reads a FILE (text or Parquet), not stdin")
     start = time.monotonic()
     try:
-        stats = spark_job.cli_dedupe(args)
+        stats, samples = spark_job.cli_dedupe(args)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):
             raise
@@ -823,7 +854,10 @@ def _dedupe_spark(args: argparse.Namespace) -> int:
         if exc.__class__.__module__.startswith(("pyspark", "py4j")):
             raise _Error(f"dedupe --spark: {str(exc).strip().splitlines()[0]}") from None
         raise
-    return _finish_dedupe(stats, args, time.monotonic() - start)
+    elapsed = time.monotonic() - start
+    if samples is not None:
+        _write_html_report(stats, samples, args, elapsed)
+    return _finish_dedupe(stats, args, elapsed)
 
 
 def _finish_dedupe(stats: DedupeStats, args: argparse.Namespace, elapsed: float) -> int:

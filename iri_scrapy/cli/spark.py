@@ -8,12 +8,22 @@ an optional dependency).
 from collections.abc import Iterable
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.functions import arrow_udf
 
-from iri_scrapy.integrations.spark import dedupe
-from iri_scrapy.store.dedupe import DedupeStats, Reject
+from iri_scrapy.integrations.spark import classify, dedupe
+from iri_scrapy.store.dedupe import (
+    MAX_CLUSTER_SPELLINGS,
+    MAX_CLUSTERS,
+    MAX_SAMPLED_LENGTH,
+    DedupeStats,
+    Reject,
+    Samples,
+    _host_of,
+)
 
 
 def _first_string_column(df: DataFrame, names: Iterable[str] = ("url", "uri", "iri")) -> str:
@@ -135,13 +145,54 @@ def _write_local(unique: DataFrame, stream: Any, canonical: bool, out: str | Non
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def cli_dedupe(args: Any) -> DedupeStats:
+def _hosts_of(keys: pa.Array) -> pa.Array:
+    """The host of each canonical key (:func:`iri_scrapy.store.dedupe._host_of`)."""
+    return pa.array([_host_of(key) for key in keys.to_pylist()], pa.string())
+
+
+def report_samples(df: DataFrame, col: str, args: Any, hosts: int = 100) -> Samples:
+    """What ``--report`` shows besides the counters, as the local command's
+    :class:`~iri_scrapy.store.dedupe.Samples`, from the whole input (two small
+    aggregations on the canonical keys): the *hosts* hosts with most duplicate
+    spellings (exact counts: never pruned), and up to
+    :data:`~iri_scrapy.store.dedupe.MAX_CLUSTERS` resources met under several
+    spellings, in the order their second spelling came, each with its first
+    :data:`~iri_scrapy.store.dedupe.MAX_CLUSTER_SPELLINGS` distinct spellings in
+    input order (none longer than :data:`~iri_scrapy.store.dedupe.MAX_SAMPLED_LENGTH`).
+    The local command samples among its last 4,096 first spellings: on an input
+    with more resources the clusters shown may differ, not their kind."""
+    key = classify(F.col(col), args.level, keep_fragment=args.keep_fragment, nfc=args.nfc,
+                   with_rungs=False)["key"]
+    # A URL line is UTF-8 (one that is not is refused: no key), without its CR, as read.
+    text = F.regexp_replace(F.col(col).cast("string"), "\r$", "")
+    rows = df.select("line_id", text.alias("line"), key.alias("key")).where(
+        F.col("key").isNotNull())
+    host = arrow_udf(_hosts_of, T.StringType())  # type: ignore[call-overload]
+    per_host = rows.groupBy("key").agg(F.count(F.lit(1)).alias("n")).where(
+        F.col("n") > 1).groupBy(host("key").alias("host")).agg(
+        F.sum(F.col("n") - 1).alias("d")).orderBy(F.desc("d"), "host").limit(hosts).collect()
+    spellings = rows.where(F.length("line") <= MAX_SAMPLED_LENGTH).groupBy(
+        "key", "line").agg(F.min("line_id").alias("at"))
+    # A cluster forms where the local command forms it: at its second distinct spelling.
+    nth = F.row_number().over(Window.partitionBy("key").orderBy("at"))
+    ranked = spellings.withColumn("nth", nth).where(F.col("nth") <= MAX_CLUSTER_SPELLINGS)
+    formed = ranked.where(F.col("nth") == 2).select(
+        "key", F.col("at").alias("formed")).orderBy("formed").limit(MAX_CLUSTERS)
+    picked = ranked.join(F.broadcast(formed), "key").orderBy("formed", "at").collect()
+    samples = Samples(hosts={r["host"]: int(r["d"]) for r in per_host})
+    for r in picked:
+        samples.clusters.setdefault(r["key"], []).append(r["line"])
+    return samples
+
+
+def cli_dedupe(args: Any) -> tuple[DedupeStats, Samples | None]:
     """``iri-scrapy dedupe --spark``: the local command's job and report on Spark.
 
     Writes the unique lines (as given, or canonical in ``--form`` with
     ``--canonical``) in input order to ``-o`` (a text file, stdout, or a Parquet
     directory when OUT ends in ``.parquet``) and the refused lines to
-    ``--rejects``.  Returns the statistics for the closing report.
+    ``--rejects``.  Returns the statistics for the closing report and, with
+    ``--report``, what the page shows besides them (:func:`report_samples`).
     """
     import sys
 
@@ -192,6 +243,7 @@ def cli_dedupe(args: Any) -> DedupeStats:
             with open(args.rejects, "wb") as f:
                 for row in rej.toLocalIterator(prefetchPartitions=True):
                     f.write(_bytes(row["text"]) + b"\n")
+        samples = report_samples(df, col, args) if args.report is not None else None
     finally:
         job.unpersist()
-    return stats
+    return stats, samples

@@ -22,6 +22,7 @@ import idna
 from iri_scrapy.core.errors import IRIHostError, IRIScrapyError
 from iri_scrapy.core.parsing import component_starts, parse
 from iri_scrapy.core.punycode import punycode_encode
+from iri_scrapy.core.shorten import shorten
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _CODEPOINT_RE = re.compile(r"U\+([0-9A-Fa-f]{4,6})")
@@ -51,7 +52,7 @@ def _host_error(host: str, label: str, exc: Exception, start: int) -> IRIHostErr
             pos = host.find(bad)
             index = start + pos if pos >= 0 else None
     return IRIHostError(
-        f"IDNA ToASCII (UTS 46) failed for label {label!r}: {exc}",
+        f"IDNA ToASCII (UTS 46) failed for label {shorten(label)!r}: {shorten(str(exc))}",
         component="host",
         char=char,
         index=index,
@@ -59,10 +60,23 @@ def _host_error(host: str, label: str, exc: Exception, start: int) -> IRIHostErr
     )
 
 
+def _too_long(host: str, octets: int, start: int) -> IRIHostError:
+    """A host whose ToASCII result has (at least) *octets* octets, more than DNS allows."""
+    return IRIHostError(
+        f"the host's A-label form has {octets:,} octets or more, past the {MAX_DNS_NAME} "
+        "of a DNS name (RFC 1034 section 3.1; UTS 46 VerifyDnsLength)",
+        component="host", index=start, text=host,
+    )
+
+
 # Full stops that UTS 46 maps to U+002E (section 4, step 1 mapping), applied
 # first so that the host can be split and each label converted (and cached) alone:
 # the UTS 46 mapping and NFC never act across a full stop.
 _DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+#: The longest domain name in text form, in octets, without a trailing root dot: 255
+#: octets on the wire (RFC 1034 section 3.1, RFC 1035 section 2.3.4) less the length
+#: octets.  UTS 46 section 4.2 (VerifyDnsLength) checks the same on ToASCII's result.
+MAX_DNS_NAME = 253
 
 
 _IDNA_UNICODE = getattr(idna, "unicode_version", "?")
@@ -230,6 +244,11 @@ def host_to_ascii(host: str, *, start: int = 0, dns_name: bool = False) -> str:
     """
     if host.isascii():
         return lower_ascii(host)
+    # Each full stop is one octet of ToASCII's result: a host with too many is refused
+    # before the work per label, whose memory grows with the number of labels.
+    dots = sum(host.count(dot) for dot in ".\u3002\uff0e\uff61")
+    if dots - 1 > MAX_DNS_NAME:
+        raise _too_long(host, dots - 1, start)
     dot = _mapped_dot_empty_label(host) if dns_name else None
     if dot is not None:
         raise IRIHostError(
@@ -241,6 +260,9 @@ def host_to_ascii(host: str, *, start: int = 0, dns_name: bool = False) -> str:
     if isinstance(result, Exception):
         label = next((lab for lab in host.split(".") if not lab.isascii()), host)
         raise _host_error(host, label, result, start)
+    length = len(result) - result.endswith(".")
+    if length > MAX_DNS_NAME:
+        raise _too_long(host, length, start)
     bad = _NOT_REG_NAME_RE.search(result)
     if bad is not None:
         # UTS 46 maps e.g. U+FF03 FULLWIDTH NUMBER SIGN to "#": a delimiter (or "%",

@@ -182,7 +182,7 @@ def _classifier(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
                     if with_rungs:
                         mask = 0
                         for rung in found:
-                            mask |= _MASK[rung.key]
+                            mask |= _MASK[rung]
                 elif outcome is Outcome.BLANK:
                     blank = True
                 else:
@@ -337,7 +337,7 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
                         stats.unique += 1
                     mask = 0
                     for rung in found:
-                        mask |= _MASK[rung.key]
+                        mask |= _MASK[rung]
                     if with_rungs:
                         if mask:
                             for i in range(1, n_rungs):

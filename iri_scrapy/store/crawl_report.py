@@ -52,7 +52,7 @@ FORMAT = "iri-scrapy crawl report"
 FORMAT_VERSION = 1
 #: What the dupefilter's ``decided_by`` names besides the ladder's rungs: only the
 #: fragment differed (RFC 3987 section 5.1), an opt-in query heuristic (not RFC).
-DECIDED_KEYS: tuple[str, ...] = (*RUNG_KEYS, "fragment", "heuristics")
+DECIDED_KEYS: tuple[str, ...] = (*RUNG_KEYS, "heuristics")
 #: Alias clusters one deciding rung may open (of :data:`MAX_CLUSTERS`).
 CLUSTERS_PER_RUNG = 6
 #: Scrapy stats copied into the report (the cards of the page).

@@ -37,6 +37,7 @@ import enum
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from hashlib import blake2b
 from typing import Any
 
@@ -55,8 +56,13 @@ from iri_scrapy.core.query import rewrite_query
 from iri_scrapy.core.surt import reorder
 from iri_scrapy.store.fpstore import FingerprintSet
 
-#: Keys of :attr:`DedupeStats.by_rung`, in ladder order.
-RUNG_KEYS: tuple[str, ...] = tuple(r.key for r in Rung)
+#: Counted beside the ladder's rungs, not one of them: the fragment dropped for the
+#: retrieval key (RFC 3987 section 5.1), by dedupe (a line whose fragment was dropped)
+#: and by the crawl's dupefilter (``decided_by/fragment``); one label in both reports.
+FRAGMENT = "fragment"
+FRAGMENT_LABEL = ("5.1", "fragment dropped (retrieval key)")
+#: Keys of :attr:`DedupeStats.by_rung`: the rungs in ladder order, then :data:`FRAGMENT`.
+RUNG_KEYS: tuple[str, ...] = (*(r.key for r in Rung), FRAGMENT)
 #: Bounds of :class:`Samples` (``dedupe --report``).
 MAX_HOSTS = 4096
 MAX_CLUSTERS = 24
@@ -103,9 +109,28 @@ def undecodable_byte(line: str) -> str | None:
     return f"invalid UTF-8 byte 0x{byte:02X} at index {m.start()}"
 
 
+def not_text(line: str) -> str | None:
+    """Why *line* (one line of input, without its end of line) is not a line of text,
+    or None: a byte that is not UTF-8 or a control character inside it (C0 including
+    tab and NUL, DEL, C1).  White space around the line (space, tab, CR, LF) is not
+    data and is ignored, as by the core.  Positions as in :func:`undecodable_byte`."""
+    stripped = line.strip(WHITESPACE)
+    start = len(line) - len(line.lstrip(WHITESPACE))
+    m = _REFUSED.search(line, start, start + len(stripped))
+    if m is None:
+        return None
+    cp = ord(m.group())
+    if cp >= 0xDC80:
+        return undecodable_byte(line)
+    name = _CONTROL_NAMES.get(cp)
+    what = f"U+{cp:04X} ({name})" if name else f"U+{cp:04X}"
+    return f"control character {what} at index {m.start()}: not allowed in a URL"
+
+
 def refusal(line: str) -> str | None:
     """Why *line* (one line of a URL list, without its end of line) is not a URL at
-    all, or None: an undecodable byte, a control character inside it, or no scheme.
+    all, or None: not text (:func:`not_text`: an undecodable byte, a control
+    character inside it) or no scheme.
 
     Positions are 0-based character indices in the line (each undecodable byte one
     character), as in the library's errors (``index``).  White space around
@@ -113,16 +138,11 @@ def refusal(line: str) -> str | None:
     """
     if _PLAIN.match(line) is not None:
         return None
+    why = not_text(line)
+    if why is not None:
+        return why
     stripped = line.strip(WHITESPACE)
     start = len(line) - len(line.lstrip(WHITESPACE))
-    m = _REFUSED.search(line, start, start + len(stripped))
-    if m is not None:
-        cp = ord(m.group())
-        if cp >= 0xDC80:
-            return undecodable_byte(line)
-        name = _CONTROL_NAMES.get(cp)
-        what = f"U+{cp:04X} ({name})" if name else f"U+{cp:04X}"
-        return f"control character {what} at index {m.start()}: not allowed in a URL"
     if _SCHEME.match(stripped) is None:
         if stripped.startswith("\ufeff"):  # a UTF-8 BOM at the start of a file
             return f"byte order mark U+FEFF at index {start}: not part of a URL"
@@ -135,6 +155,12 @@ def written_form(uri: str, level: Level, form: Form) -> str:
     (:func:`~iri_scrapy.core.ladder.render_uri`) or its SURT key.  The query
     heuristics rewrite the URI (the key); the other forms are written from it."""
     return reorder(uri) if form == "surt" else render_uri(uri, level, form)
+
+
+@lru_cache(maxsize=256)
+def _rung_keys(climbed: tuple[Rung, ...], fragment: bool) -> tuple[str, ...]:
+    """The keys of the rungs *climbed*, then :data:`FRAGMENT` if the fragment was dropped."""
+    return (*(r.key for r in climbed), *((FRAGMENT,) if fragment else ()))
 
 
 class Outcome(enum.Enum):
@@ -301,11 +327,12 @@ class Deduper:
         """True if an opt-in query heuristic is on."""
         return self.sort_query or bool(self.drop_query_params)
 
-    def classify(self, line: str) -> tuple[Outcome | None, str, tuple[Rung, ...], str]:
+    def classify(self, line: str) -> tuple[Outcome | None, str, tuple[str, ...], str]:
         """What the ladder says of one line, before the seen-set; counts nothing.
 
         ``(None, key, rungs, out)`` for a URL: its canonical key (URI form), the
-        rungs that changed it (with *rung_stats*; empty when already canonical)
+        keys of the rungs that changed it, then :data:`FRAGMENT` if its fragment was
+        dropped (with *rung_stats*; empty when already canonical)
         and the text to write if it is the first spelling; ``(Outcome.BLANK, "",
         (), "")`` or ``(Outcome.REJECT, error, (), "")``.  :meth:`process` and
         :mod:`iri_scrapy.integrations.spark` both decide through it.
@@ -315,10 +342,12 @@ class Deduper:
         refused = refusal(line)
         if refused is not None:
             return Outcome.REJECT, refused, (), ""
-        rungs: tuple[Rung, ...] = ()
+        rungs: tuple[str, ...] = ()
         try:
             if self.rung_stats:
-                key, rungs = canonical_and_rungs(line, self.options)
+                key, climbed = canonical_and_rungs(line, self.options)
+                # The first "#" of a URL starts its fragment (RFC 3986 section 3.5).
+                rungs = _rung_keys(climbed, not self.keep_fragment and "#" in line)
             else:
                 key = canonical(line, self.options)
             if self.heuristics:
@@ -334,7 +363,7 @@ class Deduper:
             return Outcome.REJECT, str(exc), (), ""
         return None, key, rungs, out
 
-    def add(self, fp: int, rungs: tuple[Rung, ...]) -> bool:
+    def add(self, fp: int, rungs: tuple[str, ...]) -> bool:
         """Count a URL of fingerprint *fp* (:func:`fingerprint` of its key): True when
         it is the first of its resource, else a duplicate counted under its *rungs*."""
         stats = self.stats
@@ -349,7 +378,7 @@ class Deduper:
             if not rungs:
                 by_rung["simple"] += 1
             for rung in rungs:
-                by_rung[rung.key] += 1
+                by_rung[rung] += 1
         return first
 
     def process(self, line: str) -> tuple[Outcome, str]:

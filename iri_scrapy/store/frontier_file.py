@@ -93,6 +93,8 @@ class SalvageReport:
     target: Path
     #: Where the damaged store was moved (in place), else None.
     kept_as: Path | None = None
+    #: The store was readable and whole (:func:`is_whole`): left untouched, nothing copied.
+    whole: bool = False
     pending: int = 0
     pending_unreadable: int = 0
     seen: int = 0
@@ -189,6 +191,32 @@ def _pad_truncated(path: Path) -> bool:
     return True
 
 
+def is_whole(path: Path) -> bool:
+    """True if the SQLite file at *path* is readable and whole: ``PRAGMA quick_check``
+    finds nothing wrong (every page and b-tree of the file), and it has the tables of a
+    frontier store with a meta table naming its options and a format a crawl reads.
+    Such a store needs no salvage: the crawl opens it as it is."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                               isolation_level=None)
+    except sqlite3.DatabaseError:
+        return False
+    try:
+        if conn.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
+            return False
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"meta", "pending", "seen"} <= tables:
+            return False
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        conn.close()
+    return ({"canonicalization", "tag"} <= set(meta)
+            and meta.get("format") in ("1", str(FORMAT_VERSION)))
+
+
 def _lock(jobdir: Path) -> int:
     path = jobdir / LOCK_FILENAME
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -211,7 +239,9 @@ def salvage(jobdir: str | os.PathLike[str], out: str | os.PathLike[str] | None =
     ``iri_frontier.sqlite3.damaged-<time>``.  With *out* (a folder, for a
     read-only ``JOBDIR``): the new store is ``<out>/iri_frontier.sqlite3``; point
     ``JOBDIR`` at *out* (copy the rest of the old ``JOBDIR`` beside it if you use
-    it).  Raises :class:`SalvageError` when nothing can be salvaged.
+    it).  In place, a store that is readable and whole (:func:`is_whole`) is left
+    untouched: the report says so (``whole``).  Raises :class:`SalvageError` when
+    nothing can be salvaged.
     """
     src_dir = Path(jobdir)
     source = src_dir / FILENAME
@@ -236,6 +266,9 @@ def salvage(jobdir: str | os.PathLike[str], out: str | os.PathLike[str] | None =
         if _pad_truncated(copy):
             report.notes.append("the file was shorter than its header says (truncated): "
                                 "the missing pages were read as empty")
+        elif out is None and is_whole(copy):
+            report.whole = True
+            return report
         _copy_records(copy, work, report)
         if out is None:
             kept = src_dir / f"{FILENAME}.damaged-{stamp}"

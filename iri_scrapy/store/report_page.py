@@ -12,31 +12,60 @@ report JOBDIR``, ``IRI_REPORT_FILE``) shows a crawl's
 :class:`iri_scrapy.store.crawl_report.CrawlReport` with the same parts: the
 duplicates by deciding rung (those stock Scrapy would have fetched stacked
 apart), the hosts with most aliases, sample clusters.  Each cluster's spellings
-are explained against its first (:func:`iri_scrapy.core.explain.explain`).  The
-page's size does not grow with the input.  Every text from the input is
-HTML-escaped, and controls and bidi formatting characters are shown as escapes
-(RFC 3987 section 4.1), as on the terminal.  It lives in ``store/`` because the
-CLI and the plugin both render it.
+are explained against its first (:func:`iri_scrapy.core.explain.explain`), each
+distinct account once.  The page's size does not grow with the input: at most
+:data:`~iri_scrapy.store.dedupe.MAX_CLUSTERS` clusters of
+:data:`~iri_scrapy.store.dedupe.MAX_CLUSTER_SPELLINGS` spellings, each account cut
+to :data:`ACCOUNT_LINES` lines of :data:`ACCOUNT_LINE_CHARS` characters, the page
+saying what it left out and how to see it.  Every text from the input is
+HTML-escaped, and characters that would not show (controls, format characters
+such as bidi controls, zero-width characters, the soft hyphen and tag characters,
+white space other than U+0020, default-ignorable characters; RFC 3987 section 4.1)
+are shown as marked escapes, so that two URLs that differ by one look different.
+It lives in ``store/`` because the CLI and the plugin both render it.
 """
 
 from __future__ import annotations
 
 import html
+import re
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from iri_scrapy.core.charclasses import BIDI_FORMATTING
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.explain import explain
 from iri_scrapy.core.hosts import host_to_unicode
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
 from iri_scrapy.core.shorten import shorten
 from iri_scrapy.store.crawl_report import DECIDED_KEYS, CrawlReport
-from iri_scrapy.store.dedupe import DedupeStats, Samples
+from iri_scrapy.store.dedupe import (
+    FRAGMENT,
+    FRAGMENT_LABEL,
+    MAX_CLUSTER_SPELLINGS,
+    MAX_CLUSTERS,
+    DedupeStats,
+    Samples,
+)
 
-_ESCAPES = {cp: f"\\u{cp:04x}" for cp in map(ord, BIDI_FORMATTING)}
-_ESCAPES.update({cp: f"\\x{cp:02x}" for cp in list(range(0x20)) + list(range(0x7F, 0xA0))})
-_ESCAPES.update({cp: f"\\x{cp - 0xDC00:02x}" for cp in range(0xDC80, 0xDD00)})
+#: Characters a page must not show as themselves, for two URLs that differ only by them
+#: would look the same: controls (Cc), format characters (Cf: bidi controls, zero-width
+#: characters, soft hyphen, byte order mark, tag characters), line and paragraph
+#: separators and white space other than U+0020 (Zl, Zp, Zs), surrogates (a byte that
+#: was not UTF-8, Cs), and the other Default_Ignorable_Code_Point characters of Unicode
+#: (DerivedCoreProperties: Hangul fillers, variation selectors, ...).
+_HIDDEN_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp", "Zs"))
+_IGNORABLE_RANGES = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+                     (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0),
+                     (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+                     (0xE0000, 0xE0FFF))
+_CANDIDATE = re.compile("[^\x21-\x7e]")
+
+#: An explain account on the page: at most this many lines, each shortened to this many
+#: characters (:func:`~iri_scrapy.core.shorten.shorten`), so that the page's size is
+#: bounded whatever the report holds.
+ACCOUNT_LINES = 12
+ACCOUNT_LINE_CHARS = 320
 
 _DUP, _FIRST, _STOCK = "#d9534f", "#7aa6d6", "#f0b5b3"
 
@@ -73,21 +102,64 @@ ul.spellings { margin: 4px 0 6px; padding-left: 20px; word-break: break-all; }
 .legend span { display: inline-block; width: 12px; height: 12px; border-radius: 2px;
                vertical-align: -1px; margin: 0 4px 0 12px; }
 .note { color: var(--muted); font-size: 13px; }
+.esc { background: #fff3bf; color: #8a4b00; border: 1px solid #e0b252; border-radius: 3px;
+       padding: 0 2px; font: 12px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 footer { color: var(--muted); font-size: 12px; margin-top: 36px; }
 """
 
 #: Chart labels of the dupefilter's deciding rungs that are not ladder rungs.
 _OTHER_LABELS = {
-    "fragment": ("5.1", "only the fragment differed"),
+    FRAGMENT: FRAGMENT_LABEL,
     "heuristics": ("", "query heuristics (not RFC)"),
 }
 
 
-def _text(value: str) -> str:
-    """*value* for the page: controls, bidi formatting and undecodable bytes as escapes,
-    then HTML-escaped."""
-    shown = value.translate(_ESCAPES).encode("utf-8", "backslashreplace").decode("utf-8")
-    return html.escape(shown, quote=True)
+def _hidden(char: str) -> bool:
+    """Whether *char* is shown as an escape (see :data:`_HIDDEN_CATEGORIES`)."""
+    if char == " ":
+        return False
+    if unicodedata.category(char) in _HIDDEN_CATEGORIES:
+        return True
+    cp = ord(char)
+    return any(lo <= cp <= hi for lo, hi in _IGNORABLE_RANGES)
+
+
+def _escape(char: str) -> str:
+    """``\\x85``, ``\\u200b``, ``\\U000e0041``, as the terminal shows them; a byte that
+    was not UTF-8 (a surrogate escape) as ``\\xNN``."""
+    cp = ord(char)
+    if 0xDC80 <= cp <= 0xDCFF:
+        return f"\\x{cp - 0xDC00:02x}"
+    if cp < 0x100:
+        return f"\\x{cp:02x}"
+    return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
+
+
+def _marked(match: re.Match[str]) -> str:
+    char = match.group()
+    if not _hidden(char):
+        return html.escape(char, quote=True)
+    cp = ord(char)
+    what = (f"byte 0x{cp - 0xDC00:02X} that is not UTF-8" if 0xDC80 <= cp <= 0xDCFF
+            else f"U+{cp:04X} {unicodedata.name(char, '') or 'control'}")
+    return f"<span class='esc' title='{what}'>{_escape(char)}</span>"
+
+
+def _text(value: str, markup: bool = True) -> str:
+    """*value* for the page, HTML-escaped: a character that would not show (a control,
+    a format character such as a bidi control or U+200B, other white space than
+    U+0020, a default-ignorable character, a byte that was not UTF-8) is shown as its
+    escape, marked (*markup*: a highlighted span naming it; else the plain escape, for
+    the page's title), so that two URLs that differ only by it look different."""
+    if not markup:
+        return html.escape("".join(_escape(c) if _hidden(c) else c for c in value), quote=True)
+    out, at = [], 0
+    for m in _CANDIDATE.finditer(value):
+        out.append(html.escape(value[at:m.start()], quote=True))
+        out.append(_marked(m))
+        at = m.end()
+    out.append(html.escape(value[at:], quote=True))
+    return "".join(out)
 
 
 def _plural(n: int, word: str, plural: str | None = None) -> str:
@@ -105,15 +177,43 @@ def _cards(cards: Sequence[tuple[str, int, str, bool]]) -> str:
         f"<div class='l'>{label}</div></div>" for key, n, label, hot in cards) + "</div>"
 
 
+_NARROW, _HALF, _WIDE = frozenset(" .,:;'!|il"), frozenset("()-/[]fjrt"), frozenset("mwMW")
+
+
+def _text_width(text: str, size: float) -> float:
+    """A generous estimate of *text*'s width in pixels at font *size*: per character,
+    as wide as in DejaVu Sans (the widest common sans-serif, the fallback of
+    ``system-ui`` on Linux) or wider; a character that is not ASCII as 1 em.  No
+    script runs on the page, so the chart makes room from this alone."""
+    em = 0.0
+    for char in text:
+        if not char.isascii():
+            em += 1.0
+        elif char in _NARROW:
+            em += 0.36
+        elif char in _HALF:
+            em += 0.46
+        elif char in _WIDE:
+            em += 0.98
+        else:
+            em += 0.78 if char.isupper() else 0.66
+    return em * size
+
+
 def _chart(rows: Sequence[tuple[str, str, Sequence[int]]], series: Sequence[tuple[str, str]],
            aria: str) -> str:
     """A horizontal stacked bar chart (inline SVG): ``(id, label, values)`` per row, one
     value per ``(colour, what)`` of *series*."""
     top = max([sum(values) for _, _, values in rows] + [1])
-    label_w, bar_w, row_h = 330, 520, 30
+    # Room for the longest label (left) and the longest figures (right of a full bar).
+    label_w = int(max([_text_width(label, 14) for _, label, _ in rows] + [0])) + 16
+    figures_w = int(max([_text_width(" + ".join(f"{n:,}" for n in values), 13)
+                         for _, _, values in rows] + [0])) + 16
+    bar_w, row_h = 520, 30
     height = row_h * len(rows) + 10
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' role='img' width='100%' "
-           f"viewBox='0 0 {label_w + bar_w + 110} {height}' aria-label='{html.escape(aria)}'>"]
+           f"viewBox='0 0 {label_w + bar_w + figures_w} {height}' "
+           f"aria-label='{html.escape(aria)}'>"]
     for i, (key, label, values) in enumerate(rows):
         y = 5 + i * row_h
         x = float(label_w)
@@ -161,27 +261,58 @@ def _hosts(rows: Sequence[tuple[str, Sequence[int]]], columns: Sequence[str], pr
             + "</table>" + note)
 
 
+def _account(first: str, other: str, level: str, keep_fragment: bool, nfc: bool) -> str:
+    """The explain account of *other* against *first*, whole."""
+    try:
+        return str(explain(first, other, level, keep_fragment=keep_fragment, nfc=nfc))
+    except IRIError as exc:
+        return f"(no account: {exc})"
+
+
+def _shown(account: str, level: str, keep_fragment: bool, nfc: bool) -> str:
+    """*account* as the page shows it: each line shortened, at most
+    :data:`ACCOUNT_LINES` lines; past them a line says what was cut and the command
+    that shows it whole."""
+    lines = account.split("\n")
+    shown = [shorten(line, ACCOUNT_LINE_CHARS) for line in lines[:ACCOUNT_LINES]]
+    cut = len(lines) - len(shown) + sum(a != b for a, b in zip(shown, lines, strict=False))
+    if cut:
+        options = f"--level {level}" + (" --keep-fragment" if keep_fragment else "") + (
+            " --nfc" if nfc else "")
+        shown.append(f"[{_plural(cut, 'line')} cut or shortened; the whole account: "
+                     f"iri-scrapy explain {options} FIRST SPELLING, with the two spellings "
+                     "as in the input]")
+    return "\n".join(_text(line) for line in shown)
+
+
 def _clusters(clusters: Sequence[tuple[str, Sequence[str], Sequence[str]]], level: str,
               keep_fragment: bool, nfc: bool) -> str:
     """``(key, spellings, notes)`` per cluster: the spellings (first first, each with its
-    note) and each later one explained against the first."""
+    note) and each later one explained against the first, each distinct account once
+    (naming the spellings it is for).  At most :data:`MAX_CLUSTERS` clusters of
+    :data:`MAX_CLUSTER_SPELLINGS` spellings are shown (a report file read back may
+    hold more): the page says how many were left out."""
     if not clusters:
         return "<p class='note'>No alias cluster sampled.</p>"
     out = []
-    for key, spellings, notes in clusters:
+    for key, all_spellings, all_notes in clusters[:MAX_CLUSTERS]:
+        spellings = all_spellings[:MAX_CLUSTER_SPELLINGS]
         first = spellings[0]
         items = "".join(f"<li><code>{_text(shorten(s))}</code>"
                         + (f" <span class='note'>({_text(n)})</span>" if n else "") + "</li>"
-                        for s, n in zip(spellings, notes, strict=True))
-        accounts = []
-        for other in spellings[1:]:
-            try:
-                account = str(explain(first, other, level, keep_fragment=keep_fragment,
-                                      nfc=nfc))
-            except IRIError as exc:
-                account = f"(no account: {exc})"
-            accounts.append("<pre>" + "\n".join(_text(line) for line in account.split("\n"))
-                            + "</pre>")
+                        for s, n in zip(spellings, all_notes, strict=False))
+        if len(all_spellings) > len(spellings):
+            hidden = _plural(len(all_spellings) - len(spellings), "more spelling")
+            items += f"<li class='note'>{hidden} not shown</li>"
+        accounts: dict[str, list[int]] = {}
+        for n, other in enumerate(spellings[1:], 2):
+            accounts.setdefault(_account(first, other, level, keep_fragment, nfc),
+                                []).append(n)
+        blocks = "".join(
+            (f"<p class='note'>{_which(numbers, len(spellings))}:</p>"
+             if len(accounts) > 1 or len(numbers) > 1 else "")
+            + "<pre>" + _shown(account, level, keep_fragment, nfc) + "</pre>"
+            for account, numbers in accounts.items())
         try:
             readable = normalize(key, form="iri")
         except IRIError:
@@ -189,8 +320,21 @@ def _clusters(clusters: Sequence[tuple[str, Sequence[str], Sequence[str]]], leve
         also = (f" <span class='note'>{_text(shorten(readable))}</span>"
                 if readable != key else "")
         out.append(f"<div class='cluster'><div class='key'>{_text(shorten(key))}{also}</div>"
-                   f"<ul class='spellings'>{items}</ul>{''.join(accounts)}</div>")
+                   f"<ul class='spellings'>{items}</ul>{blocks}</div>")
+    if len(clusters) > MAX_CLUSTERS:
+        out.append(f"<p class='note'>{_plural(len(clusters) - MAX_CLUSTERS, 'more cluster')} "
+                   "in the report not shown.</p>")
     return "".join(out)
+
+
+def _which(numbers: Sequence[int], count: int) -> str:
+    """``"spellings 2, 3 and 4 against the first"`` (numbered as listed)."""
+    if len(numbers) == count - 1 and count > 2:
+        return "every later spelling against the first (the same account)"
+    if len(numbers) == 1:
+        return f"spelling {numbers[0]} against the first"
+    return ("spellings " + ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]} "
+            "against the first (the same account)")
 
 
 def _rejects(stats: DedupeStats) -> str:
@@ -216,7 +360,7 @@ def _page(title: str, sections: Sequence[str], version: str | None) -> str:
                                 "nothing fetched.</footer>")
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{_text(title)}</title><style>{_CSS}</style></head>"
+            f"<title>{_text(title, markup=False)}</title><style>{_CSS}</style></head>"
             f"<body><main>{body}</main></body></html>\n")
 
 
@@ -243,9 +387,12 @@ def render_dedupe(
         ("unparseable", stats.unparseable, "refused lines", False),
     ]
     series = [(_DUP, "duplicates"), (_FIRST, "first spellings")]
-    rows = [(r.key, f"{r.section} " + ("simple: already canonical" if r is Rung.SIMPLE
-                                       else r.title),
-             (stats.by_rung[r.key], stats.first_by_rung[r.key])) for r in rungs]
+    labels = [(r.key, f"{r.section} " + ("simple: already canonical" if r is Rung.SIMPLE
+                                         else r.title)) for r in rungs]
+    if not keep_fragment:
+        labels.append((FRAGMENT, " ".join(FRAGMENT_LABEL)))
+    rows = [(key, label, (stats.by_rung[key], stats.first_by_rung[key]))
+            for key, label in labels]
     clusters = [(key, spellings, ["first"] + [""] * (len(spellings) - 1))
                 for key, spellings in samples.clusters.items()]
     title = f"Dedupe report: {source}"
@@ -257,7 +404,8 @@ def render_dedupe(
         "<h2>URL lines by rung of the ladder</h2><section class='panel'>"
         "<p class='note'>Each URL line counts under every rung (RFC 3987 section 5.3) that "
         "changed its spelling on the way to its canonical key, under <em>simple</em> if "
-        "none did: from the key alone, whichever spelling came first."
+        "none did, and under <em>fragment</em> (section 5.1) when its fragment was dropped: "
+        "from the key alone, whichever spelling came first."
         + _legend(series) + "</p>"
         + _chart(rows, series, "URL lines by rung of the ladder") + "</section>",
         "<h2>Hosts with most aliases</h2><section class='panel'>"

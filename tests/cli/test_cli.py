@@ -124,8 +124,9 @@ def test_normalize_stdin_line_numbers(capsysbinary: pytest.CaptureFixture[bytes]
     r = run_main(["normalize"], capsysbinary, monkeypatch, stdin=data)
     assert r.code == 1
     lines = r.out.split("\n")
-    # Blank lines stay blank, failures are kept: the output is aligned with the input.
-    assert lines == ["http://a/", "", "http://bad:p/", "http://b/~", "\udcff\udcfe", ""]
+    # Blank lines stay blank, failures are kept (a line that is not text as an empty
+    # line, never echoed): the output is aligned with the input.
+    assert lines == ["http://a/", "", "http://bad:p/", "http://b/~", "", ""]
     assert "line 3: port:" in r.err and "line 5: invalid UTF-8 byte 0xFF at index 0" in r.err
     assert "2 input(s) could not be normalized" in r.err
 
@@ -263,7 +264,7 @@ SMALL_DUMP = (
     "http://bad:port/\n"  # 6 reject
     "http://xn--bcher-kva.example\n"  # 7 B again (scheme: empty path, A-label)
     "   \n"  # 8 blank
-    "http://example.com/a/~user#other\n"  # 9 A again (already canonical)
+    "http://example.com/a/~user#other\n"  # 9 A again (fragment dropped)
     "http://example.com/b\n"  # 10 first spelling of C
 )
 
@@ -283,8 +284,8 @@ def test_dedupe_small(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     assert {k: report[k] for k in ("lines", "unique", "duplicates", "blank", "unparseable")} == {
         "lines": 11, "unique": 3, "duplicates": 4, "blank": 2, "unparseable": 2}
     assert report["duplicates_by_rung"] == {
-        "simple": 2, "case": 0, "character": 0, "percent": 0, "path": 1, "scheme": 2,
-        "protocol": 0}
+        "simple": 1, "case": 0, "character": 0, "percent": 0, "path": 1, "scheme": 2,
+        "protocol": 0, "fragment": 2}
     assert [x["line"] for x in report["rejects"]] == [6, 11]
     assert "line 6: port:" in r.err and "line 11: invalid UTF-8 byte 0xFF at index 7" in r.err
     assert "11 lines read: 3 unique, 4 duplicates, 2 blank, 2 unparseable" in r.err
@@ -522,10 +523,11 @@ def generate(path: Path, distinct: int, blanks: int, bad: int, seed: int) -> dic
                     first.append(line)
                 f.write(line + "\n")
     by_rung = dict.fromkeys(["simple", "case", "character", "percent", "path", "scheme",
-                             "protocol"], 0)
+                             "protocol", "fragment"], 0)
     for s, count in dup_shapes.items():
         rungs = rungs_applied(shape_example[s], "scheme", keep_fragment=False)
-        for key in [r.key for r in rungs] or ["simple"]:
+        dropped = ["fragment"] if "#" in shape_example[s] else []  # RFC 3987 5.1
+        for key in [r.key for r in rungs] + dropped or ["simple"]:
             by_rung[key] += count
     return {"first": first, "rejects": rejects, "by_rung": by_rung, "total": total}
 

@@ -52,18 +52,30 @@ def _store(job: Path, count: int, fmt: int = FORMAT_VERSION) -> Path:
     return path
 
 
+def test_whole_store_left_untouched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _store(tmp_path / "job", 400)
+    before = path.read_bytes()
+    assert main(["frontier", "salvage", str(tmp_path / "job")]) == 0
+    out = capsys.readouterr().out
+    assert out == f"{path} is readable and whole (SQLite quick_check ok, its options and " \
+                  "format in place): nothing to salvage, left untouched\n"
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "job").iterdir()) == [
+        "iri_frontier.lock", FILENAME]
+
+
 def test_intact_store_everything_saved(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _store(tmp_path / "job", 400)
-    assert main(["frontier", "salvage", str(tmp_path / "job")]) == 0
+    assert main(["frontier", "salvage", str(tmp_path / "job"), "--out",
+                 str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "pending requests: 400 saved, 0 ids unreadable" in out
     assert "seen fingerprints: 400 saved, 0 rows unreadable" in out
-    with sqlite3.connect(tmp_path / "job" / FILENAME) as conn:
+    with sqlite3.connect(tmp_path / "out" / FILENAME) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (
             str(FORMAT_VERSION),)
         assert conn.execute("SELECT seq FROM sqlite_sequence").fetchone() == (400,)
     conn.close()
-    assert len(list((tmp_path / "job").glob(f"{FILENAME}.damaged-*"))) == 1
 
 
 def test_format_1_gets_the_order_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

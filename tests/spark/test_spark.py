@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -253,3 +254,21 @@ def test_the_core_does_not_import_pyspark() -> None:
             "iri_scrapy.cli.main.build_parser(); "
             "assert 'pyspark' not in sys.modules and 'pandas' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_cli_spark_report_is_the_local_report(spark: Any, tmp_path: Path, capsys: Any) -> None:
+    src = tmp_path / "frontier.txt"
+    src.write_bytes(b"\n".join(_lines_file(tmp_path)) + b"\n")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(src.stat().st_size // 4))
+    pages = []
+    for extra in ([], ["--spark", "local[2]"]):
+        page = tmp_path / f"report{len(extra)}.html"
+        status, _ = _run(["dedupe", str(src), "-o", str(tmp_path / "out"), "-q",
+                          "--report", str(page), *extra], capsys)
+        assert status == 1
+        text = page.read_text(encoding="utf-8")
+        text = re.sub(r"nfc off; [\d.]+ s</p>", "nfc off</p>", text)  # the elapsed time
+        pages.append(re.sub(r"<footer>.*</footer>", "", text))  # the time of day
+    local, on_spark = pages
+    assert "<div class='cluster'>" in local and "id='hosts'" in local
+    assert on_spark == local
