@@ -1183,7 +1183,7 @@ class IRIFrontierScheduler(Scheduler):
             return super().next_request()
         ledger = self.ledger
         ledger.reap()
-        if ledger.at_cap(self.max_inflight):
+        if ledger.at_cap(self.max_inflight, downloading=True):
             if not ledger.stalled(self.stall_seconds):
                 return None  # has_pending_requests() stays True: asked again later
             logger.warning(
