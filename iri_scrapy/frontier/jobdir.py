@@ -1153,7 +1153,7 @@ class IRIFrontierScheduler(Scheduler):
                 self.df.log(request, self.spider)
                 self._touch()
                 return False
-            fingerprint = self.df.fingerprint(request)  # type: ignore[attr-defined]
+            fingerprint = self.df.seen_fingerprint(request)  # type: ignore[attr-defined]
             record = int.from_bytes(fp64(fingerprint), "big")
         data = self._serialize(request)
         stats = self.stats
