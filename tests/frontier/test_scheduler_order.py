@@ -305,3 +305,15 @@ def _own_priority_queue() -> type:
 
 
 OwnPriorityQueue = _own_priority_queue()
+
+
+def test_next_slot_is_scrapys_rule() -> None:
+    """The fewest active downloads; a tie: the first name after the last one chosen
+    (round robin, scrapy/scrapy#7351), else the first name; without round robin
+    (older Scrapy) always the first name of the least busy."""
+    stats = [(0, "b.test"), (1, "a.test"), (0, "d.test"), (0, "c.test")]
+    assert lanes.next_slot(stats, None) == "b.test"
+    assert lanes.next_slot(stats, "b.test") == "c.test"
+    assert lanes.next_slot(stats, "d.test") == "b.test"
+    assert lanes.next_slot(stats, "c.test", round_robin=False) == "b.test"
+    assert lanes.next_slot([(2, "a.test"), (1, "z.test")], "z.test") == "z.test"
