@@ -24,8 +24,15 @@ enqueue (fingerprint and dedup included), hand out and answer each request, in
 turns of 20 as a crawl does, with the frontier (one commit per turn), Scrapy's
 ``JOBDIR`` disk queue, and no ``JOBDIR``: microseconds of CPU per request.
 
+Then enqueue alone, side by side in this process (``--requests``, best of
+``--repeat`` rounds in alternating order), under ``ScrapyPriorityQueue`` and under
+``DownloaderAwarePriorityQueue`` (Scrapy's default): the frontier, ``plain``
+(Scrapy's ``JOBDIR`` queue with the add-on's dupefilter) and ``stock`` (Scrapy
+alone with ``JOBDIR``: its own dupefilter): microseconds of CPU per
+``enqueue_request``, a commit every 20 requests (a reactor turn).
+
 Run: ``python benchmarks/bench_frontier.py [--runs N] [--pages N] [--latency S] [--always]
-[--requests N]``.
+[--requests N] [--repeat N] [--scheduler-only]``.
 """
 
 from __future__ import annotations
@@ -111,6 +118,82 @@ def scheduler_cost(requests: int) -> dict[str, float]:
     return out
 
 
+class _SlotKeys:
+    """What ``DownloaderAwarePriorityQueue`` reads of Scrapy's downloader (no download
+    runs here): Scrapy's own ``get_slot_key``, no active download."""
+
+    def __init__(self) -> None:
+        from scrapy.core.downloader import Downloader
+
+        self.DOWNLOAD_SLOT = Downloader.DOWNLOAD_SLOT
+        self.ip_concurrency = 0
+        self.slots: dict[str, Any] = {}
+        self.get_slot_key = Downloader.get_slot_key.__get__(self)
+
+
+ENQUEUE: dict[str, dict[str, Any]] = {
+    "frontier": ADDON,
+    "plain": {**ADDON, "IRI_FRONTIER": False},
+    "stock": {},
+}
+
+
+def enqueue_cost(requests: int, pq: str, repeat: int) -> dict[str, float]:
+    """CPU microseconds per ``enqueue_request`` (fingerprint, dedup, store), best of
+    *repeat* rounds, per setting of :data:`ENQUEUE`, under the priority queue *pq*."""
+    from types import SimpleNamespace
+
+    from scrapy import Request, Spider
+    from scrapy.utils.misc import load_object
+    from scrapy.utils.test import get_crawler
+
+    class _Spider(Spider):
+        name = "bench"
+
+        def parse(self, response: Any) -> None:
+            return None
+
+    best: dict[str, float] = {}
+    for round_ in range(repeat):
+        names = list(ENQUEUE) if round_ % 2 == 0 else list(reversed(ENQUEUE))
+        for name in names:
+            with tempfile.TemporaryDirectory(prefix="bench-enqueue-") as tmp:
+                crawler = get_crawler(_Spider, {**ENQUEUE[name], "JOBDIR": tmp,
+                                                "SCHEDULER_PRIORITY_QUEUE": pq})
+                crawler._apply_settings()
+                spider = _Spider.from_crawler(crawler)
+                crawler.spider = spider
+                crawler.engine = SimpleNamespace(  # type: ignore[assignment]
+                    downloader=_SlotKeys())
+                scheduler = load_object(crawler.settings["SCHEDULER"]).from_crawler(crawler)
+                scheduler.open(spider)
+                reqs = [Request(f"http://h{i % 50}.example/p/{i}?q={i}", callback=spider.parse,
+                                priority=i % 3) for i in range(requests)]
+                commit = getattr(scheduler, "_commit", None)
+                cpu0 = time.process_time()
+                for i in range(0, requests, 20):
+                    for request in reqs[i:i + 20]:
+                        scheduler.enqueue_request(request)
+                    if commit is not None:
+                        commit()  # the end of the reactor turn
+                us = (time.process_time() - cpu0) / requests * 1e6
+                best[name] = min(us, best.get(name, us))
+                scheduler.close("shutdown")
+    return best
+
+
+def print_enqueue(requests: int, repeat: int) -> None:
+    print(f"\nenqueue alone, {requests} requests over 50 hosts, best of {repeat}: "
+          "CPU microseconds per request")
+    for pq in ("scrapy.pqueues.ScrapyPriorityQueue",
+               "scrapy.pqueues.DownloaderAwarePriorityQueue"):
+        cost = enqueue_cost(requests, pq, repeat)
+        print(f"  {pq.rsplit('.', 1)[1]}:")
+        for name, us in cost.items():
+            print(f"{name:>9} {us:8.1f}   vs plain {us / cost['plain']:.3f}   "
+                  f"vs stock {us / cost['stock']:.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -122,7 +205,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--requests", type=int, default=20000,
                         help="requests through the scheduler alone (0: skip)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="rounds of the enqueue measure (the best is kept)")
+    parser.add_argument("--scheduler-only", action="store_true",
+                        help="only the scheduler measures (no crawl)")
     args = parser.parse_args(argv)
+    if args.scheduler_only:
+        print_enqueue(args.requests, max(1, args.repeat))
+        return 0
     runs = max(1, min(args.runs, 15))
     settings = dict(SETTINGS)
     if args.always:
@@ -163,21 +253,22 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)
     med = {name: statistics.median(v) for name, v in rates.items()}
     wall = {name: statistics.median(v) for name, v in walls.items()}
-    cpu = {name: statistics.median(v) for name, v in cpus.items()}
+    cpu_med = {name: statistics.median(v) for name, v in cpus.items()}
     print(f"\nsite: {len(site.keys)} pages, latency {args.latency * 1000:.0f} ms, "
           f"runs: {runs} (medians)")
     print(f"{'setting':>9} {'pages/s':>9} {'crawl s':>8} {'CPU ms/req':>11} "
           f"{'pages/s vs plain':>17} {'vs nojobdir':>12} {'CPU vs plain':>13}")
     for name in settings:
-        print(f"{name:>9} {med[name]:9.1f} {wall[name]:8.2f} {cpu[name]:11.2f} "
+        print(f"{name:>9} {med[name]:9.1f} {wall[name]:8.2f} {cpu_med[name]:11.2f} "
               f"{med[name] / med['plain']:17.3f} {med[name] / med['nojobdir']:12.3f} "
-              f"{cpu[name] / cpu['plain']:13.3f}")
+              f"{cpu_med[name] / cpu_med['plain']:13.3f}")
     if args.requests > 0:
         cost = scheduler_cost(args.requests)
         print(f"\nscheduler alone, {args.requests} requests (enqueue with fingerprint and "
               "dedup, hand out, answer): CPU microseconds per request")
         for name, us in cost.items():
             print(f"{name:>9} {us:8.1f}   vs plain {us / cost['plain']:.3f}")
+        print_enqueue(args.requests, max(1, args.repeat))
     return 0
 
 

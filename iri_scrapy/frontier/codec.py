@@ -39,6 +39,7 @@ it closes with ``finish_reason`` :data:`REASON_REFUSED_RECORDS` (exit status 1).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import inspect
@@ -118,7 +119,20 @@ class UnserializableRequest(IRIScrapyError):
 
 
 class _NotPlain(IRIScrapyError):
-    """A value that is not plain JSON data (where: its path in the record)."""
+    """A value that is not plain JSON data: *what* it is, at *path* in the record (the
+    path is built on the way out, so that encoding plain data builds none)."""
+
+    def __init__(self, what: str, path: str = "") -> None:
+        super().__init__(what, path)
+        self.what = what
+        self.path = path
+
+    def inside(self, step: str) -> _NotPlain:
+        """The same, one level up: *step* (a field name, ``[i]``, ``['key']``) first."""
+        return _NotPlain(self.what, step + self.path)
+
+    def __str__(self) -> str:
+        return f"{self.path} {self.what}"
 
 
 def frontier_secret(settings: BaseSettings | None) -> bytes | None:
@@ -158,29 +172,49 @@ def _class_path(cls: type) -> str:
 # --------------------------------------------------------------------------- plain data
 
 
-def _to_plain(value: Any, where: str) -> Any:
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _to_plain(value: Any) -> Any:
     """*value* as JSON data, bytes tagged; :class:`_NotPlain` for anything else.
 
     Exact types only: a subclass of ``str`` or ``dict`` (an enum, an
     ``OrderedDict``) would come back as its base type, so it is not plain.
     """
     kind = type(value)
-    if value is None or kind in (str, int, float, bool):
+    if kind in _SCALARS:
         return value
     if kind is bytes:
         return {_BYTES_TAG: base64.b64encode(value).decode("ascii")}
     if kind is list:
-        return [_to_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        items = []
+        for i, v in enumerate(value):
+            try:
+                items.append(_to_plain(v))
+            except _NotPlain as exc:
+                raise exc.inside(f"[{i}]") from None
+        return items
     if kind is dict:
         out = {}
         for k, v in value.items():
             if type(k) is not str:
-                raise _NotPlain(f"{where} has the key {k!r} (not a str)")
-            out[k] = _to_plain(v, f"{where}[{k!r}]")
+                raise _NotPlain(f"has the key {k!r} (not a str)")
+            try:
+                out[k] = _to_plain(v)
+            except _NotPlain as exc:
+                raise exc.inside(f"[{k!r}]") from None
         if len(out) == 1 and next(iter(out)) in (_BYTES_TAG, _DICT_TAG):
             return {_DICT_TAG: out}
         return out
-    raise _NotPlain(f"{where} holds a {kind.__module__}.{kind.__qualname__}")
+    raise _NotPlain(f"holds a {kind.__module__}.{kind.__qualname__}")
+
+
+def _plain_field(value: Any, name: str) -> Any:
+    """:func:`_to_plain` of the record's field *name* (named in the error)."""
+    try:
+        return _to_plain(value)
+    except _NotPlain as exc:
+        raise exc.inside(name) from None
 
 
 def _from_plain(value: Any, where: str) -> Any:
@@ -263,6 +297,16 @@ def _check_fields(d: dict[str, Any], *, plain: bool) -> None:
 # --------------------------------------------------------------------------- the codec
 
 
+class _Methods:
+    """Some methods of a spider, and nothing else to list (see ``_request_dict``)."""
+
+    def __init__(self, members: dict[str, Any]) -> None:
+        self.__dict__.update(members)
+
+    def __dir__(self) -> list[str]:
+        return list(self.__dict__)
+
+
 class RequestCodec:
     """Encodes requests as records and decodes records as requests of *spider*.
 
@@ -275,6 +319,8 @@ class RequestCodec:
         self.secret = secret
         #: Whether :meth:`record_or_none` has logged its one warning.
         self.warned_unserializable = False
+        #: The spider method name of each function used as a callback or errback.
+        self._method_names: dict[Any, str] = {}
 
     # --- encoding ----------------------------------------------------------------
 
@@ -307,7 +353,7 @@ class RequestCodec:
         cannot be found again, a value that is not plain data without a secret).
         """
         try:
-            d = request.to_dict(spider=self.spider)
+            d = self._request_dict(request)
         except Exception as exc:  # a lambda or a function that is no spider method
             raise UnserializableRequest(
                 f"{exc} (callbacks and errbacks must be methods of the spider)") from exc
@@ -325,10 +371,10 @@ class RequestCodec:
             d["_class"] = path
         d["v"] = VERSION
         try:
-            plain = {k: _to_plain(v, k) for k, v in d.items() if k != "headers"}
+            plain = {k: _plain_field(v, k) for k, v in d.items() if k != "headers"}
             headers = d["headers"]
             plain["headers"] = [
-                [_to_plain(k, "headers"), _to_plain(list(v), "headers")]
+                [_plain_field(k, "headers"), _plain_field(list(v), "headers")]
                 for k, v in headers.items()
             ]
         except _NotPlain as exc:
@@ -336,6 +382,31 @@ class RequestCodec:
         except RecursionError as exc:
             raise UnserializableRequest(f"nested too deeply ({exc})") from None
         return json.dumps(plain, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    def _request_dict(self, request: Request) -> dict[str, Any]:
+        """Scrapy's ``Request.to_dict(spider=...)``.  To name a callback, Scrapy lists
+        every attribute of the spider it is given, for each request (about half
+        the cost of storing one): here it is given only the spider's methods the
+        request uses, each found once by the full lookup (and the spider itself
+        whenever that does not name them)."""
+        spider = self.spider
+        members: dict[str, Any] | None = {}
+        for func in (request.callback, request.errback):
+            if members is not None and callable(func):
+                name = self._method_names.get(getattr(func, "__func__", None))
+                if name is None:
+                    members = None
+                else:
+                    members[name] = getattr(spider, name, None)
+        if members is not None and spider is not None:
+            with contextlib.suppress(ValueError):
+                return request.to_dict(spider=_Methods(members))  # type: ignore[arg-type]
+        d = request.to_dict(spider=spider)
+        for key in ("callback", "errback"):
+            func = getattr(request, key)
+            if callable(func) and getattr(func, "__self__", None) is spider:
+                self._method_names[func.__func__] = d[key]
+        return d
 
     def _signed(self, d: dict[str, Any], why: str) -> bytes:
         if self.secret is None:

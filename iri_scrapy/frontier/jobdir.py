@@ -23,7 +23,6 @@ import os
 import sqlite3
 import time
 from array import array
-from bisect import insort
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -43,6 +42,17 @@ from iri_scrapy.frontier.codec import (
     frontier_secret,
 )
 from iri_scrapy.frontier.codec import VERSION as CODEC_VERSION
+from iri_scrapy.frontier.lanes import (
+    BATCH,
+    BUFFER_MAX,
+    EVERYTHING_READ,
+    NOTHING_READ,
+    ONE,
+    PER_SLOT,
+    Lane,
+    Lanes,
+    lanes_mode,
+)
 from iri_scrapy.frontier.ledger import Answering, Ledger
 from iri_scrapy.frontier.protocol_store import ProtocolStore
 from iri_scrapy.frontier.stock_jobdir import (
@@ -99,11 +109,6 @@ logger = logging.getLogger(__name__)
 
 #: ``IRI_FRONTIER_WRITE_RETRY``: seconds a failing store is retried before the crawl closes.
 DEFAULT_WRITE_RETRY = 30.0
-#: Requests read from the store into memory at a time (see "Ordering").
-BATCH = 256
-#: Most stored requests kept in memory at once; past it, the last half is dropped
-#: from memory (it stays on disk and is read again when its turn comes).
-BUFFER_MAX = 1024
 #: Request meta key: the store row of a request the scheduler handed out.
 META_FRONTIER_ID = "iri_frontier_id"
 DEFAULT_FSYNC_MS = 250
@@ -111,6 +116,9 @@ DEFAULT_FSYNC_MS = 250
 REASON_FRONTIER_UNREADABLE = "iri_frontier_unreadable"
 #: finish_reason: the store, or its JOBDIR, cannot be written (a read-only disk or file).
 REASON_FRONTIER_READ_ONLY = "iri_frontier_read_only"
+#: finish_reason: ``SCHEDULER_PRIORITY_QUEUE`` names a class whose order the frontier
+#: does not know (docs/jobdir.md, "Ordering").
+REASON_FRONTIER_PRIORITY_QUEUE = "iri_frontier_priority_queue"
 
 _U64 = 1 << 64
 _I64 = 1 << 63
@@ -282,8 +290,12 @@ class FrontierStore:
         allow_reset: bool = False,
         lifo: bool = True,
         start_lifo: bool = False,
+        lanes: str = ONE,
     ) -> None:
         self.path = Path(path)
+        #: What the ``lane`` column holds (:func:`.lanes.lanes_mode`): one lane ``""``
+        #: or the download slot of each request.
+        self.lanes = lanes
         #: LIFO or FIFO within a priority, for regular and for start requests.
         self.lifo = lifo
         self.start_lifo = start_lifo
@@ -409,6 +421,7 @@ class FrontierStore:
                 ("tag", self.tag),
                 ("clean", "1"),
                 ("order", self.order),
+                ("lanes", self.lanes),
             ):
                 conn.execute("INSERT INTO meta VALUES (?, ?)", (key, value))
             conn.execute("COMMIT")
@@ -416,6 +429,9 @@ class FrontierStore:
         fmt = self._get("format")
         if fmt == "1":
             self._upgrade_from_1()
+            fmt = self._get("format")
+        if fmt == "2":
+            self._upgrade_from_2()
             fmt = self._get("format")
         if fmt != str(FORMAT_VERSION):
             return FingerprintFileError(
@@ -461,9 +477,34 @@ class FrontierStore:
             np_, kind, ord_ = order_key(rowid, priority, start, lifo=lifo, start_lifo=slifo)
             conn.execute("UPDATE pending SET np = ?, kind = ?, ord = ? WHERE id = ?",
                          (np_, kind, ord_, rowid))
-        conn.execute(PENDING_INDEX)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('order', ?)", (self.order,))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('format', '2')")
+        conn.execute("COMMIT")
+
+    def _upgrade_from_2(self) -> None:
+        """Format 2 -> 3: the ``lane`` column (every row in lane ``""``: the scheduler
+        places them in their lanes at start, see :meth:`relane`) and its index."""
+        conn = self._conn
+        conn.execute("BEGIN")
+        conn.execute("ALTER TABLE pending ADD COLUMN lane TEXT NOT NULL DEFAULT ''")
+        conn.execute("DROP INDEX IF EXISTS pending_order")
+        conn.execute(PENDING_INDEX)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('lanes', '')")
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (str(FORMAT_VERSION),))
+        conn.execute("COMMIT")
+
+    @property
+    def stored_lanes(self) -> str:
+        """What the ``lane`` column holds now (``""``: not known, rows to be placed)."""
+        return self._get("lanes") or ""
+
+    def relane(self, lanes: Iterable[tuple[str, int]]) -> None:
+        """Set the ``lane`` of each row id (``(lane, id)`` pairs) and record that the
+        column holds :attr:`lanes` (one transaction: the pending rows do not change)."""
+        conn = self._conn
+        conn.execute("BEGIN")
+        conn.executemany("UPDATE pending SET lane = ? WHERE id = ?", lanes)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('lanes', ?)", (self.lanes,))
         conn.execute("COMMIT")
 
     def _reorder(self) -> None:
@@ -508,17 +549,22 @@ class FrontierStore:
         return list(self._conn.execute("SELECT id, request FROM pending ORDER BY id"))
 
     def pending_after(
-        self, key: tuple[int, int, int] | None, limit: int
+        self, lane: str, key: tuple[int, int, int] | None, limit: int
     ) -> list[tuple[int, bytes, int, int, int]]:
-        """``(id, record, np, kind, ord)`` of the next *limit* pending rows in crawl
-        order (:func:`order_key`) after *key* (from the first if ``None``)."""
+        """``(id, record, np, kind, ord)`` of the next *limit* pending rows of *lane*
+        in crawl order (:func:`order_key`) after *key* (from the first if ``None``)."""
         if key is None:
             return list(self._conn.execute(
-                "SELECT id, request, np, kind, ord FROM pending ORDER BY np, kind, ord "
-                "LIMIT ?", (limit,)))
+                "SELECT id, request, np, kind, ord FROM pending WHERE lane = ? "
+                "ORDER BY lane, np, kind, ord LIMIT ?", (lane, limit)))
         return list(self._conn.execute(
-            "SELECT id, request, np, kind, ord FROM pending WHERE (np, kind, ord) > (?, ?, ?) "
-            "ORDER BY np, kind, ord LIMIT ?", (*key, limit)))
+            "SELECT id, request, np, kind, ord FROM pending WHERE lane = ? AND "
+            "(np, kind, ord) > (?, ?, ?) ORDER BY lane, np, kind, ord LIMIT ?",
+            (lane, *key, limit)))
+
+    def lane_counts(self) -> dict[str, int]:
+        """The number of pending rows of each lane."""
+        return dict(self._conn.execute("SELECT lane, count(*) FROM pending GROUP BY lane"))
 
     def pending_count(self) -> int:
         return int(self._conn.execute("SELECT count(*) FROM pending").fetchone()[0])
@@ -537,11 +583,11 @@ class FrontierStore:
         conn = self._conn
         kind = op[0]
         if kind == "add":
-            _, record, data, rowid, np_, kind_, ord_ = op
+            _, record, data, rowid, np_, kind_, ord_, lane = op
             if record is not None:
                 conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(record),))
-            conn.execute("INSERT INTO pending (id, request, np, kind, ord) VALUES (?, ?, ?, ?, ?)",
-                         (rowid, data, np_, kind_, ord_))
+            conn.execute("INSERT INTO pending (id, request, np, kind, ord, lane) VALUES "
+                         "(?, ?, ?, ?, ?, ?)", (rowid, data, np_, kind_, ord_, lane))
         elif kind == "seen":
             conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(op[1]),))
         elif kind == "done":
@@ -583,14 +629,13 @@ class FrontierStore:
         self._in_tx = False
 
     def add(self, record: int | None, data: bytes, *, priority: int = 0,
-            start: bool = False) -> int:
+            start: bool = False, lane: str = "") -> int:
         """Store a pending request (and its fingerprint *record*, if any); its row id.
 
-        *priority* and *start* (a start request) place it in the crawl order."""
+        *priority*, *start* (a start request) and *lane* place it in the crawl order."""
         rowid = self._next_id
         self._next_id += 1
-        self._write(("add", record, data, rowid,
-                     *self.key(rowid, priority, start)))
+        self._write(("add", record, data, rowid, *self.key(rowid, priority, start), lane))
         return rowid
 
     def key(self, rowid: int, priority: int, start: bool) -> tuple[int, int, int]:
@@ -737,9 +782,10 @@ def _is_fifo(queue_cls: Any) -> bool:
     return False
 
 
-#: ``_edge`` values: no pending row read yet; every pending row read.
-_NOTHING_READ: tuple[float, ...] = (-float("inf"),)
-_EVERYTHING_READ: tuple[float, ...] = (float("inf"),)
+def _queue_class(settings: BaseSettings | None, name: str) -> type[Any] | None:
+    """The queue class setting *name* names, or None when it is empty."""
+    value = settings.get(name) if settings is not None else None
+    return load_object(value) if value else None
 
 
 class IRIFrontierScheduler(Scheduler):
@@ -825,10 +871,19 @@ class IRIFrontierScheduler(Scheduler):
             dupefilter, jobdir=None if frontier else jobdir, dqclass=dqclass, mqclass=mqclass,
             logunser=logunser, stats=stats, pqclass=pqclass, crawler=crawler,
         )
-        #: ``SCHEDULER_START_MEMORY_QUEUE`` (documented, Scrapy 2.13+): the order of start
-        #: requests, or None when start requests go in the regular queues.
-        start_mq = crawler.settings.get("SCHEDULER_START_MEMORY_QUEUE") if crawler else None
-        self.start_mqclass: type[Any] | None = load_object(start_mq) if start_mq else None
+        settings = crawler.settings if crawler is not None else None
+        #: ``SCHEDULER_START_DISK_QUEUE`` and ``SCHEDULER_START_MEMORY_QUEUE``
+        #: (documented, Scrapy 2.13+): the order of start requests in the store and in
+        #: memory, or None when start requests go in the regular queues.
+        self.start_dqclass = _queue_class(settings, "SCHEDULER_START_DISK_QUEUE")
+        self.start_mqclass = _queue_class(settings, "SCHEDULER_START_MEMORY_QUEUE")
+        #: ``ScrapyPriorityQueue``: one lane; ``DownloaderAwarePriorityQueue``: one per
+        #: download slot; None: another class, refused at open (see :mod:`.lanes`).
+        self.lanes_mode = lanes_mode(pqclass)
+        #: The order of memory-only requests (LIFO, and start requests' LIFO).
+        self._memory_lifo = not _is_fifo(mqclass)
+        self._start_memory_lifo = self.start_mqclass is not None and not _is_fifo(
+            self.start_mqclass)
         self.fsync_ms = fsync_ms
         self.allow_reset = allow_reset
         self.store: FrontierStore | None = None
@@ -856,12 +911,11 @@ class IRIFrontierScheduler(Scheduler):
         self._sync_failed = False
         #: Requests waiting (stored or memory-only, not handed out): ``len(self)``.
         self._queued = 0
-        #: The head of the stored queue in crawl order: ``(key, rowid, request)``,
-        #: sorted; every pending row whose key is <= ``_edge`` is here or out.
-        self._buf: list[tuple[tuple[int, int, int], int, Request]] = []
-        self._edge: tuple[float, ...] = _NOTHING_READ
-        #: Memory-only (unserializable) requests waiting, ``(key, -id, id, request)``, sorted.
-        self._mem: list[tuple[tuple[int, int, int], int, int, Request]] = []
+        #: The stored requests waiting, by lane (see :mod:`.lanes`).
+        self._stored = Lanes(stored=True)
+        #: The memory-only (unserializable) requests waiting, by lane: handed out
+        #: before any stored one, as Scrapy pops its memory queue first.
+        self._memory = Lanes(stored=False)
         #: Stock Scrapy's ``requests.seen`` (64-bit records), when the JOBDIR has one.
         self._stock_seen: FingerprintSet | None = None
         self._adopting = False
@@ -871,6 +925,22 @@ class IRIFrontierScheduler(Scheduler):
     def open(self, spider: Spider) -> Any:
         result = super().open(spider)
         if self.frontier_dir is None:
+            return result
+        if self.lanes_mode is None:
+            self.frontier_dir = None
+            name = self.crawler.settings.get("SCHEDULER_PRIORITY_QUEUE") if self.crawler else None
+            if not isinstance(name, str):
+                name = (f"{getattr(self.pqclass, '__module__', '')}."
+                        f"{getattr(self.pqclass, '__qualname__', self.pqclass)}")
+            message = (
+                f"IRIFrontierScheduler: SCHEDULER_PRIORITY_QUEUE = {name} is not supported "
+                "by the crash-safe JOBDIR frontier, which hands requests out in Scrapy's "
+                "order only for scrapy.pqueues.DownloaderAwarePriorityQueue and "
+                "scrapy.pqueues.ScrapyPriorityQueue: set SCHEDULER_PRIORITY_QUEUE to one "
+                "of those, or IRI_FRONTIER = False to use Scrapy's JOBDIR queue (not "
+                "crash-safe)")
+            refuse_start(self.crawler, REASON_FRONTIER_PRIORITY_QUEUE, message,
+                         ValueError(message))
             return result
         df = self.df
         assert isinstance(df, IRIDupeFilter)
@@ -896,8 +966,9 @@ class IRIFrontierScheduler(Scheduler):
                 tag=df.options_tag(),
                 fsync_ms=self.fsync_ms,
                 allow_reset=self.allow_reset,
-                lifo=not _is_fifo(self.mqclass),
-                start_lifo=self.start_mqclass is not None and not _is_fifo(self.start_mqclass),
+                lifo=not _is_fifo(self.dqclass),
+                start_lifo=self.start_dqclass is not None and not _is_fifo(self.start_dqclass),
+                lanes=self.lanes_mode,
             )
         except FingerprintFileMismatch as exc:
             # one ERROR line, finish_reason iri_jobdir_mismatch, exit status 1 (the
@@ -938,12 +1009,15 @@ class IRIFrontierScheduler(Scheduler):
             records = store.seen_array()
             seen = df.preload(records)  # one bulk load (FingerprintSet.update)
             del records
-            # the pending rows stay on disk: read BATCH at a time, in crawl order
-            recovered = self._queued = store.pending_count()
-            self._edge = _NOTHING_READ if recovered else _EVERYTHING_READ
+            # the pending rows stay on disk, read a batch at a time, in crawl order
+            self._relane()
+            for name, count in store.lane_counts().items():
+                self._stored.lanes[name] = Lane(count)
+            recovered = self._queued = sum(lane.count for lane in self._stored.lanes.values())
             self._adopt_stock(spider)
             stock_refused = self.refusals.count
-            self._refill(at_open=True)
+            for name, lane in list(self._stored.lanes.items())[:1]:
+                self._refill(name, lane, at_open=True)
         except sqlite3.DatabaseError as exc:  # damaged pages: refused, one line
             self.store = None
             with contextlib.suppress(sqlite3.Error):
@@ -1052,27 +1126,24 @@ class IRIFrontierScheduler(Scheduler):
                 self.df.log(request, self.spider)
                 self._touch()
                 return False
-            fingerprint = self.df.fingerprint(request)  # type: ignore[attr-defined]
+            fingerprint = self.df.seen_fingerprint(request)  # type: ignore[attr-defined]
             record = int.from_bytes(fp64(fingerprint), "big")
         data = self._serialize(request)
         stats = self.stats
         assert stats is not None
-        start = bool(meta.get("is_start_request")) and self.start_mqclass is not None
-        priority = request.priority
+        lane = self._lane(request)
         if data is None:
             rowid = self._next_memory_id
             self._next_memory_id -= 1
             self._unser[rowid] = record
             meta[META_FRONTIER_ID] = rowid
-            # placed as a stored request with the next id would be
-            insort(self._mem, (store.key(store.next_id, priority, start), -rowid, rowid, request))
+            self._memory.add(lane, self._memory_key(rowid, request), rowid, request)
             stats.inc_value("scheduler/enqueued/memory")
         else:
-            rowid = store.add(record, data, priority=priority, start=start)
+            start = self.start_dqclass is not None and bool(meta.get("is_start_request"))
+            rowid = store.add(record, data, priority=request.priority, start=start, lane=lane)
             meta[META_FRONTIER_ID] = rowid
-            key = store.key(rowid, priority, start)
-            if key <= self._edge:  # among the rows read: its place is in memory
-                self._buffer(key, rowid, request)
+            self._stored.add(lane, store.key(rowid, request.priority, start), rowid, request)
             stats.inc_value("scheduler/enqueued/disk")
             stats.inc_value("iri/frontier/stored")
         self._queued += 1
@@ -1085,7 +1156,7 @@ class IRIFrontierScheduler(Scheduler):
             return super().next_request()
         ledger = self.ledger
         ledger.reap()
-        if ledger.at_cap(self.max_inflight):
+        if ledger.at_cap(self.max_inflight, downloading=True):
             if not ledger.stalled(self.stall_seconds):
                 return None  # has_pending_requests() stays True: asked again later
             logger.warning(
@@ -1194,64 +1265,104 @@ class IRIFrontierScheduler(Scheduler):
             return super().__len__()
         return self._queued
 
+    def _lane(self, request: Request) -> str:
+        """The lane of *request*: its download slot with ``DownloaderAwarePriorityQueue``."""
+        if self.lanes_mode == PER_SLOT:
+            return compat.download_slot_key(self.crawler, request)
+        return ""
+
+    def _active(self, slot: str) -> int:
+        """The active downloads of *slot* (``DownloaderAwarePriorityQueue``'s measure)."""
+        return compat.active_downloads(self.crawler, slot)
+
+    def _memory_key(self, rowid: int, request: Request) -> tuple[int, int, int]:
+        """The place of a memory-only request (its id is negative) in the memory queue."""
+        start = self.start_mqclass is not None and bool(request.meta.get("is_start_request"))
+        return order_key(-rowid, request.priority, start, lifo=self._memory_lifo,
+                         start_lifo=self._start_memory_lifo)
+
+    def _relane(self) -> None:
+        """Place the stored rows in the lanes of this crawl's priority queue, when the
+        store's were written under another one (or not known: an upgraded or salvaged
+        store).  Records are read as data; one that cannot be read stays in lane ``""``
+        and is refused when its turn comes."""
+        store, codec = self.store, self.codec
+        assert store is not None and codec is not None
+        if store.stored_lanes == self.lanes_mode:
+            return
+        pairs: list[tuple[str, int]] = []
+        for rowid, data in store.pending_rows():
+            lane = ""
+            if self.lanes_mode == PER_SLOT:
+                with contextlib.suppress(RefusedRecord):
+                    lane = self._lane(codec.decode(data))
+            pairs.append((lane, rowid))
+        store.relane(pairs)
+
     def _pop(self) -> Request | None:
-        """The next request in crawl order (stored or memory-only), or None."""
-        if not self._buf:
-            self._refill()
-        buf, mem = self._buf, self._mem
-        if mem and (not buf or mem[0][0] < buf[0][0]):
-            request = mem.pop(0)[3]
-        elif buf:
-            request = buf.pop(0)[2]
+        """The next request in Scrapy's order: memory-only ones first, then stored."""
+        memory = self._memory
+        if memory:
+            name, lane = memory.pick(self._active, round_robin=compat.SLOT_ROUND_ROBIN)
+            request = memory.take(name, lane)
         else:
-            if self._queued and self._edge == _EVERYTHING_READ and not self._gave_up:
-                # every row read and nothing waiting: the count must say so, or the
-                # spider would never go idle
-                logger.warning("IRIFrontierScheduler: %d requests counted as pending but "
-                               "none left in the store; count reset", self._queued)
-                self._queued = 0
-            return None
+            request = self._pop_stored()
+            if request is None:
+                return None
         self._queued -= 1
         return request
+
+    def _pop_stored(self) -> Request | None:
+        stored = self._stored
+        while stored:
+            name, lane = stored.pick(self._active, round_robin=compat.SLOT_ROUND_ROBIN)
+            if not lane.buf:
+                self._refill(name, lane)
+            if lane.buf:
+                return cast("Request", stored.take(name, lane))
+            if self.store is None or self.store.failed is not None or self._gave_up:
+                return None  # cannot be read now
+            lost = stored.drop(name, lane)
+            if lost:
+                # counted but not in the store: the count must say so, or the spider
+                # would never go idle
+                logger.warning("IRIFrontierScheduler: %d requests counted as pending but "
+                               "none left in the store; count reset", lost)
+                self._queued -= lost
+        return None
 
     def _unpop(self, request: Request) -> None:
         """Put back a request :meth:`_pop` returned (it was not handed out)."""
         store = self.store
         assert store is not None
         rowid = request.meta[META_FRONTIER_ID]
-        start = bool(request.meta.get("is_start_request")) and self.start_mqclass is not None
+        lane = self._lane(request)
         if rowid < 0:
-            insort(self._mem, (store.key(store.next_id, request.priority, start), -rowid, rowid,
-                               request))
+            self._memory.add(lane, self._memory_key(rowid, request), rowid, request)
         else:
-            key = store.key(rowid, request.priority, start)
-            if key <= self._edge:
-                self._buffer(key, rowid, request)
+            start = self.start_dqclass is not None and bool(request.meta.get("is_start_request"))
+            self._stored.add(lane, store.key(rowid, request.priority, start), rowid, request)
         self._queued += 1
 
-    def _buffer(self, key: tuple[int, int, int], rowid: int, request: Request) -> None:
-        """Keep a stored request in memory; past ``BUFFER_MAX``, the last half is
-        dropped from memory (read again from disk when its turn comes)."""
-        buf = self._buf
-        insort(buf, (key, rowid, request))
-        if len(buf) > BUFFER_MAX:
-            del buf[BUFFER_MAX // 2:]
-            self._edge = buf[-1][0]
-
-    def _refill(self, *, at_open: bool = False) -> None:
-        """Read the next stored requests in crawl order (``BATCH`` at a time) into
-        memory.  Never while the store is failing: the rows written since the last
-        commit are not on disk then."""
+    def _refill(self, name: str, lane: Lane, *, at_open: bool = False) -> None:
+        """Read the next stored requests of *lane* in crawl order (at most ``BATCH``,
+        fewer when many lanes wait) into memory.  Never while the store is failing:
+        the rows written since the last commit are not on disk then."""
         store = self.store
         codec = self.codec
         if store is None or codec is None or store.failed is not None:
             return
         ledger = self.ledger
-        while not self._buf and self._edge != _EVERYTHING_READ:
-            edge = self._edge
+        stored = self._stored
+        limit = max(1, min(BATCH, BUFFER_MAX // len(stored.lanes)))
+        if stored.held + limit > BUFFER_MAX:
+            stored.shed()
+        while not lane.buf and lane.edge != EVERYTHING_READ:
+            edge = lane.edge
             try:
                 rows = store.pending_after(
-                    None if edge == _NOTHING_READ else cast(tuple[int, int, int], edge), BATCH)
+                    name, None if edge == NOTHING_READ else cast(tuple[int, int, int], edge),
+                    limit)
             except sqlite3.DatabaseError as exc:
                 if at_open:
                     raise
@@ -1264,15 +1375,17 @@ class IRIFrontierScheduler(Scheduler):
                     request = codec.decode(data)
                 except RefusedRecord as exc:  # never executed: kept aside, counted, loud
                     self._queued -= 1
+                    lane.count -= 1
                     self._refused(exc, rowid)
                     continue
                 request.meta[META_FRONTIER_ID] = rowid
-                self._buf.append(((np_, kind, ord_), rowid, request))
-            if len(rows) < BATCH:
-                self._edge = _EVERYTHING_READ
+                lane.buf.append(((np_, kind, ord_), rowid, request))
+                stored.held += 1
+            if len(rows) < limit:
+                lane.edge = EVERYTHING_READ
             else:
                 last = rows[-1]
-                self._edge = (last[2], last[3], last[4])
+                lane.edge = (last[2], last[3], last[4])
 
     # --- answers ---------------------------------------------------------------
 
@@ -1400,7 +1513,8 @@ class IRIFrontierScheduler(Scheduler):
         with ``iri_frontier_unreadable`` (one ERROR line, exit status 1)."""
         store = self.store
         assert store is not None
-        self._edge = _EVERYTHING_READ
+        for lane in self._stored.lanes.values():
+            lane.edge = EVERYTHING_READ
         if self._gave_up:
             return
         self._gave_up = True

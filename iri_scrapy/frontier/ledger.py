@@ -94,6 +94,7 @@ class Ledger(Generic[K]):
         #: keys whose request object was released (appended by weakref callbacks).
         self._released: list[K] = []
         self._failed = 0
+        self._responded = 0
         self._last_progress = clock()
         self._last_gc = 0.0
         #: The most requests out at once so far.
@@ -121,6 +122,11 @@ class Ledger(Generic[K]):
         """Requests out that count against the in-flight cap (not the failing ones)."""
         return len(self._inflight) - self._failed
 
+    @property
+    def in_downloader(self) -> int:
+        """Requests out whose response or failure has not been seen yet."""
+        return len(self._inflight) - self._failed - self._responded
+
     def downloading(self, key: K | None) -> bool:
         """True if *key* is out and neither its response nor its failure has been seen
         (a request carrying it is then a replacement: a redirect, a retry)."""
@@ -137,8 +143,9 @@ class Ledger(Generic[K]):
 
     def responded(self, key: K | None) -> None:
         """The response of *key* reached the engine (it is no longer downloading)."""
-        if key is not None and key in self._inflight:
+        if key is not None and self._inflight.get(key) == _DOWNLOADING:
             self._inflight[key] = _RESPONDED
+            self._responded += 1
 
     def answered(self, key: K | None) -> bool:
         """*key* is answered: settled now.  False if it was not out (None, or answered)."""
@@ -149,6 +156,8 @@ class Ledger(Generic[K]):
             return False
         if state == _FAILED:
             self._failed -= 1
+        elif state == _RESPONDED:
+            self._responded -= 1
         self._refs.pop(key, None)
         self._last_progress = self._clock()
         self._settle([key])
@@ -162,6 +171,8 @@ class Ledger(Generic[K]):
         if not errback:
             self.answered(key)
         elif self._inflight[key] != _FAILED:
+            if self._inflight[key] == _RESPONDED:
+                self._responded -= 1
             self._inflight[key] = _FAILED
             self._failed += 1
 
@@ -185,6 +196,7 @@ class Ledger(Generic[K]):
         self._inflight.clear()
         self._refs.clear()
         self._failed = 0
+        self._responded = 0
         if keys:
             self._last_progress = self._clock()
             self._settle(keys)
@@ -196,6 +208,7 @@ class Ledger(Generic[K]):
         self._inflight.clear()
         self._refs.clear()
         self._failed = 0
+        self._responded = 0
 
     def sweep(self) -> None:
         """Periodically: collect the young generations while failed requests are out
@@ -206,18 +219,21 @@ class Ledger(Generic[K]):
 
     # --- the in-flight cap -------------------------------------------------------
 
-    def at_cap(self, limit: int) -> bool:
-        """True if *limit* (``0``: no cap) requests are outstanding, even after
-        answering the released ones (and collecting reference cycles, when nothing
-        was answered for a second: a failure's traceback holds its request)."""
-        if not limit or self.outstanding < limit:
+    def at_cap(self, limit: int, *, downloading: bool = False) -> bool:
+        """True if *limit* (``0``: no cap) requests are outstanding (*downloading*:
+        only those whose response has not been seen, as Scrapy's downloader counts
+        them), even after answering the released ones (and collecting reference
+        cycles, when nothing was answered for a second: a failure's traceback holds
+        its request)."""
+        count = (lambda: self.in_downloader) if downloading else (lambda: self.outstanding)
+        if not limit or count() < limit:
             return False
         now = self._clock()
         if now - self._last_progress > LEAK_SECONDS and now - self._last_gc > LEAK_SECONDS:
             self._last_gc = now
             self._collect()
         self.reap()
-        return self.outstanding >= limit
+        return count() >= limit
 
     def stalled(self, seconds: float) -> bool:
         """True if no request was answered for more than *seconds*."""

@@ -75,6 +75,18 @@ Seams:
     and its call of ``Request``.  (``scrapy shell`` builds its request after the
     crawler's add-ons ran and needs nothing.)
 
+``Downloader.get_slot_key(request)``, ``Downloader.slots[slot].active``
+    ``DownloaderAwarePriorityQueue`` (Scrapy's default ``SCHEDULER_PRIORITY_QUEUE``)
+    orders requests by download slot and by each slot's active downloads, through
+    its ``DownloaderInterface``, which reads these two; the ``JOBDIR`` frontier
+    orders its stored requests the same way (:mod:`iri_scrapy.frontier.lanes`),
+    so it reads the same two (:func:`download_slot_key`, :func:`active_downloads`).
+    How the queue breaks ties changed (scrapy/scrapy#7293, fixed by #7351: round
+    robin after the slot chosen last, else the first slot name):
+    :data:`SLOT_ROUND_ROBIN` says which rule the installed Scrapy follows (it has
+    ``DownloaderAwarePriorityQueue._next_slot``).  No upstream issue asks for a
+    public per-slot activity API yet; one would retire these.
+
 It also checks the public features the plugin cannot work without, which
 set the floor of the supported range:
 
@@ -511,3 +523,28 @@ def running_engine(crawler: Any) -> Any:
         return crawler.engine
     except RuntimeError:
         return None
+
+
+# ------------------------------------- download slots, as DownloaderAwarePriorityQueue reads them
+
+DOWNLOAD_SLOTS = "Downloader.get_slot_key(request) and Downloader.slots[slot].active"
+_downloader_module = import_module("scrapy.core.downloader")
+_pqueues = import_module("scrapy.pqueues")
+if _parameters(getattr(_downloader_module.Downloader, "get_slot_key", None)) != [
+        "self", "request"] or "active" not in _downloader_module.Slot.__init__.__code__.co_names:
+    raise unsupported(DOWNLOAD_SLOTS)
+#: True if the installed ``DownloaderAwarePriorityQueue`` breaks ties between slots
+#: round robin (scrapy/scrapy#7351), False if by the first slot name.
+SLOT_ROUND_ROBIN: bool = callable(getattr(_pqueues.DownloaderAwarePriorityQueue, "_next_slot",
+                                          None))
+
+
+def download_slot_key(crawler: Any, request: Request) -> str:
+    """The download slot of *request*, as ``DownloaderAwarePriorityQueue`` files it."""
+    return str(crawler.engine.downloader.get_slot_key(request))
+
+
+def active_downloads(crawler: Any, slot: str) -> int:
+    """The downloads active in *slot*, as ``DownloaderAwarePriorityQueue`` counts them."""
+    slots = crawler.engine.downloader.slots
+    return len(slots[slot].active) if slot in slots else 0

@@ -253,6 +253,11 @@ class IRIDupeFilter(BaseDupeFilter):
         """The request's fingerprint, from the configured fingerprinter."""
         return self.fingerprinter.fingerprint(request)
 
+    def seen_fingerprint(self, request: Request) -> bytes:
+        """The fingerprint :meth:`request_seen` just computed for *request* (else computed)."""
+        last, fp = self._last
+        return fp if last is request else self.fingerprint(request)
+
     def seen_add(self, fingerprint: bytes) -> bool:
         """Record *fingerprint*; True if it had been recorded before.
 

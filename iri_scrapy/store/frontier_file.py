@@ -30,16 +30,17 @@ from iri_scrapy.core.errors import IRIScrapyError
 FILENAME = "iri_frontier.sqlite3"
 #: Held (``flock``, exclusive) by the crawl that uses the ``JOBDIR``.
 LOCK_FILENAME = "iri_frontier.lock"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 META_DDL = "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 SEEN_DDL = "CREATE TABLE seen (fp INTEGER NOT NULL)"
 PENDING_DDL = (
     "CREATE TABLE pending (id INTEGER PRIMARY KEY AUTOINCREMENT, request BLOB NOT NULL, "
     "np INTEGER NOT NULL DEFAULT 0, kind INTEGER NOT NULL DEFAULT 0, "
-    "ord INTEGER NOT NULL DEFAULT 0)"
+    "ord INTEGER NOT NULL DEFAULT 0, lane TEXT NOT NULL DEFAULT '')"
 )
-PENDING_INDEX = "CREATE INDEX IF NOT EXISTS pending_order ON pending (np, kind, ord)"
+#: Rows in crawl order within a lane (a download slot, see iri_scrapy.frontier.lanes).
+PENDING_INDEX = "CREATE INDEX IF NOT EXISTS pending_lane ON pending (lane, np, kind, ord)"
 REFUSED_DDL = (
     "CREATE TABLE IF NOT EXISTS refused (id INTEGER PRIMARY KEY, request BLOB NOT NULL, "
     "kind TEXT NOT NULL, at REAL NOT NULL)"
@@ -52,9 +53,10 @@ def order_key(rowid: int, priority: int, start: bool, *, lifo: bool = True,
 
     Scrapy's ``ScrapyPriorityQueue``: the highest priority first (``np`` is the
     negated priority); within a priority, regular requests (kind 0) before start
-    requests (kind 1); within those, the newest first for a LIFO queue (Scrapy's
-    default ``LifoMemoryQueue``), the oldest first for a FIFO one (start requests:
-    ``FifoMemoryQueue``).  Row ids grow, so ``ord`` is ``-id`` or ``id``.
+    requests (kind 1, only when a start queue class is set); within those, the
+    newest first for a LIFO queue (Scrapy's default ``PickleLifoDiskQueue``), the
+    oldest first for a FIFO one (start requests: ``PickleFifoDiskQueue``).  Row ids
+    grow, so ``ord`` is ``-id`` or ``id``.
     """
     if start:
         return -priority, 1, -rowid if start_lifo else rowid
@@ -316,10 +318,10 @@ def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
         raise SalvageError(f"{report.source} is not an iri_scrapy frontier store (no options "
                            "in its meta table): nothing to salvage")
     fmt = meta.get("format")
-    if fmt not in ("1", str(FORMAT_VERSION)):
+    if fmt not in ("1", "2", str(FORMAT_VERSION)):
         src.close()
         raise SalvageError(f"{report.source} has frontier format {fmt}; this iri_scrapy "
-                           f"reads formats 1 and {FORMAT_VERSION}")
+                           f"reads formats 1 to {FORMAT_VERSION}")
     order = meta.get("order") or "lifo,fifo"
     lifo, start_lifo = order_modes(order)
     with contextlib.suppress(FileNotFoundError):
@@ -330,10 +332,13 @@ def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
         dst.execute("BEGIN")
         for ddl in (META_DDL, SEEN_DDL, PENDING_DDL, PENDING_INDEX, REFUSED_DDL):
             dst.execute(ddl)
+        if fmt != str(FORMAT_VERSION):
+            meta["lanes"] = ""  # every row in lane '': the crawl places them again
         meta.update({"format": str(FORMAT_VERSION), "clean": "1", "order": order})
         dst.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
         # pending: with the order columns (format 1 has none: from the JSON record)
-        columns = "request, np, kind, ord" if fmt != "1" else "request"
+        columns = {"1": "request", "2": "request, np, kind, ord"}.get(
+            str(fmt), "request, np, kind, ord, lane")
         last = _highest(src, "pending", "id", 0)
         for state, row in _rows(src, "pending", columns, "id", last):
             if state == "bad":
@@ -350,7 +355,9 @@ def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
                 key = order_key(rowid, priority, start, lifo=lifo, start_lifo=start_lifo)
             else:
                 key = (row[2], row[3], row[4])
-            dst.execute("INSERT INTO pending VALUES (?, ?, ?, ?, ?)", (rowid, data, *key))
+            lane = row[5] if len(row) > 5 and isinstance(row[5], str) else ""
+            dst.execute("INSERT INTO pending VALUES (?, ?, ?, ?, ?, ?)",
+                        (rowid, data, *key, lane))
             report.pending += 1
         highest = last
         # seen fingerprints (rowid order)

@@ -46,8 +46,8 @@ def _store(job: Path, count: int, fmt: int = FORMAT_VERSION) -> Path:
             if fmt == 1:
                 conn.execute("INSERT INTO pending VALUES (?, ?)", (i, record))
             else:
-                conn.execute("INSERT INTO pending VALUES (?, ?, ?, ?, ?)",
-                             (i, record, *order_key(i, i % 3, False)))
+                conn.execute("INSERT INTO pending VALUES (?, ?, ?, ?, ?, ?)",
+                             (i, record, *order_key(i, i % 3, False), ""))
     conn.close()
     return path
 

@@ -22,7 +22,13 @@ import pytest
 from scrapy import Request
 from scrapy.utils.misc import build_from_crawler
 
-from iri_scrapy.frontier.jobdir import BUFFER_MAX, FILENAME, FrontierStore, order_key
+from iri_scrapy.frontier.jobdir import (
+    BUFFER_MAX,
+    FILENAME,
+    FORMAT_VERSION,
+    FrontierStore,
+    order_key,
+)
 from tests.frontier.test_frontier import drain, open_scheduler
 
 NO_CAP = {"IRI_FRONTIER_MAX_INFLIGHT": 0}
@@ -101,7 +107,7 @@ def test_resume_keeps_the_order_and_reads_lazily(tmp_path: Path) -> None:
     crawler2, again = open_scheduler(tmp_path, **NO_CAP)
     assert len(again) == 3000 and again.has_pending_requests()
     assert crawler2.stats.get_value("iri/frontier/recovered") == 3000
-    assert len(again._buf) <= BUFFER_MAX  # not all of them in memory
+    assert again._stored.held <= BUFFER_MAX  # not all of them in memory
     got = [r.url for r in drain(again)]
     want = []
     while (r := ref.pop()) is not None:
@@ -110,8 +116,9 @@ def test_resume_keeps_the_order_and_reads_lazily(tmp_path: Path) -> None:
     again.close("finished")
 
 
-def test_fifo_memory_queue_setting_is_followed_and_switching_reorders(tmp_path: Path) -> None:
-    fifo = {"SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue", **NO_CAP}
+def test_fifo_disk_queue_setting_is_followed_and_switching_reorders(tmp_path: Path) -> None:
+    """Stored requests follow ``SCHEDULER_DISK_QUEUE``, as Scrapy's disk queue does."""
+    fifo = {"SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue", **NO_CAP}
     _, scheduler = open_scheduler(tmp_path, **fifo)
     for i in range(5):
         scheduler.enqueue_request(_request(i, 0, False))
@@ -145,7 +152,7 @@ def test_format_1_store_is_upgraded_in_order(tmp_path: Path) -> None:
     assert [r.url for r in drain(again)] == [f"http://e.com/{i}" for i in (1, 3, 2, 0)]
     again.close("finished")
     store = FrontierStore(tmp_path / FILENAME, tag=again.df.options_tag())
-    assert store._get("format") == "2"
+    assert store._get("format") == str(FORMAT_VERSION)
     store.close()
 
 
@@ -177,7 +184,7 @@ def test_memory_per_pending_request_is_bounded(tmp_path: Path) -> None:
     tracemalloc.start()
     try:
         push(count - traced - warm, count - traced, priority=4)
-        buffered = len(scheduler._buf)
+        buffered = scheduler._stored.held
         gc.collect()
         before = tracemalloc.take_snapshot()
         push(count - traced, count, priority=4)  # the highest: their place is in memory
@@ -192,14 +199,14 @@ def test_memory_per_pending_request_is_bounded(tmp_path: Path) -> None:
     per, per_seen = (total - seen) / traced, seen / traced
     print(f"{count} pending: {per:.1f} B of Python memory per more pending request, "
           f"+ {per_seen:.1f} B for the seen-set")
-    assert len(scheduler) == count and len(scheduler._buf) == buffered
+    assert len(scheduler) == count and scheduler._stored.held == buffered
     assert per <= 100, f"{per:.1f} bytes per pending request"
     scheduler.close("shutdown")
     started = time.monotonic()
     crawler2, again = open_scheduler(tmp_path, **NO_CAP)
     resumed = time.monotonic() - started
     assert len(again) == count and resumed < 5
-    assert len(again._buf) <= BUFFER_MAX
+    assert again._stored.held <= BUFFER_MAX
     first = again.next_request()
     assert first is not None and first.priority == 4 and first.url.endswith(f"={count - 1}")
     again.close("shutdown")
