@@ -27,11 +27,11 @@ from scrapy.pipelines.images import ImagesPipeline
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.request import RequestFingerprinter
 
-from iri_scrapy.frontier.jobdir import (
+from iri_scrapy.frontier.middlewares import (
     FrontierDownloaderMiddleware,
     FrontierSpiderMiddleware,
-    fsync_setting,
 )
+from iri_scrapy.frontier.options import fsync_setting
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import is_subclass_path, load_object
 from iri_scrapy.plugin.config import setting as iri_setting

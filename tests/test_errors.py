@@ -54,7 +54,7 @@ def exception_classes() -> dict[str, type[BaseException]]:
 def test_every_exception_class_derives_from_the_root() -> None:
     found = exception_classes()
     assert len(found) >= 20, sorted(found)  # the walk sees the package's errors
-    assert "iri_scrapy.frontier.jobdir.JobdirLocked" in found
+    assert "iri_scrapy.frontier.lock.JobdirLocked" in found
     assert "iri_scrapy.cli.main._Error" in found
     escaped = sorted(name for name, cls in found.items() if not issubclass(cls, IRIScrapyError))
     assert escaped == []
@@ -67,7 +67,7 @@ def test_the_root_is_on_the_facade_and_the_builtin_bases_stay() -> None:
     assert issubclass(iri_scrapy.IRISyntaxError, ValueError)
     assert issubclass(found["iri_scrapy.core.protocol.RulesDataError"], ValueError)
     assert issubclass(found["iri_scrapy.store.crawl_report.ReportError"], ValueError)
-    for name in ("frontier.jobdir.JobdirLocked", "frontier.redis_client.IRIRedisError",
+    for name in ("frontier.lock.JobdirLocked", "frontier.redis_client.IRIRedisError",
                  "store.fpstore.FingerprintFileError", "store.frontier_file.SalvageError"):
         assert issubclass(found[f"iri_scrapy.{name}"], RuntimeError), name
 

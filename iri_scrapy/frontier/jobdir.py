@@ -5,10 +5,12 @@ waiting request is seen but not pending and never fetched (scrapy#7978).
 :class:`IRIFrontierScheduler` keeps the dupefilter's seen-set and the pending
 requests in one SQLite database in WAL mode (``<JOBDIR>/iri_frontier.sqlite3``),
 written in the same transactions, and deletes a pending row only once its request
-is *answered* (:class:`FrontierSpiderMiddleware`, :class:`FrontierDownloaderMiddleware`,
-or the request object released).  After any crash the same command fetches every
-request not yet answered, and again at most those in flight
-(``IRI_FRONTIER_MAX_INFLIGHT``).  Requests are stored as data (:mod:`.codec`).
+is *answered* (:mod:`.middlewares`, or the request object released).  After any
+crash the same command fetches every request not yet answered, and again at most
+those in flight (``IRI_FRONTIER_MAX_INFLIGHT``).  It hands requests out in Scrapy's
+own order (:mod:`.lanes`).  This module is the scheduler; the store is
+:mod:`.sqlite_store`, the lock :mod:`.lock`, its settings :mod:`.options`, requests
+as data :mod:`.codec`, a stock Scrapy ``JOBDIR`` read as data :mod:`.stock_jobdir`.
 
 Design: docs/jobdir.md; what is stored and refused, faults, salvage: docs/frontier.md.
 """
@@ -16,14 +18,10 @@ Design: docs/jobdir.md; what is stored and refused, faults, salvage: docs/fronti
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import logging
 import os
 import sqlite3
 import time
-from array import array
-from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,7 +30,6 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.utils.request import fingerprint as stock_fingerprint
 
-from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.codec import (
     REASON_REFUSED_RECORDS,
@@ -47,14 +44,26 @@ from iri_scrapy.frontier.lanes import (
     BUFFER_MAX,
     EVERYTHING_READ,
     NOTHING_READ,
-    ONE,
     PER_SLOT,
     Lane,
     Lanes,
     lanes_mode,
 )
-from iri_scrapy.frontier.ledger import Answering, Ledger
+from iri_scrapy.frontier.ledger import Ledger
+from iri_scrapy.frontier.lock import JobdirLocked, lock_jobdir
+from iri_scrapy.frontier.options import (
+    DEFAULT_FSYNC_MS,
+    DEFAULT_WRITE_RETRY,
+    fsync_setting,
+    max_inflight_setting,
+)
 from iri_scrapy.frontier.protocol_store import ProtocolStore
+from iri_scrapy.frontier.sqlite_store import (
+    DAMAGED,
+    READ_ONLY,
+    FrontierStore,
+    unreadable_store,
+)
 from iri_scrapy.frontier.stock_jobdir import (
     QUEUE_DIRNAME,
     SEEN_FILENAME,
@@ -64,10 +73,9 @@ from iri_scrapy.frontier.stock_jobdir import (
 )
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
-from iri_scrapy.plugin.context import ADDON_LINE, CrawlContext
+from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter, jobdir_setting
 from iri_scrapy.plugin.refusal import (
-    REASON_BAD_SETTING,
     REASON_FRONTIER_WRITE_FAILED,
     REASON_JOBDIR_LOCKED,
     REASON_JOBDIR_MISMATCH,
@@ -80,17 +88,10 @@ from iri_scrapy.store.fpstore import (
     FingerprintFileMismatch,
     FingerprintSet,
     fp64,
-    mismatch_text,
 )
 from iri_scrapy.store.frontier_file import (
     FILENAME,
-    FORMAT_VERSION,
-    LOCK_FILENAME,
-    PENDING_DDL,
-    PENDING_INDEX,
     order_key,
-    order_modes,
-    priority_of,
 )
 
 if TYPE_CHECKING:
@@ -103,15 +104,12 @@ if TYPE_CHECKING:
     from twisted.internet.task import LoopingCall
     from typing_extensions import Self
 
-__all__ = ["IRIFrontierScheduler", "FrontierSpiderMiddleware", "FrontierDownloaderMiddleware"]
+__all__ = ["IRIFrontierScheduler"]
 
 logger = logging.getLogger(__name__)
 
-#: ``IRI_FRONTIER_WRITE_RETRY``: seconds a failing store is retried before the crawl closes.
-DEFAULT_WRITE_RETRY = 30.0
 #: Request meta key: the store row of a request the scheduler handed out.
 META_FRONTIER_ID = "iri_frontier_id"
-DEFAULT_FSYNC_MS = 250
 #: finish_reason: the store is damaged, truncated or of another format (at start or mid-crawl).
 REASON_FRONTIER_UNREADABLE = "iri_frontier_unreadable"
 #: finish_reason: the store, or its JOBDIR, cannot be written (a read-only disk or file).
@@ -120,632 +118,6 @@ REASON_FRONTIER_READ_ONLY = "iri_frontier_read_only"
 #: does not know (docs/jobdir.md, "Ordering").
 REASON_FRONTIER_PRIORITY_QUEUE = "iri_frontier_priority_queue"
 
-_U64 = 1 << 64
-_I64 = 1 << 63
-
-
-def fsync_setting(value: Any) -> int | None:
-    """``IRI_FRONTIER_FSYNC`` as milliseconds, or ``None`` for ``"always"``.
-
-    Raises :class:`ValueError` for anything else (a positive number of
-    milliseconds, ``0`` meaning ``"always"``).
-    """
-    if value is None:
-        return DEFAULT_FSYNC_MS
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text == "always":
-            return None
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(
-                f"IRI_FRONTIER_FSYNC must be a number of milliseconds or 'always', got {value!r}"
-            ) from None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(
-            f"IRI_FRONTIER_FSYNC must be a number of milliseconds or 'always', got {value!r}"
-        )
-    return None if value == 0 else value
-
-
-class JobdirLocked(IRIScrapyError, RuntimeError):
-    """Another crawl holds the ``JOBDIR``'s lock."""
-
-
-def lock_jobdir(jobdir: str | os.PathLike[str]) -> int:
-    """Take the exclusive lock of *jobdir* (``flock`` on its lock file, non-blocking).
-
-    Returns the file descriptor that holds it: closing it (or the process dying,
-    even by ``kill -9``) releases the lock.  Raises :class:`JobdirLocked` if
-    another process holds it.
-    """
-    path = Path(jobdir, LOCK_FILENAME)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        try:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-        except OSError:  # pragma: no cover
-            holder = ""
-        os.close(fd)
-        who = f" (pid {holder})" if holder.isdigit() else ""
-        raise JobdirLocked(
-            f"JOBDIR {jobdir} is in use by another crawl{who}: refusing to start a second "
-            "crawl on it (both would fetch the same pages); wait for that crawl to end or "
-            "stop it, or use another JOBDIR"
-        ) from exc
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
-
-
-def max_inflight_setting(settings: BaseSettings) -> int:
-    """``IRI_FRONTIER_MAX_INFLIGHT``: default ``CONCURRENT_REQUESTS``; ``0``: no cap."""
-    value = setting(settings, "IRI_FRONTIER_MAX_INFLIGHT")
-    if value is None:
-        return max(0, settings.getint("CONCURRENT_REQUESTS", 16))
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = -1
-    if isinstance(value, bool) or number < 0 or str(number) != str(value).strip():
-        raise ValueError(
-            f"IRI_FRONTIER_MAX_INFLIGHT must be a number of requests >= 0, got {value!r}"
-        )
-    return number
-
-
-#: ``FrontierStoreUnreadable.kind``: the store's file or disk cannot be written.
-READ_ONLY = "read-only"
-#: ``FrontierStoreUnreadable.kind``: SQLite cannot read the file (damaged, truncated, not SQLite).
-DAMAGED = "damaged"
-
-
-class FrontierStoreUnreadable(FingerprintFileError):
-    """The store cannot be used: *kind* :data:`DAMAGED` or :data:`READ_ONLY`."""
-
-    def __init__(self, message: str, kind: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-def _read_only_medium(path: Path) -> bool:
-    """True if *path*'s folder is on a read-only file system or cannot be written."""
-    folder = path.parent
-    try:
-        if os.statvfs(folder).f_flag & os.ST_RDONLY:
-            return True
-    except OSError:  # pragma: no cover
-        return False
-    if not os.access(folder, os.W_OK):
-        return True
-    return path.exists() and not os.access(path, os.W_OK)
-
-
-def _error_kind(exc: BaseException, path: Path) -> str | None:
-    """:data:`READ_ONLY`, :data:`DAMAGED`, or None (another error: a full disk...)."""
-    name = str(getattr(exc, "sqlite_errorname", "") or "")
-    text = str(exc).lower()
-    if (name.startswith("SQLITE_READONLY") or "readonly" in text or "read-only" in text
-            or (isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES,
-                                                           errno.EPERM))):
-        return READ_ONLY
-    if (name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text
-            or "not a database" in text):
-        return DAMAGED
-    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
-        return READ_ONLY if _read_only_medium(path) else DAMAGED
-    return None
-
-
-def unreadable_store(path: Path, kind: str, exc: BaseException) -> FrontierStoreUnreadable:
-    """The one-line refusal for a store that cannot be used, saying what to do."""
-    jobdir = path.parent
-    if kind == READ_ONLY:
-        return FrontierStoreUnreadable(
-            f"Frontier store {path} cannot be written: JOBDIR {jobdir} is read-only ({exc}). "
-            "The store itself may well be intact, keep it: make JOBDIR writable (its disk "
-            "and its files), or copy the JOBDIR folder to a writable disk and point JOBDIR "
-            "at the copy", kind)
-    return FrontierStoreUnreadable(
-        f"Frontier store {path} cannot be read: it is damaged, truncated or not an "
-        f"iri_scrapy frontier store ({exc}). Run `iri-scrapy frontier salvage {jobdir}` to "
-        "copy every readable pending request into a new store (it keeps the damaged file "
-        "aside), then run the "
-        "crawl again; or move the file aside to start over (pages seen before are "
-        "fetched again)", kind)
-
-
-def _signed(value: int) -> int:
-    return value - _U64 if value >= _I64 else value
-
-
-def _unsigned(value: int) -> int:
-    return value + _U64 if value < 0 else value
-
-
-class FrontierStore:
-    """The SQLite store of one ``JOBDIR``: seen fingerprint records and pending requests.
-
-    Tables: ``meta(key, value)`` (format and canonicalization versions, the
-    options tag, the ``clean`` flag), ``seen(fp)`` (64-bit records, signed,
-    append-only: the dupefilter's table deduplicates them on load) and
-    ``pending(id, request)`` (a :mod:`.codec` record; ``AUTOINCREMENT`` so
-    an id is never reused) and, once a record was refused, ``refused(id,
-    request, kind, at)`` (the records that could not be read back, kept for
-    inspection, never read).  Writes go into one open transaction until
-    :meth:`commit`; :meth:`sync` makes every commit durable.  *fsync_ms*
-    ``None`` means every commit is synced.
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        canonicalization_version: int = CANONICALIZATION_VERSION,
-        tag: str = "",
-        fsync_ms: int | None = DEFAULT_FSYNC_MS,
-        allow_reset: bool = False,
-        lifo: bool = True,
-        start_lifo: bool = False,
-        lanes: str = ONE,
-    ) -> None:
-        self.path = Path(path)
-        #: What the ``lane`` column holds (:func:`.lanes.lanes_mode`): one lane ``""``
-        #: or the download slot of each request.
-        self.lanes = lanes
-        #: LIFO or FIFO within a priority, for regular and for start requests.
-        self.lifo = lifo
-        self.start_lifo = start_lifo
-        self.order = f"{'lifo' if lifo else 'fifo'},{'lifo' if start_lifo else 'fifo'}"
-        self.canonicalization_version = canonicalization_version
-        self.tag = tag
-        self.fsync_ms = fsync_ms
-        self.reset_from: Path | None = None
-        #: True if the store existed and its last run did not close it.
-        self.unclean = False
-        self.commits = 0
-        self.syncs = 0
-        self._unsynced = False
-        self._in_tx = False
-        #: The changes of the open transaction, kept until they are committed: a
-        #: failed write rolls the transaction back, and :meth:`commit` replays them.
-        self._ops: list[tuple[Any, ...]] = []
-        #: The last write error while the store's changes are not on disk, else None.
-        self.failed: sqlite3.Error | None = None
-        self._next_id = 1
-        self._conn: sqlite3.Connection = None  # type: ignore[assignment]
-        existed = self.path.exists()
-        try:
-            self._open(existed, allow_reset)
-        except FingerprintFileError:
-            raise
-        except sqlite3.DatabaseError as exc:
-            kind = _error_kind(exc, self.path)
-            if self._conn is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.close()
-            if kind is None:
-                raise  # a write that fails (disk full...): the caller says so
-            raise unreadable_store(self.path, kind, exc) from exc
-
-    def _open(self, existed: bool, allow_reset: bool) -> None:
-        self._conn = self._connect()
-        problem = self._check(existed)
-        if problem is not None:
-            if not allow_reset or getattr(problem, "kind", "") == READ_ONLY:
-                self._conn.close()
-                raise problem
-            self._conn.close()
-            aside = self.path.with_name(f"{self.path.name}.{int(time.time())}.old")
-            os.replace(self.path, aside)
-            for suffix in ("-wal", "-shm"):
-                side = Path(str(self.path) + suffix)
-                if side.exists():
-                    os.replace(side, Path(str(aside) + suffix))
-            self.reset_from = aside
-            logger.warning(
-                "%s; renamed it to %s and started a new frontier store (allowed by "
-                "IRI_JOBDIR_ALLOW_RESET): requests seen before will be fetched again",
-                problem, aside,
-            )
-            existed = False
-            self._conn = self._connect()
-            self._check(False)
-        self.unclean = existed and self._get("clean") == "0"
-        self._next_id = self._max_id() + 1
-        self._set("clean", "0")
-        self.commit()
-        if self.failed is not None:
-            error, self.failed = self.failed, None
-            self._conn.close()
-            raise error
-        self.sync()
-
-    def _max_id(self) -> int:
-        """The highest request id ever given (``sqlite_sequence``, ``pending``, ``refused``)."""
-        conn = self._conn
-        tables = {row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table'")}
-        ids = [0]
-        if "sqlite_sequence" in tables:
-            row = conn.execute(
-                "SELECT seq FROM sqlite_sequence WHERE name = 'pending'").fetchone()
-            ids.append(int(row[0]) if row is not None else 0)
-        for table in ("pending", "refused"):
-            if table in tables:
-                ids.append(int(conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}")
-                               .fetchone()[0]))
-        return max(ids)
-
-    # --- opening -------------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        try:
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        except sqlite3.DatabaseError:
-            conn.close()
-            raise
-        if str(mode).lower() != "wal":  # pragma: no cover - e.g. a read-only medium
-            logger.warning("%s: SQLite refused WAL mode (%s)", self.path, mode)
-        conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync_ms is None else 'NORMAL'}")
-        return conn
-
-    def _check(self, existed: bool) -> FingerprintFileError | None:
-        conn = self._conn
-        try:
-            tables = {row[0] for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type='table'")}
-        except sqlite3.DatabaseError as exc:
-            kind = _error_kind(exc, self.path)
-            if kind is None:
-                raise
-            return unreadable_store(self.path, kind, exc)
-        if existed and tables and "meta" not in tables:
-            return FingerprintFileError(
-                f"{self.path} is not an iri_scrapy frontier store (no meta table); remove it "
-                "or point JOBDIR elsewhere"
-            )
-        if "meta" not in tables:
-            conn.execute("BEGIN")
-            conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            conn.execute("CREATE TABLE seen (fp INTEGER NOT NULL)")
-            conn.execute(PENDING_DDL)
-            conn.execute(PENDING_INDEX)
-            for key, value in (
-                ("format", str(FORMAT_VERSION)),
-                ("canonicalization", str(self.canonicalization_version)),
-                ("tag", self.tag),
-                ("clean", "1"),
-                ("order", self.order),
-                ("lanes", self.lanes),
-            ):
-                conn.execute("INSERT INTO meta VALUES (?, ?)", (key, value))
-            conn.execute("COMMIT")
-            return None
-        fmt = self._get("format")
-        if fmt == "1":
-            self._upgrade_from_1()
-            fmt = self._get("format")
-        if fmt == "2":
-            self._upgrade_from_2()
-            fmt = self._get("format")
-        if fmt != str(FORMAT_VERSION):
-            return FingerprintFileError(
-                f"{self.path} has frontier format {fmt}; this iri_scrapy reads format "
-                f"{FORMAT_VERSION}"
-            )
-        if self._get("adopt_options") == "1":
-            # salvaged from a store whose meta table could not be read: this crawl's
-            # options are taken (the salvage said so)
-            logger.warning(
-                "%s was salvaged without its options (its meta table could not be read): "
-                "taking this crawl's (canonicalization version %d, options %r)",
-                self.path, self.canonicalization_version, self.tag)
-            conn.execute("BEGIN")
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('canonicalization', ?)",
-                         (str(self.canonicalization_version),))
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('tag', ?)", (self.tag,))
-            conn.execute("DELETE FROM meta WHERE key = 'adopt_options'")
-            conn.execute("COMMIT")
-        canon, tag = self._get("canonicalization"), self._get("tag")
-        if canon != str(self.canonicalization_version) or tag != self.tag:
-            return FingerprintFileMismatch(
-                f"{self.path} was written with "
-                f"{mismatch_text(canon, tag or '', self.canonicalization_version, self.tag)}: "
-                "refusing to mix keys (set IRI_JOBDIR_ALLOW_RESET = True to start a new "
-                "store, or use a new JOBDIR)"
-            )
-        self._reorder()
-        return None
-
-    def _upgrade_from_1(self) -> None:
-        """Format 1 (``pending(id, request)``) -> 2: the order columns, filled from each
-        record's JSON ``priority`` and ``meta.is_start_request`` (data only: a record
-        that is not JSON gets priority 0 and is refused when it is read)."""
-        conn = self._conn
-        conn.execute("BEGIN")
-        for column in ("np", "kind", "ord"):
-            conn.execute(f"ALTER TABLE pending ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
-        rows = list(conn.execute("SELECT id, request FROM pending"))
-        lifo, slifo = order_modes(self.order)
-        for rowid, data in rows:
-            priority, start = priority_of(data)
-            np_, kind, ord_ = order_key(rowid, priority, start, lifo=lifo, start_lifo=slifo)
-            conn.execute("UPDATE pending SET np = ?, kind = ?, ord = ? WHERE id = ?",
-                         (np_, kind, ord_, rowid))
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('order', ?)", (self.order,))
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('format', '2')")
-        conn.execute("COMMIT")
-
-    def _upgrade_from_2(self) -> None:
-        """Format 2 -> 3: the ``lane`` column (every row in lane ``""``: the scheduler
-        places them in their lanes at start, see :meth:`relane`) and its index."""
-        conn = self._conn
-        conn.execute("BEGIN")
-        conn.execute("ALTER TABLE pending ADD COLUMN lane TEXT NOT NULL DEFAULT ''")
-        conn.execute("DROP INDEX IF EXISTS pending_order")
-        conn.execute(PENDING_INDEX)
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('lanes', '')")
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (str(FORMAT_VERSION),))
-        conn.execute("COMMIT")
-
-    @property
-    def stored_lanes(self) -> str:
-        """What the ``lane`` column holds now (``""``: not known, rows to be placed)."""
-        return self._get("lanes") or ""
-
-    def relane(self, lanes: Iterable[tuple[str, int]]) -> None:
-        """Set the ``lane`` of each row id (``(lane, id)`` pairs) and record that the
-        column holds :attr:`lanes` (one transaction: the pending rows do not change)."""
-        conn = self._conn
-        conn.execute("BEGIN")
-        conn.executemany("UPDATE pending SET lane = ? WHERE id = ?", lanes)
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('lanes', ?)", (self.lanes,))
-        conn.execute("COMMIT")
-
-    def _reorder(self) -> None:
-        """The queue classes changed since the last run (LIFO <-> FIFO): flip the stored
-        order of the kind of rows concerned."""
-        stored = self._get("order") or "lifo,fifo"
-        if stored == self.order:
-            return
-        old, new = order_modes(stored), order_modes(self.order)
-        conn = self._conn
-        conn.execute("BEGIN")
-        for kind in (0, 1):
-            if old[kind] != new[kind]:
-                conn.execute("UPDATE pending SET ord = -ord WHERE kind = ?", (kind,))
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('order', ?)", (self.order,))
-        conn.execute("COMMIT")
-
-    def _get(self, key: str) -> str | None:
-        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def _set(self, key: str, value: str) -> None:
-        self._write(("meta", key, value))
-
-    # --- reading -------------------------------------------------------------
-
-    def seen_records(self) -> Iterator[int]:
-        """Every stored fingerprint record, as an unsigned 64-bit integer."""
-        return iter(self.seen_array())
-
-    def seen_array(self) -> array[int]:
-        """Every stored fingerprint record, unsigned 64-bit, in one ``array('Q')``
-        (stored signed; converted in C, not one Python call per record)."""
-        signed = array("q")
-        cursor = self._conn.execute("SELECT fp FROM seen")
-        while rows := cursor.fetchmany(65536):
-            signed.extend(value for (value,) in rows)
-        return array("Q", signed.tobytes())
-
-    def pending_rows(self) -> list[tuple[int, bytes]]:
-        """``(id, serialized request)`` of every pending request, oldest first."""
-        return list(self._conn.execute("SELECT id, request FROM pending ORDER BY id"))
-
-    def pending_after(
-        self, lane: str, key: tuple[int, int, int] | None, limit: int
-    ) -> list[tuple[int, bytes, int, int, int]]:
-        """``(id, record, np, kind, ord)`` of the next *limit* pending rows of *lane*
-        in crawl order (:func:`order_key`) after *key* (from the first if ``None``)."""
-        if key is None:
-            return list(self._conn.execute(
-                "SELECT id, request, np, kind, ord FROM pending WHERE lane = ? "
-                "ORDER BY lane, np, kind, ord LIMIT ?", (lane, limit)))
-        return list(self._conn.execute(
-            "SELECT id, request, np, kind, ord FROM pending WHERE lane = ? AND "
-            "(np, kind, ord) > (?, ?, ?) ORDER BY lane, np, kind, ord LIMIT ?",
-            (lane, *key, limit)))
-
-    def lane_counts(self) -> dict[str, int]:
-        """The number of pending rows of each lane."""
-        return dict(self._conn.execute("SELECT lane, count(*) FROM pending GROUP BY lane"))
-
-    def pending_count(self) -> int:
-        return int(self._conn.execute("SELECT count(*) FROM pending").fetchone()[0])
-
-    def seen_count(self) -> int:
-        return int(self._conn.execute("SELECT count(*) FROM seen").fetchone()[0])
-
-    # --- writing (into the open transaction) ---------------------------------
-
-    def _begin(self) -> None:
-        if not self._in_tx:
-            self._conn.execute("BEGIN")
-            self._in_tx = True
-
-    def _apply(self, op: tuple[Any, ...]) -> None:
-        conn = self._conn
-        kind = op[0]
-        if kind == "add":
-            _, record, data, rowid, np_, kind_, ord_, lane = op
-            if record is not None:
-                conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(record),))
-            conn.execute("INSERT INTO pending (id, request, np, kind, ord, lane) VALUES "
-                         "(?, ?, ?, ?, ?, ?)", (rowid, data, np_, kind_, ord_, lane))
-        elif kind == "seen":
-            conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(op[1]),))
-        elif kind == "done":
-            conn.execute("DELETE FROM pending WHERE id = ?", (op[1],))
-        elif kind == "refuse":
-            _, rowid, why, at = op
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS refused (id INTEGER PRIMARY KEY, request BLOB NOT"
-                " NULL, kind TEXT NOT NULL, at REAL NOT NULL)")
-            conn.execute(
-                "INSERT OR REPLACE INTO refused SELECT id, request, ?, ? FROM pending "
-                "WHERE id = ?",
-                (why, at, rowid))
-            conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
-        else:  # "meta"
-            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (op[1], op[2]))
-
-    def _write(self, op: tuple[Any, ...]) -> None:
-        """Record *op* in the open transaction and apply it (unless a write failed:
-        then it waits for :meth:`commit` to replay every change)."""
-        self._ops.append(op)
-        if self.failed is not None:
-            return
-        try:
-            self._begin()
-            self._apply(op)
-        except sqlite3.Error as exc:
-            self._fail(exc)
-
-    def _fail(self, exc: sqlite3.Error) -> None:
-        """A write failed: SQLite may have rolled the transaction back (it does on
-        ``SQLITE_FULL``, ``SQLITE_IOERR``...); roll back what it did not, so that no
-        change of the transaction is on disk, and keep the changes to replay."""
-        self.failed = exc
-        conn = self._conn
-        if conn is not None and conn.in_transaction:
-            with contextlib.suppress(sqlite3.Error):  # already rolled back
-                conn.execute("ROLLBACK")
-        self._in_tx = False
-
-    def add(self, record: int | None, data: bytes, *, priority: int = 0,
-            start: bool = False, lane: str = "") -> int:
-        """Store a pending request (and its fingerprint *record*, if any); its row id.
-
-        *priority*, *start* (a start request) and *lane* place it in the crawl order."""
-        rowid = self._next_id
-        self._next_id += 1
-        self._write(("add", record, data, rowid, *self.key(rowid, priority, start), lane))
-        return rowid
-
-    def key(self, rowid: int, priority: int, start: bool) -> tuple[int, int, int]:
-        """The crawl-order key of a request (see :func:`order_key`)."""
-        return order_key(rowid, priority, start, lifo=self.lifo, start_lifo=self.start_lifo)
-
-    @property
-    def next_id(self) -> int:
-        """The id the next stored request will get."""
-        return self._next_id
-
-    def add_seen(self, record: int) -> None:
-        """Store a fingerprint record without a pending request."""
-        self._write(("seen", record))
-
-    def done(self, rowid: int) -> None:
-        """Delete the pending row *rowid* (its request was answered)."""
-        self._write(("done", rowid))
-
-    def remove(self, rowid: int) -> None:
-        """Alias of :meth:`done` for rows that cannot be read back."""
-        self.done(rowid)
-
-    def refuse(self, rowid: int, kind: str) -> None:
-        """Move the pending row *rowid* to the ``refused`` table (a record that could
-        not be read back: kept for inspection, never read again by the crawl)."""
-        self._write(("refuse", rowid, kind, time.time()))
-
-    def refused_rows(self) -> list[tuple[int, bytes, str]]:
-        """``(id, record, kind)`` of every refused record (see :meth:`refuse`)."""
-        tables = {row[0] for row in self._conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table'")}
-        if "refused" not in tables:
-            return []
-        return list(self._conn.execute("SELECT id, request, kind FROM refused ORDER BY id"))
-
-    @property
-    def in_transaction(self) -> bool:
-        """True while changes wait for :meth:`commit` (also after a failed write)."""
-        return bool(self._ops)
-
-    @property
-    def synchronous(self) -> str:
-        """SQLite's ``synchronous`` mode on this store's connection, read from SQLite:
-        ``"FULL"`` when every commit is synced (*fsync_ms* ``None``), ``"NORMAL"``
-        when :meth:`sync` makes the commits durable."""
-        level = int(self._conn.execute("PRAGMA synchronous").fetchone()[0])
-        return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(level, str(level))
-
-    def commit(self) -> bool:
-        """Commit the open transaction (survives the process being killed).
-
-        A write error (disk full, I/O error) is not raised: the transaction is
-        rolled back, :attr:`failed` says why and the changes are kept; the next
-        call replays them in a new transaction.  True if changes were committed.
-        """
-        if not self._ops:
-            return False
-        try:
-            if self.failed is not None or not self._in_tx:
-                # replay: nothing of the changes is on disk
-                self._begin()
-                for op in self._ops:
-                    self._apply(op)
-            self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._fail(exc)
-            return False
-        self._in_tx = False
-        self._ops.clear()
-        self.failed = None
-        self.commits += 1
-        self._unsynced = self.fsync_ms is not None
-        return True
-
-    def sync(self) -> bool:
-        """Make every commit durable (survives power loss): a WAL checkpoint.
-
-        With ``synchronous=NORMAL`` SQLite syncs the log before a checkpoint and
-        the database after it.  The open transaction is committed first (any
-        point between two changes is a consistent state, see docs/jobdir.md,
-        "Design").  A no-op when nothing was committed since.
-        """
-        self.commit()
-        if not self._unsynced or self.failed is not None:
-            return False
-        self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        self._unsynced = False
-        self.syncs += 1
-        return True
-
-    def close(self, clean: bool = True) -> None:
-        """Commit, mark the store cleanly closed (if *clean*), sync and close."""
-        if self.closed:
-            return
-        try:
-            self.commit()
-            if clean and self.failed is None:
-                self._set("clean", "1")
-                self.commit()
-            if self.failed is None:
-                self._unsynced = True
-                self.sync()
-        finally:
-            self._conn.close()
-            self._conn = None  # type: ignore[assignment]
-
-    @property
-    def closed(self) -> bool:
-        return self._conn is None
 
 
 # --------------------------------------------------------------------------- scheduler
@@ -1283,7 +655,7 @@ class IRIFrontierScheduler(Scheduler):
 
     def _relane(self) -> None:
         """Place the stored rows in the lanes of this crawl's priority queue, when the
-        store's were written under another one (or not known: an upgraded or salvaged
+        store's were written under another one (or not known: a salvaged
         store).  Records are read as data; one that cannot be read stays in lane ``""``
         and is refused when its turn comes."""
         store, codec = self.store, self.codec
@@ -1566,108 +938,3 @@ class IRIFrontierScheduler(Scheduler):
     def _set_stat(self, key: str, value: int) -> None:
         if self.stats is not None:
             self.stats.set_value(key, value)
-
-
-# --------------------------------------------------------------------------- middlewares
-
-
-class _FrontierMiddleware:
-    """Answers to the frontier scheduler of the crawl's context, which the add-on builds.
-
-    Named by hand without the add-on it could not reach the scheduler (requests
-    would stay unanswered): the start is refused, with one ERROR line.
-    """
-
-    def __init__(self, crawler: Crawler) -> None:
-        self.crawler = crawler
-        self.context = CrawlContext.of(crawler)
-        if not self.context.shared:
-            error = ValueError(f"{type(self).__name__} answers to the frontier scheduler "
-                               f"through the add-on's crawl context: {ADDON_LINE}")
-            refuse_start(crawler, REASON_BAD_SETTING, str(error), error)
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(crawler)
-
-    @property
-    def frontier(self) -> Answering | None:
-        frontier: Answering | None = self.context.frontier
-        return frontier
-
-
-class FrontierSpiderMiddleware(_FrontierMiddleware):
-    """Outermost spider middleware: a request is answered once its callback's output is consumed.
-
-    Its ``process_spider_output`` wraps every other middleware's.  It schedules
-    each request of the output itself (``crawler.engine.crawl``, what Scrapy's
-    scraper would do) as soon as it comes out of the other middlewares, instead
-    of passing it on: on an asyncio reactor the scraper pulls the output into a
-    queue and schedules its requests on later turns of the loop, so when the
-    output ends some of them would not be stored yet, and answering the parent
-    then would lose them if the process died in between (the parent is not
-    fetched again).  So when the output ends every request in it has been
-    scheduled and stored, in the transaction that answers the parent.  Items go
-    on to the scraper as usual.  An exception from the callback or a middleware
-    also answers the request.
-    """
-
-    def _scheduled(self, item: Any) -> bool:
-        from scrapy import Request
-
-        if not isinstance(item, Request) or self.frontier is None:
-            return False
-        engine = compat.running_engine(self.crawler)
-        if engine is None:
-            return False
-        engine.crawl(item)
-        return True
-
-    def _done(self, response: Response) -> None:
-        frontier = self.frontier
-        request = getattr(response, "request", None)
-        if frontier is not None and request is not None:
-            frontier.answered(request)
-
-    # ``spider`` is optional: Scrapy 2.13 passes it, later versions do not (and warn
-    # only when it is required).
-
-    def process_spider_output(
-        self, response: Response, result: Iterable[Any], spider: Spider | None = None
-    ) -> Iterator[Any]:
-        try:
-            for item in result:
-                if not self._scheduled(item):
-                    yield item
-        except Exception:
-            self._done(response)
-            raise
-        self._done(response)
-
-    async def process_spider_output_async(
-        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
-    ) -> AsyncIterator[Any]:
-        try:
-            async for item in result:
-                if not self._scheduled(item):
-                    yield item
-        except Exception:
-            self._done(response)
-            raise
-        self._done(response)
-
-    def process_spider_exception(
-        self, response: Response, exception: Exception, spider: Spider | None = None
-    ) -> None:
-        self._done(response)
-
-
-class FrontierDownloaderMiddleware(_FrontierMiddleware):
-    """Outermost downloader middleware: sees the download failures no one handled."""
-
-    def process_exception(
-        self, request: Request, exception: Exception, spider: Spider | None = None
-    ) -> None:
-        frontier = self.frontier
-        if frontier is not None:
-            frontier.failed(request)

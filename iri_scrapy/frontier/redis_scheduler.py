@@ -39,8 +39,9 @@ from iri_scrapy.frontier.codec import (
     RequestCodec,
     frontier_secret,
 )
-from iri_scrapy.frontier.jobdir import FrontierSpiderMiddleware, max_inflight_setting
 from iri_scrapy.frontier.ledger import Ledger
+from iri_scrapy.frontier.middlewares import FrontierSpiderMiddleware
+from iri_scrapy.frontier.options import max_inflight_setting
 from iri_scrapy.frontier.redis_client import (
     DEFAULT_RETRY_SECONDS,
     DEFAULT_SOCKET_TIMEOUT,

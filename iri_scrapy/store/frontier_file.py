@@ -1,6 +1,6 @@
 """The frontier store's file (``<JOBDIR>/iri_frontier.sqlite3``): its schema, and salvage.
 
-The schema is shared by :class:`iri_scrapy.frontier.jobdir.FrontierStore` (which
+The schema is shared by :class:`iri_scrapy.frontier.sqlite_store.FrontierStore` (which
 reads and writes it during a crawl) and ``iri-scrapy frontier salvage`` (which
 must not load Scrapy, see ``docs/architecture.md``): stdlib :mod:`sqlite3` only.
 

@@ -36,12 +36,12 @@ from iri_scrapy import CANONICALIZATION_VERSION, Addon
 from iri_scrapy.addon import FRONTIER_SCHEDULER
 from iri_scrapy.frontier.jobdir import (
     FILENAME,
-    LOCK_FILENAME,
     META_FRONTIER_ID,
     FrontierStore,
     IRIFrontierScheduler,
     fsync_setting,
 )
+from iri_scrapy.frontier.lock import LOCK_FILENAME
 from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
 from iri_scrapy.store.fpstore import (
     FingerprintFile,
@@ -336,7 +336,7 @@ def test_addon_sets_the_scheduler_only_with_jobdir(tmp_path: Path) -> None:
     assert crawler.settings["SCHEDULER"] != FRONTIER_SCHEDULER
     crawler = get_crawler(_Spider, {**BASE, "JOBDIR": str(tmp_path)})
     assert crawler.settings["SCHEDULER"] == FRONTIER_SCHEDULER
-    assert "iri_scrapy.frontier.jobdir.FrontierSpiderMiddleware" in str(
+    assert "iri_scrapy.frontier.middlewares.FrontierSpiderMiddleware" in str(
         crawler.settings.getdict("SPIDER_MIDDLEWARES"))
     crawler = get_crawler(_Spider, {**BASE, "JOBDIR": str(tmp_path), "IRI_FRONTIER": False})
     assert crawler.settings["SCHEDULER"] != FRONTIER_SCHEDULER

@@ -29,14 +29,14 @@ import iri_scrapy.frontier.jobdir as jobdir_module
 from iri_scrapy.frontier.jobdir import (
     DAMAGED,
     FILENAME,
-    LOCK_FILENAME,
     REASON_FRONTIER_READ_ONLY,
     REASON_FRONTIER_UNREADABLE,
     FrontierStore,
-    FrontierStoreUnreadable,
     JobdirLocked,
     lock_jobdir,
 )
+from iri_scrapy.frontier.lock import LOCK_FILENAME
+from iri_scrapy.frontier.sqlite_store import FrontierStoreUnreadable
 from iri_scrapy.plugin.refusal import (
     CLOSESPIDER_AT_OPEN,
     REASON_FRONTIER_WRITE_FAILED,

@@ -22,13 +22,9 @@ import pytest
 from scrapy import Request
 from scrapy.utils.misc import build_from_crawler
 
-from iri_scrapy.frontier.jobdir import (
-    BUFFER_MAX,
-    FILENAME,
-    FORMAT_VERSION,
-    FrontierStore,
-    order_key,
-)
+from iri_scrapy.frontier.jobdir import BUFFER_MAX, FILENAME, FrontierStore, order_key
+from iri_scrapy.frontier.sqlite_store import FORMAT_VERSION
+from iri_scrapy.store.fpstore import FingerprintFileError
 from tests.frontier.test_frontier import drain, open_scheduler
 
 NO_CAP = {"IRI_FRONTIER_MAX_INFLIGHT": 0}
@@ -131,29 +127,23 @@ def test_fifo_disk_queue_setting_is_followed_and_switching_reorders(tmp_path: Pa
     lifo.close("finished")
 
 
-def test_format_1_store_is_upgraded_in_order(tmp_path: Path) -> None:
-    """A store of format 1 (``pending(id, request)``) gets its order columns from the
-    records' JSON priority."""
+@pytest.mark.parametrize("old", ["1", "2"])
+def test_a_store_of_an_unreleased_format_is_refused(tmp_path: Path, old: str) -> None:
+    """Formats 1 and 2 were never released: such a store is refused in one line naming
+    both formats (``iri-scrapy frontier salvage`` still reads it), never rewritten."""
     _, scheduler = open_scheduler(tmp_path, **NO_CAP)
-    for i, priority in enumerate((0, 5, 0, 1)):
-        scheduler.enqueue_request(_request(i, priority, False))
+    scheduler.enqueue_request(_request(0, 0, False))
+    tag = scheduler.df.options_tag()
     scheduler.close("shutdown")
     import sqlite3
 
-    conn = sqlite3.connect(tmp_path / FILENAME)
-    rows = list(conn.execute("SELECT id, request FROM pending"))
-    conn.executescript(
-        "DROP TABLE pending; CREATE TABLE pending (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-        "request BLOB NOT NULL); UPDATE meta SET value = '1' WHERE key = 'format';")
-    conn.executemany("INSERT INTO pending VALUES (?, ?)", rows)
-    conn.commit()
-    conn.close()
-    _, again = open_scheduler(tmp_path, **NO_CAP)
-    assert [r.url for r in drain(again)] == [f"http://e.com/{i}" for i in (1, 3, 2, 0)]
-    again.close("finished")
-    store = FrontierStore(tmp_path / FILENAME, tag=again.df.options_tag())
-    assert store._get("format") == str(FORMAT_VERSION)
-    store.close()
+    with sqlite3.connect(tmp_path / FILENAME) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (old,))
+    before = (tmp_path / FILENAME).read_bytes()
+    with pytest.raises(FingerprintFileError, match=f"format {old}; this iri_scrapy reads "
+                       f"format {FORMAT_VERSION}"):
+        FrontierStore(tmp_path / FILENAME, tag=tag)
+    assert (tmp_path / FILENAME).read_bytes() == before
 
 
 @pytest.mark.scale

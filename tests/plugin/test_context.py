@@ -20,7 +20,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from iri_scrapy import Addon
-from iri_scrapy.frontier.jobdir import FrontierDownloaderMiddleware
+from iri_scrapy.frontier.middlewares import FrontierDownloaderMiddleware
 from iri_scrapy.plugin.context import SETTING, CrawlContext
 from iri_scrapy.plugin.middleware import Canonicalizer, IRISpiderMiddleware
 from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware

@@ -12,7 +12,7 @@ import pytest
 from scrapy.settings import Settings
 
 import iri_scrapy
-from iri_scrapy.frontier import jobdir, redis_client, redis_dupefilter, redis_scheduler
+from iri_scrapy.frontier import options, redis_client, redis_dupefilter, redis_scheduler
 from iri_scrapy.plugin import config
 from iri_scrapy.plugin.config import SETTINGS, setting
 
@@ -42,8 +42,8 @@ def test_no_read_repeats_a_default() -> None:
 
 
 def test_table_defaults_match_the_modules_constants() -> None:
-    assert SETTINGS["IRI_FRONTIER_FSYNC"].default == jobdir.DEFAULT_FSYNC_MS
-    assert SETTINGS["IRI_FRONTIER_WRITE_RETRY"].default == jobdir.DEFAULT_WRITE_RETRY
+    assert SETTINGS["IRI_FRONTIER_FSYNC"].default == options.DEFAULT_FSYNC_MS
+    assert SETTINGS["IRI_FRONTIER_WRITE_RETRY"].default == options.DEFAULT_WRITE_RETRY
     assert SETTINGS["IRI_REDIS_RETRY_SECONDS"].default == redis_client.DEFAULT_RETRY_SECONDS
     assert SETTINGS["IRI_REDIS_SOCKET_TIMEOUT"].default == redis_client.DEFAULT_SOCKET_TIMEOUT
     assert SETTINGS["IRI_REDIS_LOCAL_CACHE"].default == redis_dupefilter.DEFAULT_LOCAL_CACHE

@@ -1,0 +1,136 @@
+"""The two middlewares that tell the frontier scheduler a request was answered.
+
+A pending request leaves the store only once it is *answered*: its callback's
+output consumed (:class:`FrontierSpiderMiddleware`, outermost, which also
+schedules each request of that output itself, so that they are stored in the
+transaction that answers their parent) or its download failed for good with
+no one to handle it (:class:`FrontierDownloaderMiddleware`).  Both answer to
+the scheduler of the crawl's context.  Design: docs/jobdir.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from iri_scrapy.frontier.ledger import Answering
+from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.plugin.context import ADDON_LINE, CrawlContext
+from iri_scrapy.plugin.refusal import (
+    REASON_BAD_SETTING,
+    refuse_start,
+)
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from typing_extensions import Self
+
+logger = logging.getLogger(__name__)
+
+
+
+
+
+class _FrontierMiddleware:
+    """Answers to the frontier scheduler of the crawl's context, which the add-on builds.
+
+    Named by hand without the add-on it could not reach the scheduler (requests
+    would stay unanswered): the start is refused, with one ERROR line.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.context = CrawlContext.of(crawler)
+        if not self.context.shared:
+            error = ValueError(f"{type(self).__name__} answers to the frontier scheduler "
+                               f"through the add-on's crawl context: {ADDON_LINE}")
+            refuse_start(crawler, REASON_BAD_SETTING, str(error), error)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    @property
+    def frontier(self) -> Answering | None:
+        frontier: Answering | None = self.context.frontier
+        return frontier
+
+
+class FrontierSpiderMiddleware(_FrontierMiddleware):
+    """Outermost spider middleware: a request is answered once its callback's output is consumed.
+
+    Its ``process_spider_output`` wraps every other middleware's.  It schedules
+    each request of the output itself (``crawler.engine.crawl``, what Scrapy's
+    scraper would do) as soon as it comes out of the other middlewares, instead
+    of passing it on: on an asyncio reactor the scraper pulls the output into a
+    queue and schedules its requests on later turns of the loop, so when the
+    output ends some of them would not be stored yet, and answering the parent
+    then would lose them if the process died in between (the parent is not
+    fetched again).  So when the output ends every request in it has been
+    scheduled and stored, in the transaction that answers the parent.  Items go
+    on to the scraper as usual.  An exception from the callback or a middleware
+    also answers the request.
+    """
+
+    def _scheduled(self, item: Any) -> bool:
+        from scrapy import Request
+
+        if not isinstance(item, Request) or self.frontier is None:
+            return False
+        engine = compat.running_engine(self.crawler)
+        if engine is None:
+            return False
+        engine.crawl(item)
+        return True
+
+    def _done(self, response: Response) -> None:
+        frontier = self.frontier
+        request = getattr(response, "request", None)
+        if frontier is not None and request is not None:
+            frontier.answered(request)
+
+    # ``spider`` is optional: Scrapy 2.13 passes it, later versions do not (and warn
+    # only when it is required).
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Spider | None = None
+    ) -> Iterator[Any]:
+        try:
+            for item in result:
+                if not self._scheduled(item):
+                    yield item
+        except Exception:
+            self._done(response)
+            raise
+        self._done(response)
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
+    ) -> AsyncIterator[Any]:
+        try:
+            async for item in result:
+                if not self._scheduled(item):
+                    yield item
+        except Exception:
+            self._done(response)
+            raise
+        self._done(response)
+
+    def process_spider_exception(
+        self, response: Response, exception: Exception, spider: Spider | None = None
+    ) -> None:
+        self._done(response)
+
+
+class FrontierDownloaderMiddleware(_FrontierMiddleware):
+    """Outermost downloader middleware: sees the download failures no one handled."""
+
+    def process_exception(
+        self, request: Request, exception: Exception, spider: Spider | None = None
+    ) -> None:
+        frontier = self.frontier
+        if frontier is not None:
+            frontier.failed(request)

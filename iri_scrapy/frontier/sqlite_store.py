@@ -1,0 +1,566 @@
+"""The ``JOBDIR`` frontier's SQLite store: seen fingerprints and pending requests, one file.
+
+:class:`FrontierStore` keeps the dupefilter's seen-set and the pending requests
+in ``<JOBDIR>/iri_frontier.sqlite3`` (WAL mode), written in the same
+transactions, so that after any crash the two agree.  Its schema and order
+columns are :mod:`iri_scrapy.store.frontier_file`'s (one home, with salvage);
+a store it cannot read or write is a :class:`FrontierStoreUnreadable` of a kind
+(:data:`READ_ONLY`, :data:`DAMAGED`) the scheduler turns into one ERROR line.
+Design: docs/jobdir.md; what is stored, faults and salvage: docs/frontier.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import sqlite3
+import time
+from array import array
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.frontier.lanes import (
+    ONE,
+)
+from iri_scrapy.frontier.options import DEFAULT_FSYNC_MS
+from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.store.fpstore import (
+    FingerprintFileError,
+    FingerprintFileMismatch,
+    mismatch_text,
+)
+from iri_scrapy.store.frontier_file import (
+    FORMAT_VERSION,
+    META_DDL,
+    PENDING_DDL,
+    PENDING_INDEX,
+    REFUSED_DDL,
+    SEEN_DDL,
+    order_key,
+    order_modes,
+)
+
+if TYPE_CHECKING:
+    pass
+
+logger = logging.getLogger(__name__)
+
+
+#: ``2**64`` and ``2**63``: fingerprint records are unsigned, SQLite integers signed.
+_U64 = 1 << 64
+_I64 = 1 << 63
+
+#: ``FrontierStoreUnreadable.kind``: the store's file or disk cannot be written.
+READ_ONLY = "read-only"
+#: ``FrontierStoreUnreadable.kind``: SQLite cannot read the file (damaged, truncated, not SQLite).
+DAMAGED = "damaged"
+
+
+class FrontierStoreUnreadable(FingerprintFileError):
+    """The store cannot be used: *kind* :data:`DAMAGED` or :data:`READ_ONLY`."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _read_only_medium(path: Path) -> bool:
+    """True if *path*'s folder is on a read-only file system or cannot be written."""
+    folder = path.parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return True
+    except OSError:  # pragma: no cover
+        return False
+    if not os.access(folder, os.W_OK):
+        return True
+    return path.exists() and not os.access(path, os.W_OK)
+
+
+def _error_kind(exc: BaseException, path: Path) -> str | None:
+    """:data:`READ_ONLY`, :data:`DAMAGED`, or None (another error: a full disk...)."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    text = str(exc).lower()
+    if (name.startswith("SQLITE_READONLY") or "readonly" in text or "read-only" in text
+            or (isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES,
+                                                           errno.EPERM))):
+        return READ_ONLY
+    if (name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text
+            or "not a database" in text):
+        return DAMAGED
+    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
+        return READ_ONLY if _read_only_medium(path) else DAMAGED
+    return None
+
+
+def unreadable_store(path: Path, kind: str, exc: BaseException) -> FrontierStoreUnreadable:
+    """The one-line refusal for a store that cannot be used, saying what to do."""
+    jobdir = path.parent
+    if kind == READ_ONLY:
+        return FrontierStoreUnreadable(
+            f"Frontier store {path} cannot be written: JOBDIR {jobdir} is read-only ({exc}). "
+            "The store itself may well be intact, keep it: make JOBDIR writable (its disk "
+            "and its files), or copy the JOBDIR folder to a writable disk and point JOBDIR "
+            "at the copy", kind)
+    return FrontierStoreUnreadable(
+        f"Frontier store {path} cannot be read: it is damaged, truncated or not an "
+        f"iri_scrapy frontier store ({exc}). Run `iri-scrapy frontier salvage {jobdir}` to "
+        "copy every readable pending request into a new store (it keeps the damaged file "
+        "aside), then run the "
+        "crawl again; or move the file aside to start over (pages seen before are "
+        "fetched again)", kind)
+
+
+def _signed(value: int) -> int:
+    return value - _U64 if value >= _I64 else value
+
+
+def _unsigned(value: int) -> int:
+    return value + _U64 if value < 0 else value
+
+
+class FrontierStore:
+    """The SQLite store of one ``JOBDIR``: seen fingerprint records and pending requests.
+
+    Tables: ``meta(key, value)`` (format and canonicalization versions, the
+    options tag, the ``clean`` flag), ``seen(fp)`` (64-bit records, signed,
+    append-only: the dupefilter's table deduplicates them on load) and
+    ``pending(id, request)`` (a :mod:`.codec` record; ``AUTOINCREMENT`` so
+    an id is never reused) and, once a record was refused, ``refused(id,
+    request, kind, at)`` (the records that could not be read back, kept for
+    inspection, never read).  Writes go into one open transaction until
+    :meth:`commit`; :meth:`sync` makes every commit durable.  *fsync_ms*
+    ``None`` means every commit is synced.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        canonicalization_version: int = CANONICALIZATION_VERSION,
+        tag: str = "",
+        fsync_ms: int | None = DEFAULT_FSYNC_MS,
+        allow_reset: bool = False,
+        lifo: bool = True,
+        start_lifo: bool = False,
+        lanes: str = ONE,
+    ) -> None:
+        self.path = Path(path)
+        #: What the ``lane`` column holds (:func:`.lanes.lanes_mode`): one lane ``""``
+        #: or the download slot of each request.
+        self.lanes = lanes
+        #: LIFO or FIFO within a priority, for regular and for start requests.
+        self.lifo = lifo
+        self.start_lifo = start_lifo
+        self.order = f"{'lifo' if lifo else 'fifo'},{'lifo' if start_lifo else 'fifo'}"
+        self.canonicalization_version = canonicalization_version
+        self.tag = tag
+        self.fsync_ms = fsync_ms
+        self.reset_from: Path | None = None
+        #: True if the store existed and its last run did not close it.
+        self.unclean = False
+        self.commits = 0
+        self.syncs = 0
+        self._unsynced = False
+        self._in_tx = False
+        #: The changes of the open transaction, kept until they are committed: a
+        #: failed write rolls the transaction back, and :meth:`commit` replays them.
+        self._ops: list[tuple[Any, ...]] = []
+        #: The last write error while the store's changes are not on disk, else None.
+        self.failed: sqlite3.Error | None = None
+        self._next_id = 1
+        self._conn: sqlite3.Connection = None  # type: ignore[assignment]
+        existed = self.path.exists()
+        try:
+            self._open(existed, allow_reset)
+        except FingerprintFileError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            kind = _error_kind(exc, self.path)
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.close()
+            if kind is None:
+                raise  # a write that fails (disk full...): the caller says so
+            raise unreadable_store(self.path, kind, exc) from exc
+
+    def _open(self, existed: bool, allow_reset: bool) -> None:
+        self._conn = self._connect()
+        problem = self._check(existed)
+        if problem is not None:
+            if not allow_reset or getattr(problem, "kind", "") == READ_ONLY:
+                self._conn.close()
+                raise problem
+            self._conn.close()
+            aside = self.path.with_name(f"{self.path.name}.{int(time.time())}.old")
+            os.replace(self.path, aside)
+            for suffix in ("-wal", "-shm"):
+                side = Path(str(self.path) + suffix)
+                if side.exists():
+                    os.replace(side, Path(str(aside) + suffix))
+            self.reset_from = aside
+            logger.warning(
+                "%s; renamed it to %s and started a new frontier store (allowed by "
+                "IRI_JOBDIR_ALLOW_RESET): requests seen before will be fetched again",
+                problem, aside,
+            )
+            existed = False
+            self._conn = self._connect()
+            self._check(False)
+        self.unclean = existed and self._get("clean") == "0"
+        self._next_id = self._max_id() + 1
+        self._set("clean", "0")
+        self.commit()
+        if self.failed is not None:
+            error, self.failed = self.failed, None
+            self._conn.close()
+            raise error
+        self.sync()
+
+    def _max_id(self) -> int:
+        """The highest request id ever given (``sqlite_sequence``, ``pending``, ``refused``)."""
+        conn = self._conn
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
+        ids = [0]
+        if "sqlite_sequence" in tables:
+            row = conn.execute(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'pending'").fetchone()
+            ids.append(int(row[0]) if row is not None else 0)
+        for table in ("pending", "refused"):
+            if table in tables:
+                ids.append(int(conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}")
+                               .fetchone()[0]))
+        return max(ids)
+
+    # --- opening -------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.DatabaseError:
+            conn.close()
+            raise
+        if str(mode).lower() != "wal":  # pragma: no cover - e.g. a read-only medium
+            logger.warning("%s: SQLite refused WAL mode (%s)", self.path, mode)
+        conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync_ms is None else 'NORMAL'}")
+        return conn
+
+    def _check(self, existed: bool) -> FingerprintFileError | None:
+        conn = self._conn
+        try:
+            tables = {row[0] for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            kind = _error_kind(exc, self.path)
+            if kind is None:
+                raise
+            return unreadable_store(self.path, kind, exc)
+        if existed and tables and "meta" not in tables:
+            return FingerprintFileError(
+                f"{self.path} is not an iri_scrapy frontier store (no meta table); remove it "
+                "or point JOBDIR elsewhere"
+            )
+        if "meta" not in tables:
+            conn.execute("BEGIN")
+            conn.execute(META_DDL)
+            conn.execute(SEEN_DDL)
+            conn.execute(PENDING_DDL)
+            conn.execute(PENDING_INDEX)
+            for key, value in (
+                ("format", str(FORMAT_VERSION)),
+                ("canonicalization", str(self.canonicalization_version)),
+                ("tag", self.tag),
+                ("clean", "1"),
+                ("order", self.order),
+                ("lanes", self.lanes),
+            ):
+                conn.execute("INSERT INTO meta VALUES (?, ?)", (key, value))
+            conn.execute("COMMIT")
+            return None
+        fmt = self._get("format")
+        if fmt != str(FORMAT_VERSION):
+            return FingerprintFileError(
+                f"{self.path} has frontier format {fmt}; this iri_scrapy reads format "
+                f"{FORMAT_VERSION}"
+            )
+        if self._get("adopt_options") == "1":
+            # salvaged from a store whose meta table could not be read: this crawl's
+            # options are taken (the salvage said so)
+            logger.warning(
+                "%s was salvaged without its options (its meta table could not be read): "
+                "taking this crawl's (canonicalization version %d, options %r)",
+                self.path, self.canonicalization_version, self.tag)
+            conn.execute("BEGIN")
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('canonicalization', ?)",
+                         (str(self.canonicalization_version),))
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('tag', ?)", (self.tag,))
+            conn.execute("DELETE FROM meta WHERE key = 'adopt_options'")
+            conn.execute("COMMIT")
+        canon, tag = self._get("canonicalization"), self._get("tag")
+        if canon != str(self.canonicalization_version) or tag != self.tag:
+            return FingerprintFileMismatch(
+                f"{self.path} was written with "
+                f"{mismatch_text(canon, tag or '', self.canonicalization_version, self.tag)}: "
+                "refusing to mix keys (set IRI_JOBDIR_ALLOW_RESET = True to start a new "
+                "store, or use a new JOBDIR)"
+            )
+        self._reorder()
+        return None
+
+    @property
+    def stored_lanes(self) -> str:
+        """What the ``lane`` column holds now (``""``: not known, rows to be placed)."""
+        return self._get("lanes") or ""
+
+    def relane(self, lanes: Iterable[tuple[str, int]]) -> None:
+        """Set the ``lane`` of each row id (``(lane, id)`` pairs) and record that the
+        column holds :attr:`lanes` (one transaction: the pending rows do not change)."""
+        conn = self._conn
+        conn.execute("BEGIN")
+        conn.executemany("UPDATE pending SET lane = ? WHERE id = ?", lanes)
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('lanes', ?)", (self.lanes,))
+        conn.execute("COMMIT")
+
+    def _reorder(self) -> None:
+        """The queue classes changed since the last run (LIFO <-> FIFO): flip the stored
+        order of the kind of rows concerned."""
+        stored = self._get("order") or "lifo,fifo"
+        if stored == self.order:
+            return
+        old, new = order_modes(stored), order_modes(self.order)
+        conn = self._conn
+        conn.execute("BEGIN")
+        for kind in (0, 1):
+            if old[kind] != new[kind]:
+                conn.execute("UPDATE pending SET ord = -ord WHERE kind = ?", (kind,))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('order', ?)", (self.order,))
+        conn.execute("COMMIT")
+
+    def _get(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _set(self, key: str, value: str) -> None:
+        self._write(("meta", key, value))
+
+    # --- reading -------------------------------------------------------------
+
+    def seen_records(self) -> Iterator[int]:
+        """Every stored fingerprint record, as an unsigned 64-bit integer."""
+        return iter(self.seen_array())
+
+    def seen_array(self) -> array[int]:
+        """Every stored fingerprint record, unsigned 64-bit, in one ``array('Q')``
+        (stored signed; converted in C, not one Python call per record)."""
+        signed = array("q")
+        cursor = self._conn.execute("SELECT fp FROM seen")
+        while rows := cursor.fetchmany(65536):
+            signed.extend(value for (value,) in rows)
+        return array("Q", signed.tobytes())
+
+    def pending_rows(self) -> list[tuple[int, bytes]]:
+        """``(id, serialized request)`` of every pending request, oldest first."""
+        return list(self._conn.execute("SELECT id, request FROM pending ORDER BY id"))
+
+    def pending_after(
+        self, lane: str, key: tuple[int, int, int] | None, limit: int
+    ) -> list[tuple[int, bytes, int, int, int]]:
+        """``(id, record, np, kind, ord)`` of the next *limit* pending rows of *lane*
+        in crawl order (:func:`order_key`) after *key* (from the first if ``None``)."""
+        if key is None:
+            return list(self._conn.execute(
+                "SELECT id, request, np, kind, ord FROM pending WHERE lane = ? "
+                "ORDER BY lane, np, kind, ord LIMIT ?", (lane, limit)))
+        return list(self._conn.execute(
+            "SELECT id, request, np, kind, ord FROM pending WHERE lane = ? AND "
+            "(np, kind, ord) > (?, ?, ?) ORDER BY lane, np, kind, ord LIMIT ?",
+            (lane, *key, limit)))
+
+    def lane_counts(self) -> dict[str, int]:
+        """The number of pending rows of each lane."""
+        return dict(self._conn.execute("SELECT lane, count(*) FROM pending GROUP BY lane"))
+
+    def pending_count(self) -> int:
+        return int(self._conn.execute("SELECT count(*) FROM pending").fetchone()[0])
+
+    def seen_count(self) -> int:
+        return int(self._conn.execute("SELECT count(*) FROM seen").fetchone()[0])
+
+    # --- writing (into the open transaction) ---------------------------------
+
+    def _begin(self) -> None:
+        if not self._in_tx:
+            self._conn.execute("BEGIN")
+            self._in_tx = True
+
+    def _apply(self, op: tuple[Any, ...]) -> None:
+        conn = self._conn
+        kind = op[0]
+        if kind == "add":
+            _, record, data, rowid, np_, kind_, ord_, lane = op
+            if record is not None:
+                conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(record),))
+            conn.execute("INSERT INTO pending (id, request, np, kind, ord, lane) VALUES "
+                         "(?, ?, ?, ?, ?, ?)", (rowid, data, np_, kind_, ord_, lane))
+        elif kind == "seen":
+            conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(op[1]),))
+        elif kind == "done":
+            conn.execute("DELETE FROM pending WHERE id = ?", (op[1],))
+        elif kind == "refuse":
+            _, rowid, why, at = op
+            conn.execute(REFUSED_DDL)
+            conn.execute(
+                "INSERT OR REPLACE INTO refused SELECT id, request, ?, ? FROM pending "
+                "WHERE id = ?",
+                (why, at, rowid))
+            conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
+        else:  # "meta"
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (op[1], op[2]))
+
+    def _write(self, op: tuple[Any, ...]) -> None:
+        """Record *op* in the open transaction and apply it (unless a write failed:
+        then it waits for :meth:`commit` to replay every change)."""
+        self._ops.append(op)
+        if self.failed is not None:
+            return
+        try:
+            self._begin()
+            self._apply(op)
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: sqlite3.Error) -> None:
+        """A write failed: SQLite may have rolled the transaction back (it does on
+        ``SQLITE_FULL``, ``SQLITE_IOERR``...); roll back what it did not, so that no
+        change of the transaction is on disk, and keep the changes to replay."""
+        self.failed = exc
+        conn = self._conn
+        if conn is not None and conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):  # already rolled back
+                conn.execute("ROLLBACK")
+        self._in_tx = False
+
+    def add(self, record: int | None, data: bytes, *, priority: int = 0,
+            start: bool = False, lane: str = "") -> int:
+        """Store a pending request (and its fingerprint *record*, if any); its row id.
+
+        *priority*, *start* (a start request) and *lane* place it in the crawl order."""
+        rowid = self._next_id
+        self._next_id += 1
+        self._write(("add", record, data, rowid, *self.key(rowid, priority, start), lane))
+        return rowid
+
+    def key(self, rowid: int, priority: int, start: bool) -> tuple[int, int, int]:
+        """The crawl-order key of a request (see :func:`order_key`)."""
+        return order_key(rowid, priority, start, lifo=self.lifo, start_lifo=self.start_lifo)
+
+    @property
+    def next_id(self) -> int:
+        """The id the next stored request will get."""
+        return self._next_id
+
+    def add_seen(self, record: int) -> None:
+        """Store a fingerprint record without a pending request."""
+        self._write(("seen", record))
+
+    def done(self, rowid: int) -> None:
+        """Delete the pending row *rowid* (its request was answered)."""
+        self._write(("done", rowid))
+
+    def remove(self, rowid: int) -> None:
+        """Alias of :meth:`done` for rows that cannot be read back."""
+        self.done(rowid)
+
+    def refuse(self, rowid: int, kind: str) -> None:
+        """Move the pending row *rowid* to the ``refused`` table (a record that could
+        not be read back: kept for inspection, never read again by the crawl)."""
+        self._write(("refuse", rowid, kind, time.time()))
+
+    def refused_rows(self) -> list[tuple[int, bytes, str]]:
+        """``(id, record, kind)`` of every refused record (see :meth:`refuse`)."""
+        tables = {row[0] for row in self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
+        if "refused" not in tables:
+            return []
+        return list(self._conn.execute("SELECT id, request, kind FROM refused ORDER BY id"))
+
+    @property
+    def in_transaction(self) -> bool:
+        """True while changes wait for :meth:`commit` (also after a failed write)."""
+        return bool(self._ops)
+
+    @property
+    def synchronous(self) -> str:
+        """SQLite's ``synchronous`` mode on this store's connection, read from SQLite:
+        ``"FULL"`` when every commit is synced (*fsync_ms* ``None``), ``"NORMAL"``
+        when :meth:`sync` makes the commits durable."""
+        level = int(self._conn.execute("PRAGMA synchronous").fetchone()[0])
+        return {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(level, str(level))
+
+    def commit(self) -> bool:
+        """Commit the open transaction (survives the process being killed).
+
+        A write error (disk full, I/O error) is not raised: the transaction is
+        rolled back, :attr:`failed` says why and the changes are kept; the next
+        call replays them in a new transaction.  True if changes were committed.
+        """
+        if not self._ops:
+            return False
+        try:
+            if self.failed is not None or not self._in_tx:
+                # replay: nothing of the changes is on disk
+                self._begin()
+                for op in self._ops:
+                    self._apply(op)
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._fail(exc)
+            return False
+        self._in_tx = False
+        self._ops.clear()
+        self.failed = None
+        self.commits += 1
+        self._unsynced = self.fsync_ms is not None
+        return True
+
+    def sync(self) -> bool:
+        """Make every commit durable (survives power loss): a WAL checkpoint.
+
+        With ``synchronous=NORMAL`` SQLite syncs the log before a checkpoint and
+        the database after it.  The open transaction is committed first (any
+        point between two changes is a consistent state, see docs/jobdir.md,
+        "Design").  A no-op when nothing was committed since.
+        """
+        self.commit()
+        if not self._unsynced or self.failed is not None:
+            return False
+        self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        self._unsynced = False
+        self.syncs += 1
+        return True
+
+    def close(self, clean: bool = True) -> None:
+        """Commit, mark the store cleanly closed (if *clean*), sync and close."""
+        if self.closed:
+            return
+        try:
+            self.commit()
+            if clean and self.failed is None:
+                self._set("clean", "1")
+                self.commit()
+            if self.failed is None:
+                self._unsynced = True
+                self.sync()
+        finally:
+            self._conn.close()
+            self._conn = None  # type: ignore[assignment]
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
