@@ -132,6 +132,7 @@ def preprocess_href(href: str, base_scheme: str | None) -> str:
     if rest[:2] != "//" and base_scheme is not None and scheme == base_scheme.lower():
         # relative to the base, as RFC 3986 5.2.2's non-strict parser reads it; a
         # first segment with a colon is not a scheme (RFC 3986 section 4.2)
+        # a C0 or space first would be trimmed if the href were read again (step 1)
         head = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
-        return "./" + rest if ":" in head else rest
+        return "./" + rest if rest and (rest[0] <= " " or ":" in head) else rest
     return prefix + "//" + rest.lstrip("/")

@@ -111,10 +111,11 @@ PUBLIC: dict[str, set[str]] = {
     },
     "redis.retry": {"Retry"},
     "typing_extensions": {"Self"},
-    # iri_scrapy.integrations.spark; PySpark API reference (pyspark.TaskContext; pyspark.sql: Column,
-    # DataFrame, SparkSession, the functions and types modules; functions.arrow_udf, 4.1+)
+    # iri_scrapy.integrations.spark, cli/spark.py; PySpark API reference (pyspark.TaskContext;
+    # pyspark.sql: Column, DataFrame, SparkSession, Window, the functions and types modules;
+    # functions.arrow_udf, 4.1+)
     "pyspark": {"TaskContext"},
-    "pyspark.sql": {"Column", "DataFrame", "SparkSession", "functions", "types"},
+    "pyspark.sql": {"Column", "DataFrame", "SparkSession", "Window", "functions", "types"},
     "pyspark.sql.functions": {"arrow_udf"},
 }
 #: Third-party modules the package may ``import`` as a whole.
