@@ -200,6 +200,12 @@ class Addon:
         dupefilter = REDIS_DUPEFILTER if fleet or redis_scheduler else DUPEFILTER
         settings.set("DUPEFILTER_CLASS", dupefilter, priority="addon")
         self._check_class(settings, "DUPEFILTER_CLASS", dupefilter)
+        if redis_scheduler and fleet and all(
+                settings.getpriority(name) is None
+                for name in ("REDIS_URL", "REDIS_HOST", "REDIS_PORT")):
+            # scrapy-redis's scheduler reads REDIS_URL only: the queue goes where the
+            # seen-set goes (two servers apart are refused by RedisIRIDupeFilter)
+            settings.set("REDIS_URL", iri_setting(settings, "IRI_REDIS_URL"), priority="addon")
         if redis_scheduler and not _is_subclass(settings.get("DUPEFILTER_CLASS"), REDIS_DUPEFILTER):
             logger.warning(
                 "iri_scrapy.Addon: SCHEDULER is scrapy-redis's and DUPEFILTER_CLASS = %(df)r "

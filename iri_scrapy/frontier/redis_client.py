@@ -78,6 +78,33 @@ def redis_url_from_settings(settings: BaseSettings) -> str:
     return f"redis://{host}:{port}/{db}"
 
 
+def scrapy_redis_url(settings: BaseSettings) -> str:
+    """The server scrapy-redis's scheduler connects to: ``REDIS_URL``, else
+    ``REDIS_HOST``/``REDIS_PORT`` (its defaults, localhost:6379), as its
+    ``connection.from_settings`` reads them (it never reads ``IRI_REDIS_URL``)."""
+    url = settings.get("REDIS_URL")
+    if url:
+        return str(url)
+    host = settings.get("REDIS_HOST") or "localhost"
+    port = settings.getint("REDIS_PORT", 6379)
+    return f"redis://{host}:{port}"
+
+
+def same_server(a: str, b: str) -> bool:
+    """True if the Redis URLs *a* and *b* name one server and database (host, port,
+    database number; ``redis://h`` is port 6379, database 0)."""
+    def where(url: str) -> tuple[str, int, int, str]:
+        parts = urlsplit(url)
+        try:
+            port = parts.port or 6379
+        except ValueError:
+            port = -1
+        db = parts.path.strip("/") or "0"
+        return ((parts.hostname or "localhost").lower(), port,
+                int(db) if db.isdigit() else -1, parts.scheme)
+    return where(a) == where(b)
+
+
 def client_kwargs_from_settings(settings: BaseSettings) -> dict[str, Any]:
     """The Redis connection arguments both Redis components take, from *settings*:
     ``redis_url`` (:func:`redis_url_from_settings`), ``retry_seconds``,

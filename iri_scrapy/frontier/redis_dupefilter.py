@@ -37,6 +37,8 @@ from iri_scrapy.frontier.redis_client import (
     mask_url,
     new_client,
     retried_errors,
+    same_server,
+    scrapy_redis_url,
 )
 from iri_scrapy.frontier.redis_seen import (
     BUCKET_CAP,
@@ -49,6 +51,7 @@ from iri_scrapy.plugin.config import setting
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter
 from iri_scrapy.plugin.refusal import (
+    REASON_BAD_SETTING,
     REASON_REDIS_NOT_INSTALLED,
     REASON_REDIS_UNAVAILABLE,
     refuse_start,
@@ -218,6 +221,18 @@ class RedisIRIDupeFilter(IRIDupeFilter):
     def from_spider(cls, spider: Spider) -> Self:
         """Build and connect (scrapy-redis's ``Scheduler.open``, which never calls ``open``)."""
         df = super().from_spider(spider)
+        crawler = getattr(spider, "crawler", None)
+        settings = getattr(crawler, "settings", None)
+        if settings is not None:
+            queue = scrapy_redis_url(settings)
+            if not same_server(queue, df.redis_url):
+                error = ValueError(
+                    f"scrapy-redis's scheduler would keep the queue at {mask_url(queue)} "
+                    f"(REDIS_URL, REDIS_HOST/REDIS_PORT) and RedisIRIDupeFilter the seen-set "
+                    f"at {mask_url(df.redis_url)} (IRI_REDIS_URL): name one server, or leave "
+                    "REDIS_URL unset and the add-on sets it from IRI_REDIS_URL")
+                refuse_start(crawler, REASON_BAD_SETTING, str(error), error)
+                return df
         df.connect()
         return df
 

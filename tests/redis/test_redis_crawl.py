@@ -186,6 +186,42 @@ def test_resume_with_scrapy_redis_scheduler(
     _assert_exactly_once(srv)
 
 
+
+@pytest.mark.slow
+def test_iri_redis_url_alone_drives_scrapy_redis_scheduler(
+    redis_server_session: RedisServer, srv: SiteServer
+) -> None:
+    """docs/redis-fleet.md's snippet: IRI_REDIS_URL and scrapy-redis's scheduler, no
+    REDIS_URL. scrapy-redis reads REDIS_URL only (it went to localhost:6379, three
+    tracebacks): the add-on sets it from IRI_REDIS_URL, so queue and seen-set share
+    one server and every page is fetched once."""
+    settings = _scrapy_redis(redis_server_session.url, IRI_REDIS_KEY="alone:%(spider)s")
+    del settings["REDIS_URL"]
+    settings["SCHEDULER_QUEUE_KEY"] = "alone:%(spider)s:requests"
+    result = run_crawl(settings, [EN_HOME], srv.proxy_url)
+    _assert_ok(result)
+    _assert_exactly_once(srv)
+
+
+@pytest.mark.slow
+def test_queue_and_seen_set_on_two_servers_are_refused(
+    redis_server_session: RedisServer, srv: SiteServer
+) -> None:
+    """IRI_REDIS_URL and REDIS_URL naming two servers (here two databases of one)
+    would put scrapy-redis's queue and the seen-set apart, silently: one ERROR line
+    naming both, exit status 1, no page fetched."""
+    other = redis_server_session.url.rsplit("/", 1)[0] + "/1"  # another database
+    settings = _scrapy_redis(other)
+    settings["IRI_REDIS_URL"] = redis_server_session.url
+    result = run_crawl(settings, [EN_HOME], srv.proxy_url)
+    assert not result.ok and result.returncode == 1
+    text = "\n".join(result.errors) + result.stderr
+    assert "name one server" in text and other in text, text[-2000:]
+    if CLOSESPIDER_AT_OPEN:
+        assert result.finish_reason == "iri_bad_setting"
+    assert srv.hits.hits == []
+
+
 # --------------------------------------------------------------------------- faults
 
 
@@ -205,10 +241,15 @@ def test_unreachable_redis_at_start_is_a_clear_error(
     assert not result.ok and result.returncode != 0
     if scheduler == "scrapy" and CLOSESPIDER_AT_OPEN:  # closed before any request
         assert result.finish_reason == "iri_redis_unavailable"
+    elif CLOSESPIDER_AT_OPEN:  # scrapy-redis: two servers named, refused before any request
+        assert result.finish_reason == "iri_bad_setting"
     else:
         assert result.finish_reason is None  # the crawl never started
     text = "\n".join(result.errors) + result.stderr
-    assert f"cannot use Redis at redis://:***@127.0.0.1:{port}/0" in text
+    if scheduler == "scrapy":
+        assert f"cannot use Redis at redis://:***@127.0.0.1:{port}/0" in text
+    else:  # the queue and the seen-set on two servers: refused before either is used
+        assert f"at redis://:***@127.0.0.1:{port}/0 (IRI_REDIS_URL): name one server" in text
     assert "s3cret" not in text
     assert srv.hits.hits == []
 
