@@ -146,8 +146,8 @@ def _spark_jobs(spark: Any, path: Path, master: str, profile: bool) -> dict[str,
     from pyspark.sql.functions import arrow_udf
     from w3lib.url import canonicalize_url
 
+    from iri_scrapy.cli.dedupe_spark import cli_dedupe, read_lines
     from iri_scrapy.cli.main import build_parser
-    from iri_scrapy.cli.spark import cli_dedupe, read_lines
     from iri_scrapy.integrations.spark import dedupe
 
     def ours() -> int:
@@ -247,7 +247,7 @@ def main() -> int:
     if not args.input.exists():
         print(f"skip: {args.input} not found")
         return 0
-    from iri_scrapy.cli.spark import session
+    from iri_scrapy.cli.dedupe_spark import session
 
     sizes = [int(x) for x in str(args.rows).replace("_", "").split(",") if x.strip()]
     cores = _cores(args.master)

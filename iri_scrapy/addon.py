@@ -32,11 +32,11 @@ from iri_scrapy.frontier.middlewares import (
     FrontierSpiderMiddleware,
 )
 from iri_scrapy.frontier.options import fsync_setting
+from iri_scrapy.frontier.redis_client import is_scrapy_redis_scheduler
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import is_subclass_path, load_object
 from iri_scrapy.plugin.config import setting as iri_setting
 from iri_scrapy.plugin.context import CrawlContext
-from iri_scrapy.plugin.crawl_report import IRICrawlReport
 from iri_scrapy.plugin.fingerprinter import BASE_SETTING, IRIRequestFingerprinter, chain_problem
 from iri_scrapy.plugin.idna_requests import (
     IDNA2008DownloaderMiddleware,
@@ -47,6 +47,7 @@ from iri_scrapy.plugin.middleware import IRINormalizationMiddleware, IRISpiderMi
 from iri_scrapy.plugin.offsite import IRIOffsiteMiddleware
 from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware
 from iri_scrapy.plugin.refresh import IRIMetaRefreshMiddleware
+from iri_scrapy.plugin.report_extension import IRICrawlReport
 from iri_scrapy.plugin.robots import IRIRobotsTxtMiddleware
 
 if TYPE_CHECKING:
@@ -144,20 +145,6 @@ def _poet_enabled(settings: BaseSettings) -> bool:
 _is_subclass = is_subclass_path  # "is this setting our class": plugin/config.py
 
 
-def _is_scrapy_redis_scheduler(value: Any) -> bool:
-    """True if ``SCHEDULER`` names scrapy-redis's scheduler (or a subclass), not importing it."""
-    if value is None:
-        return False
-    try:
-        cls = load_object(value)
-    except (ImportError, AttributeError, NameError, ValueError, TypeError):
-        return False
-    return isinstance(cls, type) and any(
-        f"{k.__module__}.{k.__qualname__}" == "scrapy_redis.scheduler.Scheduler"
-        for k in cls.__mro__
-    )
-
-
 def _listed(components: dict[Any, Any], cls: type) -> bool:
     """True if *cls* is a key of the component priority dict (class or import path)."""
     for key in components:
@@ -196,7 +183,7 @@ class Addon:
                 PRIORITIES["idna_response"])
         fleet = bool(iri_setting(settings, "IRI_REDIS_URL"))
         self._compose_fingerprinter(settings)
-        redis_scheduler = _is_scrapy_redis_scheduler(settings.get("SCHEDULER"))
+        redis_scheduler = is_scrapy_redis_scheduler(settings.get("SCHEDULER"))
         dupefilter = REDIS_DUPEFILTER if fleet or redis_scheduler else DUPEFILTER
         settings.set("DUPEFILTER_CLASS", dupefilter, priority="addon")
         self._check_class(settings, "DUPEFILTER_CLASS", dupefilter)

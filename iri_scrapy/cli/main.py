@@ -834,7 +834,7 @@ def _write_html_report(stats: DedupeStats, samples: Samples, args: argparse.Name
 def _dedupe_spark(args: argparse.Namespace) -> int:
     """``iri-scrapy dedupe --spark [MASTER]``: the same job and report on Apache Spark."""
     try:
-        from iri_scrapy.cli import spark as spark_job
+        from iri_scrapy.cli import dedupe_spark as spark_job
     except ImportError as exc:
         raise _Error(f"dedupe --spark needs pyspark ({install_hint('spark')}): "
                      f"{exc}") from None

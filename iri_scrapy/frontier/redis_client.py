@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from iri_scrapy.core.errors import IRIScrapyError
-from iri_scrapy.plugin.config import setting
+from iri_scrapy.plugin.config import load_object, setting
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -76,6 +76,20 @@ def redis_url_from_settings(settings: BaseSettings) -> str:
     port = settings.getint("REDIS_PORT", 6379)
     db = settings.getint("REDIS_DB", 0)
     return f"redis://{host}:{port}/{db}"
+
+
+def is_scrapy_redis_scheduler(value: Any) -> bool:
+    """True if ``SCHEDULER`` names scrapy-redis's scheduler (or a subclass), not importing it."""
+    if value is None:
+        return False
+    try:
+        cls = load_object(value)
+    except (ImportError, AttributeError, NameError, ValueError, TypeError):
+        return False
+    return isinstance(cls, type) and any(
+        f"{k.__module__}.{k.__qualname__}" == "scrapy_redis.scheduler.Scheduler"
+        for k in cls.__mro__
+    )
 
 
 def scrapy_redis_url(settings: BaseSettings) -> str:

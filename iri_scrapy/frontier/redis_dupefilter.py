@@ -34,6 +34,7 @@ from iri_scrapy.frontier.redis_client import (
     give_up_line,
     give_up_reason,
     is_oom,
+    is_scrapy_redis_scheduler,
     mask_url,
     new_client,
     retried_errors,
@@ -223,7 +224,7 @@ class RedisIRIDupeFilter(IRIDupeFilter):
         df = super().from_spider(spider)
         crawler = getattr(spider, "crawler", None)
         settings = getattr(crawler, "settings", None)
-        if settings is not None:
+        if settings is not None and is_scrapy_redis_scheduler(settings.get("SCHEDULER")):
             queue = scrapy_redis_url(settings)
             if not same_server(queue, df.redis_url):
                 error = ValueError(

@@ -62,7 +62,7 @@ class CrawlContext:
         #: the frontier scheduler open for this crawler, which the frontier
         #: middlewares answer to (``answered``/``failed``), or None
         self.frontier: Any = None
-        #: the crawl report extension (:class:`~iri_scrapy.plugin.crawl_report.IRICrawlReport`)
+        #: the crawl report extension (:class:`~iri_scrapy.plugin.report_extension.IRICrawlReport`)
         self.report: Any = None
         #: reasons of skipped links already logged as a WARNING (the first of each)
         self.warned: set[str] = set()

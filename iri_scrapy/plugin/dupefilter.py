@@ -38,10 +38,10 @@ from iri_scrapy.plugin.config import (
     setting,
 )
 from iri_scrapy.plugin.context import CrawlContext
-from iri_scrapy.plugin.crawl_report import dupefilter_closed, note_duplicate
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter, spelling
 from iri_scrapy.plugin.learned import Learned, learned_of
 from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
+from iri_scrapy.plugin.report_extension import dupefilter_closed, note_duplicate
 from iri_scrapy.plugin.stamp import Stamp, Stamper, as_given
 from iri_scrapy.store.fpstore import (
     FILENAME,

@@ -1,7 +1,7 @@
 """A crawl's report: the duplicates the dupefilter dropped, in bounded memory, as data.
 
 The add-on's dupefilter hands every duplicate it drops to a :class:`CrawlReport`
-(:mod:`iri_scrapy.plugin.crawl_report` ties it to the crawler): counted under
+(:mod:`iri_scrapy.plugin.report_extension` ties it to the crawler): counted under
 the rung that decided it (``iri/dupefilter/decided_by/<rung>``: a rung of RFC
 3987 section 5.3, ``fragment`` for section 5.1, ``heuristics`` for the opt-in
 query rules) and by whether stock Scrapy's fingerprint would have fetched it.

@@ -111,7 +111,7 @@ PUBLIC: dict[str, set[str]] = {
     },
     "redis.retry": {"Retry"},
     "typing_extensions": {"Self"},
-    # iri_scrapy.integrations.spark, cli/spark.py; PySpark API reference (pyspark.TaskContext;
+    # iri_scrapy.integrations.spark, cli/dedupe_spark.py; PySpark API reference (pyspark.TaskContext;
     # pyspark.sql: Column, DataFrame, SparkSession, Window, the functions and types modules;
     # functions.arrow_udf, 4.1+)
     "pyspark": {"TaskContext"},
