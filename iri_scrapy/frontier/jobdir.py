@@ -9,8 +9,8 @@ is *answered* (:mod:`.middlewares`, or the request object released).  After any
 crash the same command fetches every request not yet answered, and again at most
 those in flight (``IRI_FRONTIER_MAX_INFLIGHT``).  It hands requests out in Scrapy's
 own order (:mod:`.lanes`).  This module is the scheduler; the store is
-:mod:`.sqlite_store`, the lock :mod:`.lock`, its settings :mod:`.options`, requests
-as data :mod:`.codec`, a stock Scrapy ``JOBDIR`` read as data :mod:`.stock_jobdir`.
+:mod:`.sqlite_store` (written by :mod:`.store_writer`), the lock :mod:`.lock`, its
+settings :mod:`.options`, requests as data :mod:`.codec`, a stock Scrapy ``JOBDIR`` read as data :mod:`.stock_jobdir`.
 
 Design: docs/jobdir.md; what is stored and refused, faults, salvage: docs/frontier.md.
 """
@@ -21,7 +21,6 @@ import contextlib
 import logging
 import os
 import sqlite3
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -71,6 +70,7 @@ from iri_scrapy.frontier.stock_jobdir import (
     read_queue,
     read_seen,
 )
+from iri_scrapy.frontier.store_writer import REASON_FRONTIER_UNREADABLE, StoreWriter
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.context import CrawlContext
@@ -101,7 +101,6 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
-    from twisted.internet.task import LoopingCall
     from typing_extensions import Self
 
 __all__ = ["IRIFrontierScheduler"]
@@ -110,8 +109,6 @@ logger = logging.getLogger(__name__)
 
 #: Request meta key: the store row of a request the scheduler handed out.
 META_FRONTIER_ID = "iri_frontier_id"
-#: finish_reason: the store is damaged, truncated or of another format (at start or mid-crawl).
-REASON_FRONTIER_UNREADABLE = "iri_frontier_unreadable"
 #: finish_reason: the store, or its JOBDIR, cannot be written (a read-only disk or file).
 REASON_FRONTIER_READ_ONLY = "iri_frontier_read_only"
 #: finish_reason: ``SCHEDULER_PRIORITY_QUEUE`` names a class whose order the frontier
@@ -266,21 +263,17 @@ class IRIFrontierScheduler(Scheduler):
         #: memory-only (unserializable) request id -> its fingerprint record or None.
         self._unser: dict[int, int | None] = {}
         self._next_memory_id = -1
-        self._commit_call: Any = None
-        self._syncer: LoopingCall | None = None
         self.codec: RequestCodec | None = None
         #: At level protocol: the learned rules' files (see :mod:`.protocol_store`).
         self.protocol: ProtocolStore | None = None
         #: The pending rows refused at open (see :mod:`.codec`).
         self.refusals = RefusalLog("IRIFrontierScheduler", "the frontier store")
-        #: Seconds a failing store is retried before the crawl closes.
-        self.write_retry = write_retry
+        #: Commits, syncs, write retries (see :mod:`.store_writer`).
+        self.writer = StoreWriter(
+            lambda: self.store, write_retry=write_retry, fsync_ms=fsync_ms, log=logger,
+            stop=self._stop, inc=self._inc, spider=lambda: self.spider,
+            reap=self.ledger.reap, sweep=self.ledger.sweep)
         self._lock_fd: int | None = None
-        self._failing_since: float | None = None
-        self._retry_call: Any = None
-        self._retry_delay = 0.0
-        self._gave_up = False
-        self._sync_failed = False
         #: Requests waiting (stored or memory-only, not handed out): ``len(self)``.
         self._queued = 0
         #: The stored requests waiting, by lane (see :mod:`.lanes`).
@@ -401,7 +394,7 @@ class IRIFrontierScheduler(Scheduler):
             return result
         recovered -= self.refusals.count - stock_refused
         store.commit()
-        self._check_store()
+        self.writer.check()
         self._inc("iri/frontier/recovered", recovered)
         if store.unclean:
             self._inc("iri/frontier/unclean_shutdown")
@@ -423,12 +416,7 @@ class IRIFrontierScheduler(Scheduler):
                 self.enqueue_request(request)
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
-        from twisted.internet.task import LoopingCall
-
-        # with "always" every commit is synced already: the loop then only
-        # releases failed requests (see _sync)
-        self._syncer = LoopingCall(self._sync)
-        self._syncer.start((self.fsync_ms or DEFAULT_FSYNC_MS) / 1000.0, now=False)
+        self.writer.start()
         return result
 
     def close(self, reason: str) -> Any:
@@ -437,15 +425,7 @@ class IRIFrontierScheduler(Scheduler):
             self.protocol = None
         store = self.store
         if store is not None:
-            if self._syncer is not None and self._syncer.running:
-                self._syncer.stop()
-            self._syncer = None
-            if self._commit_call is not None and self._commit_call.active():
-                self._commit_call.cancel()
-            self._commit_call = None
-            if self._retry_call is not None and self._retry_call.active():
-                self._retry_call.cancel()
-            self._retry_call = None
+            self.writer.stop()
             lost = len(self._unser)
             if lost and reason != "finished":
                 logger.warning(
@@ -553,7 +533,7 @@ class IRIFrontierScheduler(Scheduler):
             store.commit()
             if store.failed is not None:
                 self._unpop(request)  # not handed out: stays queued
-                self._check_store()
+                self.writer.check()
                 return None
         stats = self.stats
         assert stats is not None
@@ -692,7 +672,7 @@ class IRIFrontierScheduler(Scheduler):
                 self._refill(name, lane)
             if lane.buf:
                 return cast("Request", stored.take(name, lane))
-            if self.store is None or self.store.failed is not None or self._gave_up:
+            if self.store is None or self.store.failed is not None or self.writer.gave_up:
                 return None  # cannot be read now
             lost = stored.drop(name, lane)
             if lost:
@@ -800,7 +780,7 @@ class IRIFrontierScheduler(Scheduler):
         self.ledger.drain()
         self._commit()
         store = self.store
-        if store is not None and store.failed is not None and not self._gave_up:
+        if store is not None and store.failed is not None and not self.writer.gave_up:
             raise DontCloseSpider  # not "finished" while changes wait to be written
         if self.refusals.count:
             self.refusals.closing(self.spider)
@@ -828,108 +808,20 @@ class IRIFrontierScheduler(Scheduler):
 
     def _touch(self) -> None:
         """Commit at the end of the current reactor turn."""
-        if self._commit_call is None and self.store is not None and self.store.in_transaction:
-            from twisted.internet import reactor
-
-            self._commit_call = cast(Any, reactor).callLater(0, self._commit)
+        self.writer.touch()
 
     def _commit(self) -> None:
-        self._commit_call = None
-        self.ledger.reap()
-        if self.store is not None:
-            self.store.commit()
-            self._check_store()
-
-    def _check_store(self) -> None:
-        """After a commit: a failed write is retried with backoff, for at most
-        ``IRI_FRONTIER_WRITE_RETRY`` seconds, then the crawl closes with
-        ``iri_frontier_write_failed`` (exit status 1).  Meanwhile no request goes
-        out, and the changes (answers, new requests) wait in memory: a request
-        whose children could not be stored is not answered on disk."""
-        store = self.store
-        if store is None:
-            return
-        if store.failed is None:
-            if self._failing_since is not None:
-                logger.warning(
-                    "Frontier store %s: writing works again after %.1f s; crawl resumed",
-                    store.path, time.monotonic() - self._failing_since,
-                    extra={"spider": self.spider},
-                )
-                self._failing_since = None
-                self._retry_delay = 0.0
-            return
-        if self._gave_up:
-            return
-        now = time.monotonic()
-        if self._failing_since is None:
-            self._failing_since = now
-            self._inc("iri/frontier/write_failures")
-            logger.warning(
-                "Frontier store %s: write failed (%s): no request goes out; retrying for up "
-                "to %.0f s (IRI_FRONTIER_WRITE_RETRY)", store.path, store.failed,
-                self.write_retry, extra={"spider": self.spider},
-            )
-        if now - self._failing_since >= self.write_retry:
-            self._give_up()
-            return
-        if self._retry_call is None or not self._retry_call.active():
-            from twisted.internet import reactor
-
-            self._retry_delay = min(5.0, max(0.25, self._retry_delay * 2))
-            delay = min(self._retry_delay, max(0.0, self._failing_since + self.write_retry - now))
-            self._retry_call = cast(Any, reactor).callLater(delay, self._commit)
+        self.writer.commit()
 
     def _damaged(self, exc: sqlite3.DatabaseError) -> None:
         """The store cannot be read mid-crawl: nothing more goes out, the crawl closes
         with ``iri_frontier_unreadable`` (one ERROR line, exit status 1)."""
-        store = self.store
-        assert store is not None
         for lane in self._stored.lanes.values():
             lane.edge = EVERYTHING_READ
-        if self._gave_up:
-            return
-        self._gave_up = True
-        logger.error("%s", unreadable_store(store.path, DAMAGED, exc),
-                     extra={"spider": self.spider})
-        stop_crawl(self.crawler, REASON_FRONTIER_UNREADABLE, "IRIFrontierScheduler")
+        self.writer.damaged(exc)
 
-    def _give_up(self) -> None:
-        store = self.store
-        assert store is not None
-        self._gave_up = True
-        logger.error(
-            "Frontier store %s: writes failed for %.0f s (%s): closing the crawl with "
-            "finish_reason %s; the requests answered since the last write stay pending "
-            "on disk. Free space on the disk of JOBDIR (or fix the error) and run the same "
-            "command with the same JOBDIR: nothing is lost",
-            store.path, self.write_retry, store.failed, REASON_FRONTIER_WRITE_FAILED,
-            extra={"spider": self.spider},
-        )
-        stop_crawl(self.crawler, REASON_FRONTIER_WRITE_FAILED, "IRIFrontierScheduler")
-
-    def _sync(self) -> None:
-        if self.store is None:
-            return
-        # failed requests whose errback has run are released (and answered) within
-        # this interval (see the ledger's sweep)
-        self.ledger.sweep()
-        if self.store.failed is not None:
-            return  # the retry loop commits (see _check_store)
-        try:
-            self.store.sync()
-        except sqlite3.Error as exc:  # commits are in the log: keep syncing later
-            if not self._sync_failed:
-                self._sync_failed = True
-                # the commits are in the log (a kill loses nothing); a write that
-                # fails too is handled by _check_store
-                logger.warning(
-                    "Frontier store %s: sync failed: %s (retried every %d ms; logged once)",
-                    self.store.path, exc, self.fsync_ms or DEFAULT_FSYNC_MS,
-                )
-        else:
-            self._sync_failed = False
-        self._check_store()
+    def _stop(self, reason: str) -> None:
+        stop_crawl(self.crawler, reason, "IRIFrontierScheduler")
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None:
