@@ -10,7 +10,8 @@ crash the same command fetches every request not yet answered, and again at most
 those in flight (``IRI_FRONTIER_MAX_INFLIGHT``).  It hands requests out in Scrapy's
 own order (:mod:`.lanes`).  This module is the scheduler; the store is
 :mod:`.sqlite_store` (written by :mod:`.store_writer`), the lock :mod:`.lock`, its
-settings :mod:`.options`, requests as data :mod:`.codec`, a stock Scrapy ``JOBDIR`` read as data :mod:`.stock_jobdir`.
+settings :mod:`.options`, requests as data :mod:`.codec`, a stock Scrapy ``JOBDIR``
+read as data and taken over :mod:`.stock_jobdir`.
 
 Design: docs/jobdir.md; what is stored and refused, faults, salvage: docs/frontier.md.
 """
@@ -27,7 +28,6 @@ from typing import TYPE_CHECKING, Any, cast
 from scrapy import signals
 from scrapy.core.scheduler import Scheduler
 from scrapy.exceptions import CloseSpider, DontCloseSpider
-from scrapy.utils.request import fingerprint as stock_fingerprint
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.codec import (
@@ -37,7 +37,6 @@ from iri_scrapy.frontier.codec import (
     RequestCodec,
     frontier_secret,
 )
-from iri_scrapy.frontier.codec import VERSION as CODEC_VERSION
 from iri_scrapy.frontier.lanes import (
     BATCH,
     BUFFER_MAX,
@@ -66,9 +65,8 @@ from iri_scrapy.frontier.sqlite_store import (
 from iri_scrapy.frontier.stock_jobdir import (
     QUEUE_DIRNAME,
     SEEN_FILENAME,
-    load_data,
-    read_queue,
-    read_seen,
+    StockAdoption,
+    legacy_state,
 )
 from iri_scrapy.frontier.store_writer import REASON_FRONTIER_UNREADABLE, StoreWriter
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
@@ -86,7 +84,6 @@ from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
 from iri_scrapy.store.fpstore import (
     FingerprintFileError,
     FingerprintFileMismatch,
-    FingerprintSet,
     fp64,
 )
 from iri_scrapy.store.frontier_file import (
@@ -126,18 +123,6 @@ def _local_iri_dupefilter(df_cls: Any) -> bool:
         and issubclass(df_cls, IRIDupeFilter)
         and df_cls.seen_add is IRIDupeFilter.seen_add
     )
-
-
-def _legacy_state(jobdir: str) -> str | None:
-    """The Scrapy-queue ``JOBDIR`` state file found in *jobdir*, if any.
-
-    ``iri_fingerprints.bin`` (the add-on with ``IRI_FRONTIER = False``) is continued
-    the way it was started; stock Scrapy's ``requests.queue`` and ``requests.seen``
-    alone are adopted (see :meth:`IRIFrontierScheduler._adopt_stock`)."""
-    for name in (FP_FILENAME, "requests.queue", "requests.seen"):
-        if Path(jobdir, name).exists():
-            return name
-    return None
 
 
 def _is_fifo(queue_cls: Any) -> bool:
@@ -207,7 +192,7 @@ class IRIFrontierScheduler(Scheduler):
                 "queue instead (not crash-safe)", getattr(df_cls, "__qualname__", df_cls),
             )
             return False
-        legacy = _legacy_state(jobdir)
+        legacy = legacy_state(jobdir)
         if legacy == FP_FILENAME and not Path(jobdir, FILENAME).exists():
             logger.warning(
                 "IRIFrontierScheduler: JOBDIR %s was started without the crash-safe frontier "
@@ -281,9 +266,8 @@ class IRIFrontierScheduler(Scheduler):
         #: The memory-only (unserializable) requests waiting, by lane: handed out
         #: before any stored one, as Scrapy pops its memory queue first.
         self._memory = Lanes(stored=False)
-        #: Stock Scrapy's ``requests.seen`` (64-bit records), when the JOBDIR has one.
-        self._stock_seen: FingerprintSet | None = None
-        self._adopting = False
+        #: A stock Scrapy JOBDIR taken over (see :mod:`.stock_jobdir`), once open.
+        self.stock: StockAdoption | None = None
 
     # --- life cycle ------------------------------------------------------------
 
@@ -464,14 +448,12 @@ class IRIFrontierScheduler(Scheduler):
             # a downloader middleware's replacement (redirect, retry, re-issue)
             self.ledger.answered(parent)
             self._inc("iri/frontier/replaced")
-        if self._stock_seen is not None and not self._adopting and not request.dont_filter:
-            stock = int.from_bytes(fp64(stock_fingerprint(request)), "big")
-            if stock in self._stock_seen:  # stock Scrapy saw it: fetched, or adopted
-                self.df.request_seen(request)  # its aliases are seen too
-                self.df.log(request, self.spider)
-                self._inc("iri/frontier/stock_seen_dropped")
-                self._touch()
-                return False
+        if self.stock is not None and self.stock.saw(request):  # fetched, or adopted
+            self.df.request_seen(request)  # its aliases are seen too
+            self.df.log(request, self.spider)
+            self._inc("iri/frontier/stock_seen_dropped")
+            self._touch()
+            return False
         record: int | None = None
         if not request.dont_filter:
             if self.df.request_seen(request):
@@ -547,58 +529,26 @@ class IRIFrontierScheduler(Scheduler):
         return request
 
     def _adopt_stock(self, spider: Spider) -> None:
-        """A ``JOBDIR`` written by stock Scrapy (:mod:`.stock_jobdir`): its seen
-        fingerprints are consulted on every run (a new request whose stock fingerprint
-        is in ``requests.seen`` is a duplicate); its pending queue is read once, with
-        a data-only unpickler, and stored like newly scheduled requests (in the
-        transaction that marks it adopted)."""
+        """A ``JOBDIR`` written by stock Scrapy: see :class:`.StockAdoption`."""
         jobdir = self.frontier_dir
         store = self.store
         codec = self.codec
         assert jobdir is not None and store is not None and codec is not None
-        if Path(jobdir, SEEN_FILENAME).is_file():
-            seen = FingerprintSet()
-            for fingerprint in read_seen(jobdir):
-                seen.add(int.from_bytes(fp64(fingerprint), "big"))
-            self._stock_seen = seen
-            self._set_stat("iri/frontier/stock_seen_loaded", len(seen))
-        if not Path(jobdir, QUEUE_DIRNAME).is_dir() or store._get("stock_queue") == "adopted":
+        self.stock = stock = StockAdoption(jobdir)
+        loaded = stock.load_seen()
+        if loaded is not None:
+            self._set_stat("iri/frontier/stock_seen_loaded", loaded)
+        counts = stock.adopt(store, codec, self.enqueue_request, self._refused_stock)
+        if counts is None:
             return
-        adopted = dropped = 0
-        self._adopting = True
-        try:
-            for item in read_queue(jobdir):
-                try:
-                    d = load_data(item.data)
-                    if type(d) is not dict:
-                        raise RefusedRecord("shape", f"a {type(d).__name__}, not a dict")
-                    request = codec._build({**d, "v": CODEC_VERSION}, plain=False)
-                except RefusedRecord as exc:
-                    self._refused_stock(exc, item.where, item.data)
-                    continue
-                except Exception as exc:  # noqa: BLE001 - anything not plain data: refused
-                    self._refused_stock(
-                        RefusedRecord("pickle", f"not plain data ({exc})"), item.where,
-                        item.data)
-                    continue
-                if self.enqueue_request(request):
-                    adopted += 1
-                else:
-                    dropped += 1
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            self._refused_stock(RefusedRecord("garbage", f"cannot be parsed ({exc})"),
-                                QUEUE_DIRNAME, None)
-        finally:
-            self._adopting = False
-        store._set("stock_queue", "adopted")
-        store.commit()
+        adopted, dropped = counts
         self._inc("iri/frontier/stock_adopted", adopted)
         logger.warning(
             "IRIFrontierScheduler: JOBDIR %s was started by stock Scrapy: adopted the %d "
             "requests of its queue (%d duplicates dropped) into the crash-safe frontier "
             "store; its %d seen fingerprints (%s) keep what it fetched from being fetched "
             "again. %s is left in place and no longer read", jobdir, adopted, dropped,
-            0 if self._stock_seen is None else len(self._stock_seen), SEEN_FILENAME,
+            0 if stock.seen is None else len(stock.seen), SEEN_FILENAME,
             QUEUE_DIRNAME, extra={"spider": spider},
         )
 
