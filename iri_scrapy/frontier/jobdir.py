@@ -9,9 +9,9 @@ is *answered* (:mod:`.middlewares`, or the request object released).  After any
 crash the same command fetches every request not yet answered, and again at most
 those in flight (``IRI_FRONTIER_MAX_INFLIGHT``).  It hands requests out in Scrapy's
 own order (:mod:`.lanes`).  This module is the scheduler; the store is
-:mod:`.sqlite_store` (written by :mod:`.store_writer`), the lock :mod:`.lock`, its
-settings :mod:`.options`, requests as data :mod:`.codec`, a stock Scrapy ``JOBDIR``
-read as data and taken over :mod:`.stock_jobdir`.
+:mod:`.sqlite_store` (opened by :mod:`.jobdir_start`, written by :mod:`.store_writer`),
+the lock :mod:`.lock`, its settings :mod:`.options`, requests as data :mod:`.codec`,
+a stock Scrapy ``JOBDIR`` read as data and taken over :mod:`.stock_jobdir`.
 
 Design: docs/jobdir.md; what is stored and refused, faults, salvage: docs/frontier.md.
 """
@@ -37,6 +37,7 @@ from iri_scrapy.frontier.codec import (
     RequestCodec,
     frontier_secret,
 )
+from iri_scrapy.frontier.jobdir_start import open_store
 from iri_scrapy.frontier.lanes import (
     BATCH,
     BUFFER_MAX,
@@ -48,7 +49,6 @@ from iri_scrapy.frontier.lanes import (
     lanes_mode,
 )
 from iri_scrapy.frontier.ledger import Ledger
-from iri_scrapy.frontier.lock import JobdirLocked, lock_jobdir
 from iri_scrapy.frontier.options import (
     DEFAULT_FSYNC_MS,
     DEFAULT_WRITE_RETRY,
@@ -58,7 +58,6 @@ from iri_scrapy.frontier.options import (
 from iri_scrapy.frontier.protocol_store import ProtocolStore
 from iri_scrapy.frontier.sqlite_store import (
     DAMAGED,
-    READ_ONLY,
     FrontierStore,
     unreadable_store,
 )
@@ -74,16 +73,11 @@ from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter, jobdir_setting
 from iri_scrapy.plugin.refusal import (
-    REASON_FRONTIER_WRITE_FAILED,
-    REASON_JOBDIR_LOCKED,
-    REASON_JOBDIR_MISMATCH,
     refuse_start,
     stop_crawl,
 )
 from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
 from iri_scrapy.store.fpstore import (
-    FingerprintFileError,
-    FingerprintFileMismatch,
     fp64,
 )
 from iri_scrapy.store.frontier_file import (
@@ -106,8 +100,6 @@ logger = logging.getLogger(__name__)
 
 #: Request meta key: the store row of a request the scheduler handed out.
 META_FRONTIER_ID = "iri_frontier_id"
-#: finish_reason: the store, or its JOBDIR, cannot be written (a read-only disk or file).
-REASON_FRONTIER_READ_ONLY = "iri_frontier_read_only"
 #: finish_reason: ``SCHEDULER_PRIORITY_QUEUE`` names a class whose order the frontier
 #: does not know (docs/jobdir.md, "Ordering").
 REASON_FRONTIER_PRIORITY_QUEUE = "iri_frontier_priority_queue"
@@ -140,6 +132,22 @@ def _queue_class(settings: BaseSettings | None, name: str) -> type[Any] | None:
     """The queue class setting *name* names, or None when it is empty."""
     value = settings.get(name) if settings is not None else None
     return load_object(value) if value else None
+
+
+def _refuse_priority_queue(crawler: Crawler | None, pqclass: Any) -> None:
+    """Refuse the start: the frontier does not know the order of *pqclass*."""
+    name = crawler.settings.get("SCHEDULER_PRIORITY_QUEUE") if crawler else None
+    if not isinstance(name, str):
+        name = (f"{getattr(pqclass, '__module__', '')}."
+                f"{getattr(pqclass, '__qualname__', pqclass)}")
+    message = (
+        f"IRIFrontierScheduler: SCHEDULER_PRIORITY_QUEUE = {name} is not supported "
+        "by the crash-safe JOBDIR frontier, which hands requests out in Scrapy's "
+        "order only for scrapy.pqueues.DownloaderAwarePriorityQueue and "
+        "scrapy.pqueues.ScrapyPriorityQueue: set SCHEDULER_PRIORITY_QUEUE to one "
+        "of those, or IRI_FRONTIER = False to use Scrapy's JOBDIR queue (not "
+        "crash-safe)")
+    refuse_start(crawler, REASON_FRONTIER_PRIORITY_QUEUE, message, ValueError(message))
 
 
 class IRIFrontierScheduler(Scheduler):
@@ -277,78 +285,26 @@ class IRIFrontierScheduler(Scheduler):
             return result
         if self.lanes_mode is None:
             self.frontier_dir = None
-            name = self.crawler.settings.get("SCHEDULER_PRIORITY_QUEUE") if self.crawler else None
-            if not isinstance(name, str):
-                name = (f"{getattr(self.pqclass, '__module__', '')}."
-                        f"{getattr(self.pqclass, '__qualname__', self.pqclass)}")
-            message = (
-                f"IRIFrontierScheduler: SCHEDULER_PRIORITY_QUEUE = {name} is not supported "
-                "by the crash-safe JOBDIR frontier, which hands requests out in Scrapy's "
-                "order only for scrapy.pqueues.DownloaderAwarePriorityQueue and "
-                "scrapy.pqueues.ScrapyPriorityQueue: set SCHEDULER_PRIORITY_QUEUE to one "
-                "of those, or IRI_FRONTIER = False to use Scrapy's JOBDIR queue (not "
-                "crash-safe)")
-            refuse_start(self.crawler, REASON_FRONTIER_PRIORITY_QUEUE, message,
-                         ValueError(message))
+            _refuse_priority_queue(self.crawler, self.pqclass)
             return result
         df = self.df
         assert isinstance(df, IRIDupeFilter)
         jobdir = self.frontier_dir
-        Path(jobdir).mkdir(parents=True, exist_ok=True)
-        try:
-            self._lock_fd = lock_jobdir(self.frontier_dir)
-        except OSError as exc:  # a read-only JOBDIR: the lock file cannot be written
-            self.frontier_dir = None
-            error = unreadable_store(Path(jobdir, FILENAME), READ_ONLY, exc)
-            refuse_start(self.crawler, REASON_FRONTIER_READ_ONLY, str(error), error)
+        self.frontier_dir = None  # until the store is open: a refusal may raise
+        opened = open_store(
+            self.crawler, jobdir,
+            canonicalization_version=CANONICALIZATION_VERSION,
+            tag=df.options_tag(),
+            fsync_ms=self.fsync_ms,
+            allow_reset=self.allow_reset,
+            lifo=not _is_fifo(self.dqclass),
+            start_lifo=self.start_dqclass is not None and not _is_fifo(self.start_dqclass),
+            lanes=self.lanes_mode,
+        )
+        if opened is None:
             return result
-        except JobdirLocked as exc:
-            # one ERROR line, finish_reason iri_jobdir_locked, exit status 1; the
-            # store is not opened, nothing is fetched
-            self.frontier_dir = None
-            refuse_start(self.crawler, REASON_JOBDIR_LOCKED, str(exc), exc)
-            return result
-        try:
-            store = FrontierStore(
-                Path(self.frontier_dir, FILENAME),
-                canonicalization_version=CANONICALIZATION_VERSION,
-                tag=df.options_tag(),
-                fsync_ms=self.fsync_ms,
-                allow_reset=self.allow_reset,
-                lifo=not _is_fifo(self.dqclass),
-                start_lifo=self.start_dqclass is not None and not _is_fifo(self.start_dqclass),
-                lanes=self.lanes_mode,
-            )
-        except FingerprintFileMismatch as exc:
-            # one ERROR line, finish_reason iri_jobdir_mismatch, exit status 1 (the
-            # store is left untouched); the spider is closed before any request
-            self.frontier_dir = None
-            self._unlock()
-            refuse_start(self.crawler, REASON_JOBDIR_MISMATCH, str(exc), exc)
-            return result
-        except FingerprintFileError as exc:
-            # damaged, truncated, read-only, another format: one ERROR line saying
-            # what to do, its own finish_reason, exit status 1
-            self.frontier_dir = None
-            self._unlock()
-            reason = (REASON_FRONTIER_READ_ONLY if getattr(exc, "kind", "") == READ_ONLY
-                      else REASON_FRONTIER_UNREADABLE)
-            refuse_start(self.crawler, reason, str(exc), exc)
-            return result
-        except sqlite3.OperationalError as exc:  # disk full, I/O error, read-only...
-            where = Path(self.frontier_dir, FILENAME)
-            self.frontier_dir = None
-            self._unlock()
-            refuse_start(
-                self.crawler, REASON_FRONTIER_WRITE_FAILED,
-                f"Frontier store {where} cannot be written "
-                f"({exc}): free space on the disk of JOBDIR (or fix the error) and run the "
-                "same command again", exc,
-            )
-            return result
-        except BaseException:
-            self._unlock()
-            raise
+        self.frontier_dir = jobdir
+        store, self._lock_fd = opened
         self.store = store
         crawler = self.crawler
         assert crawler is not None
