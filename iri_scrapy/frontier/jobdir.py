@@ -310,29 +310,10 @@ class IRIFrontierScheduler(Scheduler):
         assert crawler is not None
         self.codec = RequestCodec(spider, frontier_secret(crawler.settings))
         self.refusals.store = f"the frontier store {store.path}"
-        try:
-            records = store.seen_array()
-            seen = df.preload(records)  # one bulk load (FingerprintSet.update)
-            del records
-            # the pending rows stay on disk, read a batch at a time, in crawl order
-            self._relane()
-            for name, count in store.lane_counts().items():
-                self._stored.lanes[name] = Lane(count)
-            recovered = self._queued = sum(lane.count for lane in self._stored.lanes.values())
-            self._adopt_stock(spider)
-            stock_refused = self.refusals.count
-            for name, lane in list(self._stored.lanes.items())[:1]:
-                self._refill(name, lane, at_open=True)
-        except sqlite3.DatabaseError as exc:  # damaged pages: refused, one line
-            self.store = None
-            with contextlib.suppress(sqlite3.Error):
-                store.close(clean=False)
-            self.frontier_dir = None
-            self._unlock()
-            error = unreadable_store(store.path, DAMAGED, exc)
-            refuse_start(crawler, REASON_FRONTIER_UNREADABLE, str(error), error)
+        loaded = self._load(spider, df, store)
+        if loaded is None:
             return result
-        recovered -= self.refusals.count - stock_refused
+        recovered, seen = loaded
         store.commit()
         self.writer.check()
         self._inc("iri/frontier/recovered", recovered)
@@ -358,6 +339,35 @@ class IRIFrontierScheduler(Scheduler):
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
         self.writer.start()
         return result
+
+    def _load(self, spider: Spider, df: IRIDupeFilter,
+              store: FrontierStore) -> tuple[int, int] | None:
+        """Read the open store: the seen-set into the dupefilter, the pending rows'
+        counts by lane, a stock Scrapy queue adopted, the first batch.  (requests
+        recovered, fingerprints seen), or None when damaged pages refused the start."""
+        try:
+            records = store.seen_array()
+            seen = df.preload(records)  # one bulk load (FingerprintSet.update)
+            del records
+            # the pending rows stay on disk, read a batch at a time, in crawl order
+            self._relane()
+            for name, count in store.lane_counts().items():
+                self._stored.lanes[name] = Lane(count)
+            recovered = self._queued = sum(lane.count for lane in self._stored.lanes.values())
+            self._adopt_stock(spider)
+            stock_refused = self.refusals.count
+            for name, lane in list(self._stored.lanes.items())[:1]:
+                self._refill(name, lane, at_open=True)
+        except sqlite3.DatabaseError as exc:  # damaged pages: refused, one line
+            self.store = None
+            with contextlib.suppress(sqlite3.Error):
+                store.close(clean=False)
+            self.frontier_dir = None
+            self._unlock()
+            error = unreadable_store(store.path, DAMAGED, exc)
+            refuse_start(self.crawler, REASON_FRONTIER_UNREADABLE, str(error), error)
+            return None
+        return recovered - (self.refusals.count - stock_refused), seen
 
     def close(self, reason: str) -> Any:
         if self.protocol is not None:
