@@ -9,8 +9,9 @@ is *answered* (:mod:`.middlewares`, or the request object released).  After any
 crash the same command fetches every request not yet answered, and again at most
 those in flight (``IRI_FRONTIER_MAX_INFLIGHT``).  It hands requests out in Scrapy's
 own order (:mod:`.lanes`).  This module is the scheduler; the store is
-:mod:`.sqlite_store`, the lock :mod:`.lock`, its settings :mod:`.options`, requests
-as data :mod:`.codec`, a stock Scrapy ``JOBDIR`` read as data :mod:`.stock_jobdir`.
+:mod:`.sqlite_store` (opened by :mod:`.jobdir_start`, written by :mod:`.store_writer`),
+the lock :mod:`.lock`, its settings :mod:`.options`, requests as data :mod:`.codec`,
+a stock Scrapy ``JOBDIR`` read as data and taken over :mod:`.stock_jobdir`.
 
 Design: docs/jobdir.md; what is stored and refused, faults, salvage: docs/frontier.md.
 """
@@ -21,14 +22,12 @@ import contextlib
 import logging
 import os
 import sqlite3
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from scrapy import signals
 from scrapy.core.scheduler import Scheduler
 from scrapy.exceptions import CloseSpider, DontCloseSpider
-from scrapy.utils.request import fingerprint as stock_fingerprint
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.codec import (
@@ -38,7 +37,7 @@ from iri_scrapy.frontier.codec import (
     RequestCodec,
     frontier_secret,
 )
-from iri_scrapy.frontier.codec import VERSION as CODEC_VERSION
+from iri_scrapy.frontier.jobdir_start import open_store
 from iri_scrapy.frontier.lanes import (
     BATCH,
     BUFFER_MAX,
@@ -50,7 +49,6 @@ from iri_scrapy.frontier.lanes import (
     lanes_mode,
 )
 from iri_scrapy.frontier.ledger import Ledger
-from iri_scrapy.frontier.lock import JobdirLocked, lock_jobdir
 from iri_scrapy.frontier.options import (
     DEFAULT_FSYNC_MS,
     DEFAULT_WRITE_RETRY,
@@ -60,33 +58,26 @@ from iri_scrapy.frontier.options import (
 from iri_scrapy.frontier.protocol_store import ProtocolStore
 from iri_scrapy.frontier.sqlite_store import (
     DAMAGED,
-    READ_ONLY,
     FrontierStore,
     unreadable_store,
 )
 from iri_scrapy.frontier.stock_jobdir import (
     QUEUE_DIRNAME,
     SEEN_FILENAME,
-    load_data,
-    read_queue,
-    read_seen,
+    StockAdoption,
+    legacy_state,
 )
+from iri_scrapy.frontier.store_writer import REASON_FRONTIER_UNREADABLE, StoreWriter
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter, jobdir_setting
 from iri_scrapy.plugin.refusal import (
-    REASON_FRONTIER_WRITE_FAILED,
-    REASON_JOBDIR_LOCKED,
-    REASON_JOBDIR_MISMATCH,
     refuse_start,
     stop_crawl,
 )
 from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
 from iri_scrapy.store.fpstore import (
-    FingerprintFileError,
-    FingerprintFileMismatch,
-    FingerprintSet,
     fp64,
 )
 from iri_scrapy.store.frontier_file import (
@@ -101,7 +92,6 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
-    from twisted.internet.task import LoopingCall
     from typing_extensions import Self
 
 __all__ = ["IRIFrontierScheduler"]
@@ -110,10 +100,6 @@ logger = logging.getLogger(__name__)
 
 #: Request meta key: the store row of a request the scheduler handed out.
 META_FRONTIER_ID = "iri_frontier_id"
-#: finish_reason: the store is damaged, truncated or of another format (at start or mid-crawl).
-REASON_FRONTIER_UNREADABLE = "iri_frontier_unreadable"
-#: finish_reason: the store, or its JOBDIR, cannot be written (a read-only disk or file).
-REASON_FRONTIER_READ_ONLY = "iri_frontier_read_only"
 #: finish_reason: ``SCHEDULER_PRIORITY_QUEUE`` names a class whose order the frontier
 #: does not know (docs/jobdir.md, "Ordering").
 REASON_FRONTIER_PRIORITY_QUEUE = "iri_frontier_priority_queue"
@@ -131,18 +117,6 @@ def _local_iri_dupefilter(df_cls: Any) -> bool:
     )
 
 
-def _legacy_state(jobdir: str) -> str | None:
-    """The Scrapy-queue ``JOBDIR`` state file found in *jobdir*, if any.
-
-    ``iri_fingerprints.bin`` (the add-on with ``IRI_FRONTIER = False``) is continued
-    the way it was started; stock Scrapy's ``requests.queue`` and ``requests.seen``
-    alone are adopted (see :meth:`IRIFrontierScheduler._adopt_stock`)."""
-    for name in (FP_FILENAME, "requests.queue", "requests.seen"):
-        if Path(jobdir, name).exists():
-            return name
-    return None
-
-
 def _is_fifo(queue_cls: Any) -> bool:
     """True for a FIFO queue class (Scrapy's ``FifoMemoryQueue``, ``Pickle/MarshalFifo...``)."""
     for klass in getattr(queue_cls, "__mro__", ()):
@@ -158,6 +132,22 @@ def _queue_class(settings: BaseSettings | None, name: str) -> type[Any] | None:
     """The queue class setting *name* names, or None when it is empty."""
     value = settings.get(name) if settings is not None else None
     return load_object(value) if value else None
+
+
+def _refuse_priority_queue(crawler: Crawler | None, pqclass: Any) -> None:
+    """Refuse the start: the frontier does not know the order of *pqclass*."""
+    name = crawler.settings.get("SCHEDULER_PRIORITY_QUEUE") if crawler else None
+    if not isinstance(name, str):
+        name = (f"{getattr(pqclass, '__module__', '')}."
+                f"{getattr(pqclass, '__qualname__', pqclass)}")
+    message = (
+        f"IRIFrontierScheduler: SCHEDULER_PRIORITY_QUEUE = {name} is not supported "
+        "by the crash-safe JOBDIR frontier, which hands requests out in Scrapy's "
+        "order only for scrapy.pqueues.DownloaderAwarePriorityQueue and "
+        "scrapy.pqueues.ScrapyPriorityQueue: set SCHEDULER_PRIORITY_QUEUE to one "
+        "of those, or IRI_FRONTIER = False to use Scrapy's JOBDIR queue (not "
+        "crash-safe)")
+    refuse_start(crawler, REASON_FRONTIER_PRIORITY_QUEUE, message, ValueError(message))
 
 
 class IRIFrontierScheduler(Scheduler):
@@ -210,7 +200,7 @@ class IRIFrontierScheduler(Scheduler):
                 "queue instead (not crash-safe)", getattr(df_cls, "__qualname__", df_cls),
             )
             return False
-        legacy = _legacy_state(jobdir)
+        legacy = legacy_state(jobdir)
         if legacy == FP_FILENAME and not Path(jobdir, FILENAME).exists():
             logger.warning(
                 "IRIFrontierScheduler: JOBDIR %s was started without the crash-safe frontier "
@@ -266,21 +256,17 @@ class IRIFrontierScheduler(Scheduler):
         #: memory-only (unserializable) request id -> its fingerprint record or None.
         self._unser: dict[int, int | None] = {}
         self._next_memory_id = -1
-        self._commit_call: Any = None
-        self._syncer: LoopingCall | None = None
         self.codec: RequestCodec | None = None
         #: At level protocol: the learned rules' files (see :mod:`.protocol_store`).
         self.protocol: ProtocolStore | None = None
         #: The pending rows refused at open (see :mod:`.codec`).
         self.refusals = RefusalLog("IRIFrontierScheduler", "the frontier store")
-        #: Seconds a failing store is retried before the crawl closes.
-        self.write_retry = write_retry
+        #: Commits, syncs, write retries (see :mod:`.store_writer`).
+        self.writer = StoreWriter(
+            lambda: self.store, write_retry=write_retry, fsync_ms=fsync_ms, log=logger,
+            stop=self._stop, inc=self._inc, spider=lambda: self.spider,
+            reap=self.ledger.reap, sweep=self.ledger.sweep)
         self._lock_fd: int | None = None
-        self._failing_since: float | None = None
-        self._retry_call: Any = None
-        self._retry_delay = 0.0
-        self._gave_up = False
-        self._sync_failed = False
         #: Requests waiting (stored or memory-only, not handed out): ``len(self)``.
         self._queued = 0
         #: The stored requests waiting, by lane (see :mod:`.lanes`).
@@ -288,9 +274,8 @@ class IRIFrontierScheduler(Scheduler):
         #: The memory-only (unserializable) requests waiting, by lane: handed out
         #: before any stored one, as Scrapy pops its memory queue first.
         self._memory = Lanes(stored=False)
-        #: Stock Scrapy's ``requests.seen`` (64-bit records), when the JOBDIR has one.
-        self._stock_seen: FingerprintSet | None = None
-        self._adopting = False
+        #: A stock Scrapy JOBDIR taken over (see :mod:`.stock_jobdir`), once open.
+        self.stock: StockAdoption | None = None
 
     # --- life cycle ------------------------------------------------------------
 
@@ -300,108 +285,37 @@ class IRIFrontierScheduler(Scheduler):
             return result
         if self.lanes_mode is None:
             self.frontier_dir = None
-            name = self.crawler.settings.get("SCHEDULER_PRIORITY_QUEUE") if self.crawler else None
-            if not isinstance(name, str):
-                name = (f"{getattr(self.pqclass, '__module__', '')}."
-                        f"{getattr(self.pqclass, '__qualname__', self.pqclass)}")
-            message = (
-                f"IRIFrontierScheduler: SCHEDULER_PRIORITY_QUEUE = {name} is not supported "
-                "by the crash-safe JOBDIR frontier, which hands requests out in Scrapy's "
-                "order only for scrapy.pqueues.DownloaderAwarePriorityQueue and "
-                "scrapy.pqueues.ScrapyPriorityQueue: set SCHEDULER_PRIORITY_QUEUE to one "
-                "of those, or IRI_FRONTIER = False to use Scrapy's JOBDIR queue (not "
-                "crash-safe)")
-            refuse_start(self.crawler, REASON_FRONTIER_PRIORITY_QUEUE, message,
-                         ValueError(message))
+            _refuse_priority_queue(self.crawler, self.pqclass)
             return result
         df = self.df
         assert isinstance(df, IRIDupeFilter)
         jobdir = self.frontier_dir
-        Path(jobdir).mkdir(parents=True, exist_ok=True)
-        try:
-            self._lock_fd = lock_jobdir(self.frontier_dir)
-        except OSError as exc:  # a read-only JOBDIR: the lock file cannot be written
-            self.frontier_dir = None
-            error = unreadable_store(Path(jobdir, FILENAME), READ_ONLY, exc)
-            refuse_start(self.crawler, REASON_FRONTIER_READ_ONLY, str(error), error)
+        self.frontier_dir = None  # until the store is open: a refusal may raise
+        opened = open_store(
+            self.crawler, jobdir,
+            canonicalization_version=CANONICALIZATION_VERSION,
+            tag=df.options_tag(),
+            fsync_ms=self.fsync_ms,
+            allow_reset=self.allow_reset,
+            lifo=not _is_fifo(self.dqclass),
+            start_lifo=self.start_dqclass is not None and not _is_fifo(self.start_dqclass),
+            lanes=self.lanes_mode,
+        )
+        if opened is None:
             return result
-        except JobdirLocked as exc:
-            # one ERROR line, finish_reason iri_jobdir_locked, exit status 1; the
-            # store is not opened, nothing is fetched
-            self.frontier_dir = None
-            refuse_start(self.crawler, REASON_JOBDIR_LOCKED, str(exc), exc)
-            return result
-        try:
-            store = FrontierStore(
-                Path(self.frontier_dir, FILENAME),
-                canonicalization_version=CANONICALIZATION_VERSION,
-                tag=df.options_tag(),
-                fsync_ms=self.fsync_ms,
-                allow_reset=self.allow_reset,
-                lifo=not _is_fifo(self.dqclass),
-                start_lifo=self.start_dqclass is not None and not _is_fifo(self.start_dqclass),
-                lanes=self.lanes_mode,
-            )
-        except FingerprintFileMismatch as exc:
-            # one ERROR line, finish_reason iri_jobdir_mismatch, exit status 1 (the
-            # store is left untouched); the spider is closed before any request
-            self.frontier_dir = None
-            self._unlock()
-            refuse_start(self.crawler, REASON_JOBDIR_MISMATCH, str(exc), exc)
-            return result
-        except FingerprintFileError as exc:
-            # damaged, truncated, read-only, another format: one ERROR line saying
-            # what to do, its own finish_reason, exit status 1
-            self.frontier_dir = None
-            self._unlock()
-            reason = (REASON_FRONTIER_READ_ONLY if getattr(exc, "kind", "") == READ_ONLY
-                      else REASON_FRONTIER_UNREADABLE)
-            refuse_start(self.crawler, reason, str(exc), exc)
-            return result
-        except sqlite3.OperationalError as exc:  # disk full, I/O error, read-only...
-            where = Path(self.frontier_dir, FILENAME)
-            self.frontier_dir = None
-            self._unlock()
-            refuse_start(
-                self.crawler, REASON_FRONTIER_WRITE_FAILED,
-                f"Frontier store {where} cannot be written "
-                f"({exc}): free space on the disk of JOBDIR (or fix the error) and run the "
-                "same command again", exc,
-            )
-            return result
-        except BaseException:
-            self._unlock()
-            raise
+        self.frontier_dir = jobdir
+        store, self._lock_fd = opened
         self.store = store
         crawler = self.crawler
         assert crawler is not None
         self.codec = RequestCodec(spider, frontier_secret(crawler.settings))
         self.refusals.store = f"the frontier store {store.path}"
-        try:
-            records = store.seen_array()
-            seen = df.preload(records)  # one bulk load (FingerprintSet.update)
-            del records
-            # the pending rows stay on disk, read a batch at a time, in crawl order
-            self._relane()
-            for name, count in store.lane_counts().items():
-                self._stored.lanes[name] = Lane(count)
-            recovered = self._queued = sum(lane.count for lane in self._stored.lanes.values())
-            self._adopt_stock(spider)
-            stock_refused = self.refusals.count
-            for name, lane in list(self._stored.lanes.items())[:1]:
-                self._refill(name, lane, at_open=True)
-        except sqlite3.DatabaseError as exc:  # damaged pages: refused, one line
-            self.store = None
-            with contextlib.suppress(sqlite3.Error):
-                store.close(clean=False)
-            self.frontier_dir = None
-            self._unlock()
-            error = unreadable_store(store.path, DAMAGED, exc)
-            refuse_start(crawler, REASON_FRONTIER_UNREADABLE, str(error), error)
+        loaded = self._load(spider, df, store)
+        if loaded is None:
             return result
-        recovered -= self.refusals.count - stock_refused
+        recovered, seen = loaded
         store.commit()
-        self._check_store()
+        self.writer.check()
         self._inc("iri/frontier/recovered", recovered)
         if store.unclean:
             self._inc("iri/frontier/unclean_shutdown")
@@ -423,13 +337,37 @@ class IRIFrontierScheduler(Scheduler):
                 self.enqueue_request(request)
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
-        from twisted.internet.task import LoopingCall
-
-        # with "always" every commit is synced already: the loop then only
-        # releases failed requests (see _sync)
-        self._syncer = LoopingCall(self._sync)
-        self._syncer.start((self.fsync_ms or DEFAULT_FSYNC_MS) / 1000.0, now=False)
+        self.writer.start()
         return result
+
+    def _load(self, spider: Spider, df: IRIDupeFilter,
+              store: FrontierStore) -> tuple[int, int] | None:
+        """Read the open store: the seen-set into the dupefilter, the pending rows'
+        counts by lane, a stock Scrapy queue adopted, the first batch.  (requests
+        recovered, fingerprints seen), or None when damaged pages refused the start."""
+        try:
+            records = store.seen_array()
+            seen = df.preload(records)  # one bulk load (FingerprintSet.update)
+            del records
+            # the pending rows stay on disk, read a batch at a time, in crawl order
+            self._relane()
+            for name, count in store.lane_counts().items():
+                self._stored.lanes[name] = Lane(count)
+            recovered = self._queued = sum(lane.count for lane in self._stored.lanes.values())
+            self._adopt_stock(spider)
+            stock_refused = self.refusals.count
+            for name, lane in list(self._stored.lanes.items())[:1]:
+                self._refill(name, lane, at_open=True)
+        except sqlite3.DatabaseError as exc:  # damaged pages: refused, one line
+            self.store = None
+            with contextlib.suppress(sqlite3.Error):
+                store.close(clean=False)
+            self.frontier_dir = None
+            self._unlock()
+            error = unreadable_store(store.path, DAMAGED, exc)
+            refuse_start(self.crawler, REASON_FRONTIER_UNREADABLE, str(error), error)
+            return None
+        return recovered - (self.refusals.count - stock_refused), seen
 
     def close(self, reason: str) -> Any:
         if self.protocol is not None:
@@ -437,15 +375,7 @@ class IRIFrontierScheduler(Scheduler):
             self.protocol = None
         store = self.store
         if store is not None:
-            if self._syncer is not None and self._syncer.running:
-                self._syncer.stop()
-            self._syncer = None
-            if self._commit_call is not None and self._commit_call.active():
-                self._commit_call.cancel()
-            self._commit_call = None
-            if self._retry_call is not None and self._retry_call.active():
-                self._retry_call.cancel()
-            self._retry_call = None
+            self.writer.stop()
             lost = len(self._unser)
             if lost and reason != "finished":
                 logger.warning(
@@ -484,14 +414,12 @@ class IRIFrontierScheduler(Scheduler):
             # a downloader middleware's replacement (redirect, retry, re-issue)
             self.ledger.answered(parent)
             self._inc("iri/frontier/replaced")
-        if self._stock_seen is not None and not self._adopting and not request.dont_filter:
-            stock = int.from_bytes(fp64(stock_fingerprint(request)), "big")
-            if stock in self._stock_seen:  # stock Scrapy saw it: fetched, or adopted
-                self.df.request_seen(request)  # its aliases are seen too
-                self.df.log(request, self.spider)
-                self._inc("iri/frontier/stock_seen_dropped")
-                self._touch()
-                return False
+        if self.stock is not None and self.stock.saw(request):  # fetched, or adopted
+            self.df.request_seen(request)  # its aliases are seen too
+            self.df.log(request, self.spider)
+            self._inc("iri/frontier/stock_seen_dropped")
+            self._touch()
+            return False
         record: int | None = None
         if not request.dont_filter:
             if self.df.request_seen(request):
@@ -553,7 +481,7 @@ class IRIFrontierScheduler(Scheduler):
             store.commit()
             if store.failed is not None:
                 self._unpop(request)  # not handed out: stays queued
-                self._check_store()
+                self.writer.check()
                 return None
         stats = self.stats
         assert stats is not None
@@ -567,58 +495,26 @@ class IRIFrontierScheduler(Scheduler):
         return request
 
     def _adopt_stock(self, spider: Spider) -> None:
-        """A ``JOBDIR`` written by stock Scrapy (:mod:`.stock_jobdir`): its seen
-        fingerprints are consulted on every run (a new request whose stock fingerprint
-        is in ``requests.seen`` is a duplicate); its pending queue is read once, with
-        a data-only unpickler, and stored like newly scheduled requests (in the
-        transaction that marks it adopted)."""
+        """A ``JOBDIR`` written by stock Scrapy: see :class:`.StockAdoption`."""
         jobdir = self.frontier_dir
         store = self.store
         codec = self.codec
         assert jobdir is not None and store is not None and codec is not None
-        if Path(jobdir, SEEN_FILENAME).is_file():
-            seen = FingerprintSet()
-            for fingerprint in read_seen(jobdir):
-                seen.add(int.from_bytes(fp64(fingerprint), "big"))
-            self._stock_seen = seen
-            self._set_stat("iri/frontier/stock_seen_loaded", len(seen))
-        if not Path(jobdir, QUEUE_DIRNAME).is_dir() or store._get("stock_queue") == "adopted":
+        self.stock = stock = StockAdoption(jobdir)
+        loaded = stock.load_seen()
+        if loaded is not None:
+            self._set_stat("iri/frontier/stock_seen_loaded", loaded)
+        counts = stock.adopt(store, codec, self.enqueue_request, self._refused_stock)
+        if counts is None:
             return
-        adopted = dropped = 0
-        self._adopting = True
-        try:
-            for item in read_queue(jobdir):
-                try:
-                    d = load_data(item.data)
-                    if type(d) is not dict:
-                        raise RefusedRecord("shape", f"a {type(d).__name__}, not a dict")
-                    request = codec._build({**d, "v": CODEC_VERSION}, plain=False)
-                except RefusedRecord as exc:
-                    self._refused_stock(exc, item.where, item.data)
-                    continue
-                except Exception as exc:  # noqa: BLE001 - anything not plain data: refused
-                    self._refused_stock(
-                        RefusedRecord("pickle", f"not plain data ({exc})"), item.where,
-                        item.data)
-                    continue
-                if self.enqueue_request(request):
-                    adopted += 1
-                else:
-                    dropped += 1
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            self._refused_stock(RefusedRecord("garbage", f"cannot be parsed ({exc})"),
-                                QUEUE_DIRNAME, None)
-        finally:
-            self._adopting = False
-        store._set("stock_queue", "adopted")
-        store.commit()
+        adopted, dropped = counts
         self._inc("iri/frontier/stock_adopted", adopted)
         logger.warning(
             "IRIFrontierScheduler: JOBDIR %s was started by stock Scrapy: adopted the %d "
             "requests of its queue (%d duplicates dropped) into the crash-safe frontier "
             "store; its %d seen fingerprints (%s) keep what it fetched from being fetched "
             "again. %s is left in place and no longer read", jobdir, adopted, dropped,
-            0 if self._stock_seen is None else len(self._stock_seen), SEEN_FILENAME,
+            0 if stock.seen is None else len(stock.seen), SEEN_FILENAME,
             QUEUE_DIRNAME, extra={"spider": spider},
         )
 
@@ -692,7 +588,7 @@ class IRIFrontierScheduler(Scheduler):
                 self._refill(name, lane)
             if lane.buf:
                 return cast("Request", stored.take(name, lane))
-            if self.store is None or self.store.failed is not None or self._gave_up:
+            if self.store is None or self.store.failed is not None or self.writer.gave_up:
                 return None  # cannot be read now
             lost = stored.drop(name, lane)
             if lost:
@@ -800,7 +696,7 @@ class IRIFrontierScheduler(Scheduler):
         self.ledger.drain()
         self._commit()
         store = self.store
-        if store is not None and store.failed is not None and not self._gave_up:
+        if store is not None and store.failed is not None and not self.writer.gave_up:
             raise DontCloseSpider  # not "finished" while changes wait to be written
         if self.refusals.count:
             self.refusals.closing(self.spider)
@@ -828,108 +724,20 @@ class IRIFrontierScheduler(Scheduler):
 
     def _touch(self) -> None:
         """Commit at the end of the current reactor turn."""
-        if self._commit_call is None and self.store is not None and self.store.in_transaction:
-            from twisted.internet import reactor
-
-            self._commit_call = cast(Any, reactor).callLater(0, self._commit)
+        self.writer.touch()
 
     def _commit(self) -> None:
-        self._commit_call = None
-        self.ledger.reap()
-        if self.store is not None:
-            self.store.commit()
-            self._check_store()
-
-    def _check_store(self) -> None:
-        """After a commit: a failed write is retried with backoff, for at most
-        ``IRI_FRONTIER_WRITE_RETRY`` seconds, then the crawl closes with
-        ``iri_frontier_write_failed`` (exit status 1).  Meanwhile no request goes
-        out, and the changes (answers, new requests) wait in memory: a request
-        whose children could not be stored is not answered on disk."""
-        store = self.store
-        if store is None:
-            return
-        if store.failed is None:
-            if self._failing_since is not None:
-                logger.warning(
-                    "Frontier store %s: writing works again after %.1f s; crawl resumed",
-                    store.path, time.monotonic() - self._failing_since,
-                    extra={"spider": self.spider},
-                )
-                self._failing_since = None
-                self._retry_delay = 0.0
-            return
-        if self._gave_up:
-            return
-        now = time.monotonic()
-        if self._failing_since is None:
-            self._failing_since = now
-            self._inc("iri/frontier/write_failures")
-            logger.warning(
-                "Frontier store %s: write failed (%s): no request goes out; retrying for up "
-                "to %.0f s (IRI_FRONTIER_WRITE_RETRY)", store.path, store.failed,
-                self.write_retry, extra={"spider": self.spider},
-            )
-        if now - self._failing_since >= self.write_retry:
-            self._give_up()
-            return
-        if self._retry_call is None or not self._retry_call.active():
-            from twisted.internet import reactor
-
-            self._retry_delay = min(5.0, max(0.25, self._retry_delay * 2))
-            delay = min(self._retry_delay, max(0.0, self._failing_since + self.write_retry - now))
-            self._retry_call = cast(Any, reactor).callLater(delay, self._commit)
+        self.writer.commit()
 
     def _damaged(self, exc: sqlite3.DatabaseError) -> None:
         """The store cannot be read mid-crawl: nothing more goes out, the crawl closes
         with ``iri_frontier_unreadable`` (one ERROR line, exit status 1)."""
-        store = self.store
-        assert store is not None
         for lane in self._stored.lanes.values():
             lane.edge = EVERYTHING_READ
-        if self._gave_up:
-            return
-        self._gave_up = True
-        logger.error("%s", unreadable_store(store.path, DAMAGED, exc),
-                     extra={"spider": self.spider})
-        stop_crawl(self.crawler, REASON_FRONTIER_UNREADABLE, "IRIFrontierScheduler")
+        self.writer.damaged(exc)
 
-    def _give_up(self) -> None:
-        store = self.store
-        assert store is not None
-        self._gave_up = True
-        logger.error(
-            "Frontier store %s: writes failed for %.0f s (%s): closing the crawl with "
-            "finish_reason %s; the requests answered since the last write stay pending "
-            "on disk. Free space on the disk of JOBDIR (or fix the error) and run the same "
-            "command with the same JOBDIR: nothing is lost",
-            store.path, self.write_retry, store.failed, REASON_FRONTIER_WRITE_FAILED,
-            extra={"spider": self.spider},
-        )
-        stop_crawl(self.crawler, REASON_FRONTIER_WRITE_FAILED, "IRIFrontierScheduler")
-
-    def _sync(self) -> None:
-        if self.store is None:
-            return
-        # failed requests whose errback has run are released (and answered) within
-        # this interval (see the ledger's sweep)
-        self.ledger.sweep()
-        if self.store.failed is not None:
-            return  # the retry loop commits (see _check_store)
-        try:
-            self.store.sync()
-        except sqlite3.Error as exc:  # commits are in the log: keep syncing later
-            if not self._sync_failed:
-                self._sync_failed = True
-                # the commits are in the log (a kill loses nothing); a write that
-                # fails too is handled by _check_store
-                logger.warning(
-                    "Frontier store %s: sync failed: %s (retried every %d ms; logged once)",
-                    self.store.path, exc, self.fsync_ms or DEFAULT_FSYNC_MS,
-                )
-        else:
-            self._sync_failed = False
-        self._check_store()
+    def _stop(self, reason: str) -> None:
+        stop_crawl(self.crawler, reason, "IRIFrontierScheduler")
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None:

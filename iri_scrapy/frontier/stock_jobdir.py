@@ -16,7 +16,8 @@ the records are read by :class:`DataOnlyUnpickler`, which refuses every global
 (dict, list, tuple, set, str, bytes, int, float, bool, None) build anything,
 which is all ``Request.to_dict`` output holds when ``meta`` and ``cb_kwargs``
 are plain.  Anything else is refused (kind ``pickle``), counted and logged like a
-planted record, never executed.
+planted record, never executed.  :class:`StockAdoption` is the taking over: the seen
+fingerprints consulted on every run, the queue stored once.
 """
 
 from __future__ import annotations
@@ -27,10 +28,22 @@ import os
 import pickle
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.request import fingerprint as stock_fingerprint
+
+from iri_scrapy.frontier.codec import VERSION as CODEC_VERSION
+from iri_scrapy.frontier.codec import RefusedRecord, RequestCodec
+from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
+from iri_scrapy.store.fpstore import FingerprintSet, fp64
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+    from iri_scrapy.frontier.sqlite_store import FrontierStore
 
 SEEN_FILENAME = "requests.seen"
 QUEUE_DIRNAME = "requests.queue"
@@ -158,3 +171,86 @@ def read_queue(jobdir: str | os.PathLike[str]) -> Iterator[StockRecord]:
         where = str(path.relative_to(Path(jobdir)))
         for data in records:
             yield StockRecord(where, priority, start, data)
+
+
+def legacy_state(jobdir: str) -> str | None:
+    """The Scrapy-queue ``JOBDIR`` state file found in *jobdir*, if any.
+
+    ``iri_fingerprints.bin`` (the add-on with ``IRI_FRONTIER = False``) is continued
+    the way it was started; stock Scrapy's ``requests.queue`` and ``requests.seen``
+    alone are adopted (see :class:`StockAdoption`)."""
+    for name in (FP_FILENAME, QUEUE_DIRNAME, SEEN_FILENAME):
+        if Path(jobdir, name).exists():
+            return name
+    return None
+
+
+class StockAdoption:
+    """A ``JOBDIR`` written by stock Scrapy, taken over by the frontier: its seen
+    fingerprints are consulted on every run (a new request whose stock fingerprint
+    is in ``requests.seen`` is a duplicate); its pending queue is read once, with
+    a data-only unpickler, and stored like newly scheduled requests (in the
+    transaction that marks it adopted)."""
+
+    def __init__(self, jobdir: str) -> None:
+        self.jobdir = jobdir
+        #: Stock Scrapy's ``requests.seen`` (64-bit records), when the JOBDIR has one.
+        self.seen: FingerprintSet | None = None
+        self._adopting = False
+
+    def load_seen(self) -> int | None:
+        """Read ``requests.seen``, if there is one: its size, else None."""
+        if not Path(self.jobdir, SEEN_FILENAME).is_file():
+            return None
+        seen = FingerprintSet()
+        for fingerprint in read_seen(self.jobdir):
+            seen.add(int.from_bytes(fp64(fingerprint), "big"))
+        self.seen = seen
+        return len(seen)
+
+    def saw(self, request: Request) -> bool:
+        """True if stock Scrapy saw *request* (fetched, or adopted): a duplicate."""
+        if self.seen is None or self._adopting or request.dont_filter:
+            return False
+        return int.from_bytes(fp64(stock_fingerprint(request)), "big") in self.seen
+
+    def adopt(
+        self,
+        store: FrontierStore,
+        codec: RequestCodec,
+        enqueue: Callable[[Request], bool],
+        refused: Callable[[RefusedRecord, str, bytes | None], None],
+    ) -> tuple[int, int] | None:
+        """Store the stock queue through *enqueue*, once: (adopted, duplicates dropped),
+        or None when there is no queue or it was adopted already.  A record that is
+        not plain data goes to *refused*, never executed."""
+        jobdir = self.jobdir
+        if not Path(jobdir, QUEUE_DIRNAME).is_dir() or store._get("stock_queue") == "adopted":
+            return None
+        adopted = dropped = 0
+        self._adopting = True
+        try:
+            for item in read_queue(jobdir):
+                try:
+                    d = load_data(item.data)
+                    if type(d) is not dict:
+                        raise RefusedRecord("shape", f"a {type(d).__name__}, not a dict")
+                    request = codec._build({**d, "v": CODEC_VERSION}, plain=False)
+                except RefusedRecord as exc:
+                    refused(exc, item.where, item.data)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - anything not plain data: refused
+                    refused(RefusedRecord("pickle", f"not plain data ({exc})"), item.where,
+                            item.data)
+                    continue
+                if enqueue(request):
+                    adopted += 1
+                else:
+                    dropped += 1
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            refused(RefusedRecord("garbage", f"cannot be parsed ({exc})"), QUEUE_DIRNAME, None)
+        finally:
+            self._adopting = False
+        store._set("stock_queue", "adopted")
+        store.commit()
+        return adopted, dropped

@@ -29,13 +29,11 @@ import iri_scrapy.frontier.jobdir as jobdir_module
 from iri_scrapy.frontier.jobdir import (
     DAMAGED,
     FILENAME,
-    REASON_FRONTIER_READ_ONLY,
     REASON_FRONTIER_UNREADABLE,
     FrontierStore,
-    JobdirLocked,
-    lock_jobdir,
 )
-from iri_scrapy.frontier.lock import LOCK_FILENAME
+from iri_scrapy.frontier.jobdir_start import REASON_FRONTIER_READ_ONLY
+from iri_scrapy.frontier.lock import LOCK_FILENAME, JobdirLocked, lock_jobdir
 from iri_scrapy.frontier.sqlite_store import FrontierStoreUnreadable
 from iri_scrapy.plugin.refusal import (
     CLOSESPIDER_AT_OPEN,
