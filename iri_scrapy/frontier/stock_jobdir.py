@@ -37,6 +37,7 @@ from scrapy.utils.request import fingerprint as stock_fingerprint
 
 from iri_scrapy.frontier.codec import VERSION as CODEC_VERSION
 from iri_scrapy.frontier.codec import RefusedRecord, RequestCodec
+from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
 from iri_scrapy.store.fpstore import FingerprintSet, fp64
 
