@@ -56,6 +56,7 @@ from iri_scrapy.frontier.redis_client import (
     retried_errors,
 )
 from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter
+from iri_scrapy.frontier.redis_heartbeat import Heartbeat
 from iri_scrapy.frontier.redis_loss import (
     REASON_FRONTIER_LOST,
     REASON_REDIS_EVICTION,
@@ -175,9 +176,9 @@ class RedisIRIScheduler(BaseScheduler):
         self._intent_stale = False
         self._joined = False
         self._idle_since: float | None = None
-        self._ticker: LoopingCall | None = None
         self._gave_up = False
-        self._tick_failing = False
+        #: The heartbeat and reaper (:mod:`.redis_heartbeat`).
+        self.heart = Heartbeat(self)
         self._counts: dict[str, int] = {}
         self._connected = False  # to the crawler's signals
         self.codec: RequestCodec | None = None
@@ -360,7 +361,7 @@ class RedisIRIScheduler(BaseScheduler):
             refuse_start(self.crawler, REASON_FRONTIER_LOST, message, exc)
             return None
         result = self.df.open()
-        requeued, _, ready, leased = self._tick_once()
+        requeued, _, ready, leased = self.heart.tick()
         self._joined = bool(ready or leased)
         learned = getattr(self.df, "learned", None)
         if learned is not None:  # level protocol: the fleet's learned rules, what they skipped
@@ -386,10 +387,7 @@ class RedisIRIScheduler(BaseScheduler):
             self._connected = True
             crawler.signals.connect(self._on_response, signal=signals.response_received)
             crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
-        from twisted.internet.task import LoopingCall
-
-        self._ticker = LoopingCall(self.heartbeat)
-        self._ticker.start(self.lease_ms / 3000.0, now=False)
+        self.heart.start(self.lease_ms / 3000.0)
         return result
 
     def _open_protocol(self, learned: Any) -> list[Request] | None:
@@ -419,7 +417,7 @@ class RedisIRIScheduler(BaseScheduler):
                 message = f"RedisIRIScheduler: Redis at {mask_url(self.redis_url)}: {exc}"
             if self.connected:
                 try:  # deregister (the first heartbeat registered this worker)
-                    self._tick_once(alive=False, members=[])
+                    self.heart.tick(alive=False, members=[])
                 except Exception:  # noqa: BLE001 - it expires by itself
                     logger.debug("RedisIRIScheduler: could not deregister", exc_info=True)
             self._close_client()
@@ -470,9 +468,7 @@ class RedisIRIScheduler(BaseScheduler):
                     self.queue.keys["rules"])
 
     def close(self, reason: str) -> Any:
-        if self._ticker is not None and self._ticker.running:
-            self._ticker.stop()
-        self._ticker = None
+        self.heart.stop()
         if self.protocol is not None:  # its last write, while Redis is still ours
             self.protocol.close()
             if self.protocol.requeued:
@@ -492,7 +488,7 @@ class RedisIRIScheduler(BaseScheduler):
                     # the engine is idle: every request handed out was answered
                     self._ack(held)
                     held = []
-                requeued, _, ready, leased = self._tick_once(alive=False, members=held)
+                requeued, _, ready, leased = self.heart.tick(alive=False, members=held)
                 self._inc("released_on_close", len(held))
                 logger.info(
                     "RedisIRIScheduler: closing (%s): %d requests queued, %d leased to other "
@@ -529,9 +525,7 @@ class RedisIRIScheduler(BaseScheduler):
         enqueued by the next worker that ticks (module doc).  :meth:`close` afterwards
         only closes the dupefilter.
         """
-        if self._ticker is not None and self._ticker.running:
-            self._ticker.stop()
-        self._ticker = None
+        self.heart.stop()
         if self.protocol is not None:
             self.protocol.stop()
         self._close_client()
@@ -713,7 +707,7 @@ class RedisIRIScheduler(BaseScheduler):
         counts: tuple[int, int] | None = None
         if self.connected:
             try:
-                _requeued, _recovered, ready, leased = self._tick_once()
+                _requeued, _recovered, ready, leased = self.heart.tick()
                 counts = (ready, leased)
             except IRIRedisError:
                 counts = None
@@ -749,66 +743,14 @@ class RedisIRIScheduler(BaseScheduler):
 
     # --- heartbeat, reaper -------------------------------------------------------------
 
-    def _tick_once(self, alive: bool = True,
-                   members: list[str] | None = None) -> tuple[int, list[Any], int, int]:
-        held = self.ledger.keys() if members is None else members
-        reply = self._run(
-            "tick", self.queue.key_list("ready", "leases", "bodies", "workers", "intents", "epoch",
-                                   "clock"),
-            [self.worker, self.lease_ms, "1" if alive else "0", *held],
-        )
-        requeued, recovered, ready, leased = int(reply[0]), list(reply[1]), int(reply[2]), \
-            int(reply[3])
-        if alive and self.epoch and not self.loss.check(
-                "at a heartbeat", _text(reply[4]), int(reply[5]), ready, leased,
-                int(reply[6]), advanced=True):
-            raise IRIRedisError(f"the frontier is lost: {self.lost}")
-        if requeued:
-            self._inc("requeued_expired", requeued)
-            logger.info("RedisIRIScheduler: %d expired leases put back in the queue", requeued,
-                        extra={"spider": self.spider})
-        for i in range(0, len(recovered) - 1, 2):
-            field = recovered[i].decode() if isinstance(recovered[i], bytes) else recovered[i]
-            self._recover_intent(field, recovered[i + 1])
-        return requeued, recovered, ready, leased
-
-    def _recover_intent(self, field: str, data: bytes) -> None:
-        """A dead worker's intent: enqueue it (after the dupefilter, whose answer is ambiguous)."""
-        try:
-            request = self._decode(data)
-        except RefusedRecord as exc:  # never executed: kept aside, counted, loud
-            self._keep_refused(f"intent:{field}", data)
-            self._retrying(lambda: self.queue.client.execute_command(
-                "HDEL", self.queue.keys["intents"], field))
-            self._refused(exc, f"intent {field!r}")
-            return
-        if not request.dont_filter:
-            self.df.request_seen(request)  # record it; "seen" may be its own earlier write
-        self._push(data, request.priority, field)
-        self._inc("intents_recovered")
-        logger.info("RedisIRIScheduler: enqueued %s, left pending by a worker that died",
-                    request, extra={"spider": self.spider})
-
     def heartbeat(self) -> None:
-        """One heartbeat now (the ticker runs one every ``IRI_REDIS_LEASE_SECONDS / 3``).
+        """One heartbeat now (the ticker runs one every ``IRI_REDIS_LEASE_SECONDS / 3``):
+        see :meth:`.Heartbeat.beat`."""
+        self.heart.beat()
 
-        Extends this worker's liveness and its leases, puts expired leases (of any
-        worker) back in the queue and enqueues the intents of dead workers (module
-        doc, *tick*).  A failure is logged once and retried at the next heartbeat.
-        """
-        if not self.connected:
-            return
-        self.ledger.sweep()
-        try:
-            self._tick_once()
-        except Exception as exc:  # noqa: BLE001 - retried at the next tick
-            if self.lost is not None or self._gave_up:  # said once, closing
-                return
-            if not self._tick_failing:
-                logger.warning("RedisIRIScheduler: heartbeat failed (%s)", exc)
-            self._tick_failing = True
-            return
-        self._tick_failing = False
+    @property
+    def _ticker(self) -> LoopingCall | None:
+        return self.heart.ticker
 
     # --- helpers ---------------------------------------------------------------------
 
