@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from iri_scrapy.frontier.redis_client import IRIRedisError
+from iri_scrapy.frontier.redis_protocol import MARKER
 
 #: The scheduler's log lines (one logger for the scheduler and its parts).
 logger = logging.getLogger("iri_scrapy.frontier.redis_scheduler")
@@ -243,6 +244,20 @@ class RedisQueue:
                 client.close()
             except Exception:  # noqa: BLE001 - best effort
                 logger.debug("RedisIRIScheduler: error closing the Redis client", exc_info=True)
+
+    def flush(self) -> int:
+        """Delete the crawl's keys but its format and learned rules, unless workers are
+        registered: then nothing is deleted and their number returned."""
+        client, keys = self.client, self.keys
+        now_workers = int(client.execute_command("ZCARD", keys["workers"]))
+        if now_workers:
+            return now_workers
+        client.execute_command("DEL", *[k for n, k in keys.items() if n not in ("meta", "rules")])
+        if client.execute_command("EXISTS", keys["rules"]):
+            # the learned rules stay (a recrawl starts with them); what they skipped
+            # went with the seen-set
+            client.execute_command("HSET", keys["skipped"], MARKER, "1")
+        return 0
 
     def call(self, name: str, keys: list[str], args: list[Any]) -> Any:
         """One run of script *name* (not retried)."""

@@ -64,7 +64,7 @@ from iri_scrapy.frontier.redis_loss import (
     FrontierLost,
     LossWatch,
 )
-from iri_scrapy.frontier.redis_protocol import MARKER, ProtocolStateLost, RedisProtocolStore
+from iri_scrapy.frontier.redis_protocol import ProtocolStateLost, RedisProtocolStore
 from iri_scrapy.frontier.redis_queue import RedisQueue
 from iri_scrapy.frontier.redis_queue import text as _text
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
@@ -319,46 +319,7 @@ class RedisIRIScheduler(BaseScheduler):
         self.spider = spider
         settings = self.crawler.settings if self.crawler is not None else None
         self.codec = RequestCodec(spider, frontier_secret(settings))
-        try:
-            self._set_base(spider.name)
-            self._connect()
-            self.loss.check_server(self.cluster)
-        except ImportError as exc:
-            message = (
-                f"RedisIRIScheduler needs the redis package, which cannot be imported "
-                f"({exc}): {install_hint('redis')}"
-            )
-            refuse_start(self.crawler, REASON_REDIS_NOT_INSTALLED, message, exc)
-            return None
-        except EvictionPolicy as exc:
-            self._close_client()
-            refuse_start(self.crawler, REASON_REDIS_EVICTION, str(exc), exc)
-            return None
-        except IRIRedisError as exc:
-            self._close_client()
-            refuse_start(self.crawler, REASON_REDIS_UNAVAILABLE, str(exc), exc)
-            return None
-        if not isinstance(self.df, RedisIRIDupeFilter):
-            logger.warning(
-                "RedisIRIScheduler: DUPEFILTER_CLASS %s does not keep its seen-set in Redis: "
-                "the workers share the queue but not the seen-set, and a restarted worker "
-                "forgets it (use iri_scrapy.RedisIRIDupeFilter)", type(self.df).__qualname__,
-            )
-        if self.flush_on_start:
-            self._flush()
-        try:
-            df = self.df
-            self.loss.start(isinstance(df, RedisIRIDupeFilter) and bool(
-                self.queue.client.execute_command("EXISTS", df.meta_key)))
-        except FrontierLost as exc:
-            self._close_client()
-            message = (
-                f"RedisIRIScheduler: this crawl's frontier in Redis at "
-                f"{mask_url(self.redis_url)} ({self.base}:*) is lost: {exc}. Pages may be "
-                "missing: crawl again from the start with IRI_REDIS_FLUSH_ON_START = True, "
-                "after making Redis keep its data (appendonly yes, maxmemory-policy "
-                "noeviction: docs/redis.md)")
-            refuse_start(self.crawler, REASON_FRONTIER_LOST, message, exc)
+        if not self._open_redis(spider.name):
             return None
         result = self.df.open()
         requeued, _, ready, leased = self.heart.tick()
@@ -389,6 +350,52 @@ class RedisIRIScheduler(BaseScheduler):
             crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
         self.heart.start(self.lease_ms / 3000.0)
         return result
+
+    def _open_redis(self, spider_name: str) -> bool:
+        """Connect, check the server, flush if asked, adopt or create the crawl's epoch
+        marker; False if the start is refused (said, the crawl closing)."""
+        try:
+            self._set_base(spider_name)
+            self._connect()
+            self.loss.check_server(self.cluster)
+        except ImportError as exc:
+            message = (
+                f"RedisIRIScheduler needs the redis package, which cannot be imported "
+                f"({exc}): {install_hint('redis')}"
+            )
+            refuse_start(self.crawler, REASON_REDIS_NOT_INSTALLED, message, exc)
+            return False
+        except EvictionPolicy as exc:
+            self._close_client()
+            refuse_start(self.crawler, REASON_REDIS_EVICTION, str(exc), exc)
+            return False
+        except IRIRedisError as exc:
+            self._close_client()
+            refuse_start(self.crawler, REASON_REDIS_UNAVAILABLE, str(exc), exc)
+            return False
+        if not isinstance(self.df, RedisIRIDupeFilter):
+            logger.warning(
+                "RedisIRIScheduler: DUPEFILTER_CLASS %s does not keep its seen-set in Redis: "
+                "the workers share the queue but not the seen-set, and a restarted worker "
+                "forgets it (use iri_scrapy.RedisIRIDupeFilter)", type(self.df).__qualname__,
+            )
+        if self.flush_on_start:
+            self._flush()
+        try:
+            df = self.df
+            self.loss.start(isinstance(df, RedisIRIDupeFilter) and bool(
+                self.queue.client.execute_command("EXISTS", df.meta_key)))
+        except FrontierLost as exc:
+            self._close_client()
+            message = (
+                f"RedisIRIScheduler: this crawl's frontier in Redis at "
+                f"{mask_url(self.redis_url)} ({self.base}:*) is lost: {exc}. Pages may be "
+                "missing: crawl again from the start with IRI_REDIS_FLUSH_ON_START = True, "
+                "after making Redis keep its data (appendonly yes, maxmemory-policy "
+                "noeviction: docs/redis.md)")
+            refuse_start(self.crawler, REASON_FRONTIER_LOST, message, exc)
+            return False
+        return True
 
     def _open_protocol(self, learned: Any) -> list[Request] | None:
         """Open the learned rules' keys; the requests to schedule again, or None if the
@@ -447,19 +454,13 @@ class RedisIRIScheduler(BaseScheduler):
 
     def _flush(self) -> None:
         """``IRI_REDIS_FLUSH_ON_START``: forget the crawl (this queue and its seen-set)."""
-        now_workers = self.queue.client.execute_command("ZCARD", self.queue.keys["workers"])
+        now_workers = self.queue.flush()
         if now_workers:
             logger.warning(
                 "RedisIRIScheduler: IRI_REDIS_FLUSH_ON_START ignored: %d other worker(s) "
                 "are registered on %s:* (wait until their leases expire)",
                 now_workers, self.base)
             return
-        self.queue.client.execute_command(
-            "DEL", *[k for n, k in self.queue.keys.items() if n not in ("meta", "rules")])
-        if self.queue.client.execute_command("EXISTS", self.queue.keys["rules"]):
-            # the learned rules stay (a recrawl starts with them); what they skipped
-            # went with the seen-set
-            self.queue.client.execute_command("HSET", self.queue.keys["skipped"], MARKER, "1")
         clear = getattr(self.df, "clear", None)
         if clear is not None:
             clear()
