@@ -12,10 +12,14 @@ Design: docs/redis-fleet.md (*tick*, *Intents*).
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
-from iri_scrapy.frontier.codec import RefusedRecord
+from scrapy.exceptions import CloseSpider, DontCloseSpider
+
+from iri_scrapy.frontier.codec import REASON_REFUSED_RECORDS, RefusedRecord
 from iri_scrapy.frontier.redis_client import IRIRedisError
+from iri_scrapy.frontier.redis_loss import REASON_FRONTIER_LOST
 from iri_scrapy.frontier.redis_queue import text
 
 if TYPE_CHECKING:
@@ -23,6 +27,9 @@ if TYPE_CHECKING:
 
 #: The scheduler's log lines (one logger for the scheduler and its parts).
 logger = logging.getLogger("iri_scrapy.frontier.redis_scheduler")
+
+#: ``finish_reason`` when other workers' leases outlasted ``IRI_REDIS_IDLE_TIMEOUT``.
+REASON_IDLE_TIMEOUT = "iri_redis_idle_timeout"
 
 
 class Heartbeat:
@@ -37,6 +44,8 @@ class Heartbeat:
         #: Runs :meth:`beat` while the crawl runs (started at open).
         self.ticker: LoopingCall | None = None
         self._failing = False
+        #: When this worker found nothing to fetch while others held leases, or None.
+        self.idle_since: float | None = None
 
     def start(self, interval: float) -> None:
         from twisted.internet.task import LoopingCall
@@ -114,3 +123,44 @@ class Heartbeat:
             self._failing = True
             return
         self._failing = False
+
+    def idle(self) -> None:
+        """Nothing in the downloader or the scraper: ours are answered; wait for others
+        (``DontCloseSpider``), up to ``IRI_REDIS_IDLE_TIMEOUT``."""
+        s = self.scheduler
+        held = s.ledger.drain()  # acknowledged (the ledger's settle is _ack)
+        if not held and s._intent_stale:
+            s._ack([])
+        counts: tuple[int, int] | None = None
+        if s.connected:
+            try:
+                _requeued, _recovered, ready, leased = self.tick()
+                counts = (ready, leased)
+            except IRIRedisError:
+                counts = None
+        if s.lost is not None:  # never "finished" with the frontier lost
+            raise CloseSpider(REASON_FRONTIER_LOST)
+        if s._gave_up:
+            raise CloseSpider(s._give_up_reason)
+        if counts is None:
+            return
+        ready, leased = counts
+        if not ready and not leased:
+            if s.refusals.count:  # loud: never "finished" with records refused
+                s.refusals.closing(s.spider)
+                raise CloseSpider(REASON_REFUSED_RECORDS)
+            return  # the crawl is over: "finished"
+        now = time.monotonic()
+        if self.idle_since is None:
+            self.idle_since = now
+            logger.info(
+                "RedisIRIScheduler: nothing to fetch here; waiting for the %d requests leased "
+                "to other workers (and %d queued) to be answered or to expire",
+                leased, ready, extra={"spider": s.spider})
+        if s.idle_timeout and now - self.idle_since > s.idle_timeout:
+            logger.warning(
+                "RedisIRIScheduler: %d requests still leased to other workers after %.0f s "
+                "(IRI_REDIS_IDLE_TIMEOUT): closing this worker (%s); they carry on",
+                leased, s.idle_timeout, REASON_IDLE_TIMEOUT, extra={"spider": s.spider})
+            raise CloseSpider(REASON_IDLE_TIMEOUT)
+        raise DontCloseSpider

@@ -20,7 +20,6 @@ loss detection: docs/redis.md; stored records: docs/frontier.md.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -28,12 +27,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
-from scrapy.exceptions import CloseSpider, DontCloseSpider
 
 from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.codec import (
-    REASON_REFUSED_RECORDS,
     RefusalLog,
     RefusedRecord,
     RequestCodec,
@@ -56,6 +53,7 @@ from iri_scrapy.frontier.redis_client import (
     retried_errors,
 )
 from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter
+from iri_scrapy.frontier.redis_heartbeat import REASON_IDLE_TIMEOUT as REASON_IDLE_TIMEOUT
 from iri_scrapy.frontier.redis_heartbeat import Heartbeat
 from iri_scrapy.frontier.redis_loss import (
     REASON_FRONTIER_LOST,
@@ -97,8 +95,6 @@ DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_IDLE_TIMEOUT = 300.0
 #: Request meta key: the queue member of a request this worker holds a lease on.
 META_LEASE = "iri_redis_lease"
-#: ``finish_reason`` when other workers' leases outlasted ``IRI_REDIS_IDLE_TIMEOUT``.
-REASON_IDLE_TIMEOUT = "iri_redis_idle_timeout"
 
 _PREFIX = "iri/redis_scheduler/"
 
@@ -175,7 +171,6 @@ class RedisIRIScheduler(BaseScheduler):
         self._memory: deque[Request] = deque()
         self._intent_stale = False
         self._joined = False
-        self._idle_since: float | None = None
         self._gave_up = False
         #: The heartbeat and reaper (:mod:`.redis_heartbeat`).
         self.heart = Heartbeat(self)
@@ -661,7 +656,7 @@ class RedisIRIScheduler(BaseScheduler):
                 continue
             request.meta[META_LEASE] = member
             ledger.hand_out(member, request)
-            self._idle_since = None
+            self.heart.idle_since = None
             self._inc("leased")
             if self.stats is not None:
                 self.stats.inc_value("scheduler/dequeued/redis")
@@ -701,43 +696,8 @@ class RedisIRIScheduler(BaseScheduler):
         self.ledger.responded(request.meta.get(META_LEASE))
 
     def _on_idle(self, **_: Any) -> None:
-        """Nothing in the downloader or the scraper: ours are answered; wait for others."""
-        held = self.ledger.drain()  # acknowledged (the ledger's settle is _ack)
-        if not held and self._intent_stale:
-            self._ack([])
-        counts: tuple[int, int] | None = None
-        if self.connected:
-            try:
-                _requeued, _recovered, ready, leased = self.heart.tick()
-                counts = (ready, leased)
-            except IRIRedisError:
-                counts = None
-        if self.lost is not None:  # never "finished" with the frontier lost
-            raise CloseSpider(REASON_FRONTIER_LOST)
-        if self._gave_up:
-            raise CloseSpider(self._give_up_reason)
-        if counts is None:
-            return
-        ready, leased = counts
-        if not ready and not leased:
-            if self.refusals.count:  # loud: never "finished" with records refused
-                self.refusals.closing(self.spider)
-                raise CloseSpider(REASON_REFUSED_RECORDS)
-            return  # the crawl is over: "finished"
-        now = time.monotonic()
-        if self._idle_since is None:
-            self._idle_since = now
-            logger.info(
-                "RedisIRIScheduler: nothing to fetch here; waiting for the %d requests leased "
-                "to other workers (and %d queued) to be answered or to expire",
-                leased, ready, extra={"spider": self.spider})
-        if self.idle_timeout and now - self._idle_since > self.idle_timeout:
-            logger.warning(
-                "RedisIRIScheduler: %d requests still leased to other workers after %.0f s "
-                "(IRI_REDIS_IDLE_TIMEOUT): closing this worker (%s); they carry on",
-                leased, self.idle_timeout, REASON_IDLE_TIMEOUT, extra={"spider": self.spider})
-            raise CloseSpider(REASON_IDLE_TIMEOUT)
-        raise DontCloseSpider
+        """Nothing in the downloader or the scraper: see :meth:`.Heartbeat.idle`."""
+        self.heart.idle()
 
     def _reaped(self, member: str) -> None:
         self._inc("answered_on_release")
