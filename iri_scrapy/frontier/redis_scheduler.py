@@ -20,7 +20,6 @@ loss detection: docs/redis.md; stored records: docs/frontier.md.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -28,12 +27,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrapy import signals
 from scrapy.core.scheduler import BaseScheduler
-from scrapy.exceptions import CloseSpider, DontCloseSpider
 
 from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.codec import (
-    REASON_REFUSED_RECORDS,
     RefusalLog,
     RefusedRecord,
     RequestCodec,
@@ -56,7 +53,18 @@ from iri_scrapy.frontier.redis_client import (
     retried_errors,
 )
 from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter
-from iri_scrapy.frontier.redis_protocol import MARKER, ProtocolStateLost, RedisProtocolStore
+from iri_scrapy.frontier.redis_heartbeat import REASON_IDLE_TIMEOUT as REASON_IDLE_TIMEOUT
+from iri_scrapy.frontier.redis_heartbeat import Heartbeat
+from iri_scrapy.frontier.redis_loss import (
+    REASON_FRONTIER_LOST,
+    REASON_REDIS_EVICTION,
+    EvictionPolicy,
+    FrontierLost,
+    LossWatch,
+)
+from iri_scrapy.frontier.redis_protocol import ProtocolStateLost, RedisProtocolStore
+from iri_scrapy.frontier.redis_queue import RedisQueue
+from iri_scrapy.frontier.redis_queue import text as _text
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.context import CrawlContext
@@ -81,192 +89,16 @@ __all__ = ["RedisSchedulerSpiderMiddleware"]
 
 logger = logging.getLogger(__name__)
 
-#: The layout of the crawl's keys (docs/redis-fleet.md), part of every key's name.
-FORMAT_VERSION = 2
 #: ``%(project)s`` is ``BOT_NAME``: two projects with one spider name never share a queue.
 DEFAULT_KEY = "iri:{%(project)s:%(spider)s}:sched"
 DEFAULT_LEASE_SECONDS = 30.0
 DEFAULT_IDLE_TIMEOUT = 300.0
 #: Request meta key: the queue member of a request this worker holds a lease on.
 META_LEASE = "iri_redis_lease"
-#: ``finish_reason`` when other workers' leases outlasted ``IRI_REDIS_IDLE_TIMEOUT``.
-REASON_IDLE_TIMEOUT = "iri_redis_idle_timeout"
-#: ``finish_reason`` when Redis lost or evicted this crawl's queue (module doc, *Loss*).
-REASON_FRONTIER_LOST = "iri_frontier_lost"
-#: ``finish_reason`` of a start refused because Redis's ``maxmemory-policy`` can evict keys.
-REASON_REDIS_EVICTION = "iri_redis_eviction_policy"
 
 _PREFIX = "iri/redis_scheduler/"
-_MAX_PRIORITY = 1 << 40
-
-# A lease is the member "<worker> <score> <queue member>" of the leases ZSET (score: the
-# deadline): it says who holds it and how to put it back, with no other key to update.
-# Every redis.call in a script costs about 2.5 us of server time: the scripts make few.
-# The crawl's clock (<base>:clock) goes up by one at every enqueue and heartbeat, inside
-# their scripts, which return it: a Redis whose clock is behind what a worker has seen
-# went back in time (docs/redis.md, "What the crawl checks").  Leases and acks leave it
-# alone: undone, they make duplicates only, and they run once per request.
-
-# KEYS: ready, bodies, intents, clock
-# ARGV: queue member, id, score, body, intent field or "" -> clock
-ENQUEUE_SCRIPT = """
-if ARGV[5] ~= '' then redis.call('HDEL', KEYS[3], ARGV[5]) end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[4])
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-return redis.call('INCR', KEYS[4])
-"""
-
-# KEYS: ready, leases, bodies; ARGV: worker, lease ms
-# -> {lease or "", body or "", queue entries popped without a body (evicted, deleted)}
-LEASE_SCRIPT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local missing = 0
-for _ = 1, 100 do
-  local popped = redis.call('ZPOPMIN', KEYS[1])
-  if #popped == 0 then return {'', '', missing} end
-  local member = popped[1]
-  local body = redis.call('HGET', KEYS[3], string.sub(member, 18))
-  if body then
-    local lease = ARGV[1] .. ' ' .. popped[2] .. ' ' .. member
-    redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), lease)
-    return {lease, body, missing}
-  end
-  missing = missing + 1
-end
-return {'', '', missing}
-"""
-
-# KEYS: ready, leases, bodies, intents; ARGV: intent field to clear or "", leases...
-ACK_SCRIPT = """
-if ARGV[1] ~= '' then redis.call('HDEL', KEYS[4], ARGV[1]) end
-local n = 0
-for i = 2, #ARGV do
-  local member = string.match(ARGV[i], '^%S+ %S+ (%S+)$')
-  if member then
-    if redis.call('ZREM', KEYS[2], ARGV[i]) == 0 then
-      redis.call('ZREM', KEYS[1], member)  -- expired and put back meanwhile
-    end
-    n = n + redis.call('HDEL', KEYS[3], string.sub(member, 18))
-  end
-end
-return n
-"""
-
-# KEYS: ready, leases, bodies, workers, intents, epoch, clock
-# ARGV: worker, lease ms, alive (1: heartbeat, 0: leaving), leases held...
-# -> {requeued, recovered intents, ready, leased, epoch, bodies, clock}
-TICK_SCRIPT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local me = ARGV[1]
-local deadline = now + tonumber(ARGV[2])
-if ARGV[3] == '1' then
-  redis.call('ZADD', KEYS[4], deadline, me)
-  for i = 4, #ARGV do
-    redis.call('ZADD', KEYS[2], 'XX', deadline, ARGV[i])
-  end
-else
-  -- leaving: put the given leases back at once, forget the worker and its intent
-  for i = 4, #ARGV do
-    redis.call('ZADD', KEYS[2], 'XX', 0, ARGV[i])
-  end
-  redis.call('ZREM', KEYS[4], me)
-  redis.call('HDEL', KEYS[5], me)
-end
-local requeued = 0
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1000)
-for _, lease in ipairs(expired) do
-  redis.call('ZREM', KEYS[2], lease)
-  local score, member = string.match(lease, '^%S+ (%S+) (%S+)$')
-  if member and redis.call('HEXISTS', KEYS[3], string.sub(member, 18)) == 1 then
-    redis.call('ZADD', KEYS[1], score, member)
-    requeued = requeued + 1
-  end
-end
-local recovered = {}
-if ARGV[3] == '1' then
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)
-  local isdead = {}
-  for _, w in ipairs(dead) do
-    redis.call('ZREM', KEYS[4], w)
-    isdead[w] = true
-  end
-  local fields = redis.call('HKEYS', KEYS[5])
-  for _, f in ipairs(fields) do
-    local owner = string.match(f, '^[^/]+')
-    if owner ~= me and (isdead[owner] or redis.call('ZSCORE', KEYS[4], owner) == false) then
-      local body = redis.call('HGET', KEYS[5], f)
-      redis.call('HDEL', KEYS[5], f)
-      local taken = me .. '/' .. f
-      redis.call('HSET', KEYS[5], taken, body)
-      table.insert(recovered, taken)
-      table.insert(recovered, body)
-    end
-  end
-end
-return {requeued, recovered, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),
-        redis.call('GET', KEYS[6]) or '', redis.call('HLEN', KEYS[3]),
-        redis.call('INCR', KEYS[7])}
-"""
-
-# KEYS: epoch, ready, bodies, leases, intents; ARGV: new marker, seen-set exists (1/0)
-# -> {0: the marker there, 1: created, 2: none but the crawl has data; marker}
-EPOCH_SCRIPT = """
-local e = redis.call('GET', KEYS[1])
-if e then return {0, e} end
-if ARGV[2] == '1' then return {2, ''} end
-for i = 2, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then return {2, ''} end
-end
-redis.call('SET', KEYS[1], ARGV[1])
-return {1, ARGV[1]}
-"""
-
-# KEYS: epoch, bodies, ready, leases, clock -> {epoch, bodies, ready, leased, clock}
-# (the clock as it is: reading changes nothing)
-CHECK_SCRIPT = """
-return {redis.call('GET', KEYS[1]) or '', redis.call('HLEN', KEYS[2]),
-        redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4]),
-        tonumber(redis.call('GET', KEYS[5]) or 0)}
-"""
-
-# KEYS: epoch; ARGV: this crawl's marker, the lost marker.  The marker is replaced only
-# if it is gone or still this crawl's (a new crawl's marker is left alone).
-LOST_SCRIPT = """
-local e = redis.call('GET', KEYS[1])
-if (not e) or e == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) return 1 end
-return 0
-"""
 
 _T = TypeVar("_T")
-
-
-class FrontierLost(IRIRedisError):
-    """Redis lost or evicted this crawl's frontier (found at start)."""
-
-
-class EvictionPolicy(IRIRedisError):
-    """Redis's ``maxmemory-policy`` can evict the crawl's keys (refused at start)."""
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _config(client: Any, name: str, target: dict[str, Any]) -> str:
-    """``CONFIG GET name`` (one server, or the cluster node in *target*) as text."""
-    reply = client.execute_command("CONFIG", "GET", name, **target)
-    if isinstance(reply, dict):  # redis-py parses CONFIG GET into a dict
-        if len(reply) == 1 and not any(isinstance(v, dict) for v in reply.values()):
-            return _text(next(iter(reply.values())))
-        for value in reply.values():  # a cluster: {node: {name: value}}
-            if isinstance(value, dict) and value:
-                return _text(next(iter(value.values())))
-        return ""
-    if isinstance(reply, (list, tuple)) and len(reply) >= 2:
-        return _text(reply[1])
-    return ""
 
 
 def _positive_seconds(settings: Any, name: str, default: float, *, zero_ok: bool) -> float:
@@ -329,13 +161,9 @@ class RedisIRIScheduler(BaseScheduler):
         self.stall_seconds = stall_seconds
         #: This process's name in Redis (unique per run).
         self.worker = uuid.uuid4().hex[:16]
-        self.base = ""
         self.spider: Spider | None = None
-        self._client: Any = None
-        self._scripts: dict[str, Any] = {}
-        self._keys: dict[str, str] = {}
-        self._counter = 0
-        self._seq = 0
+        #: The crawl's keys, the client and the scripts (:mod:`.redis_queue`).
+        self.queue = RedisQueue(key, project)
         #: The requests leased by this worker and not answered, by lease (see
         #: :mod:`.ledger`); an answer acknowledges the lease.
         self.ledger: Ledger[str] = Ledger(self._ack, on_reaped=self._reaped)
@@ -343,23 +171,19 @@ class RedisIRIScheduler(BaseScheduler):
         self._memory: deque[Request] = deque()
         self._intent_stale = False
         self._joined = False
-        self._idle_since: float | None = None
-        self._ticker: LoopingCall | None = None
         self._gave_up = False
-        self._tick_failing = False
+        #: The heartbeat and reaper (:mod:`.redis_heartbeat`).
+        self.heart = Heartbeat(self)
         self._counts: dict[str, int] = {}
         self._connected = False  # to the crawler's signals
         self.codec: RequestCodec | None = None
         #: The records refused (see docs/frontier.md, "A refused record").
         self.refusals = RefusalLog("RedisIRIScheduler", "Redis")
         self._retry: RetryPolicy | None = None  # built on first use (imports redis)
-        #: This crawl's epoch marker (``<base>:epoch``): a token and its creation time.
-        self.epoch = ""
-        #: Why the crawl's frontier is known to be lost (module doc, *Loss*), or None.
-        self.lost: str | None = None
-        #: The highest value of the crawl's clock (``<base>:clock``) this worker has seen.
-        self._clock = 0
-        self._checking = False
+        #: The epoch marker, the crawl's clock, why the frontier is lost (:mod:`.redis_loss`).
+        self.loss = LossWatch(self.queue, self.worker, redis_url, run=self._run,
+                              on_lost=lambda: self._close_spider(REASON_FRONTIER_LOST),
+                              count=self._inc, extra=lambda: {"spider": self.spider})
         self._give_up_reason = REASON_REDIS_UNAVAILABLE
         #: At level protocol: the learned rules' keys (see :mod:`.redis_protocol`).
         self.protocol: RedisProtocolStore | None = None
@@ -394,29 +218,15 @@ class RedisIRIScheduler(BaseScheduler):
         return new_client(self.redis_url, self.socket_timeout, self.redis_params, self.cluster)
 
     def _set_base(self, spider_name: str) -> None:
-        try:
-            base = self.key_template % {"spider": spider_name, "project": self.project}
-        except (KeyError, TypeError, ValueError) as exc:
-            raise IRIRedisError(
-                f"IRI_REDIS_SCHEDULER_KEY {self.key_template!r} must be a string using only "
-                f"%(project)s and %(spider)s: {exc}"
-            ) from exc
-        self.base = f"{base}:v{FORMAT_VERSION}"
         df = self.df
-        if isinstance(df, RedisIRIDupeFilter):
-            # the queue goes with its seen-set: other canonicalization options, other keys
-            self.base += f":c{CANONICALIZATION_VERSION}:{df.tag_hash()}"
-        self._keys = {name: f"{self.base}:{name}" for name in (
-            "meta", "ready", "bodies", "leases", "workers", "intents", "refused", "epoch",
-            "clock", "rules", "skipped")}
-
-    def _key_list(self, *names: str) -> list[str]:
-        return [self._keys[name] for name in names]
+        # the queue goes with its seen-set: other canonicalization options, other keys
+        tag = (f"c{CANONICALIZATION_VERSION}:{df.tag_hash()}"
+               if isinstance(df, RedisIRIDupeFilter) else "")
+        self.queue.set_base(spider_name, tag)
 
     def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
         """One script call, retried on connection errors (bounded by ``retry_seconds``)."""
-        return self._retrying(lambda: self._scripts[name](keys=keys, args=args,
-                                                         client=self._client))
+        return self._retrying(lambda: self.queue.call(name, keys, args))
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
         """*call()*, retried through an outage or an out-of-memory Redis
@@ -446,7 +256,7 @@ class RedisIRIScheduler(BaseScheduler):
         except RedisError as exc:  # an error retrying cannot fix: loud, nothing acked
             self._give_up(exc)
             raise IRIRedisError(f"Redis at {mask_url(self.redis_url)}: {exc}") from exc
-        if self._retry.outages != outages and not self._checking:
+        if self._retry.outages != outages and not self.loss.checking:
             self.verify("after Redis answered again")
         return result
 
@@ -478,140 +288,25 @@ class RedisIRIScheduler(BaseScheduler):
         each heartbeat (module doc, *Loss*)."""
         if not self.connected or not self.epoch:
             return self.lost is None
-        self._checking = True
-        try:
-            epoch, bodies, ready, leased, clock = self._run(
-                "check", self._key_list("epoch", "bodies", "ready", "leases", "clock"), [])
-        except IRIRedisError:
-            return self.lost is None
-        finally:
-            self._checking = False
-        return self._check(when, _text(epoch), int(bodies), int(ready), int(leased),
-                           int(clock), advanced=False)
-
-    def _check(self, when: str, epoch: str, bodies: int, ready: int, leased: int,
-               clock: int, *, advanced: bool) -> bool:
-        if epoch != self.epoch:
-            if not epoch:
-                what = f"its epoch marker {self._keys['epoch']} is gone"
-            elif epoch.startswith("lost "):
-                what = f"another worker found it lost ({epoch[5:]})"
-            else:
-                what = f"its epoch marker {self._keys['epoch']} was replaced ({epoch!r})"
-            self._frontier_lost(f"{what} ({when})")
-            return False
-        if not self._clock_ok(clock, when, advanced=advanced):
-            return False
-        if bodies > ready + leased:
-            self._frontier_lost(
-                f"{bodies - ready - leased} of the {bodies} stored requests are neither "
-                f"queued nor leased ({when}): queue entries were evicted or deleted")
-            return False
-        return True
-
-    def _clock_ok(self, clock: int, when: str, *, advanced: bool = True) -> bool:
-        """*clock*: the crawl's clock as a script left it (*advanced*: the script added
-        one).  Redis had it at least as high as any value this worker saw before, unless
-        Redis went back in time: then False, and the crawl closing (docs/redis.md).
-
-        Only the clock a script advanced is remembered: a read (:meth:`verify`, after an
-        outage) can come after the write whose reply is checked next."""
-        before = clock - 1 if advanced else clock
-        if before < self._clock:
-            key = self._keys["clock"]
-            self._frontier_lost(
-                f"the crawl's clock {key} is gone ({when}): Redis came back empty (a "
-                "restart without persistence), was flushed, or the crawl's keys were deleted"
-                if before == 0 else
-                f"Redis went back in time: the crawl's clock {key} was at {before}, this "
-                f"worker had seen it at {self._clock} ({when}): Redis came back on older data "
-                "(a restart or restore from an older snapshot, a failover to a replica that "
-                "lagged) or the crawl's keys were changed")
-            return False
-        if advanced:
-            self._clock = clock
-        return True
+        return self.loss.verify(when)
 
     def _frontier_lost(self, what: str) -> None:
-        """Redis lost (or evicted) part of this crawl's frontier: pages may be missing.
-        Stop: ``iri_frontier_lost``, exit status 1, one ERROR line; the marker says so
-        to the other workers and the next run."""
-        if self.lost is not None:
-            return
-        self.lost = what
-        self._inc("frontier_lost")
-        marker = f"lost {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} by {self.worker}: "
-        try:  # best effort, once: the other workers find it at their next heartbeat
-            self._scripts["lost"](keys=[self._keys["epoch"]],
-                                  args=[self.epoch, marker + what[:300]], client=self._client)
-        except Exception:  # noqa: BLE001 - they also see the marker gone
-            logger.debug("RedisIRIScheduler: could not mark the frontier lost", exc_info=True)
-        logger.error(
-            "RedisIRIScheduler: Redis at %s lost this crawl's frontier (%s:*): %s. Pages "
-            "may be missing: closing with finish_reason %s (exit status 1). Make Redis keep "
-            "its data (appendonly yes, maxmemory-policy noeviction, its own database or "
-            "BOT_NAME per project: docs/redis.md), then crawl again from the start with "
-            "IRI_REDIS_FLUSH_ON_START = True",
-            mask_url(self.redis_url), self.base, what, REASON_FRONTIER_LOST,
-            extra={"spider": self.spider})
-        self._close_spider(REASON_FRONTIER_LOST)
+        self.loss.frontier_lost(what)
 
-    def _start_epoch(self) -> None:
-        """Adopt the crawl's epoch marker, or create it for a new crawl; refuse a crawl
-        whose data is there without its marker, or that was found lost."""
-        seen = "0"
-        df = self.df
-        if isinstance(df, RedisIRIDupeFilter) and self._client.execute_command(
-                "EXISTS", df.meta_key):
-            seen = "1"
-        token = f"{uuid.uuid4().hex} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
-        code, marker = self._scripts["epoch"](
-            keys=self._key_list("epoch", "ready", "bodies", "leases", "intents"),
-            args=[token, seen], client=self._client)
-        marker = _text(marker)
-        if int(code) == 2:
-            what = ("its seen-set" if seen == "1" else "its queue") + (
-                f" is in Redis but not its epoch marker {self._keys['epoch']}: Redis lost or "
-                "evicted part of this crawl's data (or the seen-set was written by a crawl "
-                "without RedisIRIScheduler)")
-            raise FrontierLost(what)
-        if marker.startswith("lost "):
-            raise FrontierLost(f"a worker found it lost: {marker[5:]}")
-        self.epoch = marker
+    @property
+    def epoch(self) -> str:
+        """This crawl's epoch marker (``<base>:epoch``): a token and its creation time."""
+        return self.loss.epoch
 
-    def _check_server(self) -> None:
-        """At start: refuse a ``maxmemory-policy`` that can evict the crawl's keys, warn
-        about a server that keeps nothing across a restart (module doc, *Loss*)."""
-        from redis.exceptions import RedisError
+    @property
+    def lost(self) -> str | None:
+        """Why the crawl's frontier is known to be lost (module doc, *Loss*), or None."""
+        return self.loss.lost
 
-        client = self._client
-        target: dict[str, Any] = {}
-        if self.cluster:  # the master of the crawl's slot
-            target = {"target_nodes": client.get_node_from_key(self._keys["ready"])}
-        try:
-            policy = _config(client, "maxmemory-policy", target)
-            save = _config(client, "save", target)
-            appendonly = _config(client, "appendonly", target)
-        except RedisError as exc:  # CONFIG renamed or not allowed (managed Redis, ACLs)
-            logger.warning(
-                "RedisIRIScheduler: cannot read the configuration of Redis at %s (CONFIG GET: "
-                "%s): make sure its maxmemory-policy is noeviction (or volatile-*) and that "
-                "it persists its data (appendonly yes), or a restart or an eviction loses "
-                "pages (the crawl then stops with %s)",
-                mask_url(self.redis_url), exc, REASON_FRONTIER_LOST)
-            return
-        if policy.startswith("allkeys-"):
-            raise EvictionPolicy(
-                f"RedisIRIScheduler: Redis at {mask_url(self.redis_url)} has maxmemory-policy "
-                f"{policy}, which evicts the crawl's queue when memory is full (pages lost): "
-                "set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, and in "
-                "redis.conf), or use another Redis for the crawl")
-        if not save.strip() and appendonly.strip().lower() != "yes":
-            logger.warning(
-                "RedisIRIScheduler: Redis at %s keeps no data across a restart (save \"\", "
-                "appendonly no): a restart loses the crawl's frontier, and the crawl then stops "
-                "with %s; set appendonly yes (appendfsync everysec or always) for a crawl that "
-                "must not lose pages", mask_url(self.redis_url), REASON_FRONTIER_LOST)
+    @property
+    def base(self) -> str:
+        """Every key's prefix (``<base>:*``; :mod:`.redis_queue`)."""
+        return self.queue.base
 
     # --- life cycle ------------------------------------------------------------------
 
@@ -619,47 +314,10 @@ class RedisIRIScheduler(BaseScheduler):
         self.spider = spider
         settings = self.crawler.settings if self.crawler is not None else None
         self.codec = RequestCodec(spider, frontier_secret(settings))
-        try:
-            self._set_base(spider.name)
-            self._connect()
-            self._check_server()
-        except ImportError as exc:
-            message = (
-                f"RedisIRIScheduler needs the redis package, which cannot be imported "
-                f"({exc}): {install_hint('redis')}"
-            )
-            refuse_start(self.crawler, REASON_REDIS_NOT_INSTALLED, message, exc)
-            return None
-        except EvictionPolicy as exc:
-            self._close_client()
-            refuse_start(self.crawler, REASON_REDIS_EVICTION, str(exc), exc)
-            return None
-        except IRIRedisError as exc:
-            self._close_client()
-            refuse_start(self.crawler, REASON_REDIS_UNAVAILABLE, str(exc), exc)
-            return None
-        if not isinstance(self.df, RedisIRIDupeFilter):
-            logger.warning(
-                "RedisIRIScheduler: DUPEFILTER_CLASS %s does not keep its seen-set in Redis: "
-                "the workers share the queue but not the seen-set, and a restarted worker "
-                "forgets it (use iri_scrapy.RedisIRIDupeFilter)", type(self.df).__qualname__,
-            )
-        if self.flush_on_start:
-            self._flush()
-        try:
-            self._start_epoch()
-        except FrontierLost as exc:
-            self._close_client()
-            message = (
-                f"RedisIRIScheduler: this crawl's frontier in Redis at "
-                f"{mask_url(self.redis_url)} ({self.base}:*) is lost: {exc}. Pages may be "
-                "missing: crawl again from the start with IRI_REDIS_FLUSH_ON_START = True, "
-                "after making Redis keep its data (appendonly yes, maxmemory-policy "
-                "noeviction: docs/redis.md)")
-            refuse_start(self.crawler, REASON_FRONTIER_LOST, message, exc)
+        if not self._open_redis(spider.name):
             return None
         result = self.df.open()
-        requeued, _, ready, leased = self._tick_once()
+        requeued, _, ready, leased = self.heart.tick()
         self._joined = bool(ready or leased)
         learned = getattr(self.df, "learned", None)
         if learned is not None:  # level protocol: the fleet's learned rules, what they skipped
@@ -685,20 +343,63 @@ class RedisIRIScheduler(BaseScheduler):
             self._connected = True
             crawler.signals.connect(self._on_response, signal=signals.response_received)
             crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
-        from twisted.internet.task import LoopingCall
-
-        self._ticker = LoopingCall(self.heartbeat)
-        self._ticker.start(self.lease_ms / 3000.0, now=False)
+        self.heart.start(self.lease_ms / 3000.0)
         return result
+
+    def _open_redis(self, spider_name: str) -> bool:
+        """Connect, check the server, flush if asked, adopt or create the crawl's epoch
+        marker; False if the start is refused (said, the crawl closing)."""
+        try:
+            self._set_base(spider_name)
+            self._connect()
+            self.loss.check_server(self.cluster)
+        except ImportError as exc:
+            message = (
+                f"RedisIRIScheduler needs the redis package, which cannot be imported "
+                f"({exc}): {install_hint('redis')}"
+            )
+            refuse_start(self.crawler, REASON_REDIS_NOT_INSTALLED, message, exc)
+            return False
+        except EvictionPolicy as exc:
+            self._close_client()
+            refuse_start(self.crawler, REASON_REDIS_EVICTION, str(exc), exc)
+            return False
+        except IRIRedisError as exc:
+            self._close_client()
+            refuse_start(self.crawler, REASON_REDIS_UNAVAILABLE, str(exc), exc)
+            return False
+        if not isinstance(self.df, RedisIRIDupeFilter):
+            logger.warning(
+                "RedisIRIScheduler: DUPEFILTER_CLASS %s does not keep its seen-set in Redis: "
+                "the workers share the queue but not the seen-set, and a restarted worker "
+                "forgets it (use iri_scrapy.RedisIRIDupeFilter)", type(self.df).__qualname__,
+            )
+        if self.flush_on_start:
+            self._flush()
+        try:
+            df = self.df
+            self.loss.start(isinstance(df, RedisIRIDupeFilter) and bool(
+                self.queue.client.execute_command("EXISTS", df.meta_key)))
+        except FrontierLost as exc:
+            self._close_client()
+            message = (
+                f"RedisIRIScheduler: this crawl's frontier in Redis at "
+                f"{mask_url(self.redis_url)} ({self.base}:*) is lost: {exc}. Pages may be "
+                "missing: crawl again from the start with IRI_REDIS_FLUSH_ON_START = True, "
+                "after making Redis keep its data (appendonly yes, maxmemory-policy "
+                "noeviction: docs/redis.md)")
+            refuse_start(self.crawler, REASON_FRONTIER_LOST, message, exc)
+            return False
+        return True
 
     def _open_protocol(self, learned: Any) -> list[Request] | None:
         """Open the learned rules' keys; the requests to schedule again, or None if the
         start is refused (their state lost, or Redis unusable)."""
         contains = getattr(self.df, "__contains__", None)  # no side effect (IRIDupeFilter)
         self.protocol = RedisProtocolStore(
-            rules_key=self._keys["rules"], skipped_key=self._keys["skipped"],
-            refused_key=self._keys["refused"], codec=self.codec,  # type: ignore[arg-type]
-            learned=learned, call=lambda fn: self._retrying(lambda: fn(self._client)),
+            rules_key=self.queue.keys["rules"], skipped_key=self.queue.keys["skipped"],
+            refused_key=self.queue.keys["refused"], codec=self.codec,  # type: ignore[arg-type]
+            learned=learned, call=lambda fn: self._retrying(lambda: fn(self.queue.client)),
             lost=self._frontier_lost, schedule=self._schedule_again,
             seen=None if contains is None else lambda request: bool(contains(request)),
             drop_meta=(META_LEASE,))
@@ -718,7 +419,7 @@ class RedisIRIScheduler(BaseScheduler):
                 message = f"RedisIRIScheduler: Redis at {mask_url(self.redis_url)}: {exc}"
             if self.connected:
                 try:  # deregister (the first heartbeat registered this worker)
-                    self._tick_once(alive=False, members=[])
+                    self.heart.tick(alive=False, members=[])
                 except Exception:  # noqa: BLE001 - it expires by itself
                     logger.debug("RedisIRIScheduler: could not deregister", exc_info=True)
             self._close_client()
@@ -738,24 +439,7 @@ class RedisIRIScheduler(BaseScheduler):
         from redis.exceptions import RedisError
 
         try:
-            client = self._client = self._new_client()
-            client.ping()
-            client.execute_command("HSETNX", self._keys["meta"], "format", FORMAT_VERSION)
-            stored = client.execute_command("HGET", self._keys["meta"], "format")
-            if stored is not None and int(stored) != FORMAT_VERSION:
-                raise IRIRedisError(
-                    f"{self._keys['meta']} has format {stored!r}; this iri_scrapy writes "
-                    f"format {FORMAT_VERSION}"
-                )
-            self._scripts = {
-                "enqueue": client.register_script(ENQUEUE_SCRIPT),
-                "lease": client.register_script(LEASE_SCRIPT),
-                "ack": client.register_script(ACK_SCRIPT),
-                "tick": client.register_script(TICK_SCRIPT),
-                "epoch": client.register_script(EPOCH_SCRIPT),
-                "check": client.register_script(CHECK_SCRIPT),
-                "lost": client.register_script(LOST_SCRIPT),
-            }
+            self.queue.connect(self._new_client())
         except (RedisError, ValueError) as exc:
             self._close_client()
             raise IRIRedisError(
@@ -765,29 +449,22 @@ class RedisIRIScheduler(BaseScheduler):
 
     def _flush(self) -> None:
         """``IRI_REDIS_FLUSH_ON_START``: forget the crawl (this queue and its seen-set)."""
-        now_workers = self._client.execute_command("ZCARD", self._keys["workers"])
+        now_workers = self.queue.flush()
         if now_workers:
             logger.warning(
                 "RedisIRIScheduler: IRI_REDIS_FLUSH_ON_START ignored: %d other worker(s) "
                 "are registered on %s:* (wait until their leases expire)",
                 now_workers, self.base)
             return
-        self._client.execute_command(
-            "DEL", *[k for n, k in self._keys.items() if n not in ("meta", "rules")])
-        if self._client.execute_command("EXISTS", self._keys["rules"]):
-            # the learned rules stay (a recrawl starts with them); what they skipped
-            # went with the seen-set
-            self._client.execute_command("HSET", self._keys["skipped"], MARKER, "1")
         clear = getattr(self.df, "clear", None)
         if clear is not None:
             clear()
         logger.info("RedisIRIScheduler: IRI_REDIS_FLUSH_ON_START: %s:* and the seen-set "
-                    "deleted (learned protocol rules kept: %s)", self.base, self._keys["rules"])
+                    "deleted (learned protocol rules kept: %s)", self.base,
+                    self.queue.keys["rules"])
 
     def close(self, reason: str) -> Any:
-        if self._ticker is not None and self._ticker.running:
-            self._ticker.stop()
-        self._ticker = None
+        self.heart.stop()
         if self.protocol is not None:  # its last write, while Redis is still ours
             self.protocol.close()
             if self.protocol.requeued:
@@ -807,7 +484,7 @@ class RedisIRIScheduler(BaseScheduler):
                     # the engine is idle: every request handed out was answered
                     self._ack(held)
                     held = []
-                requeued, _, ready, leased = self._tick_once(alive=False, members=held)
+                requeued, _, ready, leased = self.heart.tick(alive=False, members=held)
                 self._inc("released_on_close", len(held))
                 logger.info(
                     "RedisIRIScheduler: closing (%s): %d requests queued, %d leased to other "
@@ -816,12 +493,12 @@ class RedisIRIScheduler(BaseScheduler):
             except Exception as exc:  # noqa: BLE001 - leases expire by themselves
                 logger.warning("RedisIRIScheduler: could not leave cleanly (%s): the leases "
                                "of this worker expire in %.1f s", exc, self.lease_ms / 1000)
-        elif self.lost is not None and self._client is not None:
+        elif self.lost is not None and self.queue.client is not None:
             try:  # deregister, so that IRI_REDIS_FLUSH_ON_START is not held up by us
-                self._scripts["tick"](
-                    keys=self._key_list("ready", "leases", "bodies", "workers", "intents",
-                                        "epoch", "clock"),
-                    args=[self.worker, self.lease_ms, "0"], client=self._client)
+                self.queue.call(
+                    "tick", self.queue.key_list("ready", "leases", "bodies", "workers",
+                                                "intents", "epoch", "clock"),
+                    [self.worker, self.lease_ms, "0"])
             except Exception:  # noqa: BLE001 - it expires by itself
                 logger.debug("RedisIRIScheduler: could not deregister", exc_info=True)
         if self._memory:
@@ -844,20 +521,13 @@ class RedisIRIScheduler(BaseScheduler):
         enqueued by the next worker that ticks (module doc).  :meth:`close` afterwards
         only closes the dupefilter.
         """
-        if self._ticker is not None and self._ticker.running:
-            self._ticker.stop()
-        self._ticker = None
+        self.heart.stop()
         if self.protocol is not None:
             self.protocol.stop()
         self._close_client()
 
     def _close_client(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001 - best effort
-                logger.debug("RedisIRIScheduler: error closing the Redis client", exc_info=True)
+        self.queue.close()
 
     # --- the queue -----------------------------------------------------------------
 
@@ -867,8 +537,8 @@ class RedisIRIScheduler(BaseScheduler):
         if not self.connected:
             return False
         try:
-            ready = self._retrying(lambda: self._client.execute_command(
-                "ZCARD", self._keys["ready"]))
+            ready = self._retrying(lambda: self.queue.client.execute_command(
+                "ZCARD", self.queue.keys["ready"]))
         except IRIRedisError:
             return False
         return bool(ready)
@@ -879,7 +549,7 @@ class RedisIRIScheduler(BaseScheduler):
             return len(self._memory)
         try:
             ready = self._retrying(
-                lambda: self._client.execute_command("ZCARD", self._keys["ready"]))
+                lambda: self.queue.client.execute_command("ZCARD", self.queue.keys["ready"]))
         except IRIRedisError:
             return len(self._memory)
         return int(ready) + len(self._memory)
@@ -909,8 +579,8 @@ class RedisIRIScheduler(BaseScheduler):
                 known = df.known_seen(df.fingerprint(request))
             if not known and data is not None:
                 # written before the dupefilter records the URL: see "Intents"
-                self._retrying(lambda: self._client.execute_command(
-                    "HSET", self._keys["intents"], self.worker, data))
+                self._retrying(lambda: self.queue.client.execute_command(
+                    "HSET", self.queue.keys["intents"], self.worker, data))
                 self._intent_stale = True
                 intent = self.worker
             if df.request_seen(request):
@@ -932,17 +602,11 @@ class RedisIRIScheduler(BaseScheduler):
         return True
 
     def _push(self, data: bytes, priority: int, intent: str) -> None:
-        self._counter += 1
-        rid = f"{self.worker}.{self._counter}"
-        # first in first out within a priority, across workers as far as their clocks
-        # agree (microseconds, 16 digits; never backwards within this worker)
-        self._seq = max(self._seq + 1, time.time_ns() // 1000)
-        member = f"{self._seq:016d}|{rid}"
-        score = -max(-_MAX_PRIORITY, min(_MAX_PRIORITY, int(priority)))
+        member, rid, score = self.queue.new_entry(self.worker, priority)
         # the same member and id if retried after a lost reply: idempotent
-        clock = self._run("enqueue", self._key_list("ready", "bodies", "intents", "clock"),
+        clock = self._run("enqueue", self.queue.key_list("ready", "bodies", "intents", "clock"),
                           [member, rid, score, data, intent])
-        if not self._clock_ok(int(clock), "when enqueuing"):
+        if not self.loss.clock_ok(int(clock), "when enqueuing"):
             raise IRIRedisError(f"the frontier is lost: {self.lost}")
         self._inc("enqueued")
         if self.stats is not None:
@@ -967,7 +631,7 @@ class RedisIRIScheduler(BaseScheduler):
             self.max_inflight = 0
         for _ in range(100):
             try:
-                reply = self._run("lease", self._key_list("ready", "leases", "bodies"),
+                reply = self._run("lease", self.queue.key_list("ready", "leases", "bodies"),
                                   [self.worker, self.lease_ms])
             except IRIRedisError:
                 return None
@@ -992,7 +656,7 @@ class RedisIRIScheduler(BaseScheduler):
                 continue
             request.meta[META_LEASE] = member
             ledger.hand_out(member, request)
-            self._idle_since = None
+            self.heart.idle_since = None
             self._inc("leased")
             if self.stats is not None:
                 self.stats.inc_value("scheduler/dequeued/redis")
@@ -1021,7 +685,7 @@ class RedisIRIScheduler(BaseScheduler):
             return
         intent = self.worker if self._intent_stale else ""
         try:
-            self._run("ack", self._key_list("ready", "leases", "bodies", "intents"),
+            self._run("ack", self.queue.key_list("ready", "leases", "bodies", "intents"),
                       [intent, *members])
         except IRIRedisError:
             return  # the lease expires: fetched again, not lost
@@ -1032,109 +696,22 @@ class RedisIRIScheduler(BaseScheduler):
         self.ledger.responded(request.meta.get(META_LEASE))
 
     def _on_idle(self, **_: Any) -> None:
-        """Nothing in the downloader or the scraper: ours are answered; wait for others."""
-        held = self.ledger.drain()  # acknowledged (the ledger's settle is _ack)
-        if not held and self._intent_stale:
-            self._ack([])
-        counts: tuple[int, int] | None = None
-        if self.connected:
-            try:
-                _requeued, _recovered, ready, leased = self._tick_once()
-                counts = (ready, leased)
-            except IRIRedisError:
-                counts = None
-        if self.lost is not None:  # never "finished" with the frontier lost
-            raise CloseSpider(REASON_FRONTIER_LOST)
-        if self._gave_up:
-            raise CloseSpider(self._give_up_reason)
-        if counts is None:
-            return
-        ready, leased = counts
-        if not ready and not leased:
-            if self.refusals.count:  # loud: never "finished" with records refused
-                self.refusals.closing(self.spider)
-                raise CloseSpider(REASON_REFUSED_RECORDS)
-            return  # the crawl is over: "finished"
-        now = time.monotonic()
-        if self._idle_since is None:
-            self._idle_since = now
-            logger.info(
-                "RedisIRIScheduler: nothing to fetch here; waiting for the %d requests leased "
-                "to other workers (and %d queued) to be answered or to expire",
-                leased, ready, extra={"spider": self.spider})
-        if self.idle_timeout and now - self._idle_since > self.idle_timeout:
-            logger.warning(
-                "RedisIRIScheduler: %d requests still leased to other workers after %.0f s "
-                "(IRI_REDIS_IDLE_TIMEOUT): closing this worker (%s); they carry on",
-                leased, self.idle_timeout, REASON_IDLE_TIMEOUT, extra={"spider": self.spider})
-            raise CloseSpider(REASON_IDLE_TIMEOUT)
-        raise DontCloseSpider
+        """Nothing in the downloader or the scraper: see :meth:`.Heartbeat.idle`."""
+        self.heart.idle()
 
     def _reaped(self, member: str) -> None:
         self._inc("answered_on_release")
 
     # --- heartbeat, reaper -------------------------------------------------------------
 
-    def _tick_once(self, alive: bool = True,
-                   members: list[str] | None = None) -> tuple[int, list[Any], int, int]:
-        held = self.ledger.keys() if members is None else members
-        reply = self._run(
-            "tick", self._key_list("ready", "leases", "bodies", "workers", "intents", "epoch",
-                                   "clock"),
-            [self.worker, self.lease_ms, "1" if alive else "0", *held],
-        )
-        requeued, recovered, ready, leased = int(reply[0]), list(reply[1]), int(reply[2]), \
-            int(reply[3])
-        if alive and self.epoch and not self._check(
-                "at a heartbeat", _text(reply[4]), int(reply[5]), ready, leased,
-                int(reply[6]), advanced=True):
-            raise IRIRedisError(f"the frontier is lost: {self.lost}")
-        if requeued:
-            self._inc("requeued_expired", requeued)
-            logger.info("RedisIRIScheduler: %d expired leases put back in the queue", requeued,
-                        extra={"spider": self.spider})
-        for i in range(0, len(recovered) - 1, 2):
-            field = recovered[i].decode() if isinstance(recovered[i], bytes) else recovered[i]
-            self._recover_intent(field, recovered[i + 1])
-        return requeued, recovered, ready, leased
-
-    def _recover_intent(self, field: str, data: bytes) -> None:
-        """A dead worker's intent: enqueue it (after the dupefilter, whose answer is ambiguous)."""
-        try:
-            request = self._decode(data)
-        except RefusedRecord as exc:  # never executed: kept aside, counted, loud
-            self._keep_refused(f"intent:{field}", data)
-            self._retrying(lambda: self._client.execute_command(
-                "HDEL", self._keys["intents"], field))
-            self._refused(exc, f"intent {field!r}")
-            return
-        if not request.dont_filter:
-            self.df.request_seen(request)  # record it; "seen" may be its own earlier write
-        self._push(data, request.priority, field)
-        self._inc("intents_recovered")
-        logger.info("RedisIRIScheduler: enqueued %s, left pending by a worker that died",
-                    request, extra={"spider": self.spider})
-
     def heartbeat(self) -> None:
-        """One heartbeat now (the ticker runs one every ``IRI_REDIS_LEASE_SECONDS / 3``).
+        """One heartbeat now (the ticker runs one every ``IRI_REDIS_LEASE_SECONDS / 3``):
+        see :meth:`.Heartbeat.beat`."""
+        self.heart.beat()
 
-        Extends this worker's liveness and its leases, puts expired leases (of any
-        worker) back in the queue and enqueues the intents of dead workers (module
-        doc, *tick*).  A failure is logged once and retried at the next heartbeat.
-        """
-        if not self.connected:
-            return
-        self.ledger.sweep()
-        try:
-            self._tick_once()
-        except Exception as exc:  # noqa: BLE001 - retried at the next tick
-            if self.lost is not None or self._gave_up:  # said once, closing
-                return
-            if not self._tick_failing:
-                logger.warning("RedisIRIScheduler: heartbeat failed (%s)", exc)
-            self._tick_failing = True
-            return
-        self._tick_failing = False
+    @property
+    def _ticker(self) -> LoopingCall | None:
+        return self.heart.ticker
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -1144,11 +721,11 @@ class RedisIRIScheduler(BaseScheduler):
         return codec.decode(data)
 
     def _keep_refused(self, field: str, data: bytes) -> None:
-        self._retrying(lambda: self._client.execute_command(
-            "HSET", self._keys["refused"], field, data))
+        self._retrying(lambda: self.queue.client.execute_command(
+            "HSET", self.queue.keys["refused"], field, data))
 
     def _refused(self, exc: RefusedRecord, record: str) -> None:
-        self.refusals.refused(exc, f"{record} (kept in {self._keys['refused']})", self.spider,
+        self.refusals.refused(exc, f"{record} (kept in {self.queue.keys['refused']})", self.spider,
                               crawler=self.crawler, count=self._inc)
 
     def _serialize(self, request: Request) -> bytes | None:
@@ -1177,14 +754,14 @@ class RedisIRIScheduler(BaseScheduler):
         ``bodies``, ``leases``, ``workers``, ``intents``, ``refused``, ``epoch``,
         ``clock``; ``rules`` and ``skipped`` at level protocol: docs/redis-fleet.md,
         *Keys*); empty before :meth:`open`."""
-        return dict(self._keys)
+        return dict(self.queue.keys)
 
     @property
     def connected(self) -> bool:
         """True while this scheduler holds a usable Redis connection: opened, not
         closed or abandoned, not given up after ``IRI_REDIS_RETRY_SECONDS``, and the
         crawl's frontier not found lost."""
-        return self._client is not None and not self._gave_up and self.lost is None
+        return self.queue.client is not None and not self._gave_up and self.lost is None
 
 
 class RedisSchedulerSpiderMiddleware(FrontierSpiderMiddleware):
