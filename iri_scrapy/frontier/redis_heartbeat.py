@@ -21,6 +21,7 @@ from iri_scrapy.frontier.codec import REASON_REFUSED_RECORDS, RefusedRecord
 from iri_scrapy.frontier.redis_client import IRIRedisError
 from iri_scrapy.frontier.redis_loss import REASON_FRONTIER_LOST
 from iri_scrapy.frontier.redis_queue import text
+from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 
 if TYPE_CHECKING:
     from twisted.internet.task import LoopingCall
