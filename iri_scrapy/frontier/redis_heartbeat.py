@@ -47,6 +47,8 @@ class Heartbeat:
         self._failing = False
         #: When this worker found nothing to fetch while others held leases, or None.
         self.idle_since: float | None = None
+        #: The "crawl had finished" line was logged (once per run).
+        self.said_finished = False
 
     def start(self, interval: float) -> None:
         from twisted.internet.task import LoopingCall
@@ -150,6 +152,7 @@ class Heartbeat:
             if s.refusals.count:  # loud: never "finished" with records refused
                 s.refusals.closing(s.spider)
                 raise CloseSpider(REASON_REFUSED_RECORDS)
+            self._say_if_finished_before()
             return  # the crawl is over: "finished"
         now = time.monotonic()
         if self.idle_since is None:
@@ -165,3 +168,22 @@ class Heartbeat:
                 leased, s.idle_timeout, REASON_IDLE_TIMEOUT, extra={"spider": s.spider})
             raise CloseSpider(REASON_IDLE_TIMEOUT)
         raise DontCloseSpider
+
+    def _say_if_finished_before(self) -> None:
+        """A run that queued and leased nothing because every request it made was seen
+        before: the fleet's crawl had finished.  One line says so, and how to start over
+        (it ended ``finished`` after 0 requests, in silence)."""
+        s = self.scheduler
+        if self.said_finished or s._joined or s._counts.get("enqueued") or s._counts.get(
+                "leased"):
+            return
+        stats = s.stats
+        filtered = stats.get_value("dupefilter/filtered", 0) if stats is not None else 0
+        if not filtered:
+            return
+        self.said_finished = True
+        logger.warning(
+            "RedisIRIScheduler: the crawl in %s:* had finished: the %d requests of this run "
+            "were all seen before, so nothing was fetched. To crawl again from the start, "
+            "set IRI_REDIS_FLUSH_ON_START = True (or another IRI_REDIS_SCHEDULER_KEY)",
+            s.base, filtered, extra={"spider": s.spider})

@@ -324,6 +324,25 @@ def test_flush_on_start(redis_server: RedisServer) -> None:
     fresh.close("shutdown")
 
 
+def test_a_finished_crawl_run_again_says_so(redis_server: RedisServer, caplog: Any) -> None:
+    """Run again, a finished fleet crawl ended ``finished`` after 0 requests in silence:
+    one WARNING now names IRI_REDIS_FLUSH_ON_START; a run that fetched says nothing."""
+    _, first = open_worker(redis_server.url)
+    first.enqueue_request(Request("http://e.com/1"))
+    for request in drain(first):
+        first.answered(request)
+    first._on_idle()  # finished: nothing raised, nothing said
+    first.close("finished")
+    assert not any("IRI_REDIS_FLUSH_ON_START" in r.getMessage() for r in caplog.records)
+    crawler, again = open_worker(redis_server.url)
+    assert not again.enqueue_request(Request("http://e.com/1"))
+    again._on_idle()
+    again._on_idle()
+    said = [r for r in caplog.records if "IRI_REDIS_FLUSH_ON_START" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "WARNING", said
+    again.close("finished")
+
+
 def test_unserializable_request_kept_in_memory(redis_server: RedisServer, caplog: Any) -> None:
     _, worker = open_worker(redis_server.url)
     request = Request("http://e.com/lambda", callback=lambda response: None)
