@@ -250,7 +250,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     ladder = _ladder_options()
     query = _query_options()
+    _add_normalize(sub, ladder, query)
+    _add_explain(sub, ladder)
+    _add_dedupe(sub, ladder, query)
+    _add_check(sub)
+    _add_report(sub)
+    _add_frontier(sub)
+    return parser
 
+
+def _add_normalize(
+    sub: argparse._SubParsersAction,
+    ladder: argparse.ArgumentParser,
+    query: argparse.ArgumentParser,
+) -> None:
+    """The ``normalize`` command."""
+    fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "normalize",
         parents=[ladder, query],
@@ -283,6 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT", help="write to OUT instead of stdout")
     p.set_defaults(func=cmd_normalize)
 
+
+def _add_explain(sub: argparse._SubParsersAction, ladder: argparse.ArgumentParser) -> None:
+    """The ``explain`` command."""
+    fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "explain",
         parents=[ladder],
@@ -299,6 +318,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b", metavar="B")
     p.set_defaults(func=cmd_explain)
 
+
+def _add_dedupe(
+    sub: argparse._SubParsersAction,
+    ladder: argparse.ArgumentParser,
+    query: argparse.ArgumentParser,
+) -> None:
+    """The ``dedupe`` command."""
+    fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "dedupe",
         parents=[ladder, query],
@@ -362,6 +389,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "URLs (default: url, uri, iri or the first string column)")
     p.set_defaults(func=cmd_dedupe)
 
+
+def _add_check(sub: argparse._SubParsersAction) -> None:
+    """The ``check`` command."""
+    fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "check",
         formatter_class=fmt,
@@ -385,6 +416,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one JSON object per URL: {url, ok, findings: [...]}")
     p.set_defaults(func=cmd_check)
 
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    """The ``report`` command."""
+    fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "report",
         formatter_class=fmt,
@@ -405,6 +440,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the page to write ('-' for stdout)")
     p.set_defaults(func=cmd_report)
 
+
+def _add_frontier(sub: argparse._SubParsersAction) -> None:
+    """The ``frontier`` command."""
+    fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "frontier",
         formatter_class=fmt,
@@ -435,7 +474,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("jobdir", metavar="JOBDIR")
     p.add_argument("--out", metavar="DIR", help="write the new store into DIR instead")
     p.set_defaults(func=cmd_frontier_salvage)
-    return parser
 
 
 # --- commands -------------------------------------------------------------------------
