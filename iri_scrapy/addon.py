@@ -175,14 +175,29 @@ class Addon:
         # what the add-on does once the crawl runs (signals, the Request() seam): an
         # extension, so that this method only edits settings
         settings.setdefault_in_component_priority_dict("EXTENSIONS", AddonExtension, 0)
-        if iri_setting(settings, "IRI_IDNA2008_REQUESTS"):
-            settings.setdefault_in_component_priority_dict(
-                "DOWNLOADER_MIDDLEWARES", IDNA2008DownloaderMiddleware, PRIORITIES["idna"])
-            settings.setdefault_in_component_priority_dict(
-                "DOWNLOADER_MIDDLEWARES", IDNA2008ResponseMiddleware,
-                PRIORITIES["idna_response"])
+        self._add_idna2008_middlewares(settings)
         fleet = bool(iri_setting(settings, "IRI_REDIS_URL"))
         self._compose_fingerprinter(settings)
+        self._choose_dupefilter(settings, fleet)
+        self._swap_stock_middlewares(settings)
+        self._add_iri_middlewares(settings)
+        self._choose_scheduler(settings, fleet)
+        # iri_report.json in JOBDIR, IRI_REPORT_FILE (not enabled without either)
+        settings.setdefault_in_component_priority_dict("EXTENSIONS", IRICrawlReport, 500)
+        self._swap_media_pipelines(settings)
+
+    def _add_idna2008_middlewares(self, settings: BaseSettings) -> None:
+        """IDNA2008 on outgoing requests and redirects (IRI_IDNA2008_REQUESTS)."""
+        if not iri_setting(settings, "IRI_IDNA2008_REQUESTS"):
+            return
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", IDNA2008DownloaderMiddleware, PRIORITIES["idna"])
+        settings.setdefault_in_component_priority_dict(
+            "DOWNLOADER_MIDDLEWARES", IDNA2008ResponseMiddleware,
+            PRIORITIES["idna_response"])
+
+    def _choose_dupefilter(self, settings: BaseSettings, fleet: bool) -> None:
+        """Our dupefilter, the Redis one for a fleet or scrapy-redis's scheduler."""
         redis_scheduler = is_scrapy_redis_scheduler(settings.get("SCHEDULER"))
         dupefilter = REDIS_DUPEFILTER if fleet or redis_scheduler else DUPEFILTER
         settings.set("DUPEFILTER_CLASS", dupefilter, priority="addon")
@@ -201,6 +216,8 @@ class Addon:
                                           "ours": REDIS_DUPEFILTER},
             )
 
+    def _swap_stock_middlewares(self, settings: BaseSettings) -> None:
+        """Replace Scrapy's offsite, robots.txt and meta refresh middlewares unless listed."""
         downloader = settings.getdict("DOWNLOADER_MIDDLEWARES")
         user_offsite = _listed(downloader, OffsiteMiddleware) or _listed(
             downloader, IRIOffsiteMiddleware
@@ -231,6 +248,9 @@ class Addon:
             settings.set_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", IRIMetaRefreshMiddleware, PRIORITIES["meta_refresh"]
             )
+
+    def _add_iri_middlewares(self, settings: BaseSettings) -> None:
+        """The normalization, protocol and spider middlewares."""
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", IRINormalizationMiddleware, PRIORITIES["normalization"]
         )
@@ -240,6 +260,9 @@ class Addon:
         settings.setdefault_in_component_priority_dict(
             "SPIDER_MIDDLEWARES", IRISpiderMiddleware, PRIORITIES["spider"]
         )
+
+    def _choose_scheduler(self, settings: BaseSettings, fleet: bool) -> None:
+        """The frontier scheduler: Redis for a fleet, SQLite with JOBDIR."""
         scheduler = None
         if fleet and iri_setting(settings, "IRI_REDIS_SCHEDULER"):
             scheduler = REDIS_SCHEDULER
@@ -258,17 +281,19 @@ class Addon:
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", FrontierDownloaderMiddleware, PRIORITIES["frontier"]
             )
-        # iri_report.json in JOBDIR, IRI_REPORT_FILE (not enabled without either)
-        settings.setdefault_in_component_priority_dict("EXTENSIONS", IRICrawlReport, 500)
-        if iri_setting(settings, "IRI_MEDIA_PIPELINES"):
-            pipelines = settings.getdict("ITEM_PIPELINES")
-            for stock_cls, our_cls in MEDIA_PIPELINES:
-                if _listed(pipelines, our_cls):
-                    continue
-                with contextlib.suppress(KeyError):  # not listed, or disabled (None)
-                    settings.replace_in_component_priority_dict(
-                        "ITEM_PIPELINES", stock_cls, our_cls
-                    )
+
+    def _swap_media_pipelines(self, settings: BaseSettings) -> None:
+        """Our media pipelines for Scrapy's (IRI_MEDIA_PIPELINES)."""
+        if not iri_setting(settings, "IRI_MEDIA_PIPELINES"):
+            return
+        pipelines = settings.getdict("ITEM_PIPELINES")
+        for stock_cls, our_cls in MEDIA_PIPELINES:
+            if _listed(pipelines, our_cls):
+                continue
+            with contextlib.suppress(KeyError):  # not listed, or disabled (None)
+                settings.replace_in_component_priority_dict(
+                    "ITEM_PIPELINES", stock_cls, our_cls
+                )
 
     # --- fingerprinters: compose with scrapy-zyte-api's, scrapy-poet's, the user's ----------
 
