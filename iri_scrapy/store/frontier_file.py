@@ -292,6 +292,38 @@ def salvage(jobdir: str | os.PathLike[str], out: str | os.PathLike[str] | None =
 
 
 def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
+    src = _open_source(source, report)
+    meta = _source_meta(src, report)
+    fmt = meta.get("format")
+    order = meta.get("order") or "lifo,fifo"
+    with contextlib.suppress(FileNotFoundError):
+        target.unlink()
+    dst = sqlite3.connect(target, isolation_level=None)
+    try:
+        dst.execute("PRAGMA journal_mode=DELETE")
+        dst.execute("BEGIN")
+        for ddl in (META_DDL, SEEN_DDL, PENDING_DDL, PENDING_INDEX, REFUSED_DDL):
+            dst.execute(ddl)
+        if fmt != str(FORMAT_VERSION):
+            meta["lanes"] = ""  # every row in lane '': the crawl places them again
+        meta.update({"format": str(FORMAT_VERSION), "clean": "1", "order": order})
+        dst.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
+        highest = _copy_pending(src, dst, fmt, order, report)
+        _copy_seen(src, dst, report)
+        highest = _copy_refused(src, dst, report, highest)
+        # ids are never reused: the sequence goes on from the highest id known
+        if dst.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'pending'",
+                       (highest,)).rowcount == 0:
+            dst.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('pending', ?)",
+                        (highest,))
+        dst.execute("COMMIT")
+    finally:
+        src.close()
+        dst.close()
+
+
+def _open_source(source: Path, report: SalvageReport) -> sqlite3.Connection:
+    """The damaged store, opened, if it has a frontier store's tables."""
     try:
         src = sqlite3.connect(source, isolation_level=None)
         tables = {row[0] for row in src.execute(
@@ -304,6 +336,11 @@ def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
         src.close()
         raise SalvageError(f"{report.source} is not an iri_scrapy frontier store: nothing "
                            "to salvage")
+    return src
+
+
+def _source_meta(src: sqlite3.Connection, report: SalvageReport) -> dict[str, str]:
+    """The store's meta table (or a stand-in when unreadable); *src* closed on refusal."""
     try:
         meta = dict(src.execute("SELECT key, value FROM meta").fetchall())
     except sqlite3.DatabaseError as exc:
@@ -322,79 +359,73 @@ def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
         src.close()
         raise SalvageError(f"{report.source} has frontier format {fmt}; this iri_scrapy "
                            f"reads formats 1 to {FORMAT_VERSION}")
-    order = meta.get("order") or "lifo,fifo"
+    return meta
+
+
+def _copy_pending(src: sqlite3.Connection, dst: sqlite3.Connection, fmt: str | None,
+                  order: str, report: SalvageReport) -> int:
+    """Copy the readable pending requests; the highest id the source had."""
     lifo, start_lifo = order_modes(order)
-    with contextlib.suppress(FileNotFoundError):
-        target.unlink()
-    dst = sqlite3.connect(target, isolation_level=None)
+    # pending: with the order columns (format 1 has none: from the JSON record)
+    columns = {"1": "request", "2": "request, np, kind, ord"}.get(
+        str(fmt), "request, np, kind, ord, lane")
+    last = _highest(src, "pending", "id", 0)
+    for state, row in _rows(src, "pending", columns, "id", last):
+        if state == "bad":
+            report.pending_unreadable += 1
+            continue
+        assert isinstance(row, tuple)
+        rowid, data = row[0], row[1]
+        if not isinstance(data, (bytes, str)) or not isinstance(rowid, int) or (
+                _damaged_json(data)):
+            report.pending_unreadable += 1  # a damaged cell or overflow page
+            continue
+        if fmt == "1" or not all(isinstance(v, int) for v in row[2:5]):
+            priority, start = priority_of(data)
+            key = order_key(rowid, priority, start, lifo=lifo, start_lifo=start_lifo)
+        else:
+            key = (row[2], row[3], row[4])
+        lane = row[5] if len(row) > 5 and isinstance(row[5], str) else ""
+        dst.execute("INSERT INTO pending VALUES (?, ?, ?, ?, ?, ?)",
+                    (rowid, data, *key, lane))
+        report.pending += 1
+    return last
+
+
+def _copy_seen(src: sqlite3.Connection, dst: sqlite3.Connection,
+               report: SalvageReport) -> None:
+    """Copy the readable seen fingerprints (rowid order)."""
+    seen_last = _highest(src, "seen", "rowid", 0)
+    batch: list[tuple[int]] = []
+    for state, row in _rows(src, "seen", "fp", "rowid", seen_last):
+        if state == "bad":
+            report.seen_unreadable += 1
+            continue
+        assert isinstance(row, tuple)
+        if not isinstance(row[1], int):
+            report.seen_unreadable += 1
+            continue
+        batch.append((row[1],))
+        if len(batch) >= 10000:
+            dst.executemany("INSERT INTO seen VALUES (?)", batch)
+            batch.clear()
+    dst.executemany("INSERT INTO seen VALUES (?)", batch)
+    report.seen = _count(dst, "seen")
+
+
+def _copy_refused(src: sqlite3.Connection, dst: sqlite3.Connection,
+                  report: SalvageReport, highest: int) -> int:
+    """Copy the refused records (kept for inspection), best effort; *highest* raised to
+    their highest id."""
     try:
-        dst.execute("PRAGMA journal_mode=DELETE")
-        dst.execute("BEGIN")
-        for ddl in (META_DDL, SEEN_DDL, PENDING_DDL, PENDING_INDEX, REFUSED_DDL):
-            dst.execute(ddl)
-        if fmt != str(FORMAT_VERSION):
-            meta["lanes"] = ""  # every row in lane '': the crawl places them again
-        meta.update({"format": str(FORMAT_VERSION), "clean": "1", "order": order})
-        dst.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
-        # pending: with the order columns (format 1 has none: from the JSON record)
-        columns = {"1": "request", "2": "request, np, kind, ord"}.get(
-            str(fmt), "request, np, kind, ord, lane")
-        last = _highest(src, "pending", "id", 0)
-        for state, row in _rows(src, "pending", columns, "id", last):
-            if state == "bad":
-                report.pending_unreadable += 1
-                continue
-            assert isinstance(row, tuple)
-            rowid, data = row[0], row[1]
-            if not isinstance(data, (bytes, str)) or not isinstance(rowid, int) or (
-                    _damaged_json(data)):
-                report.pending_unreadable += 1  # a damaged cell or overflow page
-                continue
-            if fmt == "1" or not all(isinstance(v, int) for v in row[2:5]):
-                priority, start = priority_of(data)
-                key = order_key(rowid, priority, start, lifo=lifo, start_lifo=start_lifo)
-            else:
-                key = (row[2], row[3], row[4])
-            lane = row[5] if len(row) > 5 and isinstance(row[5], str) else ""
-            dst.execute("INSERT INTO pending VALUES (?, ?, ?, ?, ?, ?)",
-                        (rowid, data, *key, lane))
-            report.pending += 1
-        highest = last
-        # seen fingerprints (rowid order)
-        seen_last = _highest(src, "seen", "rowid", 0)
-        batch: list[tuple[int]] = []
-        for state, row in _rows(src, "seen", "fp", "rowid", seen_last):
-            if state == "bad":
-                report.seen_unreadable += 1
-                continue
-            assert isinstance(row, tuple)
-            if not isinstance(row[1], int):
-                report.seen_unreadable += 1
-                continue
-            batch.append((row[1],))
-            if len(batch) >= 10000:
-                dst.executemany("INSERT INTO seen VALUES (?)", batch)
-                batch.clear()
-        dst.executemany("INSERT INTO seen VALUES (?)", batch)
-        report.seen = _count(dst, "seen")
-        # refused records (kept for inspection): best effort
-        try:
-            refused = list(src.execute("SELECT id, request, kind, at FROM refused"))
-        except sqlite3.DatabaseError:
-            refused = []
-        dst.executemany("INSERT OR REPLACE INTO refused VALUES (?, ?, ?, ?)", refused)
-        report.refused = len(refused)
-        for rowid, *_ in refused:
-            highest = max(highest, int(rowid))
-        # ids are never reused: the sequence goes on from the highest id known
-        if dst.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'pending'",
-                       (highest,)).rowcount == 0:
-            dst.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('pending', ?)",
-                        (highest,))
-        dst.execute("COMMIT")
-    finally:
-        src.close()
-        dst.close()
+        refused = list(src.execute("SELECT id, request, kind, at FROM refused"))
+    except sqlite3.DatabaseError:
+        refused = []
+    dst.executemany("INSERT OR REPLACE INTO refused VALUES (?, ?, ?, ?)", refused)
+    report.refused = len(refused)
+    for rowid, *_ in refused:
+        highest = max(highest, int(rowid))
+    return highest
 
 
 def _count(conn: sqlite3.Connection, table: str) -> int:
