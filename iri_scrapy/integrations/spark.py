@@ -310,65 +310,15 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
 
     def run(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         d = _deduper(level, keep_fragment, nfc, form, with_rungs, query)
-        decide, add, stats = d.classify, d.add, d.stats
+        stats = d.stats
         cand_rungs = [0] * n_rungs
         held: list[list[Any]] | None = None
         for values in batches:
-            ends: list[int] = [0]  # the list offsets: element count before each row
-            kinds: list[int] = []
-            fps: list[int | None] = []
-            masks: list[int | None] = []
-            keys: list[str | None] = []
-            outs: list[str | None] = []
-            errors: list[str | None] = []
-            batch = _values(values)
-            stats.lines += len(batch)
-            n = 0
-            for value in batch:
-                outcome, text, found, written = (
-                    decide(value) if value.__class__ is str
-                    else _NULL if value is None else decide(_text(value)))
-                if outcome is None:
-                    fp = fingerprint(text)
-                    if first_wins and not add(fp, found):
-                        ends.append(n)
-                        continue
-                    if not first_wins:
-                        stats.unique += 1
-                    mask = 0
-                    for rung in found:
-                        mask |= _MASK[rung]
-                    if with_rungs:
-                        if mask:
-                            for i in range(1, n_rungs):
-                                if mask >> i & 1:
-                                    cand_rungs[i] += 1
-                        else:
-                            cand_rungs[0] += 1
-                    n += 1
-                    ends.append(n)
-                    kinds.append(_CANDIDATE)
-                    fps.append(_signed(fp))
-                    masks.append(mask if with_rungs else None)
-                    keys.append(text if with_keys else None)
-                    outs.append(written if form is not None else None)
-                    errors.append(None)
-                elif outcome is Outcome.BLANK:
-                    stats.blank += 1
-                    ends.append(n)
-                else:
-                    stats.unparseable += 1
-                    n += 1
-                    ends.append(n)
-                    kinds.append(_REJECT)
-                    fps.append(None)
-                    masks.append(None)
-                    keys.append(None)
-                    outs.append(None)
-                    errors.append(text)
+            cols = _classify_batch(values, d, cand_rungs, first_wins, with_rungs,
+                                   with_keys, form)
             if held is not None:
                 yield _pass_array(held, [], 0)
-            held = [ends, kinds, fps, masks, keys, outs, errors]
+            held = cols
         if held is None:
             return
         ctx = TaskContext.get()
@@ -377,6 +327,66 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
         yield _pass_array(held, counts, ctx.partitionId() if ctx is not None else 0)
 
     return run
+
+
+def _classify_batch(values: pa.Array, d: Deduper, cand_rungs: list[int], first_wins: bool,
+                    with_rungs: bool, with_keys: bool, form: Form | None) -> list[list[Any]]:
+    """The columns of one batch of :func:`_dedupe_pass` (counting into *d* and *cand_rungs*)."""
+    decide, add, stats = d.classify, d.add, d.stats
+    n_rungs = len(cand_rungs)
+    ends: list[int] = [0]  # the list offsets: element count before each row
+    kinds: list[int] = []
+    fps: list[int | None] = []
+    masks: list[int | None] = []
+    keys: list[str | None] = []
+    outs: list[str | None] = []
+    errors: list[str | None] = []
+    batch = _values(values)
+    stats.lines += len(batch)
+    n = 0
+    for value in batch:
+        outcome, text, found, written = (
+            decide(value) if value.__class__ is str
+            else _NULL if value is None else decide(_text(value)))
+        if outcome is None:
+            fp = fingerprint(text)
+            if first_wins and not add(fp, found):
+                ends.append(n)
+                continue
+            if not first_wins:
+                stats.unique += 1
+            mask = 0
+            for rung in found:
+                mask |= _MASK[rung]
+            if with_rungs:
+                if mask:
+                    for i in range(1, n_rungs):
+                        if mask >> i & 1:
+                            cand_rungs[i] += 1
+                else:
+                    cand_rungs[0] += 1
+            n += 1
+            ends.append(n)
+            kinds.append(_CANDIDATE)
+            fps.append(_signed(fp))
+            masks.append(mask if with_rungs else None)
+            keys.append(text if with_keys else None)
+            outs.append(written if form is not None else None)
+            errors.append(None)
+        elif outcome is Outcome.BLANK:
+            stats.blank += 1
+            ends.append(n)
+        else:
+            stats.unparseable += 1
+            n += 1
+            ends.append(n)
+            kinds.append(_REJECT)
+            fps.append(None)
+            masks.append(None)
+            keys.append(None)
+            outs.append(None)
+            errors.append(text)
+    return [ends, kinds, fps, masks, keys, outs, errors]
 
 
 def _pass_array(cols: list[list[Any]], counts: list[int], part: int) -> pa.Array:
