@@ -64,7 +64,6 @@ from iri_scrapy.frontier.redis_loss import (
 )
 from iri_scrapy.frontier.redis_protocol import ProtocolStateLost, RedisProtocolStore
 from iri_scrapy.frontier.redis_queue import RedisQueue
-from iri_scrapy.frontier.redis_queue import text as _text
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.context import CrawlContext
@@ -604,9 +603,8 @@ class RedisIRIScheduler(BaseScheduler):
     def _push(self, data: bytes, priority: int, intent: str) -> None:
         member, rid, score = self.queue.new_entry(self.worker, priority)
         # the same member and id if retried after a lost reply: idempotent
-        clock = self._run("enqueue", self.queue.key_list("ready", "bodies", "intents", "clock"),
-                          [member, rid, score, data, intent])
-        if not self.loss.clock_ok(int(clock), "when enqueuing"):
+        clock = self._retrying(lambda: self.queue.push(member, rid, score, data, intent))
+        if not self.loss.clock_ok(clock, "when enqueuing"):
             raise IRIRedisError(f"the frontier is lost: {self.lost}")
         self._inc("enqueued")
         if self.stats is not None:
@@ -631,24 +629,23 @@ class RedisIRIScheduler(BaseScheduler):
             self.max_inflight = 0
         for _ in range(100):
             try:
-                reply = self._run("lease", self.queue.key_list("ready", "leases", "bodies"),
-                                  [self.worker, self.lease_ms])
+                member, data, missing = self._retrying(
+                    lambda: self.queue.lease(self.worker, self.lease_ms))
             except IRIRedisError:
                 return None
-            if int(reply[2]):  # queue entries whose request is gone: never silent
+            if missing:  # queue entries whose request is gone: never silent
                 self._frontier_lost(
-                    f"{int(reply[2])} queue entries had no stored request (evicted or "
+                    f"{missing} queue entries had no stored request (evicted or "
                     "deleted), found when leasing")
                 return None
-            member = _text(reply[0])
             if not member:
                 return None
             try:
-                request = self._decode(reply[1])
+                request = self._decode(data)
             except RefusedRecord as exc:  # never executed: kept aside, counted, loud
                 queued = member.split(" ", 2)[-1]
                 try:
-                    self._keep_refused(f"queue:{queued}", reply[1])
+                    self._keep_refused(f"queue:{queued}", data)
                 except IRIRedisError:
                     return None
                 self._ack([member])
@@ -685,8 +682,7 @@ class RedisIRIScheduler(BaseScheduler):
             return
         intent = self.worker if self._intent_stale else ""
         try:
-            self._run("ack", self.queue.key_list("ready", "leases", "bodies", "intents"),
-                      [intent, *members])
+            self._retrying(lambda: self.queue.ack(intent, members))
         except IRIRedisError:
             return  # the lease expires: fetched again, not lost
         self._intent_stale = False
