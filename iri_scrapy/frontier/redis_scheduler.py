@@ -57,6 +57,7 @@ from iri_scrapy.frontier.redis_loss import (
     EvictionPolicy,
     FrontierLost,
     LossWatch,
+    lost_at_start,
 )
 from iri_scrapy.frontier.redis_protocol import ProtocolStateLost, RedisProtocolStore
 from iri_scrapy.frontier.redis_queue import RedisQueue
@@ -349,12 +350,8 @@ class RedisIRIScheduler(BaseScheduler):
                 self.queue.client.execute_command("EXISTS", df.meta_key)))
         except FrontierLost as exc:
             self._close_client()
-            message = (
-                f"RedisIRIScheduler: this crawl's frontier in Redis at "
-                f"{mask_url(self.redis_url)} ({self.base}:*) is lost: {exc}. Pages may be "
-                "missing: crawl again from the start with IRI_REDIS_FLUSH_ON_START = True, "
-                "after making Redis keep its data (appendonly yes, maxmemory-policy "
-                "noeviction: docs/redis.md)")
+            message = lost_at_start("RedisIRIScheduler", self.redis_url, self.base,
+                                    "frontier", exc)
             refuse_start(self.crawler, REASON_FRONTIER_LOST, message, exc)
             return False
         return True
@@ -376,12 +373,8 @@ class RedisIRIScheduler(BaseScheduler):
             self.protocol = None
             lost = isinstance(exc, ProtocolStateLost)
             if lost:
-                message = (
-                    f"RedisIRIScheduler: this crawl's state in Redis at "
-                    f"{mask_url(self.redis_url)} ({self.base}:*) is lost: {exc}. Pages may be "
-                    "missing: crawl again from the start with IRI_REDIS_FLUSH_ON_START = True, "
-                    "after making Redis keep its data (appendonly yes, maxmemory-policy "
-                    "noeviction: docs/redis.md)")
+                message = lost_at_start("RedisIRIScheduler", self.redis_url, self.base,
+                                        "state", exc)
             else:
                 message = f"RedisIRIScheduler: Redis at {mask_url(self.redis_url)}: {exc}"
             if self.connected:
