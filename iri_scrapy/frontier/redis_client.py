@@ -347,3 +347,78 @@ class RetryPolicy:
         self.waited = self.clock() - start
         self.longest_outage = max(self.longest_outage, self.waited)
         self._count("outage_seconds", self.waited)
+
+
+class RedisRetry:
+    """A component's retried Redis calls, and its giving up (once) at the deadline.
+
+    :meth:`call` runs *fn* through a :class:`RetryPolicy` (built on first use: it
+    imports redis) retrying :func:`retried_errors`; at the deadline, or on another
+    Redis error, :meth:`give_up` logs the one ERROR line (:func:`give_up_line`),
+    calls *stop* with the ``finish_reason`` and :class:`IRIRedisError` is raised.
+    *usable* says whether the component may still use Redis; *after_outage* runs
+    when a call succeeded after an outage (Redis may have come back empty).
+    """
+
+    def __init__(self, component: str, url: str, retry_seconds: float, *,
+                 log: logging.Logger, usable: Callable[[], bool],
+                 count: Callable[[str], None], stop: Callable[[str], None],
+                 after_outage: Callable[[], None], extra: Callable[[], dict[str, Any]]) -> None:
+        from iri_scrapy.plugin.refusal import REASON_REDIS_UNAVAILABLE
+
+        self.component = component
+        self.url = url
+        self.retry_seconds = max(0.0, retry_seconds)
+        self.log = log
+        self._usable = usable
+        self._count = count
+        self._stop = stop
+        self._after_outage = after_outage
+        self._extra = extra
+        self.policy: RetryPolicy | None = None
+        #: Given up: Redis is not used any more.
+        self.gave_up = False
+        #: The ``finish_reason`` of giving up.
+        self.reason = REASON_REDIS_UNAVAILABLE
+
+    def call(self, fn: Callable[[], _T]) -> _T:
+        """*fn()*, retried through an outage or an out-of-memory Redis (class doc)."""
+        if not self._usable():
+            raise IRIRedisError(f"Redis at {mask_url(self.url)} unusable")
+        if self.policy is None:
+            # a cluster in failover (CLUSTERDOWN, TRYAGAIN, a replica answering
+            # READONLY) is waited for, as a lost connection is; and a Redis out of
+            # memory (noeviction): the write was refused, it is sent again
+            self.policy = RetryPolicy(
+                mask_url(self.url), self.retry_seconds, retryable=retried_errors(),
+                log=self.log, label=f"{self.component}: ", say_retries=False,
+                on_count=self._count_outage,
+            )
+        from redis.exceptions import RedisError
+
+        outages = self.policy.outages
+        try:
+            result = self.policy.call(fn)
+        except RedisRetryExhausted as exc:
+            self.give_up(exc.last)
+            raise
+        except RedisError as exc:  # an error retrying cannot fix: loud, nothing acked
+            self.give_up(exc)
+            raise IRIRedisError(f"Redis at {mask_url(self.url)}: {exc}") from exc
+        if self.policy.outages != outages:
+            self._after_outage()
+        return result
+
+    def _count_outage(self, name: str, value: float) -> None:
+        if name != "outage_seconds":  # outages, retries
+            self._count(name)
+
+    def give_up(self, exc: BaseException) -> None:
+        """Redis cannot be used: the ERROR line, then *stop* (once)."""
+        if not self._usable():
+            return
+        self.gave_up = True
+        reason = self.reason = give_up_reason(exc)
+        self.log.error("%s", give_up_line(self.component, self.url, exc, self.retry_seconds,
+                                          reason), extra=self._extra())
+        self._stop(reason)

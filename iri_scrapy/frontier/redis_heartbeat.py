@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 
@@ -24,7 +25,13 @@ from iri_scrapy.frontier.redis_queue import text
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from twisted.internet.task import LoopingCall
+
+    from iri_scrapy.frontier.codec import RefusalLog
+    from iri_scrapy.frontier.ledger import Ledger
+    from iri_scrapy.frontier.redis_loss import LossWatch
+    from iri_scrapy.frontier.redis_queue import RedisQueue
 
 #: The scheduler's log lines (one logger for the scheduler and its parts).
 logger = logging.getLogger("iri_scrapy.frontier.redis_scheduler")
@@ -33,14 +40,60 @@ logger = logging.getLogger("iri_scrapy.frontier.redis_scheduler")
 REASON_IDLE_TIMEOUT = "iri_redis_idle_timeout"
 
 
+_T = TypeVar("_T")
+
+
+class Ticked(Protocol):
+    """What :class:`Heartbeat` uses of its scheduler (:class:`~iri_scrapy.RedisIRIScheduler`;
+    described here: :mod:`.redis_scheduler` imports this module, and the architecture
+    test forbids import circles, even under ``TYPE_CHECKING``)."""
+
+    worker: str
+    lease_ms: int
+    idle_timeout: float
+    _joined: bool
+    _intent_stale: bool
+    _counts: dict[str, int]
+    df: Any
+    stats: Any
+    spider: Any
+
+    @property
+    def queue(self) -> RedisQueue: ...
+    @property
+    def loss(self) -> LossWatch: ...
+    @property
+    def ledger(self) -> Ledger[str]: ...
+    @property
+    def refusals(self) -> RefusalLog: ...
+    @property
+    def connected(self) -> bool: ...
+    @property
+    def lost(self) -> str | None: ...
+    @property
+    def epoch(self) -> str: ...
+    @property
+    def base(self) -> str: ...
+    @property
+    def _gave_up(self) -> bool: ...
+    @property
+    def _give_up_reason(self) -> str: ...
+
+    def heartbeat(self) -> None: ...
+    def _run(self, name: str, keys: list[str], args: list[Any]) -> Any: ...
+    def _retrying(self, call: Callable[[], _T]) -> _T: ...
+    def _inc(self, name: str, count: int = 1) -> None: ...
+    def _ack(self, members: list[str]) -> None: ...
+    def _push(self, data: bytes, priority: int, intent: str) -> None: ...
+    def _decode(self, data: Any) -> Request: ...
+    def _keep_refused(self, field: str, data: bytes) -> None: ...
+    def _refused(self, exc: RefusedRecord, record: str) -> None: ...
+
+
 class Heartbeat:
-    """The ticks of one :class:`~iri_scrapy.RedisIRIScheduler` (module doc).
+    """The ticks of one :class:`~iri_scrapy.RedisIRIScheduler` (module doc)."""
 
-    *scheduler* is typed ``Any``: :mod:`.redis_scheduler` imports this module, and the
-    architecture test forbids import circles (even under ``TYPE_CHECKING``).
-    """
-
-    def __init__(self, scheduler: Any) -> None:
+    def __init__(self, scheduler: Ticked) -> None:
         self.scheduler = scheduler
         #: Runs :meth:`beat` while the crawl runs (started at open).
         self.ticker: LoopingCall | None = None

@@ -39,6 +39,15 @@ class EvictionPolicy(IRIRedisError):
     """Redis's ``maxmemory-policy`` can evict the crawl's keys (refused at start)."""
 
 
+def lost_at_start(component: str, url: str, base: str, what: str, exc: BaseException) -> str:
+    """The refusal line of a start that found the crawl's *what* (``frontier``,
+    ``state``) in Redis lost: what to do."""
+    return (f"{component}: this crawl's {what} in Redis at {mask_url(url)} ({base}:*) is "
+            f"lost: {exc}. Pages may be missing: crawl again from the start with "
+            "IRI_REDIS_FLUSH_ON_START = True, after making Redis keep its data (appendonly "
+            "yes, maxmemory-policy noeviction: docs/redis.md)")
+
+
 def _config(client: Any, name: str, target: dict[str, Any]) -> str:
     """``CONFIG GET name`` (one server, or the cluster node in *target*) as text."""
     reply = client.execute_command("CONFIG", "GET", name, **target)

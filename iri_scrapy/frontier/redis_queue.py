@@ -263,6 +263,24 @@ class RedisQueue:
         """One run of script *name* (not retried)."""
         return self.scripts[name](keys=keys, args=args, client=self.client)
 
+    def push(self, member: str, rid: str, score: int, data: bytes, intent: str) -> int:
+        """Enqueue one request (the *enqueue* script; idempotent for one *member*
+        and *rid*); the crawl's clock."""
+        return int(self.call("enqueue", self.key_list("ready", "bodies", "intents", "clock"),
+                             [member, rid, score, data, intent]))
+
+    def lease(self, worker: str, lease_ms: int) -> tuple[str, Any, int]:
+        """Lease the first queued request to *worker* (the *lease* script): its member
+        ("" if none), its stored request, and the entries found with no request."""
+        reply = self.call("lease", self.key_list("ready", "leases", "bodies"),
+                          [worker, lease_ms])
+        return text(reply[0]), reply[1], int(reply[2])
+
+    def ack(self, intent: str, members: list[str]) -> None:
+        """Acknowledge *members* and clear the intent of *intent* if not "" (*ack*)."""
+        self.call("ack", self.key_list("ready", "leases", "bodies", "intents"),
+                  [intent, *members])
+
     def new_entry(self, worker: str, priority: int) -> tuple[str, str, int]:
         """A new request's queue member, id and score (lowest first)."""
         self._counter += 1

@@ -43,14 +43,10 @@ from iri_scrapy.frontier.redis_client import (
     DEFAULT_RETRY_SECONDS,
     DEFAULT_SOCKET_TIMEOUT,
     IRIRedisError,
-    RedisRetryExhausted,
-    RetryPolicy,
+    RedisRetry,
     client_kwargs_from_settings,
-    give_up_line,
-    give_up_reason,
     mask_url,
     new_client,
-    retried_errors,
 )
 from iri_scrapy.frontier.redis_dupefilter import RedisIRIDupeFilter
 from iri_scrapy.frontier.redis_heartbeat import REASON_IDLE_TIMEOUT as REASON_IDLE_TIMEOUT
@@ -61,10 +57,10 @@ from iri_scrapy.frontier.redis_loss import (
     EvictionPolicy,
     FrontierLost,
     LossWatch,
+    lost_at_start,
 )
 from iri_scrapy.frontier.redis_protocol import ProtocolStateLost, RedisProtocolStore
 from iri_scrapy.frontier.redis_queue import RedisQueue
-from iri_scrapy.frontier.redis_queue import text as _text
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.context import CrawlContext
@@ -171,7 +167,6 @@ class RedisIRIScheduler(BaseScheduler):
         self._memory: deque[Request] = deque()
         self._intent_stale = False
         self._joined = False
-        self._gave_up = False
         #: The heartbeat and reaper (:mod:`.redis_heartbeat`).
         self.heart = Heartbeat(self)
         self._counts: dict[str, int] = {}
@@ -179,12 +174,15 @@ class RedisIRIScheduler(BaseScheduler):
         self.codec: RequestCodec | None = None
         #: The records refused (see docs/frontier.md, "A refused record").
         self.refusals = RefusalLog("RedisIRIScheduler", "Redis")
-        self._retry: RetryPolicy | None = None  # built on first use (imports redis)
+        #: Retried Redis calls; giving up closes the crawl (:class:`.RedisRetry`).
+        self.retry = RedisRetry("RedisIRIScheduler", redis_url, retry_seconds, log=logger,
+                                usable=lambda: self.connected, count=self._inc,
+                                stop=self._close_spider, after_outage=self._after_outage,
+                                extra=lambda: {"spider": self.spider})
         #: The epoch marker, the crawl's clock, why the frontier is lost (:mod:`.redis_loss`).
         self.loss = LossWatch(self.queue, self.worker, redis_url, run=self._run,
                               on_lost=lambda: self._close_spider(REASON_FRONTIER_LOST),
                               count=self._inc, extra=lambda: {"spider": self.spider})
-        self._give_up_reason = REASON_REDIS_UNAVAILABLE
         #: At level protocol: the learned rules' keys (see :mod:`.redis_protocol`).
         self.protocol: RedisProtocolStore | None = None
 
@@ -229,52 +227,22 @@ class RedisIRIScheduler(BaseScheduler):
         return self._retrying(lambda: self.queue.call(name, keys, args))
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
-        """*call()*, retried through an outage or an out-of-memory Redis
-        (:class:`RetryPolicy`); at the deadline, or on another Redis error, the
-        spider is closed and :class:`IRIRedisError` raised.  After an outage the
-        crawl's state is checked (:meth:`verify`): Redis may have come back empty."""
-        if not self.connected:
-            raise IRIRedisError(f"Redis at {mask_url(self.redis_url)} unusable")
-        if self._retry is None:
-            # the dupefilter's list: a cluster in failover (CLUSTERDOWN, TRYAGAIN, a replica
-            # answering READONLY) is waited for, as a lost connection is; and a Redis out
-            # of memory (noeviction): the write was refused, it is sent again
-            self._retry = RetryPolicy(
-                mask_url(self.redis_url), self.retry_seconds,
-                retryable=retried_errors(),
-                log=logger, label="RedisIRIScheduler: ", say_retries=False,
-                on_count=self._count_outage,
-            )
-        from redis.exceptions import RedisError
+        """*call()*, retried through an outage (:class:`.RedisRetry`): at the deadline
+        the spider is closed and :class:`IRIRedisError` raised."""
+        return self.retry.call(call)
 
-        outages = self._retry.outages
-        try:
-            result = self._retry.call(call)
-        except RedisRetryExhausted as exc:
-            self._give_up(exc.last)
-            raise
-        except RedisError as exc:  # an error retrying cannot fix: loud, nothing acked
-            self._give_up(exc)
-            raise IRIRedisError(f"Redis at {mask_url(self.redis_url)}: {exc}") from exc
-        if self._retry.outages != outages and not self.loss.checking:
+    def _after_outage(self) -> None:
+        """Redis answered again: it may have come back empty (:meth:`verify`)."""
+        if not self.loss.checking:
             self.verify("after Redis answered again")
-        return result
 
-    def _count_outage(self, name: str, value: float) -> None:
-        if name != "outage_seconds":  # iri/redis_scheduler/outages, retries
-            self._inc(name)
+    @property
+    def _gave_up(self) -> bool:
+        return self.retry.gave_up
 
-    def _give_up(self, exc: BaseException) -> None:
-        """Redis cannot store the queue: close the spider; nothing more is acknowledged
-        (the requests answered since stay leased in Redis, and are fetched again)."""
-        if not self.connected:
-            return
-        self._gave_up = True
-        reason = self._give_up_reason = give_up_reason(exc)
-        logger.error("%s", give_up_line("RedisIRIScheduler", self.redis_url, exc,
-                                        self.retry_seconds, reason),
-                     extra={"spider": self.spider})
-        self._close_spider(reason)
+    @property
+    def _give_up_reason(self) -> str:
+        return self.retry.reason
 
     def _close_spider(self, reason: str) -> None:
         """Every stop of this scheduler is loud: exit status 1 (pages may be left)."""
@@ -382,12 +350,8 @@ class RedisIRIScheduler(BaseScheduler):
                 self.queue.client.execute_command("EXISTS", df.meta_key)))
         except FrontierLost as exc:
             self._close_client()
-            message = (
-                f"RedisIRIScheduler: this crawl's frontier in Redis at "
-                f"{mask_url(self.redis_url)} ({self.base}:*) is lost: {exc}. Pages may be "
-                "missing: crawl again from the start with IRI_REDIS_FLUSH_ON_START = True, "
-                "after making Redis keep its data (appendonly yes, maxmemory-policy "
-                "noeviction: docs/redis.md)")
+            message = lost_at_start("RedisIRIScheduler", self.redis_url, self.base,
+                                    "frontier", exc)
             refuse_start(self.crawler, REASON_FRONTIER_LOST, message, exc)
             return False
         return True
@@ -409,12 +373,8 @@ class RedisIRIScheduler(BaseScheduler):
             self.protocol = None
             lost = isinstance(exc, ProtocolStateLost)
             if lost:
-                message = (
-                    f"RedisIRIScheduler: this crawl's state in Redis at "
-                    f"{mask_url(self.redis_url)} ({self.base}:*) is lost: {exc}. Pages may be "
-                    "missing: crawl again from the start with IRI_REDIS_FLUSH_ON_START = True, "
-                    "after making Redis keep its data (appendonly yes, maxmemory-policy "
-                    "noeviction: docs/redis.md)")
+                message = lost_at_start("RedisIRIScheduler", self.redis_url, self.base,
+                                        "state", exc)
             else:
                 message = f"RedisIRIScheduler: Redis at {mask_url(self.redis_url)}: {exc}"
             if self.connected:
@@ -604,9 +564,8 @@ class RedisIRIScheduler(BaseScheduler):
     def _push(self, data: bytes, priority: int, intent: str) -> None:
         member, rid, score = self.queue.new_entry(self.worker, priority)
         # the same member and id if retried after a lost reply: idempotent
-        clock = self._run("enqueue", self.queue.key_list("ready", "bodies", "intents", "clock"),
-                          [member, rid, score, data, intent])
-        if not self.loss.clock_ok(int(clock), "when enqueuing"):
+        clock = self._retrying(lambda: self.queue.push(member, rid, score, data, intent))
+        if not self.loss.clock_ok(clock, "when enqueuing"):
             raise IRIRedisError(f"the frontier is lost: {self.lost}")
         self._inc("enqueued")
         if self.stats is not None:
@@ -631,24 +590,23 @@ class RedisIRIScheduler(BaseScheduler):
             self.max_inflight = 0
         for _ in range(100):
             try:
-                reply = self._run("lease", self.queue.key_list("ready", "leases", "bodies"),
-                                  [self.worker, self.lease_ms])
+                member, data, missing = self._retrying(
+                    lambda: self.queue.lease(self.worker, self.lease_ms))
             except IRIRedisError:
                 return None
-            if int(reply[2]):  # queue entries whose request is gone: never silent
+            if missing:  # queue entries whose request is gone: never silent
                 self._frontier_lost(
-                    f"{int(reply[2])} queue entries had no stored request (evicted or "
+                    f"{missing} queue entries had no stored request (evicted or "
                     "deleted), found when leasing")
                 return None
-            member = _text(reply[0])
             if not member:
                 return None
             try:
-                request = self._decode(reply[1])
+                request = self._decode(data)
             except RefusedRecord as exc:  # never executed: kept aside, counted, loud
                 queued = member.split(" ", 2)[-1]
                 try:
-                    self._keep_refused(f"queue:{queued}", reply[1])
+                    self._keep_refused(f"queue:{queued}", data)
                 except IRIRedisError:
                     return None
                 self._ack([member])
@@ -685,8 +643,7 @@ class RedisIRIScheduler(BaseScheduler):
             return
         intent = self.worker if self._intent_stale else ""
         try:
-            self._run("ack", self.queue.key_list("ready", "leases", "bodies", "intents"),
-                      [intent, *members])
+            self._retrying(lambda: self.queue.ack(intent, members))
         except IRIRedisError:
             return  # the lease expires: fetched again, not lost
         self._intent_stale = False
