@@ -8,7 +8,8 @@ written in the same transactions, and deletes a pending row only once its reques
 is *answered* (:mod:`.middlewares`, or the request object released).  After any
 crash the same command fetches every request not yet answered, and again at most
 those in flight (``IRI_FRONTIER_MAX_INFLIGHT``).  It hands requests out in Scrapy's
-own order (:mod:`.lanes`).  This module is the scheduler; the store is
+own order (:mod:`.lanes`), reading the stored ones a batch at a time
+(:mod:`.stored_queue`).  This module is the scheduler; the store is
 :mod:`.sqlite_store` (opened by :mod:`.jobdir_start`, written by :mod:`.store_writer`),
 the lock :mod:`.lock`, its settings :mod:`.options`, requests as data :mod:`.codec`,
 a stock Scrapy ``JOBDIR`` read as data and taken over :mod:`.stock_jobdir`.
@@ -40,7 +41,6 @@ from iri_scrapy.frontier.codec import (
 from iri_scrapy.frontier.jobdir_start import open_store
 from iri_scrapy.frontier.lanes import (
     PER_SLOT,
-    Lane,
     Lanes,
     lanes_mode,
 )
@@ -144,6 +144,29 @@ def _refuse_priority_queue(crawler: Crawler | None, pqclass: Any) -> None:
     refuse_start(crawler, REASON_FRONTIER_PRIORITY_QUEUE, message, ValueError(message))
 
 
+def _frontier_wanted(settings: BaseSettings, jobdir: str | None, df_cls: Any) -> bool:
+    """Whether the crash-safe frontier runs: ``JOBDIR`` set, ``IRI_FRONTIER`` on, a local
+    IRI dupefilter, and not a ``JOBDIR`` started without the frontier."""
+    if not jobdir or not setting(settings, "IRI_FRONTIER"):
+        return False
+    if not _local_iri_dupefilter(df_cls):
+        logger.warning(
+            "IRIFrontierScheduler: DUPEFILTER_CLASS %s keeps its seen-set outside the "
+            "frontier store, so the two cannot agree after a crash: using Scrapy's JOBDIR "
+            "queue instead (not crash-safe)", getattr(df_cls, "__qualname__", df_cls),
+        )
+        return False
+    legacy = legacy_state(jobdir)
+    if legacy == FP_FILENAME and not Path(jobdir, FILENAME).exists():
+        logger.warning(
+            "IRIFrontierScheduler: JOBDIR %s was started without the crash-safe frontier "
+            "(it has %s): continuing it with Scrapy's JOBDIR queue (not crash-safe); "
+            "start a new JOBDIR for crash safety", jobdir, legacy,
+        )
+        return False
+    return True
+
+
 class IRIFrontierScheduler(Scheduler):
     """Scrapy's scheduler with a crash-tolerant ``JOBDIR`` (design: docs/jobdir.md).
 
@@ -157,7 +180,7 @@ class IRIFrontierScheduler(Scheduler):
         settings = crawler.settings
         jobdir = jobdir_setting(settings)
         df_cls = load_object(settings["DUPEFILTER_CLASS"])
-        use = cls._frontier_wanted(settings, jobdir, df_cls)
+        use = _frontier_wanted(settings, jobdir, df_cls)
         dupefilter: BaseDupeFilter
         if use:
             kwargs = df_cls.kwargs_from_crawler(crawler)
@@ -182,27 +205,6 @@ class IRIFrontierScheduler(Scheduler):
             allow_reset=setting(settings, "IRI_JOBDIR_ALLOW_RESET"),
             write_retry=max(0.0, setting(settings, "IRI_FRONTIER_WRITE_RETRY")),
         )
-
-    @staticmethod
-    def _frontier_wanted(settings: BaseSettings, jobdir: str | None, df_cls: Any) -> bool:
-        if not jobdir or not setting(settings, "IRI_FRONTIER"):
-            return False
-        if not _local_iri_dupefilter(df_cls):
-            logger.warning(
-                "IRIFrontierScheduler: DUPEFILTER_CLASS %s keeps its seen-set outside the "
-                "frontier store, so the two cannot agree after a crash: using Scrapy's JOBDIR "
-                "queue instead (not crash-safe)", getattr(df_cls, "__qualname__", df_cls),
-            )
-            return False
-        legacy = legacy_state(jobdir)
-        if legacy == FP_FILENAME and not Path(jobdir, FILENAME).exists():
-            logger.warning(
-                "IRIFrontierScheduler: JOBDIR %s was started without the crash-safe frontier "
-                "(it has %s): continuing it with Scrapy's JOBDIR queue (not crash-safe); "
-                "start a new JOBDIR for crash safety", jobdir, legacy,
-            )
-            return False
-        return True
 
     def __init__(
         self,
@@ -466,7 +468,7 @@ class IRIFrontierScheduler(Scheduler):
         store = self.store
         if store.failed is not None:
             return None  # nothing goes out while the store cannot be written
-        request = self._pop()
+        request = self.queue.pop()
         if request is None:
             return None
         if store.in_transaction:
@@ -474,7 +476,7 @@ class IRIFrontierScheduler(Scheduler):
             # the rows a kill leaves pending are at most the ones handed out
             store.commit()
             if store.failed is not None:
-                self._unpop(request)  # not handed out: stays queued
+                self.queue.unpop(request)  # not handed out: stays queued
                 self.writer.check()
                 return None
         stats = self.stats
@@ -537,26 +539,9 @@ class IRIFrontierScheduler(Scheduler):
         """The active downloads of *slot* (``DownloaderAwarePriorityQueue``'s measure)."""
         return compat.active_downloads(self.crawler, slot)
 
-    def _pop(self) -> Request | None:
-        return self.queue.pop()
-
-    def _unpop(self, request: Request) -> None:
-        self.queue.unpop(request)
-
-    def _refill(self, name: str, lane: Lane, *, at_open: bool = False) -> None:
-        self.queue.refill(name, lane, at_open=at_open)
-
-    @property
-    def _queued(self) -> int:
-        return self.queue.queued
-
     @property
     def _stored(self) -> Lanes:
         return self.queue.stored
-
-    @property
-    def _memory(self) -> Lanes:
-        return self.queue.memory
 
 
     # --- answers ---------------------------------------------------------------
