@@ -8,7 +8,8 @@ written in the same transactions, and deletes a pending row only once its reques
 is *answered* (:mod:`.middlewares`, or the request object released).  After any
 crash the same command fetches every request not yet answered, and again at most
 those in flight (``IRI_FRONTIER_MAX_INFLIGHT``).  It hands requests out in Scrapy's
-own order (:mod:`.lanes`).  This module is the scheduler; the store is
+own order (:mod:`.lanes`), reading the stored ones a batch at a time
+(:mod:`.stored_queue`).  This module is the scheduler; the store is
 :mod:`.sqlite_store` (opened by :mod:`.jobdir_start`, written by :mod:`.store_writer`),
 the lock :mod:`.lock`, its settings :mod:`.options`, requests as data :mod:`.codec`,
 a stock Scrapy ``JOBDIR`` read as data and taken over :mod:`.stock_jobdir`.
@@ -23,7 +24,7 @@ import logging
 import os
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.core.scheduler import Scheduler
@@ -39,12 +40,7 @@ from iri_scrapy.frontier.codec import (
 )
 from iri_scrapy.frontier.jobdir_start import open_store
 from iri_scrapy.frontier.lanes import (
-    BATCH,
-    BUFFER_MAX,
-    EVERYTHING_READ,
-    NOTHING_READ,
     PER_SLOT,
-    Lane,
     Lanes,
     lanes_mode,
 )
@@ -68,6 +64,7 @@ from iri_scrapy.frontier.stock_jobdir import (
     legacy_state,
 )
 from iri_scrapy.frontier.store_writer import REASON_FRONTIER_UNREADABLE, StoreWriter
+from iri_scrapy.frontier.stored_queue import META_FRONTIER_ID, StoredQueue
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.context import CrawlContext
@@ -82,7 +79,6 @@ from iri_scrapy.store.fpstore import (
 )
 from iri_scrapy.store.frontier_file import (
     FILENAME,
-    order_key,
 )
 
 if TYPE_CHECKING:
@@ -98,8 +94,6 @@ __all__ = ["IRIFrontierScheduler"]
 
 logger = logging.getLogger(__name__)
 
-#: Request meta key: the store row of a request the scheduler handed out.
-META_FRONTIER_ID = "iri_frontier_id"
 #: finish_reason: ``SCHEDULER_PRIORITY_QUEUE`` names a class whose order the frontier
 #: does not know (docs/jobdir.md, "Ordering").
 REASON_FRONTIER_PRIORITY_QUEUE = "iri_frontier_priority_queue"
@@ -150,6 +144,29 @@ def _refuse_priority_queue(crawler: Crawler | None, pqclass: Any) -> None:
     refuse_start(crawler, REASON_FRONTIER_PRIORITY_QUEUE, message, ValueError(message))
 
 
+def _frontier_wanted(settings: BaseSettings, jobdir: str | None, df_cls: Any) -> bool:
+    """Whether the crash-safe frontier runs: ``JOBDIR`` set, ``IRI_FRONTIER`` on, a local
+    IRI dupefilter, and not a ``JOBDIR`` started without the frontier."""
+    if not jobdir or not setting(settings, "IRI_FRONTIER"):
+        return False
+    if not _local_iri_dupefilter(df_cls):
+        logger.warning(
+            "IRIFrontierScheduler: DUPEFILTER_CLASS %s keeps its seen-set outside the "
+            "frontier store, so the two cannot agree after a crash: using Scrapy's JOBDIR "
+            "queue instead (not crash-safe)", getattr(df_cls, "__qualname__", df_cls),
+        )
+        return False
+    legacy = legacy_state(jobdir)
+    if legacy == FP_FILENAME and not Path(jobdir, FILENAME).exists():
+        logger.warning(
+            "IRIFrontierScheduler: JOBDIR %s was started without the crash-safe frontier "
+            "(it has %s): continuing it with Scrapy's JOBDIR queue (not crash-safe); "
+            "start a new JOBDIR for crash safety", jobdir, legacy,
+        )
+        return False
+    return True
+
+
 class IRIFrontierScheduler(Scheduler):
     """Scrapy's scheduler with a crash-tolerant ``JOBDIR`` (design: docs/jobdir.md).
 
@@ -163,7 +180,7 @@ class IRIFrontierScheduler(Scheduler):
         settings = crawler.settings
         jobdir = jobdir_setting(settings)
         df_cls = load_object(settings["DUPEFILTER_CLASS"])
-        use = cls._frontier_wanted(settings, jobdir, df_cls)
+        use = _frontier_wanted(settings, jobdir, df_cls)
         dupefilter: BaseDupeFilter
         if use:
             kwargs = df_cls.kwargs_from_crawler(crawler)
@@ -188,27 +205,6 @@ class IRIFrontierScheduler(Scheduler):
             allow_reset=setting(settings, "IRI_JOBDIR_ALLOW_RESET"),
             write_retry=max(0.0, setting(settings, "IRI_FRONTIER_WRITE_RETRY")),
         )
-
-    @staticmethod
-    def _frontier_wanted(settings: BaseSettings, jobdir: str | None, df_cls: Any) -> bool:
-        if not jobdir or not setting(settings, "IRI_FRONTIER"):
-            return False
-        if not _local_iri_dupefilter(df_cls):
-            logger.warning(
-                "IRIFrontierScheduler: DUPEFILTER_CLASS %s keeps its seen-set outside the "
-                "frontier store, so the two cannot agree after a crash: using Scrapy's JOBDIR "
-                "queue instead (not crash-safe)", getattr(df_cls, "__qualname__", df_cls),
-            )
-            return False
-        legacy = legacy_state(jobdir)
-        if legacy == FP_FILENAME and not Path(jobdir, FILENAME).exists():
-            logger.warning(
-                "IRIFrontierScheduler: JOBDIR %s was started without the crash-safe frontier "
-                "(it has %s): continuing it with Scrapy's JOBDIR queue (not crash-safe); "
-                "start a new JOBDIR for crash safety", jobdir, legacy,
-            )
-            return False
-        return True
 
     def __init__(
         self,
@@ -242,10 +238,6 @@ class IRIFrontierScheduler(Scheduler):
         #: ``ScrapyPriorityQueue``: one lane; ``DownloaderAwarePriorityQueue``: one per
         #: download slot; None: another class, refused at open (see :mod:`.lanes`).
         self.lanes_mode = lanes_mode(pqclass)
-        #: The order of memory-only requests (LIFO, and start requests' LIFO).
-        self._memory_lifo = not _is_fifo(mqclass)
-        self._start_memory_lifo = self.start_mqclass is not None and not _is_fifo(
-            self.start_mqclass)
         self.fsync_ms = fsync_ms
         self.allow_reset = allow_reset
         self.store: FrontierStore | None = None
@@ -267,13 +259,17 @@ class IRIFrontierScheduler(Scheduler):
             stop=self._stop, inc=self._inc, spider=lambda: self.spider,
             reap=self.ledger.reap, sweep=self.ledger.sweep)
         self._lock_fd: int | None = None
-        #: Requests waiting (stored or memory-only, not handed out): ``len(self)``.
-        self._queued = 0
-        #: The stored requests waiting, by lane (see :mod:`.lanes`).
-        self._stored = Lanes(stored=True)
-        #: The memory-only (unserializable) requests waiting, by lane: handed out
-        #: before any stored one, as Scrapy pops its memory queue first.
-        self._memory = Lanes(stored=False)
+        #: The requests waiting, stored and memory-only (see :mod:`.stored_queue`).
+        self.queue = StoredQueue(
+            store=lambda: self.store, codec=lambda: self.codec, ledger=self.ledger,
+            lane=self._lane, active=self._active, lanes_mode=self.lanes_mode,
+            start_stored=self.start_dqclass is not None,
+            start_memory=self.start_mqclass is not None,
+            memory_lifo=not _is_fifo(mqclass),
+            start_memory_lifo=self.start_mqclass is not None and not _is_fifo(
+                self.start_mqclass),
+            readable=self._readable, refused=self._refused, damaged=self._damaged,
+            log=logger)
         #: A stock Scrapy JOBDIR taken over (see :mod:`.stock_jobdir`), once open.
         self.stock: StockAdoption | None = None
 
@@ -350,14 +346,14 @@ class IRIFrontierScheduler(Scheduler):
             seen = df.preload(records)  # one bulk load (FingerprintSet.update)
             del records
             # the pending rows stay on disk, read a batch at a time, in crawl order
-            self._relane()
-            for name, count in store.lane_counts().items():
-                self._stored.lanes[name] = Lane(count)
-            recovered = self._queued = sum(lane.count for lane in self._stored.lanes.values())
-            self._adopt_stock(spider)
-            stock_refused = self.refusals.count
-            for name, lane in list(self._stored.lanes.items())[:1]:
-                self._refill(name, lane, at_open=True)
+            stock_refused = 0
+
+            def adopt() -> None:
+                nonlocal stock_refused
+                self._adopt_stock(spider)
+                stock_refused = self.refusals.count
+
+            recovered = self.queue.load(adopt=adopt)
         except sqlite3.DatabaseError as exc:  # damaged pages: refused, one line
             self.store = None
             with contextlib.suppress(sqlite3.Error):
@@ -437,16 +433,16 @@ class IRIFrontierScheduler(Scheduler):
             self._next_memory_id -= 1
             self._unser[rowid] = record
             meta[META_FRONTIER_ID] = rowid
-            self._memory.add(lane, self._memory_key(rowid, request), rowid, request)
+            self.queue.add_memory(lane, rowid, request)
             stats.inc_value("scheduler/enqueued/memory")
         else:
-            start = self.start_dqclass is not None and bool(meta.get("is_start_request"))
+            start = self.queue.is_start(request, stored=True)
             rowid = store.add(record, data, priority=request.priority, start=start, lane=lane)
             meta[META_FRONTIER_ID] = rowid
-            self._stored.add(lane, store.key(rowid, request.priority, start), rowid, request)
+            self.queue.add_stored(lane, store.key(rowid, request.priority, start), rowid,
+                                  request)
             stats.inc_value("scheduler/enqueued/disk")
             stats.inc_value("iri/frontier/stored")
-        self._queued += 1
         stats.inc_value("scheduler/enqueued")
         self._touch()
         return True
@@ -472,7 +468,7 @@ class IRIFrontierScheduler(Scheduler):
         store = self.store
         if store.failed is not None:
             return None  # nothing goes out while the store cannot be written
-        request = self._pop()
+        request = self.queue.pop()
         if request is None:
             return None
         if store.in_transaction:
@@ -480,7 +476,7 @@ class IRIFrontierScheduler(Scheduler):
             # the rows a kill leaves pending are at most the ones handed out
             store.commit()
             if store.failed is not None:
-                self._unpop(request)  # not handed out: stays queued
+                self.queue.unpop(request)  # not handed out: stays queued
                 self.writer.check()
                 return None
         stats = self.stats
@@ -531,7 +527,7 @@ class IRIFrontierScheduler(Scheduler):
     def __len__(self) -> int:
         if self.store is None:
             return super().__len__()
-        return self._queued
+        return len(self.queue)
 
     def _lane(self, request: Request) -> str:
         """The lane of *request*: its download slot with ``DownloaderAwarePriorityQueue``."""
@@ -543,117 +539,10 @@ class IRIFrontierScheduler(Scheduler):
         """The active downloads of *slot* (``DownloaderAwarePriorityQueue``'s measure)."""
         return compat.active_downloads(self.crawler, slot)
 
-    def _memory_key(self, rowid: int, request: Request) -> tuple[int, int, int]:
-        """The place of a memory-only request (its id is negative) in the memory queue."""
-        start = self.start_mqclass is not None and bool(request.meta.get("is_start_request"))
-        return order_key(-rowid, request.priority, start, lifo=self._memory_lifo,
-                         start_lifo=self._start_memory_lifo)
+    @property
+    def _stored(self) -> Lanes:
+        return self.queue.stored
 
-    def _relane(self) -> None:
-        """Place the stored rows in the lanes of this crawl's priority queue, when the
-        store's were written under another one (or not known: a salvaged
-        store).  Records are read as data; one that cannot be read stays in lane ``""``
-        and is refused when its turn comes."""
-        store, codec = self.store, self.codec
-        assert store is not None and codec is not None
-        if store.stored_lanes == self.lanes_mode:
-            return
-        pairs: list[tuple[str, int]] = []
-        for rowid, data in store.pending_rows():
-            lane = ""
-            if self.lanes_mode == PER_SLOT:
-                with contextlib.suppress(RefusedRecord):
-                    lane = self._lane(codec.decode(data))
-            pairs.append((lane, rowid))
-        store.relane(pairs)
-
-    def _pop(self) -> Request | None:
-        """The next request in Scrapy's order: memory-only ones first, then stored."""
-        memory = self._memory
-        if memory:
-            name, lane = memory.pick(self._active, round_robin=compat.SLOT_ROUND_ROBIN)
-            request = memory.take(name, lane)
-        else:
-            request = self._pop_stored()
-            if request is None:
-                return None
-        self._queued -= 1
-        return request
-
-    def _pop_stored(self) -> Request | None:
-        stored = self._stored
-        while stored:
-            name, lane = stored.pick(self._active, round_robin=compat.SLOT_ROUND_ROBIN)
-            if not lane.buf:
-                self._refill(name, lane)
-            if lane.buf:
-                return cast("Request", stored.take(name, lane))
-            if self.store is None or self.store.failed is not None or self.writer.gave_up:
-                return None  # cannot be read now
-            lost = stored.drop(name, lane)
-            if lost:
-                # counted but not in the store: the count must say so, or the spider
-                # would never go idle
-                logger.warning("IRIFrontierScheduler: %d requests counted as pending but "
-                               "none left in the store; count reset", lost)
-                self._queued -= lost
-        return None
-
-    def _unpop(self, request: Request) -> None:
-        """Put back a request :meth:`_pop` returned (it was not handed out)."""
-        store = self.store
-        assert store is not None
-        rowid = request.meta[META_FRONTIER_ID]
-        lane = self._lane(request)
-        if rowid < 0:
-            self._memory.add(lane, self._memory_key(rowid, request), rowid, request)
-        else:
-            start = self.start_dqclass is not None and bool(request.meta.get("is_start_request"))
-            self._stored.add(lane, store.key(rowid, request.priority, start), rowid, request)
-        self._queued += 1
-
-    def _refill(self, name: str, lane: Lane, *, at_open: bool = False) -> None:
-        """Read the next stored requests of *lane* in crawl order (at most ``BATCH``,
-        fewer when many lanes wait) into memory.  Never while the store is failing:
-        the rows written since the last commit are not on disk then."""
-        store = self.store
-        codec = self.codec
-        if store is None or codec is None or store.failed is not None:
-            return
-        ledger = self.ledger
-        stored = self._stored
-        limit = max(1, min(BATCH, BUFFER_MAX // len(stored.lanes)))
-        if stored.held + limit > BUFFER_MAX:
-            stored.shed()
-        while not lane.buf and lane.edge != EVERYTHING_READ:
-            edge = lane.edge
-            try:
-                rows = store.pending_after(
-                    name, None if edge == NOTHING_READ else cast(tuple[int, int, int], edge),
-                    limit)
-            except sqlite3.DatabaseError as exc:
-                if at_open:
-                    raise
-                self._damaged(exc)
-                return
-            for rowid, data, np_, kind, ord_ in rows:
-                if rowid in ledger:
-                    continue  # handed out, not answered yet
-                try:
-                    request = codec.decode(data)
-                except RefusedRecord as exc:  # never executed: kept aside, counted, loud
-                    self._queued -= 1
-                    lane.count -= 1
-                    self._refused(exc, rowid)
-                    continue
-                request.meta[META_FRONTIER_ID] = rowid
-                lane.buf.append(((np_, kind, ord_), rowid, request))
-                stored.held += 1
-            if len(rows) < limit:
-                lane.edge = EVERYTHING_READ
-            else:
-                last = rows[-1]
-                lane.edge = (last[2], last[3], last[4])
 
     # --- answers ---------------------------------------------------------------
 
@@ -732,9 +621,13 @@ class IRIFrontierScheduler(Scheduler):
     def _damaged(self, exc: sqlite3.DatabaseError) -> None:
         """The store cannot be read mid-crawl: nothing more goes out, the crawl closes
         with ``iri_frontier_unreadable`` (one ERROR line, exit status 1)."""
-        for lane in self._stored.lanes.values():
-            lane.edge = EVERYTHING_READ
+        self.queue.exhaust()
         self.writer.damaged(exc)
+
+    def _readable(self) -> bool:
+        """Whether the store can be read now (not failing, writes not given up)."""
+        store = self.store
+        return store is not None and store.failed is None and not self.writer.gave_up
 
     def _stop(self, reason: str) -> None:
         stop_crawl(self.crawler, reason, "IRIFrontierScheduler")

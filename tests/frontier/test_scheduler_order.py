@@ -33,7 +33,7 @@ from scrapy.core.downloader import Downloader
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.test import get_crawler
 
-from iri_scrapy.frontier import jobdir, lanes
+from iri_scrapy.frontier import jobdir, lanes, stored_queue
 from iri_scrapy.frontier.jobdir import REASON_FRONTIER_PRIORITY_QUEUE, IRIFrontierScheduler
 
 SCRAPY_PQ = "scrapy.pqueues.ScrapyPriorityQueue"
@@ -172,8 +172,8 @@ class Trio:
 @contextlib.contextmanager
 def small_read_ahead(batch: int = 3, buffer_max: int = 8) -> Iterator[None]:
     """The frontier's read-ahead shrunk, so that a few operations cross its limits."""
-    with mock.patch.object(jobdir, "BATCH", batch), \
-            mock.patch.object(jobdir, "BUFFER_MAX", buffer_max), \
+    with mock.patch.object(stored_queue, "BATCH", batch), \
+            mock.patch.object(stored_queue, "BUFFER_MAX", buffer_max), \
             mock.patch.object(lanes, "BUFFER_MAX", buffer_max):
         yield
 
