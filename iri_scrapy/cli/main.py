@@ -260,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_normalize(
-    sub: argparse._SubParsersAction,
+    sub: Any,
     ladder: argparse.ArgumentParser,
     query: argparse.ArgumentParser,
 ) -> None:
@@ -299,7 +299,7 @@ def _add_normalize(
     p.set_defaults(func=cmd_normalize)
 
 
-def _add_explain(sub: argparse._SubParsersAction, ladder: argparse.ArgumentParser) -> None:
+def _add_explain(sub: Any, ladder: argparse.ArgumentParser) -> None:
     """The ``explain`` command."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
@@ -320,7 +320,7 @@ def _add_explain(sub: argparse._SubParsersAction, ladder: argparse.ArgumentParse
 
 
 def _add_dedupe(
-    sub: argparse._SubParsersAction,
+    sub: Any,
     ladder: argparse.ArgumentParser,
     query: argparse.ArgumentParser,
 ) -> None:
@@ -390,7 +390,7 @@ def _add_dedupe(
     p.set_defaults(func=cmd_dedupe)
 
 
-def _add_check(sub: argparse._SubParsersAction) -> None:
+def _add_check(sub: Any) -> None:
     """The ``check`` command."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
@@ -417,7 +417,7 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_check)
 
 
-def _add_report(sub: argparse._SubParsersAction) -> None:
+def _add_report(sub: Any) -> None:
     """The ``report`` command."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
@@ -441,7 +441,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_report)
 
 
-def _add_frontier(sub: argparse._SubParsersAction) -> None:
+def _add_frontier(sub: Any) -> None:
     """The ``frontier`` command."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(

@@ -130,8 +130,8 @@ if TYPE_CHECKING:
     from scrapy.link import Link
 
 
-#: The Scrapy releases supported: CI runs the tests on 2.17.0 and on the newest release.
-SUPPORTED_SCRAPY = "Scrapy 2.17 or later (tested on 2.17.0 and the newest)"
+#: The Scrapy releases supported: CI runs the tests on 2.18.0 and on the newest release.
+SUPPORTED_SCRAPY = "Scrapy 2.18 or later (tested on 2.18.0 and the newest)"
 
 
 def unsupported(what: str) -> ImportError:

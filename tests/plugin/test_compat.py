@@ -399,8 +399,8 @@ def test_supported_range_names_the_installed_scrapy() -> None:
     # No upper bound here: a newer Scrapy is supported as long as the seams hold
     # (the import-time checks of compat.py and the tests below say when one breaks).
     major_minor = tuple(int(x) for x in scrapy.__version__.split(".")[:2])
-    assert major_minor >= (2, 17), scrapy.__version__
-    assert compat.SUPPORTED_SCRAPY == "Scrapy 2.17 or later (tested on 2.17.0 and the newest)"
+    assert major_minor >= (2, 18), scrapy.__version__
+    assert compat.SUPPORTED_SCRAPY == "Scrapy 2.18 or later (tested on 2.18.0 and the newest)"
 
 
 def test_verbatim_url_keeps_the_url_as_given() -> None:
@@ -477,7 +477,7 @@ def test_a_missing_seam_fails_at_import_with_a_clear_message() -> None:
     last = proc.stderr.strip().splitlines()[-1]
     assert last == (
         "ImportError: iri_scrapy needs scrapy.spiders.CrawlSpider._build_request(rule_index, "
-        f"link), which Scrapy {scrapy.__version__} does not have; supported: Scrapy 2.17 or later (tested on 2.17.0 and the newest)"
+        f"link), which Scrapy {scrapy.__version__} does not have; supported: Scrapy 2.18 or later (tested on 2.18.0 and the newest)"
     )
 
 

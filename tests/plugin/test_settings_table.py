@@ -77,6 +77,6 @@ def test_request_meta_keys_are_defined_in_config_only() -> None:
     # the frontier's own bookkeeping keys stay with their schedulers (dropped before
     # a request is stored, see codec.request_to_record's drop_meta)
     assert sorted(definitions) == [
-        "frontier/jobdir.py: META_FRONTIER_ID = \"iri_frontier_id\"",
         "frontier/redis_scheduler.py: META_LEASE = \"iri_redis_lease\"",
+        "frontier/stored_queue.py: META_FRONTIER_ID = \"iri_frontier_id\"",
     ]
