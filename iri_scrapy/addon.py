@@ -34,7 +34,7 @@ from iri_scrapy.frontier.middlewares import (
 from iri_scrapy.frontier.options import fsync_setting
 from iri_scrapy.frontier.redis_client import is_scrapy_redis_scheduler
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
-from iri_scrapy.plugin.config import is_subclass_path, load_object
+from iri_scrapy.plugin.config import class_of, is_subclass_path, load_object
 from iri_scrapy.plugin.config import setting as iri_setting
 from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.fingerprinter import BASE_SETTING, IRIRequestFingerprinter, chain_problem
@@ -103,13 +103,8 @@ def _family(value: Any) -> str | None:
     By class (a subclass counts as its base), without importing scrapy-zyte-api
     or scrapy-poet: a setting that names theirs has imported them already.
     """
-    if value is None:
-        return None
-    try:
-        cls = load_object(value)
-    except (ImportError, AttributeError, NameError, ValueError, TypeError):
-        return None
-    if not isinstance(cls, type):
+    cls = class_of(value)
+    if cls is None:
         return None
     if issubclass(cls, IRIRequestFingerprinter):
         return "ours"

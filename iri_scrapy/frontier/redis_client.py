@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from iri_scrapy.core.errors import IRIScrapyError
-from iri_scrapy.plugin.config import load_object, setting
+from iri_scrapy.plugin.config import class_of, setting
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -80,13 +80,8 @@ def redis_url_from_settings(settings: BaseSettings) -> str:
 
 def is_scrapy_redis_scheduler(value: Any) -> bool:
     """True if ``SCHEDULER`` names scrapy-redis's scheduler (or a subclass), not importing it."""
-    if value is None:
-        return False
-    try:
-        cls = load_object(value)
-    except (ImportError, AttributeError, NameError, ValueError, TypeError):
-        return False
-    return isinstance(cls, type) and any(
+    cls = class_of(value)
+    return cls is not None and any(
         f"{k.__module__}.{k.__qualname__}" == "scrapy_redis.scheduler.Scheduler"
         for k in cls.__mro__
     )

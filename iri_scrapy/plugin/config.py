@@ -240,6 +240,18 @@ def read_rules(path: str) -> ProtocolRules | None:
     return ProtocolRules.from_data(json.loads(text))
 
 
+def class_of(value: Any) -> type | None:
+    """The class a component setting names (a class or an import path), else None:
+    unset, not importable, or not a class (the add-on's and the Redis checks read it)."""
+    if value is None:
+        return None
+    try:
+        cls = load_object(value)
+    except (ImportError, AttributeError, NameError, ValueError, TypeError):
+        return None
+    return cls if isinstance(cls, type) else None
+
+
 def load_object(path: Any) -> Any:
     """The object at import path *path* (``"pkg.module.Name"``); a non-string callable as is.
 
