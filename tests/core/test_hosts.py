@@ -6,9 +6,11 @@ import random
 import unicodedata
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import iri_scrapy as iri
-from iri_scrapy.core.hosts import host_to_ascii, host_to_unicode
+from iri_scrapy.core.hosts import _ipv4_number, ends_in_number, host_to_ascii, host_to_unicode
 from iri_scrapy.core.punycode import punycode_encode
 from tests.support.vectors import load
 
@@ -176,3 +178,34 @@ def test_huge_label_error_is_shortened() -> None:
     with pytest.raises(iri.IRIError) as info:
         host_to_ascii("é" * 100_000)
     assert len(str(info.value)) < 1000
+
+
+# URL Standard, "ends in a number checker" (host parsing): the last label, less one
+# trailing dot, is all digits or parses as an IPv4 number (decimal, 0-octal, 0x-hex).
+ENDS_IN_NUMBER = [
+    ("example.com", False), ("foo.de", False), ("127.0.0.1", True), ("a.b.0x1f", True),
+    ("a.0x", True), ("a.0X.", True), ("a.09", True), ("a.08.", True), ("a.1e", False),
+    ("example.com.", False), ("", False), (".", False), ("1.", True), ("a.0xg", False),
+    ("a.b", False), ("0x.a", False), ("a.x1", False), ("a.07", True),
+]
+
+
+@pytest.mark.parametrize(("host", "expected"), ENDS_IN_NUMBER)
+def test_ends_in_number(host: str, expected: bool) -> None:
+    assert ends_in_number(host) is expected
+
+
+def _ends_in_number_reference(host: str) -> bool:
+    """The checker as the URL Standard words it, with no shortcut."""
+    end = len(host) - 1 if host.endswith(".") else len(host)
+    last = host[host.rfind(".", 0, end) + 1 : end]
+    if not last:
+        return False
+    if last.isascii() and last.isdigit():
+        return True
+    return _ipv4_number(last) is not None
+
+
+@given(st.text(alphabet="0123456789abcdefxXAg.-z", max_size=12))
+def test_ends_in_number_shortcut_agrees_with_the_standard(host: str) -> None:
+    assert ends_in_number(host) is _ends_in_number_reference(host)
