@@ -416,6 +416,6 @@ class AddonExtension:
         ):
             logger.info(
                 "iri_scrapy.Addon: requests sent through Zyte API are fingerprinted by "
-                "scrapy-zyte-api (its own URL canonicalization); IRI deduplication keys "
-                "the others"
+                "scrapy-zyte-api (its own URL canonicalization); the dupefilter folds "
+                "their canonical key in, the HTTP cache keys on scrapy-zyte-api's alone"
             )

@@ -38,7 +38,12 @@ from iri_scrapy.plugin.config import (
     setting,
 )
 from iri_scrapy.plugin.context import CrawlContext
-from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter, spelling
+from iri_scrapy.plugin.fingerprinter import (
+    IRIRequestFingerprinter,
+    KeyedFingerprinter,
+    dedupe_fingerprinter,
+    spelling,
+)
 from iri_scrapy.plugin.learned import Learned, learned_of
 from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
 from iri_scrapy.plugin.report_extension import dupefilter_closed, note_duplicate
@@ -130,6 +135,8 @@ def _stock_url(url: str) -> bytes:
 
 
 def _fingerprinter_path(fingerprinter: object) -> str:
+    if isinstance(fingerprinter, KeyedFingerprinter):
+        return f"{_fingerprinter_path(fingerprinter.chain)}+key"
     cls = type(fingerprinter)
     return f"{cls.__module__}.{cls.__qualname__}"
 
@@ -211,7 +218,7 @@ class IRIDupeFilter(BaseDupeFilter):
         settings = crawler.settings
         context = CrawlContext.of(crawler)
         return {
-            "fingerprinter": crawler.request_fingerprinter,
+            "fingerprinter": dedupe_fingerprinter(crawler),
             "config": context.config,
             "rules": context.rules,
             "learned": learned_of(context),

@@ -354,6 +354,49 @@ def chain_problem(fingerprinter: Any, config: IRIConfig) -> str | None:
     return None
 
 
+class KeyedFingerprinter:
+    """The crawler's fingerprinter with the canonical key folded in: what the dupefilters key on.
+
+    With scrapy-zyte-api (or scrapy-poet) on top of the chain, a request sent
+    through Zyte API is fingerprinted from its API parameters with w3lib's
+    ``canonicalize_url``, which merges ``/item?id=1&`` with ``/item?id=1`` (two
+    resources under RFC 3987 5.3: a page lost).  Where the chain's fingerprint
+    of a request differs from :class:`IRIRequestFingerprinter`'s (the chain did
+    not fall back to ours), the key is the SHA-1 of both: two requests are
+    duplicates only if both say so.  Where they are equal (every request the
+    chain hands to ours) the chain's fingerprint is the key, unchanged.
+    """
+
+    def __init__(self, chain: Any, ours: IRIRequestFingerprinter) -> None:
+        self.chain = chain
+        self.ours = ours
+        self.stamper = ours.stamper
+
+    def fingerprint(self, request: Request) -> bytes:
+        fp: bytes = self.chain.fingerprint(request)
+        own = self.ours.fingerprint(request)
+        if fp == own:
+            return fp
+        return hashlib.sha1(fp + own).digest()  # noqa: S324 - an identifier, not security
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {type(self.chain).__qualname__}+{self.ours!r}>"
+
+
+def dedupe_fingerprinter(crawler: Crawler) -> Any:
+    """What the dupefilters of *crawler* key requests on: the crawler's fingerprinter,
+    folded with ours (:class:`KeyedFingerprinter`) when another one is on top of a
+    chain that holds ours.  A chain without ours is the user's choice, kept as it is
+    (the add-on says at start that IRI deduplication is off)."""
+    chain = crawler.request_fingerprinter
+    if isinstance(chain, IRIRequestFingerprinter):
+        return chain
+    ours = IRIRequestFingerprinter(crawler)
+    if chain_problem(chain, ours.config) is not None:
+        return chain
+    return KeyedFingerprinter(chain, ours)
+
+
 def spelling(request: Request, stamp: Stamp | None) -> str:
     """The URL as the spider wrote it: its *stamp*'s spelling (see
     :mod:`iri_scrapy.plugin.stamp`); for a request with no valid stamp (None),

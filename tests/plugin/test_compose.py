@@ -227,7 +227,14 @@ def test_real_crawls_in_every_order_lose_no_page(tmp_path: Path) -> None:
         if ZYTE in ORDERS[name]:
             assert rec["zyte_params_same"] is False  # their part of the fingerprint kept
             assert rec["zyte_vs_plain_same"] is False
+            # a request sent through Zyte API: theirs merges ?id=1& with ?id=1 (w3lib's
+            # canonicalize_url), the dupefilter keeps them apart (our key folded in)
+            assert rec["zyte_chain_false_merge_same"] is True
+            assert rec["zyte_keyed_false_merge_same"] is False
+            assert rec["zyte_keyed_params_same"] is False
+            assert rec["zyte_keyed_plain_is_chain"] is True
         host = _host(i).alabel
         fetched = {k for k in hits.fetched() if k.host == host}
         assert len(fetched) == 4, (name, fetched)  # "/", both items, the alias page once
     assert "IRI deduplication is OFF" not in out["log"]
+

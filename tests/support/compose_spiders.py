@@ -55,6 +55,19 @@ class ProbeSpider(Spider):
                 {"zyte_api": {"httpResponseBody": True}})
             self.record["zyte_vs_plain_same"] = same(
                 fp, url, url, {"zyte_api": {"browserHtml": True}}, plain)
+            # what the dupefilter keys on (the chain with our key folded in)
+            from iri_scrapy import IRIDupeFilter
+
+            keyed = IRIDupeFilter.from_crawler(self.crawler).fingerprint
+            body = {"zyte_api": {"httpResponseBody": True}}
+            self.record.update(
+                zyte_chain_false_merge_same=same(fp, *FALSE_MERGE, body, body),
+                zyte_keyed_false_merge_same=same(keyed, *FALSE_MERGE, body, body),
+                zyte_keyed_params_same=same(
+                    keyed, url, url, {"zyte_api": {"browserHtml": True}}, body),
+                zyte_keyed_plain_is_chain=keyed(Request(url, meta=dict(plain)))
+                == fp(Request(url, meta=dict(plain))),
+            )
 
     def parse(self, response: Response) -> Iterator[Request]:
         if not self.record:
