@@ -8,7 +8,8 @@ w3lib; iri_scrapy with cold caches (first pass); iri_scrapy with warm caches
 (second pass: hosts seen before, as in a crawl, where every host has many URLs);
 and, if the ``ada-url`` package is installed, ada's C++ WHATWG parser (``href``)
 as a reference point.  Rounds alternate the contenders so machine load affects
-all alike; short corpora get more rounds.  Printed: the median rate, and the
+all alike; short corpora get more rounds.  With the native fast path built
+(iri_scrapy.core.native), a cold pass with the pure-Python reference is timed too.  Printed: the median rate, and the
 median of each round's ratio to that round's w3lib pass.
 
     python benchmarks/bench_normalize.py [--rounds 5] [CORPUS ...]
@@ -59,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from w3lib.url import canonicalize_url
 
     from iri_scrapy import normalize
+    from iri_scrapy.core import ladder
+
+    native_fast_path = ladder.fast_path  # the native one when it is built
 
     def iri(u: str) -> str:
         return normalize(u, keep_fragment=False)
@@ -71,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return ada_url.URL(u).href
 
         contenders.append(("ada_url (C++)", ada))
+        contenders.append(("ada_url normalize_url", ada_url.normalize_url))
     except ImportError:
         pass
 
@@ -96,6 +101,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             for label in ("iri_scrapy (cold caches)", "iri_scrapy (warm caches)"):
                 dt, errors[label] = timed(iri, urls)
                 measured[label] = len(urls) / dt
+            if native_fast_path is not ladder.reference_fast_path:
+                # the same, with the pure-Python fast path (a build without a compiler)
+                clear_caches()
+                ladder.fast_path = ladder.reference_fast_path
+                try:
+                    label = "iri_scrapy pure Python"
+                    dt, errors[label] = timed(iri, urls)
+                    measured[label] = len(urls) / dt
+                finally:
+                    ladder.fast_path = native_fast_path
             for name, fn in contenders[1:]:
                 dt, errors[name] = timed(fn, urls)
                 measured[name] = len(urls) / dt

@@ -27,6 +27,7 @@ from scrapy.pipelines.images import ImagesPipeline
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.request import RequestFingerprinter
 
+from iri_scrapy.core import native
 from iri_scrapy.frontier.middlewares import (
     FrontierDownloaderMiddleware,
     FrontierSpiderMiddleware,
@@ -376,6 +377,7 @@ class AddonExtension:
     (:func:`iri_scrapy.plugin.compat.install_idna2008`, counted) when it is built,
     before the engine, and removes it when the engine stops; when the spider opens
     it checks the fingerprinter chain actually built (``iri_scrapy.Addon:`` lines).
+    Without the native fast path (no C compiler at install) one INFO line says so.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -386,6 +388,9 @@ class AddonExtension:
             self._seam = True
             crawler.signals.connect(self._engine_stopped, signal=signals.engine_stopped)
         crawler.signals.connect(self._verify_fingerprinter, signal=signals.spider_opened)
+        if not native.enabled():
+            logger.info("iri_scrapy: the native fast path is off (%s): the same keys, "
+                        "computed in pure Python", native.why_off())
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:

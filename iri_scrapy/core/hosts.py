@@ -514,13 +514,13 @@ def _ipv4_number(part: str) -> int | None:
 # The last character of a host whose last label can be an IPv4 number (a decimal,
 # octal or ``0x`` hexadecimal number; ``0x`` alone is 0), or of one with a trailing
 # dot: any other last character answers "no" at once (most hosts: ``.com``).
-_NUMBER_END = frozenset("0123456789abcdefABCDEFxX.")
+NUMBER_END = frozenset("0123456789abcdefABCDEFxX.")
 
 
 def ends_in_number(host: str) -> bool:
     """The URL Standard's "ends in a number checker" on an ASCII host: its last label
     (less one trailing dot) is all ASCII digits or an IPv4 number (``0x1f``)."""
-    if not host or host[-1] not in _NUMBER_END:
+    if not host or host[-1] not in NUMBER_END:
         return False
     end = len(host) - 1 if host[-1] == "." else len(host)
     last = host[host.rfind(".", 0, end) + 1 : end]

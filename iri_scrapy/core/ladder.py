@@ -31,6 +31,7 @@ from enum import Enum, IntEnum
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Literal
 
+from iri_scrapy.core import native
 from iri_scrapy.core.errors import IRIError, IRISyntaxError
 from iri_scrapy.core.hosts import (
     WireHostError,
@@ -584,28 +585,36 @@ def protocol_normalize(ref: IRIReference, rules: ProtocolRules | None) -> IRIRef
 # --- fast path -------------------------------------------------------------------
 
 # An escape that is already canonical: uppercase hex, not an unreserved octet.
-_ESC = "%(?:[01][0-9A-F]|2[0-9A-CF]|3[A-F]|40|5[B-E]|60|7[B-DF]|[89A-F][0-9A-F])"
+CANONICAL_ESCAPE = "%(?:[01][0-9A-F]|2[0-9A-CF]|3[A-F]|40|5[B-E]|60|7[B-DF]|[89A-F][0-9A-F])"
 _URI_CHARS = "A-Za-z0-9\\-._~!$&'()*+,;=:@/%"
 # Possessive quantifiers: a mismatch (a non-ASCII character, say) fails at once
 # instead of backtracking through the path.  (Python 3.11+; on 3.10 plain ones.)
 _PLUS = "+" if sys.version_info >= (3, 11) else ""
+#: The character classes of the fast path (also the native one's tables: core/native.py).
+FAST_SCHEME_FIRST = "a-z"
+FAST_SCHEME_CHARS = "a-z0-9+.\\-"  # scheme, lowercase
+FAST_HOST_CHARS = "a-z0-9\\-._~!$&'()*+,;="  # host: lowercase reg-name, no escapes
+FAST_PATH_CHARS = _URI_CHARS
+FAST_QUERY_CHARS = _URI_CHARS + "?"  # query and fragment
 _FAST_RE = re.compile(
-    "([a-z][a-z0-9+.\\-]*" + _PLUS + ")://"  # scheme, lowercase
-    "((?!\\.)[a-z0-9\\-._~!$&'()*+,;=]+" + _PLUS + ")"  # host: lowercase reg-name, no escapes
+    "([" + FAST_SCHEME_FIRST + "][" + FAST_SCHEME_CHARS + "]*" + _PLUS + ")://"
+    "((?!\\.)[" + FAST_HOST_CHARS + "]+" + _PLUS + ")"
     "(?::([1-9][0-9]{0,4}))?"  # port without leading zeros
-    "(/[" + _URI_CHARS + "]*" + _PLUS + ")?"  # path
-    "(?:\\?[" + _URI_CHARS + "?]*" + _PLUS + ")?"  # query
-    "(?:#([" + _URI_CHARS + "?]*" + _PLUS + "))?"  # fragment
+    "(/[" + FAST_PATH_CHARS + "]*" + _PLUS + ")?"  # path
+    "(?:\\?[" + FAST_QUERY_CHARS + "]*" + _PLUS + ")?"  # query
+    "(?:#([" + FAST_QUERY_CHARS + "]*" + _PLUS + "))?"  # fragment
 )
-_NOT_CANONICAL_ESCAPE_RE = re.compile("%(?!" + _ESC[1:] + ")")
+_NOT_CANONICAL_ESCAPE_RE = re.compile("%(?!" + CANONICAL_ESCAPE[1:] + ")")
 _DOT_SEGMENT_RE = re.compile(r"/\.\.?(?:/|\Z)")
 
 
-def fast_path(text: str, keep_fragment: bool) -> str | None:
+def reference_fast_path(text: str, keep_fragment: bool) -> str | None:
     """Return *text* (less its fragment if asked) if it is already canonical at
     level SCHEME in URI form, else ``None``: one regular expression plus two
     cheap checks, which is what most crawl URLs need.  Proven equal to the climb
-    by every example table (tests/support/paths.py)."""
+    by every example table (tests/support/paths.py).  The reference of the
+    native :func:`fast_path` (:mod:`iri_scrapy.core.native`), which must agree
+    with it on every input."""
     m = _FAST_RE.fullmatch(text)
     if m is None:
         return None
@@ -627,6 +636,18 @@ def fast_path(text: str, keep_fragment: bool) -> str | None:
     if fragment is not None and not keep_fragment:
         return text[: m.start(5) - 1]
     return text
+
+
+#: The fast path in use: the native one when it was built (and not turned off with
+#: ``IRI_SCRAPY_NATIVE=0``), else :func:`reference_fast_path`.  Callers pass ASCII text
+#: (non-ASCII text is never canonical in URI form; the native one would convert it).
+fast_path = native.fast_path(
+    reference_fast_path,
+    classes=native.CharClasses(
+        scheme_first=FAST_SCHEME_FIRST, scheme=FAST_SCHEME_CHARS, host=FAST_HOST_CHARS,
+        path=FAST_PATH_CHARS, query=FAST_QUERY_CHARS),
+    canonical_escape=CANONICAL_ESCAPE,
+)
 
 
 # --- fused path ----------------------------------------------------------------------

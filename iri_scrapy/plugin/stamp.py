@@ -119,7 +119,8 @@ def fetch_form(url: str, query_encoding: str | None = None) -> str:
 
     Raises :class:`~iri_scrapy.IRIError` when *url* has no canonical form.
     """
-    fast = fast_path(url, True)  # already canonical: most links (what normalize tries first)
+    # already canonical: most links (what normalize tries first; ASCII only)
+    fast = fast_path(url, True) if url.isascii() else None
     if fast is not None:
         return fast
     if (

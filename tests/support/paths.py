@@ -1,6 +1,8 @@
 """Every code path of :func:`iri_scrapy.normalize`, forced one at a time.
 
-``normalize`` tries the fast regular expression (``fast_path``), then the fused
+``normalize`` tries the fast path (``fast_path``: the native one of
+:mod:`iri_scrapy.core.native` when it is built, else the regular expression of
+``reference_fast_path``), then the fused
 one-pass pipeline (``fused_path``), then the climb of the rungs (``climb_path``).
 The shortcuts must give exactly what the climb gives, so every example table runs
 through each path (as yarl runs its quoting tests through both its C and Python
@@ -12,18 +14,28 @@ whole chain.  The ``path`` fixture (tests/conftest.py) parametrizes a test over
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from iri_scrapy import IRIError, Level
 from iri_scrapy.core.ladder import (
     NormalizeOptions,
     climb_path,
-    fast_path,
     fused_path,
+    reference_fast_path,
     render_uri,
     with_context,
 )
+from iri_scrapy.core.native import MODULE as NATIVE
 from iri_scrapy.core.protocol import ProtocolRules
 
-PATHS = ("climb", "fused", "fast")
+PATHS = ("climb", "fused", "fast", "native") if NATIVE is not None else ("climb", "fused", "fast")
+
+
+def _fast(path: str) -> Callable[[str, bool], str | None]:
+    if path == "native":
+        assert NATIVE is not None
+        return NATIVE.fast_path  # type: ignore[no-any-return]
+    return reference_fast_path
 
 
 def via(
@@ -39,11 +51,11 @@ def via(
     """``normalize(text, level, ...)`` computed by *path* (one of :data:`PATHS`)."""
     options = NormalizeOptions(Level.coerce(level), form, keep_fragment, nfc, rules)
     lvl = options.level
-    if path == "fast" and form == "uri" and lvl >= Level.SCHEME and not nfc:
-        fast = fast_path(text, keep_fragment)
+    if path in ("fast", "native") and form == "uri" and lvl >= Level.SCHEME and not nfc:
+        fast = _fast(path)(text, keep_fragment)
         if fast is not None:
             return rules.apply(fast) if rules is not None and lvl is Level.PROTOCOL else fast
-    if path in ("fast", "fused") and lvl >= Level.SYNTAX and not nfc:
+    if path in ("fast", "native", "fused") and lvl >= Level.SYNTAX and not nfc:
         try:
             uri = fused_path(text, lvl, keep_fragment)
             if uri is not None:
@@ -58,8 +70,8 @@ def via(
 
 def took(path: str, text: str, level: Level = Level.SCHEME, keep_fragment: bool = True) -> bool:
     """True if *path* itself (not a later one) answers for *text* in URI form."""
-    if path == "fast":
-        return level >= Level.SCHEME and fast_path(text, keep_fragment) is not None
+    if path in ("fast", "native"):
+        return level >= Level.SCHEME and _fast(path)(text, keep_fragment) is not None
     if path == "fused":
         try:
             return level >= Level.SYNTAX and fused_path(text, level, keep_fragment) is not None

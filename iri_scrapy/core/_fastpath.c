@@ -1,0 +1,259 @@
+/* The ladder's fast path in C: "is this ASCII URI already canonical at level SCHEME?"
+ *
+ * Optional: a build without a C compiler leaves it out and iri_scrapy.core.ladder uses the
+ * pure-Python reference (``ladder.fast_path_reference``), which this module must agree
+ * with on every input (tests/core/test_native.py runs both over the corpora and generated
+ * mutations).  It holds no rule of its own: every character class, the canonical-escape
+ * table, the default ports, the DNS schemes and the URL Standard's "ends in a number" check
+ * are handed to configure() by iri_scrapy.core.native, built from the Python definitions.
+ * Only the stable ABI (abi3, Python 3.10+) is used, so one wheel serves every version.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+enum {
+    C_SCHEME_FIRST = 1, C_SCHEME = 2, C_HOST = 4, C_PATH = 8, C_QUERY = 16, C_NUMBER_END = 32,
+};
+
+typedef struct {
+    char name[16];
+    size_t name_len;
+    char port[8];
+    size_t port_len;
+    int dns;
+} scheme_entry;
+
+static unsigned char classes[128];
+static unsigned char escape_ok[256];
+static scheme_entry schemes[16];
+static size_t n_schemes;
+static PyObject *ends_in_number;  /* iri_scrapy.core.hosts.ends_in_number */
+static int configured;
+
+static int
+hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;  /* lowercase hex is not canonical (RFC 3986 6.2.2.1) */
+}
+
+static const scheme_entry *
+known_scheme(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n_schemes; i++) {
+        if (schemes[i].name_len == n && memcmp(schemes[i].name, s, n) == 0) return &schemes[i];
+    }
+    return NULL;
+}
+
+/* "/." or "/.." followed by "/" or the end of the path: a dot segment (RFC 3986 5.2.4). */
+static int
+has_dot_segment(const char *p, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (p[i] != '/' || p[i + 1] != '.') continue;
+        size_t j = i + 2;
+        if (j < n && p[j] == '.') j++;
+        if (j == n || p[j] == '/') return 1;
+    }
+    return 0;
+}
+
+static int
+host_ends_in_number(const char *host, size_t n)
+{
+    if (n == 0) return 0;
+    unsigned char last = (unsigned char)host[n - 1];
+    if (!(classes[last] & C_NUMBER_END)) return 0;  /* most hosts: ".com" */
+    PyObject *text = PyUnicode_FromStringAndSize(host, (Py_ssize_t)n);
+    if (text == NULL) return -1;
+    PyObject *res = PyObject_CallFunctionObjArgs(ends_in_number, text, NULL);
+    Py_DECREF(text);
+    if (res == NULL) return -1;
+    int truth = PyObject_IsTrue(res);
+    Py_DECREF(res);
+    return truth;
+}
+
+static PyObject *
+fast_path(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "fast_path(text, keep_fragment)");
+        return NULL;
+    }
+    if (!configured) {
+        PyErr_SetString(PyExc_RuntimeError, "iri_scrapy.core._fastpath is not configured");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    int keep_fragment = PyObject_IsTrue(args[1]);
+    if (keep_fragment < 0) return NULL;
+    Py_ssize_t size;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &size);
+    if (s == NULL) {  /* a lone surrogate: not canonical ASCII, the reference answers */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    size_t n = (size_t)size, i = 0;
+    /* scheme "://" */
+    if (n == 0 || (unsigned char)s[0] >= 128 || !(classes[(unsigned char)s[0]] & C_SCHEME_FIRST))
+        Py_RETURN_NONE;
+    for (i = 1; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_SCHEME); i++)
+        ;
+    size_t scheme_len = i;
+    if (i + 3 > n || s[i] != ':' || s[i + 1] != '/' || s[i + 2] != '/') Py_RETURN_NONE;
+    i += 3;
+    /* host: a lowercase reg-name without escapes, not starting with "." */
+    size_t host_start = i;
+    if (i < n && s[i] == '.') Py_RETURN_NONE;
+    for (; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_HOST); i++)
+        ;
+    size_t host_len = i - host_start;
+    if (host_len == 0) Py_RETURN_NONE;
+    /* port: 1-5 digits, no leading zero */
+    size_t port_start = 0, port_len = 0;
+    if (i < n && s[i] == ':') {
+        i++;
+        port_start = i;
+        if (i >= n || s[i] < '1' || s[i] > '9') Py_RETURN_NONE;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+            ;
+        port_len = i - port_start;
+        if (port_len > 5) Py_RETURN_NONE;
+    }
+    if (i < n && s[i] != '/' && s[i] != '?' && s[i] != '#') Py_RETURN_NONE;
+    size_t path_start = i, path_len = 0;
+    int has_path = 0;
+    if (i < n && s[i] == '/') {
+        has_path = 1;
+        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_PATH); i++)
+            ;
+        path_len = i - path_start;
+    }
+    if (i < n && s[i] == '?') {
+        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_QUERY); i++)
+            ;
+    }
+    size_t fragment = 0;  /* index of "#", 0 for none (it cannot be at 0) */
+    if (i < n && s[i] == '#') {
+        fragment = i;
+        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_QUERY); i++)
+            ;
+    }
+    if (i != n) Py_RETURN_NONE;
+
+    const scheme_entry *known = known_scheme(s, scheme_len);
+    if (known != NULL && known->port_len) {
+        const char *host = s + host_start;
+        for (size_t k = 0; k + 1 < host_len; k++) {
+            if (host[k] == '.' && host[k + 1] == '.') Py_RETURN_NONE;  /* an empty label */
+        }
+        int number = host_ends_in_number(host, host_len);
+        if (number < 0) return NULL;
+        if (number) Py_RETURN_NONE;
+        if (port_len == 5 && memcmp(s + port_start, "65535", 5) > 0) Py_RETURN_NONE;
+    }
+    /* every "%" starts a canonical escape: uppercase hex, not an unreserved octet */
+    for (const char *p = memchr(s, '%', n); p != NULL; p = memchr(p + 1, '%', n - (size_t)(p + 1 - s))) {
+        size_t at = (size_t)(p - s);
+        if (at + 2 >= n) Py_RETURN_NONE;
+        int hi = hexval((unsigned char)s[at + 1]), lo = hexval((unsigned char)s[at + 2]);
+        if (hi < 0 || lo < 0 || !escape_ok[hi * 16 + lo]) Py_RETURN_NONE;
+    }
+    if (has_path) {
+        if (has_dot_segment(s + path_start, path_len)) Py_RETURN_NONE;
+    } else if (known != NULL && known->dns) {
+        Py_RETURN_NONE;  /* the empty-path rule would write "/" (RFC 3987 5.3.3) */
+    }
+    if (port_len && known != NULL && known->port_len == port_len
+            && memcmp(known->port, s + port_start, port_len) == 0)
+        Py_RETURN_NONE;  /* the scheme's default port is dropped */
+    if (fragment && !keep_fragment) return PyUnicode_Substring(text, 0, (Py_ssize_t)fragment);
+    Py_INCREF(text);
+    return text;
+}
+
+static int
+read_bytes(PyObject *obj, unsigned char *out, Py_ssize_t want, const char *what)
+{
+    char *buf;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(obj, &buf, &len) < 0) return -1;
+    if (len != want) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, not %zd", what, len, want);
+        return -1;
+    }
+    memcpy(out, buf, (size_t)want);
+    return 0;
+}
+
+static int
+copy_ascii(PyObject *obj, char *out, size_t cap, size_t *len)
+{
+    Py_ssize_t size;
+    const char *s = PyUnicode_AsUTF8AndSize(obj, &size);
+    if (s == NULL) return -1;
+    if ((size_t)size >= cap) {
+        PyErr_SetString(PyExc_ValueError, "a scheme or port too long for the fast path");
+        return -1;
+    }
+    memcpy(out, s, (size_t)size);
+    *len = (size_t)size;
+    return 0;
+}
+
+/* configure(classes: bytes[128], escapes: bytes[256], schemes: tuple[(name, port, dns)], ends_in_number) */
+static PyObject *
+configure(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *cls, *esc, *table, *checker;
+    if (!PyArg_ParseTuple(args, "OOOO", &cls, &esc, &table, &checker)) return NULL;
+    configured = 0;
+    if (read_bytes(cls, classes, 128, "classes") < 0) return NULL;
+    if (read_bytes(esc, escape_ok, 256, "escapes") < 0) return NULL;
+    Py_ssize_t count = PyTuple_Size(table);
+    if (count < 0) return NULL;
+    if (count > (Py_ssize_t)(sizeof schemes / sizeof schemes[0])) {
+        PyErr_SetString(PyExc_ValueError, "too many schemes for the fast path");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *name, *port;
+        int dns;
+        if (!PyArg_ParseTuple(PyTuple_GetItem(table, k), "UUp", &name, &port, &dns)) return NULL;
+        if (copy_ascii(name, schemes[k].name, sizeof schemes[k].name, &schemes[k].name_len) < 0
+                || copy_ascii(port, schemes[k].port, sizeof schemes[k].port, &schemes[k].port_len) < 0)
+            return NULL;
+        schemes[k].dns = dns;
+    }
+    n_schemes = (size_t)count;
+    Py_INCREF(checker);
+    PyObject *old = ends_in_number;
+    ends_in_number = checker;
+    Py_XDECREF(old);
+    configured = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"fast_path", (PyCFunction)(void (*)(void))fast_path, METH_FASTCALL,
+     "fast_path(text, keep_fragment) -> str | None: text if already canonical (see ladder)."},
+    {"configure", configure, METH_VARARGS, "Hand the fast path its tables (iri_scrapy.core.native)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fastpath", "The ladder's fast path in C (optional).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__fastpath(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,109 @@
+"""The optional native fast path: the ladder's "already canonical?" test in C.
+
+``iri_scrapy.core._fastpath`` is built from ``_fastpath.c`` when a C compiler is at hand
+(abi3: one wheel per platform for every Python 3.10+); without one, ``pip install`` still
+works and :func:`fast_path` hands back the pure-Python reference, which gives the same
+key for every input (tests/core/test_native.py, over the corpora and generated
+mutations).  The C code holds no rule of its own: its character classes, its table of
+canonical escapes (RFC 3986 6.2.2.1-2), the default ports and DNS schemes (RFC 3987
+5.3.3) and the URL Standard's "ends in a number" host check are all built here from the
+Python definitions and handed to it once.  ``IRI_SCRAPY_NATIVE=0`` in the environment
+turns it off (benchmarks, a bug report).  Design and figures: docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+
+from iri_scrapy.core.hosts import NUMBER_END, ends_in_number
+from iri_scrapy.core.schemes import DEFAULT_PORTS, DNS_SCHEMES
+
+#: The environment variable that turns the native fast path off ("0").
+ENV = "IRI_SCRAPY_NATIVE"
+
+FastPath = Callable[[str, bool], "str | None"]
+
+# The bits of the C module's class table (_fastpath.c, enum at its top).
+_SCHEME_FIRST, _SCHEME, _HOST, _PATH, _QUERY, _NUMBER_END = 1, 2, 4, 8, 16, 32
+
+
+@dataclass(frozen=True)
+class CharClasses:
+    """The fast path's character classes, as the bodies of regular-expression ``[...]``."""
+
+    scheme_first: str
+    scheme: str
+    host: str
+    path: str
+    query: str
+
+
+def _module() -> ModuleType | None:
+    if os.environ.get(ENV, "1") == "0":
+        return None
+    try:
+        from iri_scrapy.core import _fastpath  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    module: ModuleType = _fastpath
+    return module
+
+
+#: The compiled module, or None (not built, or turned off).
+MODULE = _module()
+
+
+def class_table(classes: CharClasses) -> bytes:
+    """128 bytes: for each ASCII character, the bits of the classes that hold it."""
+    bits = [(classes.scheme_first, _SCHEME_FIRST), (classes.scheme, _SCHEME),
+            (classes.host, _HOST), (classes.path, _PATH), (classes.query, _QUERY)]
+    compiled = [(re.compile("[" + body + "]"), bit) for body, bit in bits]
+    table = bytearray(128)
+    for code in range(128):
+        char = chr(code)
+        for pattern, bit in compiled:
+            if pattern.fullmatch(char):
+                table[code] |= bit
+        if char in NUMBER_END:
+            table[code] |= _NUMBER_END
+    return bytes(table)
+
+
+def escape_table(canonical_escape: str) -> bytes:
+    """256 bytes: 1 where ``%XX`` (uppercase hex) of that octet matches *canonical_escape*."""
+    pattern = re.compile(canonical_escape)
+    return bytes(1 if pattern.fullmatch(f"%{octet:02X}") else 0 for octet in range(256))
+
+
+def scheme_table() -> tuple[tuple[str, str, bool], ...]:
+    """(scheme, default port or "", uses DNS) for every scheme with a scheme-based rule."""
+    names = sorted(set(DEFAULT_PORTS) | DNS_SCHEMES)
+    if any(not DEFAULT_PORTS.get(name, "x") for name in names):
+        raise ValueError("the native fast path reads an empty default port as 'none'")
+    return tuple((name, DEFAULT_PORTS.get(name, ""), name in DNS_SCHEMES) for name in names)
+
+
+def fast_path(reference: FastPath, *, classes: CharClasses, canonical_escape: str) -> FastPath:
+    """The native fast path configured with these definitions, or *reference* without one."""
+    if MODULE is None:
+        return reference
+    MODULE.configure(class_table(classes), escape_table(canonical_escape), scheme_table(),
+                     ends_in_number)
+    native: FastPath = MODULE.fast_path
+    return native
+
+
+def enabled() -> bool:
+    """Whether keys are computed with the native fast path."""
+    return MODULE is not None
+
+
+def why_off() -> str:
+    """Why the native fast path is off, in a few words (for one INFO line)."""
+    if os.environ.get(ENV, "1") == "0":
+        return f"{ENV}=0"
+    return "built without a C compiler"
