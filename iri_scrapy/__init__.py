@@ -28,8 +28,8 @@ from iri_scrapy.core.ladder import (
 )
 from iri_scrapy.core.mapping import iri_to_uri, uri_to_iri
 from iri_scrapy.core.parsing import IRIReference, parse, validate
-from iri_scrapy.core.protocol import ProtocolRules
 from iri_scrapy.core.resolve import resolve
+from iri_scrapy.protocol.rules import ProtocolRules
 from iri_scrapy.version import __version__
 
 __all__ = [
@@ -76,7 +76,7 @@ _LAZY = {
     "IRINormalizationMiddleware": "iri_scrapy.plugin.middleware",
     "IRISpiderMiddleware": "iri_scrapy.plugin.middleware",
     "IRIOffsiteMiddleware": "iri_scrapy.plugin.offsite",
-    "IRIProtocolMiddleware": "iri_scrapy.plugin.protocol_mw",
+    "IRIProtocolMiddleware": "iri_scrapy.protocol.middleware",
     "IRILinkExtractor": "iri_scrapy.plugin.linkextractor",
     "IRICrawlSpider": "iri_scrapy.plugin.linkextractor",
     "RedisIRIDupeFilter": "iri_scrapy.frontier.redis_dupefilter",

@@ -45,10 +45,10 @@ from iri_scrapy.plugin.idna_requests import (
 from iri_scrapy.plugin.media import IRIFilesPipeline, IRIImagesPipeline
 from iri_scrapy.plugin.middleware import IRINormalizationMiddleware, IRISpiderMiddleware
 from iri_scrapy.plugin.offsite import IRIOffsiteMiddleware
-from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware
 from iri_scrapy.plugin.refresh import IRIMetaRefreshMiddleware
 from iri_scrapy.plugin.report_extension import IRICrawlReport
 from iri_scrapy.plugin.robots import IRIRobotsTxtMiddleware
+from iri_scrapy.protocol.middleware import IRIProtocolMiddleware
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -10,7 +10,7 @@ from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, climb, simple_
 from iri_scrapy.core.parsing import IRIReference, check_str, parse
 
 if TYPE_CHECKING:
-    from iri_scrapy.core.protocol import ProtocolRules
+    from iri_scrapy.protocol.rules import ProtocolRules
 
 
 _COMPONENTS = ("scheme", "userinfo", "host", "port", "path", "query", "fragment")

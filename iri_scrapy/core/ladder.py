@@ -58,7 +58,7 @@ from iri_scrapy.core.schemes import DEFAULT_PORTS, DNS_SCHEMES, default_port, sc
 from iri_scrapy.core.surt import reorder
 
 if TYPE_CHECKING:
-    from iri_scrapy.core.protocol import ProtocolRules
+    from iri_scrapy.protocol.rules import ProtocolRules
 
 __all__ = [
     "case_normalize",
@@ -964,7 +964,7 @@ def normalize(
     "when IRIs are compared to select (or avoid) a network action ... fragment
     components (if any) should be excluded" (section 5.1).  ``nfc=True`` adds
     character normalization (5.3.2.2), off by default.  At level PROTOCOL,
-    *rules* (a :class:`~iri_scrapy.core.protocol.ProtocolRules`) supply what was
+    *rules* (a :class:`~iri_scrapy.protocol.rules.ProtocolRules`) supply what was
     learned from the protocol.  Level SIMPLE returns the text itself (section
     5.3.1: the comparison "MUST NOT map IRIs to URIs"), mapped to a URI only
     when ``form="uri"`` asks for it; white space that dropping the fragment

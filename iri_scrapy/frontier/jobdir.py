@@ -51,7 +51,6 @@ from iri_scrapy.frontier.options import (
     fsync_setting,
     max_inflight_setting,
 )
-from iri_scrapy.frontier.protocol_store import ProtocolStore
 from iri_scrapy.frontier.sqlite_store import (
     DAMAGED,
     FrontierStore,
@@ -73,6 +72,7 @@ from iri_scrapy.plugin.refusal import (
     refuse_start,
     stop_crawl,
 )
+from iri_scrapy.protocol.jobdir_store import ProtocolStore
 from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
 from iri_scrapy.store.fpstore import (
     fp64,
@@ -249,7 +249,7 @@ class IRIFrontierScheduler(Scheduler):
         self._unser: dict[int, int | None] = {}
         self._next_memory_id = -1
         self.codec: RequestCodec | None = None
-        #: At level protocol: the learned rules' files (see :mod:`.protocol_store`).
+        #: At level protocol: the learned rules' files (:mod:`iri_scrapy.protocol.jobdir_store`).
         self.protocol: ProtocolStore | None = None
         #: The pending rows refused at open (see :mod:`.codec`).
         self.refusals = RefusalLog("IRIFrontierScheduler", "the frontier store")

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from iri_scrapy.frontier.redis_client import IRIRedisError
-from iri_scrapy.frontier.redis_protocol import MARKER
+from iri_scrapy.protocol.redis_store import MARKER
 
 #: The scheduler's log lines (one logger for the scheduler and its parts).
 logger = logging.getLogger("iri_scrapy.frontier.redis_scheduler")

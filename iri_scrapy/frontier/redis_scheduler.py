@@ -11,7 +11,7 @@ that lost or evicted the crawl's keys, or went back to older data (the crawl's
 clock behind what a worker saw), stops the crawl (``iri_frontier_lost``)
 instead of losing pages silently.  At ``IRI_LEVEL = "protocol"`` the rules the
 fleet learned and the requests they skipped are kept beside the queue
-(:mod:`.redis_protocol`).
+(:mod:`iri_scrapy.protocol.redis_store`).
 
 Design: docs/redis-fleet.md (keys, scripts, intents); Redis configuration and
 loss detection: docs/redis.md; stored records: docs/frontier.md.
@@ -59,7 +59,6 @@ from iri_scrapy.frontier.redis_loss import (
     LossWatch,
     lost_at_start,
 )
-from iri_scrapy.frontier.redis_protocol import ProtocolStateLost, RedisProtocolStore
 from iri_scrapy.frontier.redis_queue import RedisQueue
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
@@ -70,6 +69,7 @@ from iri_scrapy.plugin.refusal import (
     refuse_start,
     stop_crawl,
 )
+from iri_scrapy.protocol.redis_store import ProtocolStateLost, RedisProtocolStore
 
 if TYPE_CHECKING:
 
@@ -183,7 +183,7 @@ class RedisIRIScheduler(BaseScheduler):
         self.loss = LossWatch(self.queue, self.worker, redis_url, run=self._run,
                               on_lost=lambda: self._close_spider(REASON_FRONTIER_LOST),
                               count=self._inc, extra=lambda: {"spider": self.spider})
-        #: At level protocol: the learned rules' keys (see :mod:`.redis_protocol`).
+        #: At level protocol: the learned rules' keys (see :mod:`iri_scrapy.protocol.redis_store`).
         self.protocol: RedisProtocolStore | None = None
 
     # --- construction ------------------------------------------------------------

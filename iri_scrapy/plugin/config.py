@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iri_scrapy.core.ladder import Level
-from iri_scrapy.core.protocol import ProtocolRules
 from iri_scrapy.core.query import rewrite_query
+from iri_scrapy.protocol.rules import ProtocolRules
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings

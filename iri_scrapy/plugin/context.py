@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from iri_scrapy.core.ladder import Level
-from iri_scrapy.core.protocol import ProtocolRules
 from iri_scrapy.plugin.config import IRIConfig, read_rules
+from iri_scrapy.protocol.rules import ProtocolRules
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -57,7 +57,7 @@ class CrawlContext:
         self.stamper: Any = None
         #: the :class:`~iri_scrapy.plugin.middleware.Canonicalizer` (``Canonicalizer.of``)
         self.canon: Any = None
-        #: the :class:`~iri_scrapy.plugin.learned.Learned` of :attr:`rules` (``learned_of``)
+        #: the :class:`~iri_scrapy.protocol.learned.Learned` of :attr:`rules` (``learned_of``)
         self.learned: Any = None
         #: the frontier scheduler open for this crawler, which the frontier
         #: middlewares answer to (``answered``/``failed``), or None

@@ -39,10 +39,10 @@ from iri_scrapy.plugin.config import (
 )
 from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter, spelling
-from iri_scrapy.plugin.learned import Learned, learned_of
 from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
 from iri_scrapy.plugin.report_extension import dupefilter_closed, note_duplicate
 from iri_scrapy.plugin.stamp import Stamp, Stamper, as_given
+from iri_scrapy.protocol.learned import Learned, learned_of
 from iri_scrapy.store.fpstore import (
     FILENAME,
     FingerprintFile,
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from twisted.internet.task import LoopingCall
     from typing_extensions import Self
 
-    from iri_scrapy.core.protocol import ProtocolRules
+    from iri_scrapy.protocol.rules import ProtocolRules
 
 
 logger = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class IRIDupeFilter(BaseDupeFilter):
     *config*), *config* (for per-rung stats and explain), *rules* (level
     PROTOCOL), *stats*, *jobdir* (keep ``iri_fingerprints.bin`` there),
     *debug* (``DUPEFILTER_DEBUG``), *allow_reset* (``IRI_JOBDIR_ALLOW_RESET``),
-    *learned* (level PROTOCOL: the crawler's :class:`~iri_scrapy.plugin.learned.Learned`),
+    *learned* (level PROTOCOL: the crawler's :class:`~iri_scrapy.protocol.learned.Learned`),
     *context* (the crawl's :class:`~iri_scrapy.plugin.context.CrawlContext`: its report).
     """
 

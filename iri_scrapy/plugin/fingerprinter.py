@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from typing_extensions import Self
 
-    from iri_scrapy.core.protocol import ProtocolRules
+    from iri_scrapy.protocol.rules import ProtocolRules
 
 
 logger = logging.getLogger(__name__)

@@ -242,7 +242,7 @@ def test_protocol_rules() -> None:
     assert iri.normalize("http://H.com/data", Level.PROTOCOL, rules=rules) == "http://h.com/data/"
     # the target itself is unchanged: a rule never maps a target away (no loop)
     assert rules.apply("http://h.com/data/") == "http://h.com/data/"
-    # (the opposite redirect, learned later, would win: tests/core/test_protocol_rules.py)
+    # (the opposite redirect, learned later, would win: tests/protocol/test_protocol_rules.py)
     # one observation is not a host rule yet; two are
     assert rules.apply("http://h.com/other") == "http://h.com/other"
     assert rules.observe_redirect("http://h.com/docs", "http://h.com/docs/", 308)

@@ -19,7 +19,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from iri_scrapy.core import query as q
-from iri_scrapy.core.evidence import CleanParam
 from iri_scrapy.core.query import (
     Glob,
     NameGlobs,
@@ -35,6 +34,7 @@ from iri_scrapy.core.query import (
     split_query,
     strip_fragment,
 )
+from iri_scrapy.protocol.evidence import CleanParam
 
 # --------------------------------------------------------------------------- vectors
 
@@ -275,8 +275,8 @@ HOSTILE = "/*a*a*a*a*a*a*a*a*b"
 # Run in a child with a deadline: a backtracking matcher would not fail, it would hang
 # (re gives no control back to Python while it matches).
 _HOSTILE_SCRIPT = f"""
-from iri_scrapy.core.evidence import parse_clean_param
-from iri_scrapy.core.protocol import ProtocolRules
+from iri_scrapy.protocol.evidence import parse_clean_param
+from iri_scrapy.protocol.rules import ProtocolRules
 prefix = {HOSTILE!r}
 (clean,) = parse_clean_param("Clean-param: sid " + prefix + "\\n")
 print(clean.matches("/" + "a" * 60), clean.matches("/" + "a" * 60 + "b"))

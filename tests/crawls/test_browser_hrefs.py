@@ -21,7 +21,7 @@ for Scrapy's base URL readers by :class:`~iri_scrapy.IRINormalizationMiddleware`
 
 The first tests check the same hrefs without a crawl, on each entry path:
 ``response.urljoin``/``follow``/``follow_all``, ``IRILinkExtractor``, ``<base
-href>``, a redirect's ``Location`` (:class:`~iri_scrapy.plugin.protocol_mw.IRIProtocolMiddleware`),
+href>``, a redirect's ``Location`` (:class:`~iri_scrapy.protocol.middleware.IRIProtocolMiddleware`),
 a meta refresh and a form's action.
 """
 
@@ -42,8 +42,8 @@ from scrapy.utils.test import get_crawler
 from iri_scrapy import IRILinkExtractor, IRINormalizationMiddleware
 from iri_scrapy.addon import Addon
 from iri_scrapy.plugin.middleware import iri_response_class
-from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware
 from iri_scrapy.plugin.refresh import IRIMetaRefreshMiddleware
+from iri_scrapy.protocol.middleware import IRIProtocolMiddleware
 from tests.support.crawl import CrawlResult, run_crawl
 from tests.support.server import HitLog
 from tests.support.wire import WireHost, WirePage, WireRoute, WireServer, WireSite

@@ -23,7 +23,7 @@ from iri_scrapy import Addon
 from iri_scrapy.frontier.middlewares import FrontierDownloaderMiddleware
 from iri_scrapy.plugin.context import SETTING, CrawlContext
 from iri_scrapy.plugin.middleware import Canonicalizer, IRISpiderMiddleware
-from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware
+from iri_scrapy.protocol.middleware import IRIProtocolMiddleware
 
 ADDONS = {"ADDONS": {"iri_scrapy.Addon": 0}}
 

@@ -19,7 +19,7 @@ from iri_scrapy.plugin.middleware import (
     iri_response_class,
 )
 from iri_scrapy.plugin.offsite import IRIOffsiteMiddleware, canonical_domain
-from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware
+from iri_scrapy.protocol.middleware import IRIProtocolMiddleware
 
 ADDON = {"ADDONS": {"iri_scrapy.Addon": 0}}
 

@@ -21,7 +21,7 @@ from iri_scrapy.core.ladder import (
     render_uri,
     with_context,
 )
-from iri_scrapy.core.protocol import ProtocolRules
+from iri_scrapy.protocol.rules import ProtocolRules
 
 PATHS = ("climb", "fused", "fast")
 

@@ -22,13 +22,6 @@ from scrapy.exceptions import DontCloseSpider, IgnoreRequest
 from scrapy.http import TextResponse
 
 from iri_scrapy.core.errors import IRIError
-from iri_scrapy.core.evidence import (
-    EMPTY_DIGEST,
-    canonical_from_html,
-    canonical_from_link_headers,
-    content_digest,
-    parse_clean_param,
-)
 from iri_scrapy.core.ladder import Level, normalize, retrieval_key
 from iri_scrapy.core.query import strip_fragment
 from iri_scrapy.core.resolve import resolve
@@ -40,8 +33,15 @@ from iri_scrapy.plugin.config import (
     META_SERVER_SPELLING,
 )
 from iri_scrapy.plugin.context import CrawlContext
-from iri_scrapy.plugin.learned import Learned, learned_of, write_rules
 from iri_scrapy.plugin.links import browser_href, request_refusal, skip_unusable_redirect
+from iri_scrapy.protocol.evidence import (
+    EMPTY_DIGEST,
+    canonical_from_html,
+    canonical_from_link_headers,
+    content_digest,
+    parse_clean_param,
+)
+from iri_scrapy.protocol.learned import Learned, learned_of, write_rules
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from typing_extensions import Self
 
-    from iri_scrapy.core.protocol import ProtocolRules
+    from iri_scrapy.protocol.rules import ProtocolRules
 
 
 logger = logging.getLogger(__name__)

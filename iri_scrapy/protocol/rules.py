@@ -485,7 +485,7 @@ class ProtocolRules:
     def observe_content(self, uri: str, digest: bytes) -> None:
         """Record that the canonical URI *uri* served (2xx) content of *digest*
         (a digest robust to per-response noise, e.g.
-        :func:`iri_scrapy.core.evidence.content_digest`).
+        :func:`iri_scrapy.protocol.evidence.content_digest`).
 
         Two URIs with equal digests that differ by one kind of transform
         nominate that rule (source ``content``); every rule nominated for the

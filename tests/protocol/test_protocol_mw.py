@@ -14,7 +14,7 @@ from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
 from iri_scrapy import IRIRequestFingerprinter
-from iri_scrapy.plugin.protocol_mw import META_PENDING, IRIProtocolMiddleware
+from iri_scrapy.protocol.middleware import META_PENDING, IRIProtocolMiddleware
 
 ADDON = {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_LEVEL": "protocol"}
 H = "http://www.example.test"

@@ -17,9 +17,9 @@ from __future__ import annotations
 from scrapy import Request
 
 from iri_scrapy.core.ladder import Level
-from iri_scrapy.core.protocol import ProtocolRules
 from iri_scrapy.plugin.config import META_DEFERRED, META_SAMPLE, IRIConfig
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter
+from iri_scrapy.protocol.rules import ProtocolRules
 
 B = "http://blog.test"
 
