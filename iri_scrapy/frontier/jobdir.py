@@ -72,7 +72,6 @@ from iri_scrapy.plugin.refusal import (
     refuse_start,
     stop_crawl,
 )
-from iri_scrapy.protocol.jobdir_store import ProtocolStore
 from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
 from iri_scrapy.store.fpstore import (
     fp64,
@@ -250,7 +249,7 @@ class IRIFrontierScheduler(Scheduler):
         self._next_memory_id = -1
         self.codec: RequestCodec | None = None
         #: At level protocol: the learned rules' files (:mod:`iri_scrapy.protocol.jobdir_store`).
-        self.protocol: ProtocolStore | None = None
+        self.protocol: Any = None
         #: The pending rows refused at open (see :mod:`.codec`).
         self.refusals = RefusalLog("IRIFrontierScheduler", "the frontier store")
         #: Commits, syncs, write retries (see :mod:`.store_writer`).
@@ -325,10 +324,11 @@ class IRIFrontierScheduler(Scheduler):
                 "Resuming crawl (%(queuesize)d requests scheduled)",
                 {"queuesize": recovered}, extra={"spider": spider},
             )
-        CrawlContext.of(crawler).register_frontier(self)
+        context = CrawlContext.of(crawler)
+        context.register_frontier(self)
         if df.learned is not None:  # level protocol: learned rules, what they skipped
-            self.protocol = ProtocolStore(self.frontier_dir, self.codec, df.learned,
-                                          seen=lambda request: request in df)
+            self.protocol = context.protocol.jobdir_store(
+                self.frontier_dir, self.codec, df.learned, seen=lambda request: request in df)
             for request in self.protocol.open():
                 self.enqueue_request(request)
         crawler.signals.connect(self._on_response, signal=signals.response_received)

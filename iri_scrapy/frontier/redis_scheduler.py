@@ -59,7 +59,7 @@ from iri_scrapy.frontier.redis_loss import (
     LossWatch,
     lost_at_start,
 )
-from iri_scrapy.frontier.redis_queue import RedisQueue
+from iri_scrapy.frontier.redis_queue import ProtocolStateLost, RedisQueue
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.context import CrawlContext
@@ -69,7 +69,6 @@ from iri_scrapy.plugin.refusal import (
     refuse_start,
     stop_crawl,
 )
-from iri_scrapy.protocol.redis_store import ProtocolStateLost, RedisProtocolStore
 
 if TYPE_CHECKING:
 
@@ -184,7 +183,7 @@ class RedisIRIScheduler(BaseScheduler):
                               on_lost=lambda: self._close_spider(REASON_FRONTIER_LOST),
                               count=self._inc, extra=lambda: {"spider": self.spider})
         #: At level protocol: the learned rules' keys (see :mod:`iri_scrapy.protocol.redis_store`).
-        self.protocol: RedisProtocolStore | None = None
+        self.protocol: Any = None
 
     # --- construction ------------------------------------------------------------
 
@@ -360,9 +359,9 @@ class RedisIRIScheduler(BaseScheduler):
         """Open the learned rules' keys; the requests to schedule again, or None if the
         start is refused (their state lost, or Redis unusable)."""
         contains = getattr(self.df, "__contains__", None)  # no side effect (IRIDupeFilter)
-        self.protocol = RedisProtocolStore(
+        self.protocol = CrawlContext.of(self.crawler).protocol.redis_store(
             rules_key=self.queue.keys["rules"], skipped_key=self.queue.keys["skipped"],
-            refused_key=self.queue.keys["refused"], codec=self.codec,  # type: ignore[arg-type]
+            refused_key=self.queue.keys["refused"], codec=self.codec,
             learned=learned, call=lambda fn: self._retrying(lambda: fn(self.queue.client)),
             lost=self._frontier_lost, schedule=self._schedule_again,
             seen=None if contains is None else lambda request: bool(contains(request)),

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.redis_client import IRIRedisError
+from iri_scrapy.frontier.redis_queue import MARKER, ProtocolStateLost
 from iri_scrapy.protocol.rules import ProtocolRules, RulesDataError
 from iri_scrapy.protocol.store import (
     SKIPPED_ERRORS,
@@ -70,8 +71,6 @@ _T = TypeVar("_T")
 
 #: The version of ``<base>:rules``'s wrapper document.
 FORMAT = 1
-#: The field of ``<base>:skipped`` that is there while the crawl's state is.
-MARKER = "iri-protocol:marker"
 #: Seconds between two looks at (and writes of) the fleet's rules.
 SAVE_EVERY = 5.0
 #: A skip writes the rules first if they were last written this many seconds ago
@@ -101,10 +100,6 @@ return {1, ''}
 
 #: Runs a function of the Redis client, retried through an outage (the scheduler's).
 Call = Callable[[Callable[[Any], _T]], _T]
-
-
-class ProtocolStateLost(IRIRedisError):
-    """The crawl's rules are in Redis without its skipped requests (found at open)."""
 
 
 def _sha(value: bytes) -> str:

@@ -34,7 +34,6 @@ from iri_scrapy.core.query import (
     split_query,
     strip_fragment,
 )
-from iri_scrapy.protocol.evidence import CleanParam
 
 # --------------------------------------------------------------------------- vectors
 
@@ -166,7 +165,8 @@ def test_rewrite_query(uri: str, drop: tuple[str, ...], sort: bool, expected: st
 @pytest.mark.parametrize(("prefix", "path", "expected"), _cases(CLEAN_PARAM_SCOPE))
 def test_clean_param_scope(prefix: str, path: str, expected: bool) -> None:
     assert in_clean_param_scope(prefix, path) is expected
-    assert CleanParam(frozenset({"s"}), prefix).matches(path) is expected
+    evidence = pytest.importorskip("iri_scrapy.protocol.evidence")  # the optional folder
+    assert evidence.CleanParam(frozenset({"s"}), prefix).matches(path) is expected
 
 
 # --------------------------------------------------------------------------- the old definitions
@@ -294,6 +294,7 @@ def test_the_hostile_robots_txt_line_and_rules_file_are_answered_at_once() -> No
     (``IRI_PROTOCOL_RULES_FILE``, a fleet's shared rules), which the protocol rung
     applies to every request's key: answered well inside a generous deadline (the
     backtracking regex did not finish in 15 s)."""
+    pytest.importorskip("iri_scrapy.protocol")  # the optional folder
     done = subprocess.run([sys.executable, "-c", _HOSTILE_SCRIPT], capture_output=True,
                           text=True, timeout=20, check=True)
     a60 = "http://h/" + "a" * 60

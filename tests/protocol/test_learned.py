@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from scrapy import Request
 
-from iri_scrapy.core.ladder import Level
-from iri_scrapy.plugin.config import META_DEFERRED, META_SAMPLE, IRIConfig
+from iri_scrapy.plugin.config import META_DEFERRED, META_SAMPLE
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter
 from iri_scrapy.protocol.rules import ProtocolRules
+from tests.protocol import protocol_filter
 
 B = "http://blog.test"
 
@@ -35,7 +35,7 @@ def learned_filter(sample_every: int = 10) -> tuple[ProtocolRules, IRIDupeFilter
         rules.observe_content(f"{B}/p/{n}/?replytocom=9", D(n))
         rules.observe_content(f"{B}/p/{n}/?utm_source=x", D(n))
     assert [kind for kind, _ in rules.host_rules(B + "/")] == ["drop-param", "drop-param"]
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    df = protocol_filter(rules)
     return rules, df
 
 
@@ -86,7 +86,7 @@ def learning_filter() -> tuple[ProtocolRules, IRIDupeFilter]:
     rules.observe_content(f"{B}/p/1/?replytocom=9", D(1))
     rules.observe_content(f"{B}/p/2/", D(2))
     assert rules.needed((B, "drop-param", "replytocom")) == 1
-    return rules, IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    return rules, protocol_filter(rules)
 
 
 def scheduled(df: IRIDupeFilter, url: str) -> Request:
@@ -147,7 +147,7 @@ def test_an_idle_crawl_gets_every_deferred_request_back() -> None:
 
 def test_an_alias_of_a_page_in_flight_is_a_duplicate() -> None:
     rules = ProtocolRules()
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    df = protocol_filter(rules)
     learned = df.learned
     assert learned is not None
     first = scheduled(df, f"{B}/i?id=6&sid=a")
@@ -165,7 +165,7 @@ def test_an_alias_of_a_page_in_flight_is_a_duplicate() -> None:
 
 def test_a_redirect_to_a_key_another_request_added_is_a_duplicate() -> None:
     rules = ProtocolRules()
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    df = protocol_filter(rules)
     source = scheduled(df, f"{B}/a")  # keyed /a: no rule yet
     scheduled(df, f"{B}/a/")  # linked too: keyed /a/
     for n in ("x", "y"):  # then add-slash is learned from two permanent redirects
@@ -184,7 +184,7 @@ def test_a_redirect_to_a_key_another_request_added_is_a_duplicate() -> None:
 
 def test_a_request_kept_after_the_filter_comes_back_past_it() -> None:
     rules = ProtocolRules()
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    df = protocol_filter(rules)
     learned = df.learned
     assert learned is not None
     late = scheduled(df, f"{B}/p/5/?replytocom=1")  # a new key: no rule yet
@@ -217,7 +217,7 @@ def test_a_deferred_request_that_holds_its_own_key_is_fetched() -> None:
     first.observe_content(f"{S}/i?id=13&ref=l3", D(13))  # sid alone: nominated
     first.observe_content(f"{S}/i?id=13&sid=b&ref=l3", D(13))
     rules = ProtocolRules.from_data(first.to_data())
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    df = protocol_filter(rules)
     learned = df.learned
     assert learned is not None
     request = scheduled(df, f"{S}/i?id=13&sid=c&ref=l3")

@@ -25,10 +25,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scrapy import Request
 
-from iri_scrapy.core.ladder import Level, retrieval_key
-from iri_scrapy.plugin.config import IRIConfig
-from iri_scrapy.plugin.dupefilter import IRIDupeFilter
+from iri_scrapy.core.ladder import retrieval_key
 from iri_scrapy.protocol.rules import ProtocolRules
+from tests.protocol import protocol_filter
 
 S = "http://shop.test"
 COLORS = ("red", "blue")
@@ -64,7 +63,7 @@ def crawl(rules: ProtocolRules, linked: list[str], choices: Any, concurrency: in
     """One crawl; the resources fetched.  *choices* draws what happens next.  Item pages
     declare a canonical (:func:`canonical_of`); robots.txt says ``Clean-param: clean``
     (``color`` is a wrong one: it changes the body)."""
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    df = protocol_filter(rules)
     learned = df.learned
     assert learned is not None
     pending = list(linked)

@@ -15,13 +15,13 @@ from __future__ import annotations
 from iri_scrapy import IRIError, Level
 from iri_scrapy.core.ladder import (
     NormalizeOptions,
+    RulesHook,
     climb_path,
     fast_path,
     fused_path,
     render_uri,
     with_context,
 )
-from iri_scrapy.protocol.rules import ProtocolRules
 
 PATHS = ("climb", "fused", "fast")
 
@@ -34,7 +34,7 @@ def via(
     form: str = "uri",
     keep_fragment: bool = True,
     nfc: bool = False,
-    rules: ProtocolRules | None = None,
+    rules: RulesHook | None = None,
 ) -> str:
     """``normalize(text, level, ...)`` computed by *path* (one of :data:`PATHS`)."""
     options = NormalizeOptions(Level.coerce(level), form, keep_fragment, nfc, rules)
