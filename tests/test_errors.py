@@ -67,7 +67,7 @@ def test_the_root_is_on_the_facade_and_the_builtin_bases_stay() -> None:
     found = exception_classes()
     assert issubclass(iri_scrapy.IRISyntaxError, ValueError)
     if importlib.util.find_spec("iri_scrapy.protocol") is not None:  # the optional folder
-        assert issubclass(found["iri_scrapy.protocol.rules.RulesDataError"], ValueError)
+        assert issubclass(found["iri_scrapy.protocol.document.RulesDataError"], ValueError)
     assert issubclass(found["iri_scrapy.store.crawl_report.ReportError"], ValueError)
     for name in ("frontier.lock.JobdirLocked", "frontier.redis_client.IRIRedisError",
                  "store.fpstore.FingerprintFileError", "store.frontier_file.SalvageError"):

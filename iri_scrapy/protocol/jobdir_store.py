@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from iri_scrapy.frontier.codec import RequestCodec
+from iri_scrapy.protocol.document import RulesDataError
 from iri_scrapy.protocol.learned import write_rules
-from iri_scrapy.protocol.rules import RulesDataError
 from iri_scrapy.protocol.store import (
     SKIPPED_ERRORS,
     Kept,

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from iri_scrapy.plugin.context import CrawlContext
-    from iri_scrapy.protocol.rules import Identity, ProtocolRules
+    from iri_scrapy.protocol.rules import ProtocolRules
+    from iri_scrapy.protocol.transforms import Identity
 
 
 logger = logging.getLogger(__name__)

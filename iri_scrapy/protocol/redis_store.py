@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.redis_client import IRIRedisError
 from iri_scrapy.frontier.redis_queue import MARKER, ProtocolStateLost
-from iri_scrapy.protocol.rules import ProtocolRules, RulesDataError
+from iri_scrapy.protocol.document import RulesDataError
+from iri_scrapy.protocol.rules import ProtocolRules
 from iri_scrapy.protocol.store import (
     SKIPPED_ERRORS,
     Kept,

@@ -54,279 +54,55 @@ equal) and never again once content differed in its scope.
 documents: :meth:`~ProtocolRules.merge_data` makes two one (no counterexample
 lost), and :meth:`~ProtocolRules.adopt` folds one into rules in use, keeping
 what only this object holds (page digests, images, counts).
+
+This module is the learner: :class:`ProtocolRules` observes evidence and
+changes the rule set.  What the rules are and answer (``apply``, ``trace``,
+``why``, ...) is :class:`~.rulebook.RuleBook`, its base; the transforms a rule
+is made of are :mod:`.transforms`; the document is :mod:`.document`.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
-from iri_scrapy.core.errors import IRIScrapyError
-from iri_scrapy.core.query import (
-    drop_params,
-    in_clean_param_scope,
-    join_query,
-    param_name,
-    query_pairs,
-    split_fragment,
-    split_query,
-    strip_fragment,
+from iri_scrapy.core.query import strip_fragment
+from iri_scrapy.protocol import document
+from iri_scrapy.protocol.rulebook import RuleBook
+from iri_scrapy.protocol.transforms import (
+    BACKFILL,
+    CANONICAL,
+    CLEAN_PARAM,
+    CONTENT,
+    DROP_PARAM,
+    KEPT_CONFIRMATIONS,
+    MAX_PAGES_PER_SCOPE,
+    PER_DIGEST,
+    PERMANENT,
+    REDIRECT,
+    REPEAT,
+    SAMPLE_SHIFT_MAX,
+    Identity,
+    candidates,
+    classify,
+    join_uri,
+    pair_rules,
+    param_names,
+    scope_of,
+    split_uri,
+    twins,
+    vary,
 )
 
-PERMANENT = frozenset({301, 308})
-ADD, REMOVE = "add-slash", "remove-slash"
-DROP_PARAM, DROP_INDEX = "drop-param", "drop-index"
-DROP_SCRIPT, REPEAT = "drop-script", "collapse-repeat"
-REMOVE_WWW, ADD_WWW, HTTPS = "remove-www", "add-www", "https"
-#: The kinds of rule, in the order :meth:`ProtocolRules.apply` tries host rules.
-KINDS = (HTTPS, REMOVE_WWW, ADD_WWW, DROP_SCRIPT, DROP_INDEX, REPEAT, DROP_PARAM, ADD, REMOVE)
-#: Where a rule's evidence comes from (see the module doc).
-REDIRECT, CANONICAL, CLEAN_PARAM, CONTENT = "redirect", "canonical", "clean-param", "content"
-SOURCES = (REDIRECT, CANONICAL, CLEAN_PARAM, CONTENT)
-#: Pages (canonical URI -> content digest) kept per host for content evidence.
-MAX_PAGES_PER_SCOPE = 50_000
-#: Earlier pages a newly nominated rule is checked against.
-BACKFILL = 5_000
-#: URIs kept per content digest, to find pairs of aliases.
-PER_DIGEST = 16
-#: Confirmations kept per rule (what is exported; the count saturates there).
-KEPT_CONFIRMATIONS = 64
-#: Confirmations beyond this many (plus one) do not space a rule's samples further.
-SAMPLE_SHIFT_MAX = 5
-#: The version of :meth:`ProtocolRules.to_data`'s document.
-DATA_VERSION = 1
 
-
-class RulesDataError(IRIScrapyError, ValueError):
-    """A rules document (:meth:`ProtocolRules.from_data`) that is not one: never half-loaded."""
-#: Host rules applied to one URI at most (one per kind, with room to spare).
-MAX_STEPS = 8
-
-#: A host rule: (scope: scheme and authority, kind, parameter: a name or "").
-Identity = tuple[str, str, str]
-#: A canonical URI without fragment, with an authority: scheme, authority, path, "?", query.
-Parts = tuple[str, str, str, str, str]
-
-
-def _parts(uri: str) -> Parts | None:
-    """*uri* (no fragment) split as ``scheme "://" authority path ["?" query]``
-    (RFC 3986 section 3), or None if it has no authority."""
-    colon = uri.find(":")
-    if colon <= 0 or not uri.startswith("//", colon + 1):
-        return None
-    head, sep, query = split_query(uri[colon + 3 :])
-    slash = head.find("/")
-    authority, path = (head, "") if slash < 0 else (head[:slash], head[slash:])
-    return uri[:colon], authority, path, sep, query
-
-
-def _join(parts: Parts) -> str:
-    scheme, authority, path, sep, query = parts
-    return f"{scheme}://{authority}{path}{sep}{query}"
-
-
-def _scope(parts: Parts) -> str:
-    return f"{parts[0]}://{parts[1]}"
-
-
-def _host_key(uri: str) -> str:
-    """Scheme and authority of *uri* (a URI without fragment): the scope of a host rule."""
-    parts = _parts(uri)
-    return split_query(uri)[0] if parts is None else _scope(parts)
-
-
-def _names(query: str) -> set[str]:
-    return {param_name(pair) for pair in query_pairs(query)}
-
-
-def _vary(identity: Identity, a: str, b: str) -> bool:
-    """Whether two aliases *identity* maps to one image differ in what it drops.
-
-    Equal content under two aliases says something about a dropped parameter only
-    if its value differs between them (present in one only counts): two colour
-    variants ``?sid=a&color=blue``, ``?sid=b&color=blue`` confirm dropping ``sid``,
-    not dropping ``sid`` and ``color``.  Other kinds change one fixed part: True.
-    """
-    if identity[1] != DROP_PARAM:
-        return True
-    pa, pb = _parts(a), _parts(b)
-    if pa is None or pb is None:
-        return False
-    qa, qb = pa[4] or "", pb[4] or ""
-    for name in identity[2].split("@", 1)[0].split("&"):
-        va = sorted(p for p in query_pairs(qa) if param_name(p) == name)
-        vb = sorted(p for p in query_pairs(qb) if param_name(p) == name)
-        if va == vb:
-            return False
-    return True
-
-
-def _drop_params(parts: Parts, param: str) -> Parts | None:
-    """*parts* without the query parameters *param* names (``"a&b"``, optionally
-    ``"@/prefix"`` restricting it to paths under a Clean-param prefix), or None
-    if none of them is there."""
-    scheme, authority, path, sep, query = parts
-    names, _, prefix = param.partition("@")
-    if not query or not in_clean_param_scope(prefix, path):
-        return None
-    pairs = query_pairs(query)
-    kept = drop_params(pairs, set(names.split("&")))
-    if len(kept) == len(pairs):
-        return None
-    return scheme, authority, path, "?" if kept else "", join_query(kept)
-
-
-def _collapse(path: str, query: str) -> tuple[str, str]:
-    """A path without consecutive repeated segments (``/a/next/next/`` -> ``/a/next/``)
-    and a query without repeated identical pairs (``q=x&q=x`` -> ``q=x``): the
-    shape of URLs that grow without end (a crawler trap)."""
-    segments = path.split("/")
-    kept = segments[:1]
-    for segment in segments[1:]:
-        if not (segment and segment == kept[-1]):
-            kept.append(segment)
-    seen: set[str] = set()
-    pairs = []
-    for pair in query_pairs(query) if query else ():
-        if pair not in seen:
-            seen.add(pair)
-            pairs.append(pair)
-    return "/".join(kept), join_query(pairs)
-
-
-def _candidates(
-    parts: Parts, host_rule: bool, names: Collection[str] = ()
-) -> Iterator[tuple[str, str, Parts]]:
-    """``(kind, parameter, new parts)`` for every kind that applies to *parts*.
-
-    With *host_rule*, only where a host rule of the kind applies (``add-slash``
-    not on a last segment with a ``.``); else where an exact rule may.  A
-    rule's output is outside its own domain (one rule never applies twice).
-    ``drop-param`` only for the parameters *names* given (``"a"``, ``"a&b"``,
-    ``"a&b@/prefix"``; each costs the length of the query).
-    """
-    scheme, authority, path, sep, query = parts
-    if scheme == "http" and ":" not in authority.rsplit("@", 1)[-1]:
-        yield HTTPS, "", ("https", authority, path, sep, query)
-    if "@" not in authority:
-        if authority.startswith("www.") and "." in authority[4:]:
-            yield REMOVE_WWW, "", (scheme, authority[4:], path, sep, query)
-        elif not authority.startswith("www.") and "." in authority and not (
-            authority.startswith("[") or authority.replace(".", "").replace(":", "").isdigit()
-        ):
-            yield ADD_WWW, "", (scheme, "www." + authority, path, sep, query)
-    first, slash, rest = path[1:].partition("/")
-    if slash and first.startswith("index.") and len(first) > 6:
-        yield DROP_SCRIPT, first, (scheme, authority, "/" + rest, sep, query)
-    last = path[path.rfind("/") + 1 :]
-    if last.startswith("index.") and len(last) > 6:
-        yield DROP_INDEX, last, (scheme, authority, path[: -len(last)], sep, query)
-    new_path, new_query = _collapse(path, query)
-    if new_path != path or new_query != query:
-        yield REPEAT, "", (scheme, authority, new_path, sep, new_query)
-    if sep and query and names:
-        for param in sorted(names):
-            dropped = _drop_params(parts, param)
-            if dropped is not None:
-                yield DROP_PARAM, param, dropped
-    if path and last and (not host_rule or "." not in last):
-        yield ADD, "", (scheme, authority, path + "/", sep, query)
-    if len(path) > 1 and path.endswith("/") and path[-2] != "/":
-        yield REMOVE, "", (scheme, authority, path[:-1], sep, query)
-
-
-def _classify(source: str, target: str) -> Identity | None:
-    """The host rule of which ``source -> target`` is an instance, or None."""
-    parts, goal = _parts(source), _parts(target)
-    if parts is None or goal is None:
-        return None
-    dropped = _names(parts[4]) - _names(goal[4]) if parts[4] else set()
-    params = ["&".join(sorted(dropped))] if dropped else []
-    for kind, param, new in _candidates(parts, False, params):
-        if new == goal:
-            return _scope(parts), kind, param
-    return None
-
-
-def _twins(parts: Parts) -> tuple[str, ...]:
-    """The scope of *parts* and the scopes whose rules may map URIs onto it:
-    its ``www.`` twin and, for https, the http scope of the same authority."""
-    scheme, authority = parts[0], parts[1]
-    www = authority[4:] if authority.startswith("www.") else "www." + authority
-    out: tuple[str, ...] = (f"{scheme}://{authority}", f"{scheme}://{www}")
-    if scheme == "https":
-        out += (f"http://{authority}", f"http://{www}")
-    return out
-
-
-def _pair_rules(a: str, b: str) -> list[Identity]:
-    """The host rules under which two URIs with equal content are one: one
-    transform from one to the other (slash towards a directory, ``www.``
-    removed, http -> https, parameters dropped), or, between two URIs with the
-    same parameters, those whose values differ dropped from both."""
-    out = []
-    for source, target in ((a, b), (b, a)):
-        identity = _classify(source, target)
-        if identity is not None and identity[1] not in (ADD_WWW, REMOVE) or (
-            identity is not None and identity[1] == REMOVE and "." in source.rsplit("/", 2)[-2]
-        ):
-            out.append(identity)
-    pa, pb = _parts(a), _parts(b)
-    if pa is not None and pb is not None and pa[:3] == pb[:3] and pa[4] and pb[4]:
-        va: dict[str, list[str]] = {}
-        vb: dict[str, list[str]] = {}
-        for query, values in ((pa[4], va), (pb[4], vb)):
-            for pair in query_pairs(query):
-                name, _, value = pair.partition("=")
-                values.setdefault(name, []).append(value)
-        # the same parameters, once each on both sides, some with other values
-        # (session ids): those dropped from both (another count is a trap, above)
-        if va.keys() == vb.keys() and all(len(v) == 1 for v in (*va.values(), *vb.values())):
-            differ = sorted(n for n in va if va[n] != vb[n])
-            if differ:
-                out.append((_scope(pa), DROP_PARAM, "&".join(differ)))
-    return out
-
-
-class ProtocolRules:
-    """Rules learned from permanent redirects, per host (see the module doc).
+class ProtocolRules(RuleBook):
+    """Rules learned from what servers answer, per host (see the module doc).
 
     Works on canonical URIs (``normalize(..., Level.SCHEME)`` output).  Not
-    thread-safe (a Scrapy crawl runs in one thread).  ``learned`` and ``revoked``
-    count exact rules per kind (``revoked``: revoked by later evidence).
+    thread-safe (a Scrapy crawl runs in one thread).
     """
 
-    def __init__(self, min_evidence: int = 2, sample_every: int = 10) -> None:
-        for name, value in (("min_evidence", min_evidence), ("sample_every", sample_every)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        self.min_evidence = min_evidence
-        self.learned: Counter[str] = Counter()
-        self.revoked: Counter[str] = Counter()
-        self._exact: dict[str, tuple[str, Identity]] = {}
-        self._sources: dict[str, set[str]] = {}  # target -> sources of exact rules to it
-        self._away: set[str] = set()
-        self._evidence: Counter[Identity] = Counter()
-        self._contrary: Counter[Identity] = Counter()
-        self._scopes: dict[str, set[tuple[str, str]]] = {}  # scope -> kinds with evidence
-        # evidence other than redirects (see the module doc)
-        self.sample_every = sample_every
-        #: Counts per source and event: ``"content/learned"``, ``"canonical/applied"``, ...
-        self.events: Counter[str] = Counter()
-        #: Increases whenever a rule in force stops (what it merged must be looked at again).
-        self.revision = 0
-        self._confirmed: dict[Identity, list[str]] = {}  # images (or URIs) that confirmed it
-        self._bad: Counter[Identity] = Counter()  # content counterexamples
-        self._origin: dict[Identity, str] = {}  # the source that nominated it
-        self._candidates: dict[str, set[Identity]] = {}  # scope -> nominated rules
-        self._images: dict[Identity, dict[str, tuple[bytes, str]]] = {}
-        self._digests: dict[str, bytes] = {}  # canonical URI -> digest of its content
-        self._keys: dict[str, list[str]] = {}  # scope -> URIs with a digest, in order
-        self._by_digest: dict[bytes, list[str]] = {}
-        self._skips: Counter[Identity] = Counter()
-
-    # --- learning ------------------------------------------------------------
+    # --- learning from redirects ----------------------------------------------
 
     def observe_redirect(self, source: str, target: str, status: int) -> str | None:
         """Record a redirect between two canonical URIs; the kind of the exact rule
@@ -345,7 +121,7 @@ class ProtocolRules:
         if known is not None and known[0] == target:
             return None  # the same rule again: no new confirmation
         self._revoke(source)  # a rule from source to another target: the latest wins
-        identity = _classify(source, target)
+        identity = classify(source, target)
         if identity is None:
             return None
         self._exact[source] = (target, identity)
@@ -357,11 +133,11 @@ class ProtocolRules:
         self._nominate(identity, REDIRECT)
         if not before and self._in_force(identity):
             self.events[f"{self._origin[identity]}/learned"] += 1
-        goal = _parts(target)
+        goal = split_uri(target)
         if goal is not None:  # a host rule that would send the target back is contradicted
-            for kind, param, new in _candidates(goal, True):  # (none adds a parameter)
-                if _join(new) == source:
-                    self._against((_scope(goal), kind, param), content=False)
+            for kind, param, new in candidates(goal, True):  # (none adds a parameter)
+                if join_uri(new) == source:
+                    self._against((scope_of(goal), kind, param), content=False)
         return identity[1]
 
     def observe_contrary(self, uri: str) -> int:
@@ -372,13 +148,13 @@ class ProtocolRules:
         the latest word on *uri*: it is no longer redirected away from.
         """
         uri = strip_fragment(uri)
-        parts = _parts(uri)
+        parts = split_uri(uri)
         if parts is not None:
-            scope = _scope(parts)
-            for kind, param, _ in _candidates(parts, True):
+            scope = scope_of(parts)
+            for kind, param, _ in candidates(parts, True):
                 self._against((scope, kind, param), content=False)
             if parts[4]:
-                for name in _names(parts[4]):
+                for name in param_names(parts[4]):
                     self._against((scope, DROP_PARAM, name), content=False)
         return self._forget(uri)
 
@@ -454,11 +230,11 @@ class ProtocolRules:
         """Compare the content at *uri* with the content of what *identity* maps
         it to (or of the aliases it maps to *uri*): equal confirms, different
         revokes for good."""
-        parts = _parts(uri)
+        parts = split_uri(uri)
         if parts is None or self._bad[identity]:
             return
         new = None
-        if _scope(parts) == identity[0]:  # else *uri* can only be an image (on a twin host)
+        if scope_of(parts) == identity[0]:  # else *uri* can only be an image (on a twin host)
             image = self.step_image(identity, uri)
             new = None if image == uri else image
         images = self._images.setdefault(identity, {})
@@ -473,7 +249,7 @@ class ProtocolRules:
         earlier = images.get(new)
         if earlier is None:
             images[new] = (digest, uri)
-        elif earlier[1] != uri and (earlier[0] != digest or _vary(identity, earlier[1], uri)):
+        elif earlier[1] != uri and (earlier[0] != digest or vary(identity, earlier[1], uri)):
             self._compare(identity, earlier[0], digest, new, uri)
 
     def _compare(self, identity: Identity, a: bytes, b: bytes, image: str, uri: str) -> None:
@@ -492,10 +268,10 @@ class ProtocolRules:
         scope is checked against the new page.
         """
         uri = strip_fragment(uri)
-        parts = _parts(uri)
+        parts = split_uri(uri)
         if parts is None:
             return
-        scope = _scope(parts)
+        scope = scope_of(parts)
         if uri not in self._digests:
             keys = self._keys.setdefault(scope, [])
             if len(keys) >= MAX_PAGES_PER_SCOPE:
@@ -505,14 +281,14 @@ class ProtocolRules:
         same = self._by_digest.setdefault(digest, [])
         for other in same:
             if other != uri:
-                for identity in _pair_rules(uri, other):
+                for identity in pair_rules(uri, other):
                     self._nominate(identity, CONTENT)
         if uri not in same and len(same) < PER_DIGEST:
             same.append(uri)
         for identity, image in self._potential(uri, parts):  # a rule content refutes
             if identity not in self._origin and self._digests[image] != digest:
                 self._against(identity, content=True)
-        for twin in _twins(parts):  # rules whose image is on this host (www., http)
+        for twin in twins(parts):  # rules whose image is on this host (www., http)
             for identity in sorted(self._candidates.get(twin, ())):
                 self._track(identity, uri, digest)
 
@@ -526,7 +302,7 @@ class ProtocolRules:
         (every tag page declaring ``/``) is ignored: it never merges anything.
         """
         uri, target = strip_fragment(uri), strip_fragment(target)
-        identity = _classify(uri, target) if uri != target else None
+        identity = classify(uri, target) if uri != target else None
         if identity is None:
             if uri != target:
                 self.events["canonical/ignored"] += 1
@@ -538,12 +314,12 @@ class ProtocolRules:
         """Record a robots.txt ``Clean-param: names prefix`` of the host of
         *scope_uri*: a rule dropping *names* (together) under *prefix*, used once
         ``min_evidence`` pages confirmed it."""
-        parts = _parts(strip_fragment(scope_uri))
+        parts = split_uri(strip_fragment(scope_uri))
         wanted = sorted({name for name in names if name and "&" not in name and "@" not in name})
         if parts is None or not wanted:
             return
         param = "&".join(wanted) + (f"@{prefix}" if prefix not in ("", "/", "*") else "")
-        self._nominate((_scope(parts), DROP_PARAM, param), CLEAN_PARAM)
+        self._nominate((scope_of(parts), DROP_PARAM, param), CLEAN_PARAM)
 
     def skip(self, used: Iterable[Identity]) -> bool:
         """Whether a request merged by the host rules *used* is skipped (True) or
@@ -572,162 +348,7 @@ class ProtocolRules:
             self.events[f"{source}/{'sampled' if sample else 'applied'}"] += 1
         return not sample
 
-    def _strength(self, identity: Identity, floor: int = 1) -> int:
-        """The confirmations of *identity* (at least *floor*): pages with equal
-        content, or permanent redirects with no 2xx against them."""
-        have = len(self._confirmed.get(identity, ()))
-        if self._contrary[identity] == 0:
-            have = max(have, self._evidence[identity])
-        return max(floor, have)
-
-    def pending(self, uri: str) -> list[tuple[Identity, str, int]]:
-        """The rules not yet in force (and with no content counterexample) that
-        would rewrite *uri*: ``(rule, image, seen)``, *seen* the fetches of the
-        image's resource under that rule already observed (0, 1, or 2 once the
-        image confirmed it: a further fetch there teaches nothing).
-
-        Both the rules nominated and those a fetch of *uri* would nominate: one
-        transform (:func:`_pair_rules`' kinds) onto a page already served.  Trap
-        rules (``collapse-repeat``) are left out: each longer spelling confirms.
-        """
-        uri = strip_fragment(uri)
-        parts = _parts(uri)
-        if parts is None:
-            return []
-        out = []
-        nominated = self._candidates.get(_scope(parts), ())
-        for identity in nominated:
-            if identity[1] == REPEAT or self._bad[identity] or self._in_force(identity):
-                continue
-            image = self.step_image(identity, uri)
-            if image == uri:
-                continue
-            if image in self._confirmed.get(identity, ()):
-                seen = 2
-            else:
-                seen = min(2, (image in self._digests)
-                           + (image in self._images.get(identity, {})))
-            out.append((identity, image, seen))
-        for identity, image in self._potential(uri, parts):
-            if identity not in nominated and not self._bad[identity]:
-                out.append((identity, image, 1))
-        return out
-
-    def _potential(self, uri: str, parts: Parts) -> Iterator[tuple[Identity, str]]:
-        """The rules content evidence would nominate if *uri* served the content
-        of a page already served one transform away: ``(rule, that page)``."""
-        if not self._digests:
-            return
-        names: list[str] = []
-        if parts[4]:
-            single = sorted(_names(parts[4]))
-            names = single if len(single) == 1 else [*single, "&".join(single)]
-        for kind, _, new in _candidates(parts, True, names):
-            if kind in (REPEAT, ADD_WWW, REMOVE):  # content never nominates these
-                continue
-            image = _join(new)
-            if image in self._digests:
-                identity = _classify(uri, image)
-                if identity is not None:
-                    yield identity, image
-
-    def needed(self, identity: Identity) -> int:
-        """Confirmations *identity* still needs to be in force (0 if it is)."""
-        return max(0, self.min_evidence - self._strength(identity, floor=0))
-
-    def was_served(self, uri: str) -> bool:
-        """True if a 2xx response at *uri* itself was observed (:meth:`observe_content`)."""
-        return strip_fragment(uri) in self._digests
-
-    def served(self, uri: str) -> bool:
-        """True if rules move *uri* and a page was already served under the key
-        they give it (that key itself, or another URI one rule maps onto it)."""
-        uri = strip_fragment(uri)
-        key, used = self.trace(uri)
-        if key == uri:
-            return False
-        if key in self._digests:
-            return True
-        out = uri
-        for identity in used:  # the image of each step, served through another alias
-            out = self.step_image(identity, out)
-            seen = self._images.get(identity, {}).get(out)
-            if seen is not None and seen[1] != uri:
-                return True
-        return False
-
-    def served_alias(self, uri: str) -> str | None:
-        """For *uri* that rules leave as it is: another URI already served that a
-        host rule in force maps onto *uri* (the alias met first), or None."""
-        uri = strip_fragment(uri)
-        parts = _parts(uri)
-        if parts is None:
-            return None
-        for twin in _twins(parts):
-            for identity in sorted(self._candidates.get(twin, ())):
-                seen = self._images.get(identity, {}).get(uri)
-                if (seen is not None and seen[1] != uri and self.apply(seen[1]) == uri
-                        and self._in_force(identity)):
-                    return seen[1]
-        return None
-
-    def step_image(self, identity: Identity, uri: str) -> str:
-        """What the host rule *identity* alone makes of *uri* (*uri* if it does not apply)."""
-        parts = _parts(uri)
-        if parts is None:
-            return uri
-        kind, param = identity[1], identity[2]
-        for k, p, out in _candidates(parts, True, (param,) if kind == DROP_PARAM else ()):
-            if k == kind and p == param:
-                return _join(out)
-        return uri
-
-    def same_content(self, uri: str, digest: bytes) -> bool:
-        """True if another page already served *digest* under the key :meth:`apply`
-        gives *uri*, which rules moved (a sample that confirmed its rules)."""
-        uri = strip_fragment(uri)
-        key = self.apply(uri)
-        if key == uri:
-            return False
-        return any(other != uri and self.apply(other) == key
-                   for other in self._by_digest.get(digest, ()))
-
-    def origin(self, identity: Identity) -> str:
-        """The source that nominated a host rule (``redirect``, ``canonical``, ...)."""
-        return self._origin.get(identity, REDIRECT)
-
-    def describe(self, identity: Identity) -> str:
-        """One line: a host rule and its evidence (for ``explain`` and logs)."""
-        scope, kind, param = identity
-        rule = f"{kind}:{param}" if param else kind
-        confirmed = len(self._confirmed.get(identity, ()))
-        redirects = self._evidence[identity]
-        evidence = []
-        if confirmed:
-            evidence.append(f"{confirmed} page(s) with equal content")
-        if redirects:
-            evidence.append(f"{redirects} permanent redirect(s)")
-        return (f"{rule} on {scope} (from {self.origin(identity)}: "
-                f"{', '.join(evidence) or 'no evidence'})")
-
-    def why(self, uri: str) -> list[str]:
-        """The rules :meth:`apply` uses on *uri*, each with its evidence, in order."""
-        head = strip_fragment(uri)
-        lines = []
-        out = head
-        for _ in range(MAX_STEPS):
-            exact = self._exact.get(out)
-            new, rule = self._step(out)
-            if new == out:
-                break
-            if rule is not None:
-                lines.append(self.describe(rule))
-            elif exact is not None:
-                lines.append(f"{exact[1][1]}: {out} -> {new} (a permanent redirect)")
-            out = new
-        return lines
-
-    # --- export ----------------------------------------------------------------
+    # --- the rules as a document ----------------------------------------------
 
     def to_data(self) -> dict[str, Any]:
         """What was learned, as JSON data (:meth:`from_data` reads it back).
@@ -735,75 +356,18 @@ class ProtocolRules:
         The pages' digests are not kept (they grow with the crawl): content
         evidence starts afresh for pages after a load, rules learned stay.
         """
-        def ident(i: Identity) -> list[str]:
-            return list(i)
-        return {
-            "v": DATA_VERSION,
-            "min_evidence": self.min_evidence,
-            "exact": [[s, t, *i] for s, (t, i) in sorted(self._exact.items())],
-            "away": sorted(self._away),
-            "rules": [
-                {"rule": ident(i), "origin": self._origin.get(i, REDIRECT),
-                 "confirmed": list(self._confirmed.get(i, ())),
-                 "bad": self._bad[i], "contrary": self._contrary[i],
-                 "skips": self._skips[i]}
-                for i in sorted(self._origin)
-            ],
-        }
+        return document.to_data(self)
 
     @classmethod
     def from_data(cls, data: Any, *, min_evidence: int | None = None,
                   sample_every: int = 10) -> ProtocolRules:
-        """Rules from :meth:`to_data`'s document; :class:`RulesDataError` if it is not one.
+        """Rules from :meth:`to_data`'s document; :class:`~.document.RulesDataError` if not.
 
         The document is data: every field's type is checked, nothing in it is run.
         """
-        def fail(why: str) -> RulesDataError:
-            return RulesDataError(f"protocol rules document: {why}")
-
-        def strings(value: Any, n: int | None, what: str) -> list[str]:
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or (
-                n is not None and len(value) != n
-            ):
-                raise fail(f"{what} is not a list of {n or 'any number of'} strings")
-            return value
-
-        if not isinstance(data, dict) or data.get("v") != DATA_VERSION:
-            raise fail(f"not version {DATA_VERSION}")
-        stored = data.get("min_evidence")
-        if isinstance(stored, bool) or not isinstance(stored, int) or stored < 1:
-            raise fail("min_evidence is not a positive integer")
+        stored = document.stored_min_evidence(data)
         rules = cls(min_evidence if min_evidence is not None else stored, sample_every)
-        exact, away, entries = data.get("exact"), data.get("away"), data.get("rules")
-        if not isinstance(exact, list) or not isinstance(entries, list):
-            raise fail("exact or rules is not a list")
-        for row in exact:
-            source, target, *identity = strings(row, 5, "an exact rule")
-            i: Identity = (identity[0], identity[1], identity[2])
-            rules._exact[source] = (target, i)
-            rules._sources.setdefault(target, set()).add(source)
-            rules._evidence[i] += 1
-            rules._scopes.setdefault(i[0], set()).add(i[1:])
-        rules._away = set(strings(away, None, "away"))
-        for entry in entries:
-            if not isinstance(entry, dict):
-                raise fail("a rule is not an object")
-            r = strings(entry.get("rule"), 3, "a rule")
-            i = (r[0], r[1], r[2])
-            if i[1] not in KINDS or entry.get("origin") not in SOURCES:
-                raise fail(f"unknown kind or origin in {r}")
-            numbers: list[int] = []
-            for field in ("bad", "contrary", "skips"):
-                n = entry.get(field)
-                if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-                    raise fail(f"bad counts in {r}")
-                numbers.append(n)
-            rules._origin[i] = entry["origin"]
-            rules._candidates.setdefault(i[0], set()).add(i)
-            rules._scopes.setdefault(i[0], set()).add(i[1:])
-            rules._confirmed[i] = strings(entry.get("confirmed"), None, "confirmed")[
-                :KEPT_CONFIRMATIONS]
-            rules._bad[i], rules._contrary[i], rules._skips[i] = numbers
+        document.read_into(rules, data)
         return rules
 
     def load(self, data: Any) -> None:
@@ -814,49 +378,8 @@ class ProtocolRules:
         other.revision = self.revision + 1  # what was merged before is looked at again
         vars(self).update(vars(other))
 
-    @staticmethod
-    def merge_data(local: dict[str, Any], remote: dict[str, Any]) -> dict[str, Any]:
-        """One rules document (:meth:`to_data`) from two of one crawl (workers of a fleet).
-
-        Both must have been read by :meth:`from_data` (checked).  Host rules are
-        merged so that no counterexample is lost: a rule's confirmations are the
-        union (distinct images; the first ``KEPT_CONFIRMATIONS`` in sorted
-        order), its content counterexamples (``bad``), 2xx responses against it
-        (``contrary``) and sample counts (``skips``) the larger of the two, so a
-        rule revoked by either side stays revoked (``bad`` is final).  Exact
-        rules (each from a permanent redirect a worker fetched) and "redirected
-        away from" are the union; a spelling the two map to different targets
-        keeps the greater row.  The union can keep an exact rule another worker
-        revoked: it merges only a spelling that was fetched (its redirect taught
-        the rule), so it loses no page.  Commutative, associative and
-        idempotent: workers that write in turn agree on one document instead of
-        rewriting each other's.  The one definition of the merge: the frontier's
-        ``merge_rules_data`` and :meth:`adopt` both use it.
-        """
-        exact: dict[str, list[str]] = {}
-        for row in [*local["exact"], *remote["exact"]]:
-            have = exact.get(row[0])
-            exact[row[0]] = row if have is None else max(have, row)
-        rules: dict[tuple[str, ...], dict[str, Any]] = {}
-        for entry in [*local["rules"], *remote["rules"]]:
-            key = tuple(entry["rule"])
-            have_entry = rules.get(key)
-            if have_entry is None:
-                rules[key] = {**entry, "confirmed": set(entry["confirmed"])}
-                continue
-            have_entry["confirmed"].update(entry["confirmed"])
-            have_entry["origin"] = min(have_entry["origin"], entry["origin"])
-            for field in ("bad", "contrary", "skips"):
-                have_entry[field] = max(have_entry[field], entry[field])
-        for entry in rules.values():
-            entry["confirmed"] = sorted(entry["confirmed"])[:KEPT_CONFIRMATIONS]
-        return {
-            "v": local["v"],
-            "min_evidence": max(local["min_evidence"], remote["min_evidence"]),
-            "exact": [exact[source] for source in sorted(exact)],
-            "away": sorted(set(local["away"]) | set(remote["away"])),
-            "rules": [rules[key] for key in sorted(rules)],
-        }
+    #: One rules document from two of one crawl (:func:`.document.merge_data`).
+    merge_data = staticmethod(document.merge_data)
 
     def adopt(self, data: Any) -> int:
         """Fold another worker's rules document (:meth:`to_data`'s shape) into these
@@ -912,99 +435,3 @@ class ProtocolRules:
             for uri in self._keys.get(identity[0], [])[-BACKFILL:]:
                 self._track(identity, uri, self._digests[uri])  # may refute it: revoked
         return self.revision - revision
-
-    def _forces(self) -> set[Identity]:
-        """The host rules in force now."""
-        return {(scope, kind, param) for scope, rules in self._scopes.items()
-                for kind, param in rules if self._in_force((scope, kind, param))}
-
-    # --- applying ------------------------------------------------------------
-
-    def host_rules(self, uri: str) -> list[tuple[str, str]]:
-        """The host rules in force for *uri*'s scope: ``(kind, parameter)``, in the
-        order they are tried."""
-        scope = _host_key(strip_fragment(uri))
-        out = [
-            (kind, param)
-            for kind, param in self._scopes.get(scope, ())
-            if self._in_force((scope, kind, param))
-        ]
-        return sorted(out, key=lambda rule: (KINDS.index(rule[0]), rule[1]))
-
-    def _in_force(self, identity: Identity) -> bool:
-        """A host rule is used once ``min_evidence`` permanent redirects with no
-        2xx against it, or ``min_evidence`` content confirmations, showed it --
-        and never after content differed in its scope."""
-        if self._bad[identity]:
-            return False
-        if len(self._confirmed.get(identity, ())) >= self.min_evidence:
-            return True
-        return (self._evidence[identity] >= self.min_evidence
-                and self._contrary[identity] == 0)
-
-    def host_rule(self, uri: str) -> str | None:
-        """The trailing-slash rule in force for *uri*'s host: ``"add-slash"``,
-        ``"remove-slash"`` or None (at most one is: every add-slash exact rule
-        contradicts remove-slash)."""
-        kinds = [kind for kind, _ in self.host_rules(uri) if kind in (ADD, REMOVE)]
-        return kinds[0] if kinds else None
-
-    def redirected_away(self, uri: str) -> bool:
-        """True if the latest evidence on *uri* is a permanent redirect away from it."""
-        return strip_fragment(uri) in self._away
-
-    def _exact_target(self, uri: str) -> str | None:
-        """The target of *uri*'s exact rule, or None.  A target learned here is never
-        redirected away from (:meth:`_send_away` revokes the rule); one merged from
-        another worker's document may be, and such a rule is not used."""
-        exact = self._exact.get(uri)
-        if exact is None or (exact[0] in self._away and exact[0] not in self._exact):
-            return None
-        return exact[0]
-
-    def _step(self, uri: str) -> tuple[str, Identity | None]:
-        """One rule applied to *uri* (no fragment): its exact rule, else the first
-        host rule whose output is no spelling redirected away from (or is one
-        that its exact rule moves on from); and that host rule (None for none,
-        or for an exact rule: the server said so)."""
-        target = self._exact_target(uri)
-        if target is not None:
-            return target, None
-        parts = _parts(uri)
-        if parts is None:
-            return uri, None
-        rules = self.host_rules(uri)
-        if not rules:
-            return uri, None
-        names = [param for kind, param in rules if kind == DROP_PARAM]
-        for kind, param, new in _candidates(parts, True, names):
-            if (kind, param) in rules:
-                out = _join(new)
-                if out not in self._away or self._exact_target(out) is not None:  # not a dead end
-                    return out, (_scope(parts), kind, param)
-        return uri, None
-
-    def apply(self, uri: str) -> str:
-        """Map a canonical URI to the spelling the protocol taught (5.3.4); idempotent."""
-        return self.trace(uri)[0]
-
-    def trace(self, uri: str) -> tuple[str, list[Identity]]:
-        """:meth:`apply`, and the host rules it used (in order; exact rules not listed)."""
-        if not self._exact and not self._scopes:  # no rule of any kind
-            return uri, []
-        head, fragment = split_fragment(uri)
-        out = head
-        used: list[Identity] = []
-        for _ in range(MAX_STEPS):
-            new, rule = self._step(out)
-            if new == out:
-                break
-            out = new
-            if rule is not None:
-                used.append(rule)
-        else:
-            return uri, []  # no fixed point within MAX_STEPS: leave the URI as it is
-        return (uri, []) if out == head else (out + fragment, used)
-
-    def __len__(self) -> int:
-        return len(self._exact)

@@ -23,7 +23,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from iri_scrapy import ProtocolRules
-from iri_scrapy.protocol.rules import RulesDataError
+from iri_scrapy.protocol.document import RulesDataError
 from tests.support import protocol_rules_gen as gen
 
 H = "http://h.test"

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iri_scrapy import ProtocolRules, explain
-from iri_scrapy.protocol.rules import RulesDataError
+from iri_scrapy.protocol.document import RulesDataError
 
 B, S, E = "http://blog.test", "http://shop.test", "http://events.test"
 
