@@ -14,9 +14,11 @@ it passed the filter comes back past it.
 
 from __future__ import annotations
 
+import pytest
 from scrapy import Request
 
-from iri_scrapy.plugin.config import META_DEFERRED, META_SAMPLE
+from iri_scrapy.core.ladder import Level
+from iri_scrapy.plugin.config import META_DEFERRED, META_SAMPLE, IRIConfig
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter
 from iri_scrapy.protocol.rules import ProtocolRules
 from tests.protocol import protocol_filter
@@ -258,3 +260,10 @@ def test_a_key_whose_holder_a_revoked_rule_moved_away_is_fetched() -> None:
     back = learned.changed()
     assert [r.url for r in back] == [standard.url] and back[0].dont_filter
     assert not df.request_seen(Request(f"{B}/p/5/"))  # a new link to it passes too
+
+
+def test_rules_without_their_learned_are_refused() -> None:
+    """A bare dupefilter over rules must be given the Learned that keeps what they skip
+    (the add-on's context builds both): without it a merged request would be lost."""
+    with pytest.raises(ValueError, match="rules without learned"):
+        IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=ProtocolRules())
