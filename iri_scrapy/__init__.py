@@ -2,7 +2,8 @@
 
 The core (this package's top-level functions) imports no Scrapy.  The Scrapy
 parts (``Addon``, ``IRIRequestFingerprinter``, ``IRIDupeFilter``, the
-middlewares, ``RedisIRIDupeFilter``) are loaded on first use.
+middlewares, ``RedisIRIDupeFilter``) and ``ProtocolRules`` (the optional learned
+protocol level, ``iri_scrapy/protocol/``) are loaded on first use.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from iri_scrapy.core.ladder import (
 )
 from iri_scrapy.core.mapping import iri_to_uri, uri_to_iri
 from iri_scrapy.core.parsing import IRIReference, parse, validate
-from iri_scrapy.core.protocol import ProtocolRules
 from iri_scrapy.core.resolve import resolve
 from iri_scrapy.version import __version__
 
@@ -51,10 +51,11 @@ __all__ = [
     "equivalent",
     "explain",
     "Explanation",
-    "ProtocolRules",
     "surt",
     "CANONICALIZATION_VERSION",
     "__version__",
+    # the learned protocol level (the optional iri_scrapy/protocol/), imported lazily:
+    "ProtocolRules",
     # the Scrapy plugin, imported lazily:
     "Addon",
     "IRIRequestFingerprinter",
@@ -70,13 +71,14 @@ __all__ = [
 ]
 
 _LAZY = {
+    "ProtocolRules": "iri_scrapy.protocol.rules",
     "Addon": "iri_scrapy.addon",
     "IRIRequestFingerprinter": "iri_scrapy.plugin.fingerprinter",
     "IRIDupeFilter": "iri_scrapy.plugin.dupefilter",
     "IRINormalizationMiddleware": "iri_scrapy.plugin.middleware",
     "IRISpiderMiddleware": "iri_scrapy.plugin.middleware",
     "IRIOffsiteMiddleware": "iri_scrapy.plugin.offsite",
-    "IRIProtocolMiddleware": "iri_scrapy.plugin.protocol_mw",
+    "IRIProtocolMiddleware": "iri_scrapy.protocol.middleware",
     "IRILinkExtractor": "iri_scrapy.plugin.linkextractor",
     "IRICrawlSpider": "iri_scrapy.plugin.linkextractor",
     "RedisIRIDupeFilter": "iri_scrapy.frontier.redis_dupefilter",

@@ -43,10 +43,10 @@ from iri_scrapy.plugin.idna_requests import (
     IDNA2008DownloaderMiddleware,
     IDNA2008ResponseMiddleware,
 )
+from iri_scrapy.plugin.location import IRILocationMiddleware
 from iri_scrapy.plugin.media import IRIFilesPipeline, IRIImagesPipeline
 from iri_scrapy.plugin.middleware import IRINormalizationMiddleware, IRISpiderMiddleware
 from iri_scrapy.plugin.offsite import IRIOffsiteMiddleware
-from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware
 from iri_scrapy.plugin.refresh import IRIMetaRefreshMiddleware
 from iri_scrapy.plugin.report_extension import IRICrawlReport
 from iri_scrapy.plugin.robots import IRIRobotsTxtMiddleware
@@ -152,6 +152,26 @@ def _listed(components: dict[Any, Any], cls: type) -> bool:
     return False
 
 
+def _protocol_level(context: CrawlContext | None) -> type:
+    """The learned protocol level (RFC 3987 section 5.3.4), the optional
+    ``iri_scrapy/protocol/`` folder: the one place outside it that imports it.
+
+    Installed: its parts go into the crawl's *context* (``context.protocol``) and
+    its middleware is the redirect middleware.  Not installed: the plugin's own
+    redirect middleware, and ``IRI_LEVEL = "protocol"`` is refused at start
+    (``CrawlContext.rules``).
+    """
+    try:
+        from iri_scrapy.protocol.level import ProtocolLevel
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("iri_scrapy.protocol", "iri_scrapy.protocol.level"):
+            raise
+        return IRILocationMiddleware
+    if context is not None:
+        context.protocol = ProtocolLevel()
+    return ProtocolLevel.middleware
+
+
 class Addon:
     """Enable canonical-URI fetching and IRI deduplication (see the module docstring)."""
 
@@ -165,8 +185,9 @@ class Addon:
 
     def update_settings(self, settings: BaseSettings) -> None:
         """Set the plugin's components into *settings* (user values win, see above)."""
+        context = None
         if self.crawler is not None:  # the crawl's shared state, read by each component
-            CrawlContext.install(self.crawler, settings)
+            context = CrawlContext.install(self.crawler, settings)
         fsync_setting(iri_setting(settings, "IRI_FRONTIER_FSYNC"))
         # what the add-on does once the crawl runs (signals, the Request() seam): an
         # extension, so that this method only edits settings
@@ -176,7 +197,7 @@ class Addon:
         self._compose_fingerprinter(settings)
         self._choose_dupefilter(settings, fleet)
         self._swap_stock_middlewares(settings)
-        self._add_iri_middlewares(settings)
+        self._add_iri_middlewares(settings, context)
         self._choose_scheduler(settings, fleet)
         # iri_report.json in JOBDIR, IRI_REPORT_FILE (not enabled without either)
         settings.setdefault_in_component_priority_dict("EXTENSIONS", IRICrawlReport, 500)
@@ -245,13 +266,13 @@ class Addon:
                 "DOWNLOADER_MIDDLEWARES", IRIMetaRefreshMiddleware, PRIORITIES["meta_refresh"]
             )
 
-    def _add_iri_middlewares(self, settings: BaseSettings) -> None:
-        """The normalization, protocol and spider middlewares."""
+    def _add_iri_middlewares(self, settings: BaseSettings, context: CrawlContext | None) -> None:
+        """The normalization, redirect (protocol) and spider middlewares."""
         settings.setdefault_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", IRINormalizationMiddleware, PRIORITIES["normalization"]
         )
         settings.setdefault_in_component_priority_dict(
-            "DOWNLOADER_MIDDLEWARES", IRIProtocolMiddleware, PRIORITIES["protocol"]
+            "DOWNLOADER_MIDDLEWARES", _protocol_level(context), PRIORITIES["protocol"]
         )
         settings.setdefault_in_component_priority_dict(
             "SPIDER_MIDDLEWARES", IRISpiderMiddleware, PRIORITIES["spider"]

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from functools import cache
@@ -39,7 +42,9 @@ LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "integrations": (frozenset({"core", "store"}), frozenset({"pyspark", "pyarrow"})),
     "frontier": (frozenset({"core", "store", "plugin"}),
                  frozenset({"scrapy", "twisted", "redis", "scrapy_redis", "typing_extensions"})),
-    "addon": (frozenset({"core", "store", "plugin", "frontier"}),
+    "protocol": (frozenset({"core", "store", "plugin", "frontier"}),
+                 frozenset({"scrapy", "twisted", "redis", "typing_extensions"})),
+    "addon": (frozenset({"core", "store", "plugin", "frontier", "protocol"}),
               frozenset({"scrapy", "typing_extensions"})),
     "commands": (frozenset({"plugin", "addon"}), frozenset({"scrapy"})),
     "cli": (frozenset({"version", "core", "store", "integrations"}),
@@ -396,3 +401,138 @@ def test_public_names_are_the_facades() -> None:
     assert bad == []
     assert sum(len(names) for names, _ in lists.values()) <= 30, (
         "a module's __all__ is only for what users import from its path")
+
+
+# ------------------------------------------------------------------ the optional protocol level
+
+#: The learned protocol level (RFC 3987 section 5.3.4): an optional folder.
+PROTOCOL = "iri_scrapy.protocol"
+#: The one module outside it that imports it (docs/architecture.md), and what it imports.
+PROTOCOL_SEAM = ("iri_scrapy.addon", "iri_scrapy.protocol.level")
+
+
+def _in_protocol(module: str) -> bool:
+    return module == PROTOCOL or module.startswith(PROTOCOL + ".")
+
+
+def test_only_the_seam_imports_the_protocol_folder() -> None:
+    """Nothing in core/ (nor plugin/, frontier/, the facade) imports iri_scrapy.protocol,
+    even under TYPE_CHECKING; the add-on imports its ``level`` module, inside a function
+    (the folder may be absent)."""
+    importers = {module: sorted(t for t in targets if _in_protocol(t))
+                 for module, targets in imports().items() if not _in_protocol(module)}
+    importers = {module: targets for module, targets in importers.items() if targets}
+    seam, level = PROTOCOL_SEAM
+    assert importers == {seam: [level]}
+    assert not [m for m in importers if layer_of(m) == "core"]
+    tree = ast.parse(modules()[seam].read_text(encoding="utf-8"))
+    in_functions = {id(node) for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)
+                    for node in ast.walk(fn)}
+    protocol_imports = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                        and _in_protocol(node.module or "")]
+    assert protocol_imports and all(id(node) in in_functions for node in protocol_imports)
+
+
+WITHOUT_PROTOCOL = r'''
+import importlib, json, os, pkgutil, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import iri_scrapy
+
+package = Path(iri_scrapy.__file__).parent
+assert str(package).startswith(sys.argv[1]), package  # the copy, not the checkout
+assert not (package / "protocol").exists()
+for info in pkgutil.walk_packages(iri_scrapy.__path__, "iri_scrapy."):
+    if info.name.endswith(".__main__"):
+        continue
+    try:
+        importlib.import_module(info.name)
+    except ModuleNotFoundError as exc:  # an optional third-party package is fine
+        if (exc.name or "").startswith("iri_scrapy"):
+            raise
+assert iri_scrapy.normalize("HTTP://Example.COM:80/a/./b/%7euser") == "http://example.com/a/b/~user"
+
+PAGES = {"/": ["/a", "/%61", "/old", "/b"], "/a": ["/"], "/b": ["/a"]}
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/old":
+            self.send_response(301)
+            self.send_header("Location", "/B/../b")
+            self.end_headers()
+            return
+        links = PAGES.get(self.path)
+        body = "".join(f'<a href="{href}">x</a>' for href in links or []).encode()
+        self.send_response(200 if links is not None else 404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+base = f"http://127.0.0.1:{server.server_address[1]}"
+
+import scrapy
+from scrapy.crawler import CrawlerProcess
+
+class Site(scrapy.Spider):
+    name = "site"
+    start_urls = [base + "/"]
+    custom_settings = {"JOBDIR": sys.argv[2]}
+
+    def parse(self, response):
+        yield {"url": response.url}
+        yield from response.follow_all(css="a")
+
+class Learned(Site):
+    name = "learned"
+    custom_settings = {"IRI_LEVEL": "protocol"}
+
+common = {"ADDONS": {"iri_scrapy.Addon": 0}, "LOG_LEVEL": "WARNING",
+          "TELNETCONSOLE_ENABLED": False, "ROBOTSTXT_OBEY": False}
+process = CrawlerProcess(common)
+site = process.create_crawler(Site)
+learned = process.create_crawler(Learned)
+process.crawl(site)
+process.crawl(learned)
+process.start()
+server.shutdown()
+print(json.dumps({
+    "site": {k: site.stats.get_value(k) for k in
+             ("finish_reason", "item_scraped_count", "downloader/response_status_count/301")},
+    "site_mw": sorted(type(c).__name__ for c in site.engine.downloader.middleware.middlewares),
+    "learned": learned.stats.get_value("finish_reason"),
+    "learned_requests": learned.stats.get_value("downloader/request_count"),
+    "bootstrap_failed": process.bootstrap_failed,
+}))
+'''
+
+
+@pytest.mark.slow
+def test_the_package_runs_without_the_protocol_folder(tmp_path: Path) -> None:
+    """A copy of the package without ``iri_scrapy/protocol/``: every module imports,
+    ``normalize`` works, a crawl with the add-on (JOBDIR frontier, a redirect,
+    aliases) fetches each page once, and ``IRI_LEVEL = "protocol"`` is refused at
+    start (one ERROR line naming the missing folder, nothing fetched)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(PACKAGE, copy / "iri_scrapy",
+                    ignore=lambda d, names: [n for n in names if n == "__pycache__" or (
+                        n == "protocol" and Path(d) == PACKAGE)])
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    out = subprocess.run([sys.executable, "-c", WITHOUT_PROTOCOL, str(copy),
+                          str(tmp_path / "jobdir")], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["site"] == {"finish_reason": "finished", "item_scraped_count": 3,
+                           "downloader/response_status_count/301": 1}, out.stderr[-3000:]
+    assert "IRILocationMiddleware" in got["site_mw"]
+    assert got["learned"] == "iri_bad_setting" and not got["learned_requests"]
+    assert got["bootstrap_failed"]  # scrapy crawl's exit status 1
+    errors = [line for line in out.stderr.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1 and "iri_scrapy/protocol/" in errors[0], errors

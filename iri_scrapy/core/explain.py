@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from iri_scrapy.core.errors import describe_char
-from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, climb, simple_text
+from iri_scrapy.core.ladder import Level, NormalizeOptions, RulesHook, Rung, climb, simple_text
 from iri_scrapy.core.parsing import IRIReference, check_str, parse
 
-if TYPE_CHECKING:
-    from iri_scrapy.core.protocol import ProtocolRules
+
+class ExplainedRules(RulesHook, Protocol):
+    """Protocol rules that can also say why (:meth:`why`): what ``explain`` lists."""
+
+    def why(self, uri: str, /) -> list[str]:
+        """The rules ``apply`` uses on *uri*, one line each, in order."""
+        ...
 
 
 _COMPONENTS = ("scheme", "userinfo", "host", "port", "path", "query", "fragment")
@@ -115,7 +120,7 @@ def explain(
     *,
     keep_fragment: bool = True,
     nfc: bool = False,
-    rules: ProtocolRules | None = None,
+    rules: ExplainedRules | None = None,
 ) -> Explanation:
     """Climb the comparison ladder (RFC 3987 section 5.3) with *a* and *b*.
 

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from iri_scrapy.core import native
 from iri_scrapy.core.errors import IRIError, IRISyntaxError
@@ -58,8 +58,19 @@ from iri_scrapy.core.resolve import remove_dot_segments
 from iri_scrapy.core.schemes import DEFAULT_PORTS, DNS_SCHEMES, default_port, scheme_path, uses_dns
 from iri_scrapy.core.surt import reorder
 
-if TYPE_CHECKING:
-    from iri_scrapy.core.protocol import ProtocolRules
+
+class RulesHook(Protocol):
+    """What level PROTOCOL applies (RFC 3987 section 5.3.4): a map of canonical
+    URIs (level SCHEME output) to the spelling the protocol taught, idempotent.
+
+    The core's hook for protocol-based normalization: the core learns nothing
+    itself.  :class:`iri_scrapy.protocol.rules.ProtocolRules` (the optional
+    ``iri_scrapy/protocol/`` folder) is one; any object with this method is.
+    """
+
+    def apply(self, uri: str, /) -> str:
+        """*uri* mapped to the spelling learned for it (``apply(apply(u)) == apply(u)``)."""
+        ...
 
 __all__ = [
     "case_normalize",
@@ -569,7 +580,7 @@ def scheme_normalize(ref: IRIReference) -> IRIReference:
     )
 
 
-def protocol_normalize(ref: IRIReference, rules: ProtocolRules | None) -> IRIReference:
+def protocol_normalize(ref: IRIReference, rules: RulesHook | None) -> IRIReference:
     """Protocol-based normalization (RFC 3987 section 5.3.4).
 
     Applies what *rules* learned from the protocol (permanent redirects that
@@ -639,7 +650,7 @@ def reference_fast_path(text: str, keep_fragment: bool) -> str | None:
 
 
 #: The fast path in use: the native one when it was built (and not turned off with
-#: ``IRI_SCRAPY_NATIVE=0``), else :func:`reference_fast_path`.  Callers pass ASCII text
+#: ``IRISCRAPY_NATIVE=0``), else :func:`reference_fast_path`.  Callers pass ASCII text
 #: (non-ASCII text is never canonical in URI form; the native one would convert it).
 fast_path = native.fast_path(
     reference_fast_path,
@@ -736,7 +747,7 @@ class NormalizeOptions:
     form: str = "uri"
     keep_fragment: bool = True
     nfc: bool = False
-    rules: ProtocolRules | None = None
+    rules: RulesHook | None = None
 
     def __post_init__(self) -> None:
         if self.level.__class__ is not Level:
@@ -767,7 +778,7 @@ def _rungs(level: Level, nfc: bool) -> tuple[Rung, ...]:
     return rungs
 
 
-def apply_rung(rung: Rung, ref: IRIReference, rules: ProtocolRules | None = None) -> IRIReference:
+def apply_rung(rung: Rung, ref: IRIReference, rules: RulesHook | None = None) -> IRIReference:
     """Apply one rung to *ref* (SIMPLE is the identity)."""
     if rung is Rung.CASE:
         return case_normalize(ref)
@@ -973,7 +984,7 @@ def normalize(
     form: Form = "uri",
     keep_fragment: bool = True,
     nfc: bool = False,
-    rules: ProtocolRules | None = None,
+    rules: RulesHook | None = None,
 ) -> str:
     """The canonical string of *iri* at *level* of the ladder (RFC 3987 section 5.3).
 
@@ -985,7 +996,7 @@ def normalize(
     "when IRIs are compared to select (or avoid) a network action ... fragment
     components (if any) should be excluded" (section 5.1).  ``nfc=True`` adds
     character normalization (5.3.2.2), off by default.  At level PROTOCOL,
-    *rules* (a :class:`~iri_scrapy.core.protocol.ProtocolRules`) supply what was
+    *rules* (a :class:`RulesHook`, e.g. the protocol level's) supply what was
     learned from the protocol.  Level SIMPLE returns the text itself (section
     5.3.1: the comparison "MUST NOT map IRIs to URIs"), mapped to a URI only
     when ``form="uri"`` asks for it; white space that dropping the fragment
@@ -1072,7 +1083,7 @@ def surt(
     *,
     keep_fragment: bool = False,
     nfc: bool = False,
-    rules: ProtocolRules | None = None,
+    rules: RulesHook | None = None,
     include_scheme: bool = False,
     drop_www: bool = True,
     trailing_comma: bool = False,
@@ -1095,7 +1106,7 @@ def equivalent(
     *,
     keep_fragment: bool = True,
     nfc: bool = False,
-    rules: ProtocolRules | None = None,
+    rules: RulesHook | None = None,
 ) -> bool:
     """True if *a* and *b* are equivalent at *level* of the ladder (RFC 3987 5.3).
 
@@ -1155,7 +1166,7 @@ def rungs_applied(
     *,
     keep_fragment: bool = True,
     nfc: bool = False,
-    rules: ProtocolRules | None = None,
+    rules: RulesHook | None = None,
 ) -> tuple[Rung, ...]:
     """The rungs that changed *iri* on its way to its canonical form, in order.
 

@@ -7,7 +7,7 @@ key for every input (tests/core/test_native.py, over the corpora and generated
 mutations).  The C code holds no rule of its own: its character classes, its table of
 canonical escapes (RFC 3986 6.2.2.1-2), the default ports and DNS schemes (RFC 3987
 5.3.3) and the URL Standard's "ends in a number" host check are all built here from the
-Python definitions and handed to it once.  ``IRI_SCRAPY_NATIVE=0`` in the environment
+Python definitions and handed to it once.  ``IRISCRAPY_NATIVE=0`` in the environment
 turns it off (benchmarks, a bug report).  Design and figures: docs/benchmarks.md.
 """
 
@@ -23,7 +23,7 @@ from iri_scrapy.core.hosts import NUMBER_END, ends_in_number
 from iri_scrapy.core.schemes import DEFAULT_PORTS, DNS_SCHEMES
 
 #: The environment variable that turns the native fast path off ("0").
-ENV = "IRI_SCRAPY_NATIVE"
+ENV = "IRISCRAPY_NATIVE"
 
 FastPath = Callable[[str, bool], "str | None"]
 

@@ -51,7 +51,6 @@ from iri_scrapy.frontier.options import (
     fsync_setting,
     max_inflight_setting,
 )
-from iri_scrapy.frontier.protocol_store import ProtocolStore
 from iri_scrapy.frontier.sqlite_store import (
     DAMAGED,
     FrontierStore,
@@ -249,8 +248,8 @@ class IRIFrontierScheduler(Scheduler):
         self._unser: dict[int, int | None] = {}
         self._next_memory_id = -1
         self.codec: RequestCodec | None = None
-        #: At level protocol: the learned rules' files (see :mod:`.protocol_store`).
-        self.protocol: ProtocolStore | None = None
+        #: At level protocol: the learned rules' files (:mod:`iri_scrapy.protocol.jobdir_store`).
+        self.protocol: Any = None
         #: The pending rows refused at open (see :mod:`.codec`).
         self.refusals = RefusalLog("IRIFrontierScheduler", "the frontier store")
         #: Commits, syncs, write retries (see :mod:`.store_writer`).
@@ -325,10 +324,11 @@ class IRIFrontierScheduler(Scheduler):
                 "Resuming crawl (%(queuesize)d requests scheduled)",
                 {"queuesize": recovered}, extra={"spider": spider},
             )
-        CrawlContext.of(crawler).register_frontier(self)
+        context = CrawlContext.of(crawler)
+        context.register_frontier(self)
         if df.learned is not None:  # level protocol: learned rules, what they skipped
-            self.protocol = ProtocolStore(self.frontier_dir, self.codec, df.learned,
-                                          seen=lambda request: request in df)
+            self.protocol = context.protocol.jobdir_store(
+                self.frontier_dir, self.codec, df.learned, seen=lambda request: request in df)
             for request in self.protocol.open():
                 self.enqueue_request(request)
         crawler.signals.connect(self._on_response, signal=signals.response_received)

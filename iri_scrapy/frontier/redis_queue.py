@@ -17,7 +17,15 @@ import time
 from typing import Any
 
 from iri_scrapy.frontier.redis_client import IRIRedisError
-from iri_scrapy.frontier.redis_protocol import MARKER
+
+#: The field of ``<base>:skipped`` that is there while the crawl's protocol state
+#: is (level protocol: iri_scrapy.protocol.redis_store; kept by :meth:`clear`).
+MARKER = "iri-protocol:marker"
+
+
+class ProtocolStateLost(IRIRedisError):
+    """The crawl's rules are in Redis without its skipped requests (found at open)."""
+
 
 #: The scheduler's log lines (one logger for the scheduler and its parts).
 logger = logging.getLogger("iri_scrapy.frontier.redis_scheduler")

@@ -11,7 +11,7 @@ that lost or evicted the crawl's keys, or went back to older data (the crawl's
 clock behind what a worker saw), stops the crawl (``iri_frontier_lost``)
 instead of losing pages silently.  At ``IRI_LEVEL = "protocol"`` the rules the
 fleet learned and the requests they skipped are kept beside the queue
-(:mod:`.redis_protocol`).
+(:mod:`iri_scrapy.protocol.redis_store`).
 
 Design: docs/redis-fleet.md (keys, scripts, intents); Redis configuration and
 loss detection: docs/redis.md; stored records: docs/frontier.md.
@@ -59,8 +59,7 @@ from iri_scrapy.frontier.redis_loss import (
     LossWatch,
     lost_at_start,
 )
-from iri_scrapy.frontier.redis_protocol import ProtocolStateLost, RedisProtocolStore
-from iri_scrapy.frontier.redis_queue import RedisQueue
+from iri_scrapy.frontier.redis_queue import ProtocolStateLost, RedisQueue
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.context import CrawlContext
@@ -183,8 +182,8 @@ class RedisIRIScheduler(BaseScheduler):
         self.loss = LossWatch(self.queue, self.worker, redis_url, run=self._run,
                               on_lost=lambda: self._close_spider(REASON_FRONTIER_LOST),
                               count=self._inc, extra=lambda: {"spider": self.spider})
-        #: At level protocol: the learned rules' keys (see :mod:`.redis_protocol`).
-        self.protocol: RedisProtocolStore | None = None
+        #: At level protocol: the learned rules' keys (see :mod:`iri_scrapy.protocol.redis_store`).
+        self.protocol: Any = None
 
     # --- construction ------------------------------------------------------------
 
@@ -360,9 +359,9 @@ class RedisIRIScheduler(BaseScheduler):
         """Open the learned rules' keys; the requests to schedule again, or None if the
         start is refused (their state lost, or Redis unusable)."""
         contains = getattr(self.df, "__contains__", None)  # no side effect (IRIDupeFilter)
-        self.protocol = RedisProtocolStore(
+        self.protocol = CrawlContext.of(self.crawler).protocol.redis_store(
             rules_key=self.queue.keys["rules"], skipped_key=self.queue.keys["skipped"],
-            refused_key=self.queue.keys["refused"], codec=self.codec,  # type: ignore[arg-type]
+            refused_key=self.queue.keys["refused"], codec=self.codec,
             learned=learned, call=lambda fn: self._retrying(lambda: fn(self.queue.client)),
             lost=self._frontier_lost, schedule=self._schedule_again,
             seen=None if contains is None else lambda request: bool(contains(request)),

@@ -11,14 +11,11 @@ meta keys the plugin and the frontier read or write, all of them here.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import import_module
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iri_scrapy.core.ladder import Level
-from iri_scrapy.core.protocol import ProtocolRules
 from iri_scrapy.core.query import rewrite_query
 
 if TYPE_CHECKING:
@@ -184,23 +181,11 @@ class IRIConfig:
             level = Level.coerce(setting(settings, "IRI_LEVEL"))
         except ValueError as exc:
             raise ValueError(f"IRI_LEVEL: {exc}") from None
-        try:
-            evidence = setting(settings, "IRI_PROTOCOL_MIN_EVIDENCE")
-            ProtocolRules(evidence)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"IRI_PROTOCOL_MIN_EVIDENCE: {exc}") from None
-        try:
-            sample_every = setting(settings, "IRI_PROTOCOL_SAMPLE_EVERY")
-            ProtocolRules(sample_every=sample_every)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"IRI_PROTOCOL_SAMPLE_EVERY: {exc}") from None
+        evidence = _at_least_one(settings, "IRI_PROTOCOL_MIN_EVIDENCE", "min_evidence")
+        sample_every = _at_least_one(settings, "IRI_PROTOCOL_SAMPLE_EVERY", "sample_every")
         rules_file = setting(settings, "IRI_PROTOCOL_RULES_FILE")
-        if rules_file is not None:
+        if rules_file is not None:  # read by the protocol level (ProtocolLevel.check)
             rules_file = str(rules_file)
-            try:
-                read_rules(rules_file)
-            except (OSError, ValueError) as exc:
-                raise ValueError(f"IRI_PROTOCOL_RULES_FILE: {rules_file}: {exc}") from None
         return cls(
             level=level,
             keep_fragments=setting(settings, "IRI_KEEP_FRAGMENTS"),
@@ -230,14 +215,15 @@ class IRIConfig:
         return rewrite_query(uri, self.drop_query_params, self.sort_query)
 
 
-def read_rules(path: str) -> ProtocolRules | None:
-    """The rules in the JSON file *path* (None if there is no such file yet);
-    ValueError if it is not a rules document (read as data, nothing run)."""
+def _at_least_one(settings: BaseSettings, name: str, what: str) -> int:
+    """The integer setting *name*, at least 1 (*what*: the protocol rules' argument)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    return ProtocolRules.from_data(json.loads(text))
+        value = setting(settings, name)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}: {what} must be an integer >= 1, got {value!r}")
+    return value
 
 
 def class_of(value: Any) -> type | None:

@@ -18,8 +18,12 @@ only shares nothing (a frontier middleware, which must reach its scheduler,
 refuses to start then, naming the add-on).
 
 The context only holds; each part is built by its own module on first use
-(``Stamper.of``, ``Canonicalizer.of``, ``learned_of``), so this module imports
-none of them (no import circle).
+(``Stamper.of``, ``Canonicalizer.of``), so this module imports none of them (no
+import circle).  The learned protocol level (RFC 3987 section 5.3.4, the
+optional ``iri_scrapy/protocol/`` folder) is reached through :attr:`protocol`,
+which the add-on sets when the folder is there: the plugin and the frontier
+import nothing of that folder, and ``IRI_LEVEL = "protocol"`` without it is
+refused at start.
 """
 
 from __future__ import annotations
@@ -27,8 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from iri_scrapy.core.ladder import Level
-from iri_scrapy.core.protocol import ProtocolRules
-from iri_scrapy.plugin.config import IRIConfig, read_rules
+from iri_scrapy.plugin.config import IRIConfig
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -52,12 +55,16 @@ class CrawlContext:
         #: True if the add-on built it (every component of the crawler holds this one)
         self.shared = shared
         self._config: IRIConfig | None = None
-        self._rules: ProtocolRules | None = _UNSET
+        self._rules: Any = _UNSET
+        #: the protocol level's parts (:class:`iri_scrapy.protocol.level.ProtocolLevel`),
+        #: set by the add-on when ``iri_scrapy/protocol/`` is installed, else None
+        self.protocol: Any = None
         #: the :class:`~iri_scrapy.plugin.stamp.Stamper` (``Stamper.of``)
         self.stamper: Any = None
         #: the :class:`~iri_scrapy.plugin.middleware.Canonicalizer` (``Canonicalizer.of``)
         self.canon: Any = None
-        #: the :class:`~iri_scrapy.plugin.learned.Learned` of :attr:`rules` (``learned_of``)
+        #: the :class:`~iri_scrapy.protocol.learned.Learned` of :attr:`rules`, built by the
+        #: protocol level (:meth:`learned_of_rules`)
         self.learned: Any = None
         #: the frontier scheduler open for this crawler, which the frontier
         #: middlewares answer to (``answered``/``failed``), or None
@@ -123,6 +130,8 @@ class CrawlContext:
                 return config
             try:
                 config = self._config = IRIConfig.from_settings(crawler.settings)
+                if self.protocol is not None:  # its settings (IRI_PROTOCOL_RULES_FILE)
+                    self.protocol.check(config)
             except ValueError as exc:
                 from iri_scrapy.plugin.refusal import REASON_BAD_SETTING, refuse_start
 
@@ -132,34 +141,43 @@ class CrawlContext:
         return config
 
     @property
-    def rules(self) -> ProtocolRules | None:
-        """The crawl's :class:`ProtocolRules` at level PROTOCOL, else ``None``.
+    def rules(self) -> Any:
+        """The crawl's protocol rules at level PROTOCOL
+        (:class:`iri_scrapy.protocol.rules.ProtocolRules`), else ``None``.
 
         One instance, shared by the fingerprinter (which applies it), the dupefilter
         and the middleware that learns from redirects; loaded from
         ``IRI_PROTOCOL_RULES_FILE`` when there is one.  Shared through the add-on's
         context only: a crawler's component without it refuses the start (each
-        would learn and apply rules of its own, silently).
+        would learn and apply rules of its own, silently); so does a crawl at
+        level PROTOCOL where ``iri_scrapy/protocol/`` is not installed.
         """
         rules = self._rules
         if rules is _UNSET:
             config = self.config
             rules = None
-            if config.level >= Level.PROTOCOL:
-                rules = ProtocolRules(min_evidence=config.protocol_min_evidence,
-                                      sample_every=config.protocol_sample_every)
-                if config.protocol_rules_file is not None:
-                    try:
-                        loaded = read_rules(config.protocol_rules_file)
-                    except (OSError, ValueError):
-                        loaded = None  # refused at start by the config
-                    if loaded is not None:
-                        rules.load(loaded.to_data())
-                if self.crawler is not None and not self.shared:
-                    from iri_scrapy.plugin.refusal import REASON_BAD_SETTING, refuse_start
+            if config.level >= Level.PROTOCOL and self.crawler is not None:
+                from iri_scrapy.plugin.refusal import REASON_BAD_SETTING, refuse_start
 
-                    error = ValueError("IRI_LEVEL = 'protocol': the learned rules are shared "
-                                       f"through the add-on's crawl context: {ADDON_LINE}")
+                why = None
+                if not self.shared:
+                    why = ("IRI_LEVEL = 'protocol': the learned rules are shared "
+                           f"through the add-on's crawl context: {ADDON_LINE}")
+                elif self.protocol is None:
+                    why = ("IRI_LEVEL = 'protocol': this installation has no learned "
+                           "protocol level (the optional iri_scrapy/protocol/ folder): "
+                           "install iri_scrapy with it, or choose IRI_LEVEL = 'scheme'")
+                if why is None:
+                    rules = self.protocol.rules(config)
+                else:
+                    error = ValueError(why)
                     refuse_start(self.crawler, REASON_BAD_SETTING, str(error), error)
             self._rules = rules
         return rules
+
+    def learned_of_rules(self) -> Any:
+        """The crawl's one :class:`~iri_scrapy.protocol.learned.Learned` of :attr:`rules`
+        (what learned rules skipped), None below level PROTOCOL."""
+        if self.rules is None:
+            return None
+        return self.protocol.learned(self)

@@ -25,7 +25,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import RequestFingerprinter
 
 from iri_scrapy.core.errors import IRIError
-from iri_scrapy.core.explain import explain
+from iri_scrapy.core.explain import ExplainedRules, explain
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.core.query import strip_fragment
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
@@ -44,7 +44,6 @@ from iri_scrapy.plugin.fingerprinter import (
     dedupe_fingerprinter,
     spelling,
 )
-from iri_scrapy.plugin.learned import Learned, learned_of
 from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
 from iri_scrapy.plugin.report_extension import dupefilter_closed, note_duplicate
 from iri_scrapy.plugin.stamp import Stamp, Stamper, as_given
@@ -66,7 +65,6 @@ if TYPE_CHECKING:
     from twisted.internet.task import LoopingCall
     from typing_extensions import Self
 
-    from iri_scrapy.core.protocol import ProtocolRules
 
 
 logger = logging.getLogger(__name__)
@@ -105,7 +103,7 @@ def _referer(request: Request) -> str | None:
     return None if referer is None else referer.decode("utf-8", errors="replace")
 
 
-def _decided(first: str, written: str, cfg: IRIConfig, rules: ProtocolRules | None) -> str:
+def _decided(first: str, written: str, cfg: IRIConfig, rules: ExplainedRules | None) -> str:
     """The rung at which *written* became equal to *first* (:func:`iri_scrapy.explain`)."""
     try:
         result = explain(first, written, cfg.level, keep_fragment=cfg.keep_fragments,
@@ -149,7 +147,8 @@ class IRIDupeFilter(BaseDupeFilter):
     *config*), *config* (for per-rung stats and explain), *rules* (level
     PROTOCOL), *stats*, *jobdir* (keep ``iri_fingerprints.bin`` there),
     *debug* (``DUPEFILTER_DEBUG``), *allow_reset* (``IRI_JOBDIR_ALLOW_RESET``),
-    *learned* (level PROTOCOL: the crawler's :class:`~iri_scrapy.plugin.learned.Learned`),
+    *learned* (level PROTOCOL, with *rules*: the crawler's
+    :class:`~iri_scrapy.protocol.learned.Learned` of them, built on the same stamper),
     *context* (the crawl's :class:`~iri_scrapy.plugin.context.CrawlContext`: its report).
     """
 
@@ -158,12 +157,12 @@ class IRIDupeFilter(BaseDupeFilter):
         *,
         fingerprinter: RequestFingerprinterProtocol | None = None,
         config: IRIConfig | None = None,
-        rules: ProtocolRules | None = None,
+        rules: Any = None,
         stats: StatsCollector | None = None,
         jobdir: str | Path | None = None,
         debug: bool = False,
         allow_reset: bool = False,
-        learned: Learned | None = None,
+        learned: Any = None,
         context: CrawlContext | None = None,
     ) -> None:
         #: the crawl's shared state (its report); a private one when built bare
@@ -177,9 +176,11 @@ class IRIDupeFilter(BaseDupeFilter):
         stamper = getattr(self.fingerprinter, "stamper", None)
         self.stamper: Stamper = (stamper if isinstance(stamper, Stamper)
                                  else Stamper.of(self.context))
+        if rules is not None and learned is None:  # what it skips would be lost
+            raise ValueError("IRIDupeFilter: rules without learned (the Learned that keeps "
+                             "what they skip, iri_scrapy.protocol.learned)")
         #: At level PROTOCOL: what learned rules skipped (given back if one is revoked).
-        self.learned = learned if learned is not None else (
-            Learned(None, rules, self.stamper) if rules is not None else None)
+        self.learned = learned
         self.stats = stats
         self.debug = debug
         self.logdupes = True
@@ -221,7 +222,7 @@ class IRIDupeFilter(BaseDupeFilter):
             "fingerprinter": dedupe_fingerprinter(crawler),
             "config": context.config,
             "rules": context.rules,
-            "learned": learned_of(context),
+            "learned": context.learned_of_rules(),
             "context": context,
             "stats": crawler.stats,
             "jobdir": jobdir_setting(settings),

@@ -49,7 +49,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from iri_scrapy.core.errors import IRIError
-from iri_scrapy.core.ladder import Level, retrieval_key, rungs_applied
+from iri_scrapy.core.ladder import Level, RulesHook, retrieval_key, rungs_applied
 from iri_scrapy.core.ladder import normalize as _normalize
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
@@ -68,8 +68,6 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from typing_extensions import Self
 
-    from iri_scrapy.core.protocol import ProtocolRules
-
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +80,7 @@ BASE_SETTING = "IRI_REQUEST_FINGERPRINTER_BASE_CLASS"
 
 
 def rung_keys(
-    url: str, config: IRIConfig, rules: ProtocolRules | None = None
+    url: str, config: IRIConfig, rules: RulesHook | None = None
 ) -> tuple[str, ...]:
     """See :func:`_rung_keys`; cached per spelling when no protocol rules apply
     (pages repeat the same links, and duplicates are counted per rung)."""
@@ -97,7 +95,7 @@ def _rung_keys_cached(url: str, config: IRIConfig) -> tuple[str, ...]:
 
 
 def _rung_keys(
-    url: str, config: IRIConfig, rules: ProtocolRules | None = None
+    url: str, config: IRIConfig, rules: RulesHook | None = None
 ) -> tuple[str, ...]:
     """The names of the normalizations that changed *url* on its way to its key.
 
@@ -152,7 +150,7 @@ class IRIRequestFingerprinter:
         crawler: Crawler | None = None,
         *,
         config: IRIConfig | None = None,
-        rules: ProtocolRules | None = None,
+        rules: RulesHook | None = None,
         include_headers: Iterable[bytes | str] | None = None,
     ) -> None:
         context = CrawlContext.of(crawler) if crawler is not None else None
@@ -162,7 +160,7 @@ class IRIRequestFingerprinter:
         self.level = config.level
         if context is not None and rules is None:
             rules = context.rules
-        self.rules: ProtocolRules | None = rules if config.level >= Level.PROTOCOL else None
+        self.rules: RulesHook | None = rules if config.level >= Level.PROTOCOL else None
         self.stats: StatsCollector | None = crawler.stats if crawler is not None else None
         self._headers: tuple[bytes, ...] = tuple(
             sorted(h.lower().encode() if isinstance(h, str) else h.lower()

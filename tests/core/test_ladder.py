@@ -216,10 +216,9 @@ def test_explain_says_where_they_differ() -> None:
 
 def test_explain_with_nfc_and_protocol_rules() -> None:
     assert iri.explain("http://h.com/e\u0301", "http://h.com/\u00e9", nfc=True).rung is Rung.CHARACTER
-    rules = iri.ProtocolRules()
-    rules.observe_redirect("http://h.com/data", "http://h.com/data/", 301)
-    e = iri.explain("http://h.com/data", "http://h.com/data/", Level.PROTOCOL, rules=rules)
+    e = iri.explain("http://h.com/data", "http://h.com/data/", Level.PROTOCOL, rules=_SlashRules())
     assert e.rung is Rung.PROTOCOL
+    assert "add-slash" in str(e)  # the rule's own account of itself (why)
 
 
 RUNGS_APPLIED = [
@@ -234,26 +233,26 @@ def test_rungs_applied(text: str, rungs: tuple[Rung, ...]) -> None:
     assert rungs_applied(text) == rungs
 
 
-def test_protocol_rules() -> None:
-    rules = iri.ProtocolRules(min_evidence=2)
-    assert not rules.observe_redirect("http://h.com/a", "http://h.com/b", 301)  # not a slash
-    assert not rules.observe_redirect("http://h.com/a", "http://h.com/a/", 302)  # not permanent
-    assert rules.observe_redirect("http://h.com/data", "http://h.com/data/", 301)
-    assert iri.normalize("http://H.com/data", Level.PROTOCOL, rules=rules) == "http://h.com/data/"
-    # the target itself is unchanged: a rule never maps a target away (no loop)
-    assert rules.apply("http://h.com/data/") == "http://h.com/data/"
-    # (the opposite redirect, learned later, would win: tests/core/test_protocol_rules.py)
-    # one observation is not a host rule yet; two are
-    assert rules.apply("http://h.com/other") == "http://h.com/other"
-    assert rules.observe_redirect("http://h.com/docs", "http://h.com/docs/", 308)
-    assert rules.apply("http://h.com/other?x=1") == "http://h.com/other/?x=1"
-    assert rules.apply("http://h.com/file.html") == "http://h.com/file.html"  # looks like a file
-    assert rules.apply("http://other.com/x") == "http://other.com/x"  # per host
-    # a page served without the slash is contrary evidence: the host rule stops
-    rules.observe_contrary("http://h.com/plain")
-    assert rules.apply("http://h.com/other") == "http://h.com/other"
-    assert rules.apply("http://h.com/data") == "http://h.com/data/"  # exact pairs stay
-    assert iri.normalize("http://h.com/data", Level.SCHEME, rules=rules) == "http://h.com/data"
+class _SlashRules:
+    """A protocol-rules hook of the core's own (RFC 3987 section 5.3.4): one learned
+    spelling.  The learned ones are iri_scrapy/protocol/'s (tests/protocol/)."""
+
+    def apply(self, uri: str, /) -> str:
+        return "http://h.com/data/" if uri == "http://h.com/data" else uri
+
+    def why(self, uri: str, /) -> list[str]:
+        return ["add-slash on http://h.com (a test's)"] if self.apply(uri) != uri else []
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_the_protocol_rung_applies_the_rules_hook(path: str) -> None:
+    """Level PROTOCOL applies what the hook maps, on the canonical URI, and nothing
+    below it: the core learns nothing itself and imports no rules."""
+    rules = _SlashRules()
+    assert via(path, "http://H.com/data", Level.PROTOCOL, rules=rules) == "http://h.com/data/"
+    assert via(path, "http://h.com/data", Level.SCHEME, rules=rules) == "http://h.com/data"
+    assert via(path, "http://h.com/other", Level.PROTOCOL, rules=rules) == "http://h.com/other"
+    assert via(path, "http://h.com/data", Level.PROTOCOL) == "http://h.com/data"
 
 
 ERRORS = [

@@ -120,7 +120,7 @@ def test_the_tables_come_from_the_python_definitions() -> None:
 
 
 def test_without_the_extension_the_add_on_says_so_in_one_info_line(tmp_path: object) -> None:
-    """A build without a compiler (IRI_SCRAPY_NATIVE=0 stands in for it): the keys are the
+    """A build without a compiler (IRISCRAPY_NATIVE=0 stands in for it): the keys are the
     reference's and one INFO line of the add-on says the fast path is off."""
     import subprocess
     import sys
@@ -139,5 +139,5 @@ def test_without_the_extension_the_add_on_says_so_in_one_info_line(tmp_path: obj
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [x for x in proc.stdout.splitlines() if "native fast path is off" in x]
-    assert lines == ["iri_scrapy: the native fast path is off (IRI_SCRAPY_NATIVE=0): the same "
+    assert lines == ["iri_scrapy: the native fast path is off (IRISCRAPY_NATIVE=0): the same "
                      "keys, computed in pure Python"], proc.stdout

@@ -21,7 +21,7 @@ for Scrapy's base URL readers by :class:`~iri_scrapy.IRINormalizationMiddleware`
 
 The first tests check the same hrefs without a crawl, on each entry path:
 ``response.urljoin``/``follow``/``follow_all``, ``IRILinkExtractor``, ``<base
-href>``, a redirect's ``Location`` (:class:`~iri_scrapy.plugin.protocol_mw.IRIProtocolMiddleware`),
+href>``, a redirect's ``Location`` (:class:`~iri_scrapy.plugin.location.IRILocationMiddleware`),
 a meta refresh and a form's action.
 """
 
@@ -41,8 +41,8 @@ from scrapy.utils.test import get_crawler
 
 from iri_scrapy import IRILinkExtractor, IRINormalizationMiddleware
 from iri_scrapy.addon import Addon
+from iri_scrapy.plugin.location import IRILocationMiddleware
 from iri_scrapy.plugin.middleware import iri_response_class
-from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware
 from iri_scrapy.plugin.refresh import IRIMetaRefreshMiddleware
 from tests.support.crawl import CrawlResult, run_crawl
 from tests.support.server import HitLog
@@ -127,7 +127,7 @@ def test_base_href_spellings(tag: str) -> None:
 
 
 def _redirect(location: bytes, url: str = "http://site.test/from") -> bytes:
-    mw = IRIProtocolMiddleware(get_crawler(settings_dict={}))
+    mw = IRILocationMiddleware(get_crawler(settings_dict={}))
     request = Request(url)
     response = Response(url, status=301, headers={"Location": location}, request=request)
     mw.process_response(request, response)

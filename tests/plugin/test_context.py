@@ -23,7 +23,6 @@ from iri_scrapy import Addon
 from iri_scrapy.frontier.middlewares import FrontierDownloaderMiddleware
 from iri_scrapy.plugin.context import SETTING, CrawlContext
 from iri_scrapy.plugin.middleware import Canonicalizer, IRISpiderMiddleware
-from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware
 
 ADDONS = {"ADDONS": {"iri_scrapy.Addon": 0}}
 
@@ -39,7 +38,7 @@ def test_the_add_on_builds_one_context_that_every_component_holds() -> None:
     assert CrawlContext.of(crawler) is context
     fingerprinter: Any = crawler.request_fingerprinter
     spider_mw = IRISpiderMiddleware.from_crawler(crawler)
-    protocol_mw = IRIProtocolMiddleware.from_crawler(crawler)
+    protocol_mw = context.protocol.middleware.from_crawler(crawler)  # iri_scrapy/protocol/
     assert spider_mw.canon is Canonicalizer.for_crawler(crawler) is context.canon
     assert fingerprinter.stamper is spider_mw.canon.stamper is context.stamper
     assert fingerprinter.rules is protocol_mw.rules is context.rules is not None

@@ -13,13 +13,13 @@ from scrapy.utils.test import get_crawler
 
 from iri_scrapy.addon import PRIORITIES, Addon
 from iri_scrapy.plugin import compat
+from iri_scrapy.plugin.location import IRILocationMiddleware
 from iri_scrapy.plugin.middleware import (
     IRINormalizationMiddleware,
     IRISpiderMiddleware,
     iri_response_class,
 )
 from iri_scrapy.plugin.offsite import IRIOffsiteMiddleware, canonical_domain
-from iri_scrapy.plugin.protocol_mw import IRIProtocolMiddleware
 
 ADDON = {"ADDONS": {"iri_scrapy.Addon": 0}}
 
@@ -46,7 +46,9 @@ def test_addon_sets_everything() -> None:
     assert dl[OffsiteMiddleware] is None
     assert dl[IRIOffsiteMiddleware] == PRIORITIES["offsite"] == 50
     assert dl[IRINormalizationMiddleware] == 60
-    assert dl[IRIProtocolMiddleware] == 650 > 600  # before RedirectMiddleware's process_response
+    # before RedirectMiddleware's process_response: the protocol level's, else the plugin's
+    (redirects,) = [c for c in dl if isinstance(c, type) and issubclass(c, IRILocationMiddleware)]
+    assert dl[redirects] == 650 > 600
     assert _components(crawler, "SPIDER_MIDDLEWARES")[IRISpiderMiddleware] == 950
 
 
@@ -236,20 +238,3 @@ def test_offsite_canonical_domains() -> None:
     assert not any(stock.should_follow(Request(u), spider) for u in ok[:1] + ok[2:])
 
 
-def test_protocol_mw_canonicalizes_location() -> None:
-    crawler = get_crawler(settings_dict={**ADDON, "IRI_LEVEL": "protocol"})
-    mw = IRIProtocolMiddleware.from_crawler(crawler)
-    req = Request("http://www.example.test/a")
-    resp = HtmlResponse(req.url, status=301, request=req,
-                        headers={"Location": "http://straße.example/x/../y".encode()})
-    out = mw.process_response(req, resp)
-    assert out.headers[b"Location"] == b"http://xn--strae-oqa.example/y"
-    assert "iri_pending_redirect" in req.meta  # learned once the target met the dupefilter
-    slash = Request("http://www.example.test/docs")
-    mw.process_response(slash, HtmlResponse(slash.url, status=301, request=slash,
-                                            headers={"Location": "/docs/"}))
-    target = slash.replace(url="http://www.example.test/docs/")
-    assert mw.process_request(target) is None
-    assert mw.rules is not None and mw.rules.apply("http://www.example.test/docs") == (
-        "http://www.example.test/docs/"
-    )

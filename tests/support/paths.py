@@ -19,6 +19,7 @@ from collections.abc import Callable
 from iri_scrapy import IRIError, Level
 from iri_scrapy.core.ladder import (
     NormalizeOptions,
+    RulesHook,
     climb_path,
     fused_path,
     reference_fast_path,
@@ -26,7 +27,6 @@ from iri_scrapy.core.ladder import (
     with_context,
 )
 from iri_scrapy.core.native import MODULE as NATIVE
-from iri_scrapy.core.protocol import ProtocolRules
 
 PATHS = ("climb", "fused", "fast", "native") if NATIVE is not None else ("climb", "fused", "fast")
 
@@ -46,7 +46,7 @@ def via(
     form: str = "uri",
     keep_fragment: bool = True,
     nfc: bool = False,
-    rules: ProtocolRules | None = None,
+    rules: RulesHook | None = None,
 ) -> str:
     """``normalize(text, level, ...)`` computed by *path* (one of :data:`PATHS`)."""
     options = NormalizeOptions(Level.coerce(level), form, keep_fragment, nfc, rules)

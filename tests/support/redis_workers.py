@@ -2,7 +2,7 @@
 
 Each has its own crawler, worker id and Redis connection; a worker "dies" by
 being dropped without ``close()``.  Shared by the scheduler's and the protocol
-rules' unit tests (tests/redis/test_redis_scheduler.py, test_redis_protocol.py).
+rules' unit tests (tests/redis/test_redis_scheduler.py, tests/protocol/test_redis_protocol.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ the crawl's queue (same ``<base>``: the canonicalization version is in it):
   learned every few seconds while it changes, before a skip when it last wrote
   more than a second ago (a resume finds the rules that justify what was
   skipped), and at close, merged with what is
-  there (:func:`~.protocol_state.merge_rules_data`: counterexamples win) by a
+  there (:func:`~.store.merge_rules_data`: counterexamples win) by a
   compare-and-set script, so concurrent workers lose none of each other's
   evidence.  A worker that opens loads it: a second worker of the fleet, or a
   recrawl on the same keys, starts with what was learned.  A running worker
@@ -20,7 +20,7 @@ the crawl's queue (same ``<base>``: the canonicalization version is in it):
   other workers' new rules are used within a tick, and a rule in force here
   that the fleet's evidence stops gives back what it skipped here.
 * ``<base>:skipped`` (HASH): the key a request had before the rules -> its
-  record (:mod:`.protocol_state`: a :mod:`.codec` record, never a pickle),
+  record (:mod:`.store`: a :mod:`iri_scrapy.frontier.codec` record, never a pickle),
   written before the dupefilter drops the request; plus a marker field.  At
   open, every record whose merge no longer holds under the rules loaded is
   claimed (``HDEL``) and scheduled again (``dont_filter``: a kept request may
@@ -45,8 +45,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
-from iri_scrapy.core.protocol import ProtocolRules, RulesDataError
-from iri_scrapy.frontier.protocol_state import (
+from iri_scrapy.frontier.redis_client import IRIRedisError
+from iri_scrapy.frontier.redis_queue import MARKER, ProtocolStateLost
+from iri_scrapy.protocol.document import RulesDataError
+from iri_scrapy.protocol.rules import ProtocolRules
+from iri_scrapy.protocol.store import (
     SKIPPED_ERRORS,
     Kept,
     given_back,
@@ -55,13 +58,12 @@ from iri_scrapy.frontier.protocol_state import (
     resume,
     skipped_record,
 )
-from iri_scrapy.frontier.redis_client import IRIRedisError
 
 if TYPE_CHECKING:
     from scrapy import Request
 
     from iri_scrapy.frontier.codec import RequestCodec
-    from iri_scrapy.plugin.learned import Learned
+    from iri_scrapy.protocol.learned import Learned
 
 
 logger = logging.getLogger(__name__)
@@ -70,8 +72,6 @@ _T = TypeVar("_T")
 
 #: The version of ``<base>:rules``'s wrapper document.
 FORMAT = 1
-#: The field of ``<base>:skipped`` that is there while the crawl's state is.
-MARKER = "iri-protocol:marker"
 #: Seconds between two looks at (and writes of) the fleet's rules.
 SAVE_EVERY = 5.0
 #: A skip writes the rules first if they were last written this many seconds ago
@@ -101,10 +101,6 @@ return {1, ''}
 
 #: Runs a function of the Redis client, retried through an outage (the scheduler's).
 Call = Callable[[Callable[[Any], _T]], _T]
-
-
-class ProtocolStateLost(IRIRedisError):
-    """The crawl's rules are in Redis without its skipped requests (found at open)."""
 
 
 def _sha(value: bytes) -> str:

@@ -1,7 +1,7 @@
 """What the protocol rung skipped in one crawl, given back when a rule is revoked.
 
 At ``IRI_LEVEL = "protocol"`` a crawler shares one
-:class:`~iri_scrapy.core.protocol.ProtocolRules` (what was learned, RFC 3987
+:class:`~iri_scrapy.protocol.rules.ProtocolRules` (what was learned, RFC 3987
 section 5.3.4) and one :class:`Learned`: every request the dupefilter dropped
 *only because a learned rule merged it* with a key already seen, kept with the
 key it was merged into.  When a rule stops (a counterexample, a later redirect:
@@ -13,7 +13,7 @@ still being learned are deferred until the fetches that decide it are done
 crawl is idle): a site's first pages link many aliases of one kind at once, and
 fetching them all would confirm one rule many times over.  It also publishes
 the learner's counts as ``iri/protocol/<source>/<event>`` stats and carries the persistence hook the
-``JOBDIR`` frontier sets (:mod:`iri_scrapy.frontier.protocol_store`).
+``JOBDIR`` frontier sets (:mod:`iri_scrapy.protocol.jobdir_store`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-    from iri_scrapy.core.protocol import Identity, ProtocolRules
     from iri_scrapy.plugin.context import CrawlContext
+    from iri_scrapy.protocol.rules import ProtocolRules
+    from iri_scrapy.protocol.transforms import Identity
 
 
 logger = logging.getLogger(__name__)

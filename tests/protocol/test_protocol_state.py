@@ -1,4 +1,4 @@
-"""The protocol rung's state as data (:mod:`iri_scrapy.frontier.protocol_state`).
+"""The protocol rung's state as data (:mod:`iri_scrapy.protocol.store`).
 
 Over generated rule sets (``tests/support/protocol_rules_gen.py``: rules learned
 from random redirects and 2xx responses on a small universe, so that they meet):
@@ -17,7 +17,7 @@ from scrapy import Request
 
 from iri_scrapy import Level, ProtocolRules, normalize
 from iri_scrapy.frontier.codec import RequestCodec
-from iri_scrapy.frontier.protocol_state import (
+from iri_scrapy.protocol.store import (
     merge_rules_data,
     read_skipped_record,
     resume,
@@ -72,7 +72,7 @@ def test_the_skipped_record_reads_back() -> None:
 
 
 def test_resume_gives_back_what_no_longer_merges_past_the_filter_only_if_seen() -> None:
-    from iri_scrapy.plugin.learned import Learned
+    from iri_scrapy.protocol.learned import Learned
 
     rules = ProtocolRules()
     for name in ("a", "b"):

@@ -14,7 +14,7 @@ from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
 from iri_scrapy import IRIRequestFingerprinter
-from iri_scrapy.plugin.protocol_mw import META_PENDING, IRIProtocolMiddleware
+from iri_scrapy.protocol.middleware import META_PENDING, IRIProtocolMiddleware
 
 ADDON = {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_LEVEL": "protocol"}
 H = "http://www.example.test"
@@ -112,3 +112,22 @@ def test_each_kind_is_counted_and_generalized_per_host() -> None:
     c.served("/a?replytocom=1")  # ... until their source is served
     assert c.key("/a?replytocom=1") == H + "/a?replytocom=1"
     assert c.stat("redirect/drop-param/revoked") == c.stat("revoked") == 1
+
+
+def test_protocol_mw_canonicalizes_location() -> None:
+    crawler = get_crawler(settings_dict={**ADDON, "IRI_LEVEL": "protocol"})
+    mw = IRIProtocolMiddleware.from_crawler(crawler)
+    req = Request("http://www.example.test/a")
+    resp = HtmlResponse(req.url, status=301, request=req,
+                        headers={"Location": "http://straße.example/x/../y".encode()})
+    out = mw.process_response(req, resp)
+    assert out.headers[b"Location"] == b"http://xn--strae-oqa.example/y"
+    assert "iri_pending_redirect" in req.meta  # learned once the target met the dupefilter
+    slash = Request("http://www.example.test/docs")
+    mw.process_response(slash, HtmlResponse(slash.url, status=301, request=slash,
+                                            headers={"Location": "/docs/"}))
+    target = slash.replace(url="http://www.example.test/docs/")
+    assert mw.process_request(target) is None
+    assert mw.rules is not None and mw.rules.apply("http://www.example.test/docs") == (
+        "http://www.example.test/docs/"
+    )

@@ -1,13 +1,13 @@
 """The protocol rung's state as data, for both frontier stores (``JOBDIR`` and Redis).
 
 At ``IRI_LEVEL = "protocol"`` the frontier keeps what RFC 3987 section 5.3.4
-learning found (:class:`~iri_scrapy.core.protocol.ProtocolRules`) and every
-request a learned rule skipped (:class:`~iri_scrapy.plugin.learned.Learned`).
-One definition of each, shared by :mod:`.protocol_store` (files) and
-:mod:`.redis_protocol` (a fleet's keys):
+learning found (:class:`~iri_scrapy.protocol.rules.ProtocolRules`) and every
+request a learned rule skipped (:class:`~iri_scrapy.protocol.learned.Learned`).
+One definition of each, shared by :mod:`.jobdir_store` (files) and
+:mod:`.redis_store` (a fleet's keys):
 
 * a skipped request's record: JSON ``{"base", "via", "merged", "record"}``, the
-  request a :mod:`.codec` record in base64 (data, never a bare pickle);
+  request a :mod:`iri_scrapy.frontier.codec` record in base64 (data, never a bare pickle);
 * :func:`resume`: the kept requests whose merge no longer holds under the rules
   read back, to schedule again (nothing a revoked rule skipped is lost), each
   :func:`given_back`: past the dupefilter if it holds the request's own key;
@@ -22,14 +22,14 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from iri_scrapy.core.protocol import ProtocolRules
 from iri_scrapy.frontier.codec import RefusedRecord, RequestCodec
 from iri_scrapy.plugin.config import META_SAMPLE
+from iri_scrapy.protocol.rules import ProtocolRules
 
 if TYPE_CHECKING:
     from scrapy import Request
 
-    from iri_scrapy.plugin.learned import Learned
+    from iri_scrapy.protocol.learned import Learned
 
 
 #: What one kept request is: (via, key merged into, the request) (see :class:`Learned`).

@@ -9,10 +9,10 @@ At ``IRI_LEVEL = "protocol"`` the crash-safe frontier keeps, beside its store:
   data (:meth:`ProtocolRules.from_data` checks every field; a damaged file is
   set aside and learning starts afresh, which loses no page);
 * ``iri_protocol_skipped.jsonl``: one line per request a learned rule skipped
-  (:class:`iri_scrapy.plugin.learned.Learned`), written before the dupefilter
+  (:class:`iri_scrapy.protocol.learned.Learned`), written before the dupefilter
   drops it: the key it had, the key it was merged into, and the request as a
-  :mod:`.codec` record (data, never a bare pickle; the record and the resume
-  are :mod:`.protocol_state`'s, shared with the Redis fleet's store).
+  :mod:`iri_scrapy.frontier.codec` record (data, never a bare pickle; the record and the resume
+  are :mod:`.store`'s, shared with the Redis fleet's store).
 
 On resume every kept request is looked at against the rules read back: one whose
 merge no longer holds (its rule was revoked, or the rules file was lost) is
@@ -31,9 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from iri_scrapy.core.protocol import RulesDataError
 from iri_scrapy.frontier.codec import RequestCodec
-from iri_scrapy.frontier.protocol_state import (
+from iri_scrapy.protocol.document import RulesDataError
+from iri_scrapy.protocol.learned import write_rules
+from iri_scrapy.protocol.store import (
     SKIPPED_ERRORS,
     Kept,
     read_skipped_record,
@@ -41,12 +42,11 @@ from iri_scrapy.frontier.protocol_state import (
     rules_text,
     skipped_record,
 )
-from iri_scrapy.plugin.learned import write_rules
 
 if TYPE_CHECKING:
     from scrapy import Request
 
-    from iri_scrapy.plugin.learned import Learned
+    from iri_scrapy.protocol.learned import Learned
 
 
 logger = logging.getLogger(__name__)

@@ -211,3 +211,35 @@ def test_rule_set_is_one_consistent_map(
         slash = [k for k, _ in rules.host_rules(host + "/") if k.endswith("-slash")]
         assert len(slash) <= 1
         assert rules.host_rule(host + "/") == (slash[0] if slash else None)
+
+
+# --- on the ladder (iri_scrapy.core's rules hook; moved from tests/core/test_ladder.py)
+
+
+def test_explain_with_protocol_rules() -> None:
+    rules = iri.ProtocolRules()
+    rules.observe_redirect("http://h.com/data", "http://h.com/data/", 301)
+    e = iri.explain("http://h.com/data", "http://h.com/data/", Level.PROTOCOL, rules=rules)
+    assert e.rung is Rung.PROTOCOL
+
+
+def test_protocol_rules_on_the_ladder() -> None:
+    rules = iri.ProtocolRules(min_evidence=2)
+    assert not rules.observe_redirect("http://h.com/a", "http://h.com/b", 301)  # not a slash
+    assert not rules.observe_redirect("http://h.com/a", "http://h.com/a/", 302)  # not permanent
+    assert rules.observe_redirect("http://h.com/data", "http://h.com/data/", 301)
+    assert iri.normalize("http://H.com/data", Level.PROTOCOL, rules=rules) == "http://h.com/data/"
+    # the target itself is unchanged: a rule never maps a target away (no loop)
+    assert rules.apply("http://h.com/data/") == "http://h.com/data/"
+    # (the opposite redirect, learned later, would win: tests/protocol/test_protocol_rules.py)
+    # one observation is not a host rule yet; two are
+    assert rules.apply("http://h.com/other") == "http://h.com/other"
+    assert rules.observe_redirect("http://h.com/docs", "http://h.com/docs/", 308)
+    assert rules.apply("http://h.com/other?x=1") == "http://h.com/other/?x=1"
+    assert rules.apply("http://h.com/file.html") == "http://h.com/file.html"  # looks like a file
+    assert rules.apply("http://other.com/x") == "http://other.com/x"  # per host
+    # a page served without the slash is contrary evidence: the host rule stops
+    rules.observe_contrary("http://h.com/plain")
+    assert rules.apply("http://h.com/other") == "http://h.com/other"
+    assert rules.apply("http://h.com/data") == "http://h.com/data/"  # exact pairs stay
+    assert iri.normalize("http://h.com/data", Level.SCHEME, rules=rules) == "http://h.com/data"

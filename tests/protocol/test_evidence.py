@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iri_scrapy.core.evidence import (
+from iri_scrapy.protocol.evidence import (
     EMPTY_DIGEST,
     HTML_SCAN_LIMIT,
     MAX_CLEAN_PARAM_RULE,

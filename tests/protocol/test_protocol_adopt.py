@@ -6,7 +6,7 @@ events).  Vectors: a rule learned by A is applied by B, B's own content evidence
 and counts kept; A's counterexample adopted by B stops B's rule, moves
 ``revision`` and gives back (``Learned.changed``) exactly what the rule had
 skipped.  Properties over generated rule sets (tests/support/protocol_rules_gen.py,
-as the merge's property test in tests/frontier/test_protocol_state.py): after
+as the merge's property test in tests/protocol/test_protocol_state.py): after
 ``B.adopt(A)`` B's document is ``merge_data(B, A)`` (plus B's evidence against
 rules it had not nominated, exported from then on), adopting again changes
 nothing, ``revision`` moves exactly when a rule in force stopped, and ``apply``
@@ -23,7 +23,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from iri_scrapy import ProtocolRules
-from iri_scrapy.core.protocol import RulesDataError
+from iri_scrapy.protocol.document import RulesDataError
 from tests.support import protocol_rules_gen as gen
 
 H = "http://h.test"
@@ -66,7 +66,7 @@ def test_a_rule_learned_by_one_worker_is_applied_by_another_that_keeps_its_own_s
 def test_a_counterexample_adopted_stops_the_rule_and_gives_back_what_it_skipped() -> None:
     from scrapy import Request
 
-    from iri_scrapy.plugin.learned import Learned
+    from iri_scrapy.protocol.learned import Learned
 
     a, b = ProtocolRules(), ProtocolRules()
     sid_by_content(a)

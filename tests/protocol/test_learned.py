@@ -14,12 +14,14 @@ it passed the filter comes back past it.
 
 from __future__ import annotations
 
+import pytest
 from scrapy import Request
 
 from iri_scrapy.core.ladder import Level
-from iri_scrapy.core.protocol import ProtocolRules
 from iri_scrapy.plugin.config import META_DEFERRED, META_SAMPLE, IRIConfig
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter
+from iri_scrapy.protocol.rules import ProtocolRules
+from tests.protocol import protocol_filter
 
 B = "http://blog.test"
 
@@ -35,7 +37,7 @@ def learned_filter(sample_every: int = 10) -> tuple[ProtocolRules, IRIDupeFilter
         rules.observe_content(f"{B}/p/{n}/?replytocom=9", D(n))
         rules.observe_content(f"{B}/p/{n}/?utm_source=x", D(n))
     assert [kind for kind, _ in rules.host_rules(B + "/")] == ["drop-param", "drop-param"]
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    df = protocol_filter(rules)
     return rules, df
 
 
@@ -86,7 +88,7 @@ def learning_filter() -> tuple[ProtocolRules, IRIDupeFilter]:
     rules.observe_content(f"{B}/p/1/?replytocom=9", D(1))
     rules.observe_content(f"{B}/p/2/", D(2))
     assert rules.needed((B, "drop-param", "replytocom")) == 1
-    return rules, IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    return rules, protocol_filter(rules)
 
 
 def scheduled(df: IRIDupeFilter, url: str) -> Request:
@@ -147,7 +149,7 @@ def test_an_idle_crawl_gets_every_deferred_request_back() -> None:
 
 def test_an_alias_of_a_page_in_flight_is_a_duplicate() -> None:
     rules = ProtocolRules()
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    df = protocol_filter(rules)
     learned = df.learned
     assert learned is not None
     first = scheduled(df, f"{B}/i?id=6&sid=a")
@@ -165,7 +167,7 @@ def test_an_alias_of_a_page_in_flight_is_a_duplicate() -> None:
 
 def test_a_redirect_to_a_key_another_request_added_is_a_duplicate() -> None:
     rules = ProtocolRules()
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    df = protocol_filter(rules)
     source = scheduled(df, f"{B}/a")  # keyed /a: no rule yet
     scheduled(df, f"{B}/a/")  # linked too: keyed /a/
     for n in ("x", "y"):  # then add-slash is learned from two permanent redirects
@@ -184,7 +186,7 @@ def test_a_redirect_to_a_key_another_request_added_is_a_duplicate() -> None:
 
 def test_a_request_kept_after_the_filter_comes_back_past_it() -> None:
     rules = ProtocolRules()
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    df = protocol_filter(rules)
     learned = df.learned
     assert learned is not None
     late = scheduled(df, f"{B}/p/5/?replytocom=1")  # a new key: no rule yet
@@ -217,7 +219,7 @@ def test_a_deferred_request_that_holds_its_own_key_is_fetched() -> None:
     first.observe_content(f"{S}/i?id=13&ref=l3", D(13))  # sid alone: nominated
     first.observe_content(f"{S}/i?id=13&sid=b&ref=l3", D(13))
     rules = ProtocolRules.from_data(first.to_data())
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    df = protocol_filter(rules)
     learned = df.learned
     assert learned is not None
     request = scheduled(df, f"{S}/i?id=13&sid=c&ref=l3")
@@ -258,3 +260,10 @@ def test_a_key_whose_holder_a_revoked_rule_moved_away_is_fetched() -> None:
     back = learned.changed()
     assert [r.url for r in back] == [standard.url] and back[0].dont_filter
     assert not df.request_seen(Request(f"{B}/p/5/"))  # a new link to it passes too
+
+
+def test_rules_without_their_learned_are_refused() -> None:
+    """A bare dupefilter over rules must be given the Learned that keeps what they skip
+    (the add-on's context builds both): without it a merged request would be lost."""
+    with pytest.raises(ValueError, match="rules without learned"):
+        IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=ProtocolRules())

@@ -1,7 +1,7 @@
 """Evidence for the protocol rung (RFC 3987 section 5.3.4): what servers say about equivalence.
 
 Section 5.3.4 lets a crawler regard two IRIs as equivalent once the protocol shows
-it.  Besides permanent redirects (:mod:`iri_scrapy.core.protocol`) a server says so
+it.  Besides permanent redirects (:mod:`iri_scrapy.protocol.rules`) a server says so
 in four ways; this module reads them, as pure functions on text (no I/O, no
 Scrapy), for the learner that turns evidence into rules:
 

@@ -2,7 +2,7 @@
 
 A property over generated crawls of a small shop, driven through the real
 :class:`~iri_scrapy.plugin.dupefilter.IRIDupeFilter`, :class:`ProtocolRules` and
-:class:`~iri_scrapy.plugin.learned.Learned` the way a crawl drives them: links
+:class:`~iri_scrapy.protocol.learned.Learned` the way a crawl drives them: links
 arrive (``request_seen``), requests start (``stale``, ``defer``), fetches end in
 any order (content observed, ``fetched``, ``settle``, revocations given back),
 and the idle crawl gets every deferred request back.  Items have aliases
@@ -12,7 +12,7 @@ the standard item) and robots.txt a ``Clean-param`` (none, right, or ``color``).
 once, in a first crawl and in a recrawl that starts with the first crawl's rules
 (the CI failure of stop 27 was such a recrawl: a deferred request "merged" into
 its own key).  The real crawls of the messy site are in
-tests/crawls/test_protocol_messy.py.  With the deferral of stop 27 this property
+tests/protocol/test_protocol_messy.py.  With the deferral of stop 27 this property
 fails (Hypothesis names the lines of ``Learned.settle``'s merge).
 """
 
@@ -25,10 +25,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scrapy import Request
 
-from iri_scrapy.core.ladder import Level, retrieval_key
-from iri_scrapy.core.protocol import ProtocolRules
-from iri_scrapy.plugin.config import IRIConfig
-from iri_scrapy.plugin.dupefilter import IRIDupeFilter
+from iri_scrapy.core.ladder import retrieval_key
+from iri_scrapy.protocol.rules import ProtocolRules
+from tests.protocol import protocol_filter
 
 S = "http://shop.test"
 COLORS = ("red", "blue")
@@ -64,7 +63,7 @@ def crawl(rules: ProtocolRules, linked: list[str], choices: Any, concurrency: in
     """One crawl; the resources fetched.  *choices* draws what happens next.  Item pages
     declare a canonical (:func:`canonical_of`); robots.txt says ``Clean-param: clean``
     (``color`` is a wrong one: it changes the body)."""
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules)
+    df = protocol_filter(rules)
     learned = df.learned
     assert learned is not None
     pending = list(linked)

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iri_scrapy import ProtocolRules, explain
-from iri_scrapy.core.protocol import RulesDataError
+from iri_scrapy.protocol.document import RulesDataError
 
 B, S, E = "http://blog.test", "http://shop.test", "http://events.test"
 
@@ -312,7 +312,7 @@ def test_content_refutes_a_rule_before_it_is_nominated() -> None:
 
 
 def test_aliases_alike_in_a_dropped_parameter_do_not_confirm_dropping_it() -> None:
-    """Found by the crawl simulation (tests/plugin/test_learned_simulation.py): a
+    """Found by the crawl simulation (tests/protocol/test_learned_simulation.py): a
     wrong ``Clean-param: color&sid``; colour variants of two items each served
     twice under other session ids.  Equal content there says nothing about
     ``color`` (both blue), so the rule is never in force; a pair that differs in

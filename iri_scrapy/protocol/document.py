@@ -1,0 +1,154 @@
+"""The learned rules as a JSON document: written, read back, merged (RFC 3987 section 5.3.4).
+
+What a crawl keeps between runs (``IRI_PROTOCOL_RULES_FILE``, the ``JOBDIR``
+frontier's file) and what a fleet's workers exchange (a Redis key): the exact
+rules, the spellings redirected away from, and each host rule with its
+confirmations and the counts against it.  The pages' digests are not kept (they
+grow with the crawl).  :func:`read_into` checks every field's type before it
+fills anything (a document is data: nothing in it is run, nothing half-loaded);
+:func:`merge_data` makes two documents of one crawl one, losing no
+counterexample.  :class:`~.rules.ProtocolRules` calls these as its ``to_data``,
+``from_data``, ``load``, ``merge_data`` and ``adopt``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iri_scrapy.core.errors import IRIScrapyError
+from iri_scrapy.protocol.rulebook import RuleBook
+from iri_scrapy.protocol.transforms import (
+    KEPT_CONFIRMATIONS,
+    KINDS,
+    REDIRECT,
+    SOURCES,
+    Identity,
+)
+
+#: The version of the document (:func:`to_data`).
+DATA_VERSION = 1
+
+
+class RulesDataError(IRIScrapyError, ValueError):
+    """A rules document (:meth:`ProtocolRules.from_data`) that is not one: never half-loaded."""
+
+
+def to_data(book: RuleBook) -> dict[str, Any]:
+    """What *book* learned, as JSON data (:func:`read_into` reads it back)."""
+    def ident(i: Identity) -> list[str]:
+        return list(i)
+    return {
+        "v": DATA_VERSION,
+        "min_evidence": book.min_evidence,
+        "exact": [[s, t, *i] for s, (t, i) in sorted(book._exact.items())],
+        "away": sorted(book._away),
+        "rules": [
+            {"rule": ident(i), "origin": book._origin.get(i, REDIRECT),
+             "confirmed": list(book._confirmed.get(i, ())),
+             "bad": book._bad[i], "contrary": book._contrary[i],
+             "skips": book._skips[i]}
+            for i in sorted(book._origin)
+        ],
+    }
+
+
+def _fail(why: str) -> RulesDataError:
+    return RulesDataError(f"protocol rules document: {why}")
+
+
+def _strings(value: Any, n: int | None, what: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or (
+        n is not None and len(value) != n
+    ):
+        raise _fail(f"{what} is not a list of {n or 'any number of'} strings")
+    return value
+
+
+def stored_min_evidence(data: Any) -> int:
+    """The ``min_evidence`` of a document; :class:`RulesDataError` if *data* is not
+    one of this version."""
+    if not isinstance(data, dict) or data.get("v") != DATA_VERSION:
+        raise _fail(f"not version {DATA_VERSION}")
+    stored = data.get("min_evidence")
+    if isinstance(stored, bool) or not isinstance(stored, int) or stored < 1:
+        raise _fail("min_evidence is not a positive integer")
+    return stored
+
+
+def read_into(book: RuleBook, data: Any) -> None:
+    """Fill the fresh *book* from the document *data* (:func:`stored_min_evidence`
+    checked it); :class:`RulesDataError` if a field is not what it must be."""
+    exact, away, entries = data.get("exact"), data.get("away"), data.get("rules")
+    if not isinstance(exact, list) or not isinstance(entries, list):
+        raise _fail("exact or rules is not a list")
+    for row in exact:
+        source, target, *identity = _strings(row, 5, "an exact rule")
+        i: Identity = (identity[0], identity[1], identity[2])
+        book._exact[source] = (target, i)
+        book._sources.setdefault(target, set()).add(source)
+        book._evidence[i] += 1
+        book._scopes.setdefault(i[0], set()).add(i[1:])
+    book._away = set(_strings(away, None, "away"))
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise _fail("a rule is not an object")
+        r = _strings(entry.get("rule"), 3, "a rule")
+        i = (r[0], r[1], r[2])
+        if i[1] not in KINDS or entry.get("origin") not in SOURCES:
+            raise _fail(f"unknown kind or origin in {r}")
+        numbers: list[int] = []
+        for field in ("bad", "contrary", "skips"):
+            n = entry.get(field)
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                raise _fail(f"bad counts in {r}")
+            numbers.append(n)
+        book._origin[i] = entry["origin"]
+        book._candidates.setdefault(i[0], set()).add(i)
+        book._scopes.setdefault(i[0], set()).add(i[1:])
+        book._confirmed[i] = _strings(entry.get("confirmed"), None, "confirmed")[
+            :KEPT_CONFIRMATIONS]
+        book._bad[i], book._contrary[i], book._skips[i] = numbers
+
+
+def merge_data(local: dict[str, Any], remote: dict[str, Any]) -> dict[str, Any]:
+    """One rules document from two of one crawl (workers of a fleet).
+
+    Both must have been read by :func:`read_into` (checked by the caller).  Host
+    rules are merged so that no counterexample is lost: a rule's confirmations
+    are the union (distinct images; the first ``KEPT_CONFIRMATIONS`` in sorted
+    order), its content counterexamples (``bad``), 2xx responses against it
+    (``contrary``) and sample counts (``skips``) the larger of the two, so a
+    rule revoked by either side stays revoked (``bad`` is final).  Exact rules
+    (each from a permanent redirect a worker fetched) and "redirected away from"
+    are the union; a spelling the two map to different targets keeps the
+    greater row.  The union can keep an exact rule another worker revoked: it
+    merges only a spelling that was fetched (its redirect taught the rule), so
+    it loses no page.  Commutative, associative and idempotent: workers that
+    write in turn agree on one document instead of rewriting each other's.  The
+    one definition of the merge: the frontier's ``merge_rules_data`` and
+    ``ProtocolRules.adopt`` both use it.
+    """
+    exact: dict[str, list[str]] = {}
+    for row in [*local["exact"], *remote["exact"]]:
+        have = exact.get(row[0])
+        exact[row[0]] = row if have is None else max(have, row)
+    rules: dict[tuple[str, ...], dict[str, Any]] = {}
+    for entry in [*local["rules"], *remote["rules"]]:
+        key = tuple(entry["rule"])
+        have_entry = rules.get(key)
+        if have_entry is None:
+            rules[key] = {**entry, "confirmed": set(entry["confirmed"])}
+            continue
+        have_entry["confirmed"].update(entry["confirmed"])
+        have_entry["origin"] = min(have_entry["origin"], entry["origin"])
+        for field in ("bad", "contrary", "skips"):
+            have_entry[field] = max(have_entry[field], entry[field])
+    for entry in rules.values():
+        entry["confirmed"] = sorted(entry["confirmed"])[:KEPT_CONFIRMATIONS]
+    return {
+        "v": local["v"],
+        "min_evidence": max(local["min_evidence"], remote["min_evidence"]),
+        "exact": [exact[source] for source in sorted(exact)],
+        "away": sorted(set(local["away"]) | set(remote["away"])),
+        "rules": [rules[key] for key in sorted(rules)],
+    }

@@ -1,0 +1,437 @@
+"""Protocol-based normalization: what the protocol taught us (RFC 3987 section 5.3.4).
+
+"If they observe that an IRI such as http://example.com/data redirects to an IRI
+differing only in the trailing slash http://example.com/data/ they will likely
+regard the two as equivalent in the future."  :class:`ProtocolRules` records
+permanent redirects (301, 308) and keeps one consistent map from them:
+
+* **Exact rules**: a redirect whose target is its source changed by one *kind*
+  of transform maps its source to its target.  The kinds (section 5.3.4's
+  trailing slash, generalized):
+
+  ``add-slash`` / ``remove-slash``  one trailing slash on the path;
+  ``drop-param:NAME``  the query parameter NAME removed (every occurrence);
+  ``drop-index:FILE``  a last segment ``index.*`` removed (``/x/index.php`` -> ``/x/``);
+  ``remove-www`` / ``add-www``  the host's ``www.`` label removed or added;
+  ``https``  ``http`` -> ``https``, same authority, no port.
+
+* **Redirected away from**: the source of every permanent redirect is a spelling
+  the server refused; no rule ever maps a URI *to* it.
+* **Host rules**: after ``min_evidence`` exact rules of one kind in force from
+  one host (scheme and authority), with no counterexample, the host rule maps
+  other URIs of the host the same way (``add-slash`` only where the last segment
+  looks like a directory, no ``.``; ``remove-slash`` never ``//`` -> ``/``).  An
+  exact rule beats a host rule on its own URI.  ``min_evidence`` is the
+  ``IRI_PROTOCOL_MIN_EVIDENCE`` setting, 2 by default: one redirect may be a
+  one-off, two on distinct URIs of one host show a policy.
+
+:meth:`ProtocolRules.apply` steps from rule to rule (at most :data:`MAX_STEPS`),
+accepting a host rule's output only if it is no spelling redirected away from
+(or one its exact rule moves on from: ``http://h/z`` -> ``https://h/z`` ->
+``https://h/z/``); the result must be a fixed point of the rules, or the URI is
+left as it is.  So
+``apply(apply(u)) == apply(u)``.  Rules work on canonical URIs (level SCHEME
+output), so level PROTOCOL never splits what SCHEME merged.  A fragment is not
+part of what a rule matches (section 5.1) and is kept.
+
+**Conflicting evidence**, resolved deterministically by the order it arrived in
+(latest wins, per spelling): a permanent redirect *to* a spelling, or a 2xx
+response *at* it, revokes any rule *from* it and clears "redirected away from";
+a redirect away from a spelling revokes the exact rules that mapped URIs to it.
+So ``a -> a/`` then ``a/ -> a`` leaves ``a/ -> a`` (both spellings still one
+key).  A host rule stops for good at its first counterexample in its scope: a
+2xx at a URI it would rewrite, or an exact rule whose target it would map back
+to that rule's source (the server sends the other way there).
+
+**Evidence other than redirects** (design: docs/protocol.md): content digests
+(:meth:`ProtocolRules.observe_content`), canonical links
+(:meth:`~ProtocolRules.observe_canonical`) and robots.txt Clean-param
+(:meth:`~ProtocolRules.observe_clean_param`) only nominate host rules; a rule is
+used after ``min_evidence`` confirmations (distinct images whose content was
+equal) and never again once content differed in its scope.
+
+**Workers of one crawl** (a fleet) exchange :meth:`~ProtocolRules.to_data`
+documents: :meth:`~ProtocolRules.merge_data` makes two one (no counterexample
+lost), and :meth:`~ProtocolRules.adopt` folds one into rules in use, keeping
+what only this object holds (page digests, images, counts).
+
+This module is the learner: :class:`ProtocolRules` observes evidence and
+changes the rule set.  What the rules are and answer (``apply``, ``trace``,
+``why``, ...) is :class:`~.rulebook.RuleBook`, its base; the transforms a rule
+is made of are :mod:`.transforms`; the document is :mod:`.document`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from iri_scrapy.core.query import strip_fragment
+from iri_scrapy.protocol import document
+from iri_scrapy.protocol.rulebook import RuleBook
+from iri_scrapy.protocol.transforms import (
+    BACKFILL,
+    CANONICAL,
+    CLEAN_PARAM,
+    CONTENT,
+    DROP_PARAM,
+    KEPT_CONFIRMATIONS,
+    MAX_PAGES_PER_SCOPE,
+    PER_DIGEST,
+    PERMANENT,
+    REDIRECT,
+    REPEAT,
+    SAMPLE_SHIFT_MAX,
+    Identity,
+    candidates,
+    classify,
+    join_uri,
+    pair_rules,
+    param_names,
+    scope_of,
+    split_uri,
+    twins,
+    vary,
+)
+
+
+class ProtocolRules(RuleBook):
+    """Rules learned from what servers answer, per host (see the module doc).
+
+    Works on canonical URIs (``normalize(..., Level.SCHEME)`` output).  Not
+    thread-safe (a Scrapy crawl runs in one thread).
+    """
+
+    # --- learning from redirects ----------------------------------------------
+
+    def observe_redirect(self, source: str, target: str, status: int) -> str | None:
+        """Record a redirect between two canonical URIs; the kind of the exact rule
+        it taught (``"add-slash"``, ...), or None.
+
+        A permanent redirect (301, 308) marks *source* as redirected away from
+        and *target* as not (latest wins); one of a known kind also becomes an
+        exact rule.  Fragments are ignored.
+        """
+        source, target = strip_fragment(source), strip_fragment(target)
+        if status not in PERMANENT or source == target:
+            return None
+        self._forget(target)
+        self._send_away(source)
+        known = self._exact.get(source)
+        if known is not None and known[0] == target:
+            return None  # the same rule again: no new confirmation
+        self._revoke(source)  # a rule from source to another target: the latest wins
+        identity = classify(source, target)
+        if identity is None:
+            return None
+        self._exact[source] = (target, identity)
+        self._sources.setdefault(target, set()).add(source)
+        self._evidence[identity] += 1
+        before = self._in_force(identity)
+        self._scopes.setdefault(identity[0], set()).add(identity[1:])
+        self.learned[identity[1]] += 1
+        self._nominate(identity, REDIRECT)
+        if not before and self._in_force(identity):
+            self.events[f"{self._origin[identity]}/learned"] += 1
+        goal = split_uri(target)
+        if goal is not None:  # a host rule that would send the target back is contradicted
+            for kind, param, new in candidates(goal, True):  # (none adds a parameter)
+                if join_uri(new) == source:
+                    self._against((scope_of(goal), kind, param), content=False)
+        return identity[1]
+
+    def observe_contrary(self, uri: str) -> int:
+        """Record that *uri* was served (2xx) as it is; the number of exact rules
+        that revoked (0 or 1).
+
+        Evidence against every host rule that would have rewritten *uri*, and
+        the latest word on *uri*: it is no longer redirected away from.
+        """
+        uri = strip_fragment(uri)
+        parts = split_uri(uri)
+        if parts is not None:
+            scope = scope_of(parts)
+            for kind, param, _ in candidates(parts, True):
+                self._against((scope, kind, param), content=False)
+            if parts[4]:
+                for name in param_names(parts[4]):
+                    self._against((scope, DROP_PARAM, name), content=False)
+        return self._forget(uri)
+
+    def _forget(self, uri: str) -> int:
+        """*uri* is a final spelling now: not redirected away from, no rule from it."""
+        self._away.discard(uri)
+        return self._revoke(uri)
+
+    def _send_away(self, uri: str) -> None:
+        """*uri* is redirected away from: no exact rule may map a URI to it."""
+        self._away.add(uri)
+        for source in sorted(self._sources.get(uri, ())):
+            self._revoke(source)
+
+    def _revoke(self, source: str) -> int:
+        entry = self._exact.pop(source, None)
+        if entry is None:
+            return 0
+        target, identity = entry
+        sources = self._sources[target]
+        sources.discard(source)
+        if not sources:
+            del self._sources[target]
+        before = self._in_force(identity)
+        self._evidence[identity] -= 1
+        self.revoked[identity[1]] += 1
+        self.revision += 1  # what the exact rule merged is looked at again
+        if before and not self._in_force(identity):
+            self.events[f"{self._origin.get(identity, REDIRECT)}/revoked"] += 1
+        return 1
+
+    # --- evidence other than redirects ----------------------------------------
+
+    def _nominate(self, identity: Identity, source: str) -> None:
+        """*identity* becomes a candidate: its scope's pages are checked against it."""
+        if identity in self._origin:
+            return
+        self._origin[identity] = source
+        self.events[f"{source}/nominated"] += 1
+        scope = identity[0]
+        self._candidates.setdefault(scope, set()).add(identity)
+        self._scopes.setdefault(scope, set()).add(identity[1:])
+        for uri in self._keys.get(scope, [])[-BACKFILL:]:
+            self._track(identity, uri, self._digests[uri])
+
+    def _against(self, identity: Identity, *, content: bool) -> None:
+        """Evidence against *identity*: content that differed in its scope (for
+        good), or (not *content*) a 2xx against a redirect policy."""
+        before = self._in_force(identity)
+        if content:
+            self._bad[identity] += 1
+            self.events["counterexamples"] += 1
+        else:
+            self._contrary[identity] += 1
+        if before and not self._in_force(identity):
+            self.revision += 1
+            self.events[f"{self._origin.get(identity, REDIRECT)}/revoked"] += 1
+
+    def _confirm(self, identity: Identity, unit: str) -> None:
+        kept = self._confirmed.setdefault(identity, [])
+        if unit in kept:
+            return
+        before = self._in_force(identity)
+        if len(kept) < KEPT_CONFIRMATIONS:
+            kept.append(unit)
+        source = self._origin.get(identity, CONTENT)
+        if before:
+            self.events[f"{source}/verified"] += 1
+        elif self._in_force(identity):
+            self.events[f"{source}/learned"] += 1
+
+    def _track(self, identity: Identity, uri: str, digest: bytes) -> None:
+        """Compare the content at *uri* with the content of what *identity* maps
+        it to (or of the aliases it maps to *uri*): equal confirms, different
+        revokes for good."""
+        parts = split_uri(uri)
+        if parts is None or self._bad[identity]:
+            return
+        new = None
+        if scope_of(parts) == identity[0]:  # else *uri* can only be an image (on a twin host)
+            image = self.step_image(identity, uri)
+            new = None if image == uri else image
+        images = self._images.setdefault(identity, {})
+        if new is None:  # *uri* may be what earlier aliases map to
+            earlier = images.get(uri)
+            if earlier is not None:
+                self._compare(identity, earlier[0], digest, uri, earlier[1])
+            return
+        target = self._digests.get(new)
+        if target is not None:
+            self._compare(identity, target, digest, new, uri)
+        earlier = images.get(new)
+        if earlier is None:
+            images[new] = (digest, uri)
+        elif earlier[1] != uri and (earlier[0] != digest or vary(identity, earlier[1], uri)):
+            self._compare(identity, earlier[0], digest, new, uri)
+
+    def _compare(self, identity: Identity, a: bytes, b: bytes, image: str, uri: str) -> None:
+        if a != b:
+            self._against(identity, content=True)
+        else:  # a trap grows without end: each longer spelling is a confirmation
+            self._confirm(identity, uri if identity[1] == REPEAT else image)
+
+    def observe_content(self, uri: str, digest: bytes) -> None:
+        """Record that the canonical URI *uri* served (2xx) content of *digest*
+        (a digest robust to per-response noise, e.g.
+        :func:`iri_scrapy.protocol.evidence.content_digest`).
+
+        Two URIs with equal digests that differ by one kind of transform
+        nominate that rule (source ``content``); every rule nominated for the
+        scope is checked against the new page.
+        """
+        uri = strip_fragment(uri)
+        parts = split_uri(uri)
+        if parts is None:
+            return
+        scope = scope_of(parts)
+        if uri not in self._digests:
+            keys = self._keys.setdefault(scope, [])
+            if len(keys) >= MAX_PAGES_PER_SCOPE:
+                return
+            keys.append(uri)
+        self._digests[uri] = digest
+        same = self._by_digest.setdefault(digest, [])
+        for other in same:
+            if other != uri:
+                for identity in pair_rules(uri, other):
+                    self._nominate(identity, CONTENT)
+        if uri not in same and len(same) < PER_DIGEST:
+            same.append(uri)
+        for identity, image in self._potential(uri, parts):  # a rule content refutes
+            if identity not in self._origin and self._digests[image] != digest:
+                self._against(identity, content=True)
+        for twin in twins(parts):  # rules whose image is on this host (www., http)
+            for identity in sorted(self._candidates.get(twin, ())):
+                self._track(identity, uri, digest)
+
+    def observe_canonical(self, uri: str, target: str) -> str | None:
+        """Record that the page at *uri* declared *target* canonical (``<link
+        rel=canonical>``, a ``Link`` header); the kind of rule it nominated, or None.
+
+        Only a target one transform away on the same host (or its ``www.``
+        twin) nominates a rule; it is used once the content of
+        ``min_evidence`` such pairs was equal.  A canonical pointing elsewhere
+        (every tag page declaring ``/``) is ignored: it never merges anything.
+        """
+        uri, target = strip_fragment(uri), strip_fragment(target)
+        identity = classify(uri, target) if uri != target else None
+        if identity is None:
+            if uri != target:
+                self.events["canonical/ignored"] += 1
+            return None
+        self._nominate(identity, CANONICAL)
+        return identity[1]
+
+    def observe_clean_param(self, scope_uri: str, names: Iterable[str], prefix: str = "") -> None:
+        """Record a robots.txt ``Clean-param: names prefix`` of the host of
+        *scope_uri*: a rule dropping *names* (together) under *prefix*, used once
+        ``min_evidence`` pages confirmed it."""
+        parts = split_uri(strip_fragment(scope_uri))
+        wanted = sorted({name for name in names if name and "&" not in name and "@" not in name})
+        if parts is None or not wanted:
+            return
+        param = "&".join(wanted) + (f"@{prefix}" if prefix not in ("", "/", "*") else "")
+        self._nominate((scope_of(parts), DROP_PARAM, param), CLEAN_PARAM)
+
+    def skip(self, used: Iterable[Identity]) -> bool:
+        """Whether a request merged by the host rules *used* is skipped (True) or
+        fetched as a sample that checks them (False).
+
+        Per rule, merge number n is sampled when n = K * 2**j (K:
+        ``sample_every``) with 2**j at least 2**(c - 1), c the rule's
+        confirmations (capped at :data:`SAMPLE_SHIFT_MAX` + 1): a rule's
+        confirmations count as its first samples, and each sample that confirms
+        it doubles the run before the next, so its samples grow with the
+        logarithm of what it merged.  With the default two confirmations, a wrong
+        rule is caught within 2K merges; nothing it skipped is lost (revocation
+        gives them back).
+        """
+        sample = False
+        for identity in used:
+            self._skips[identity] += 1
+            n = self._skips[identity]
+            if n % self.sample_every == 0:
+                m = n // self.sample_every
+                floor = 1 << min(self._strength(identity) - 1, SAMPLE_SHIFT_MAX)
+                if m & (m - 1) == 0 and m >= floor:  # floor*K, 2*floor*K, ... merges
+                    sample = True
+        for identity in used:
+            source = self._origin.get(identity, REDIRECT)
+            self.events[f"{source}/{'sampled' if sample else 'applied'}"] += 1
+        return not sample
+
+    # --- the rules as a document ----------------------------------------------
+
+    def to_data(self) -> dict[str, Any]:
+        """What was learned, as JSON data (:meth:`from_data` reads it back).
+
+        The pages' digests are not kept (they grow with the crawl): content
+        evidence starts afresh for pages after a load, rules learned stay.
+        """
+        return document.to_data(self)
+
+    @classmethod
+    def from_data(cls, data: Any, *, min_evidence: int | None = None,
+                  sample_every: int = 10) -> ProtocolRules:
+        """Rules from :meth:`to_data`'s document; :class:`~.document.RulesDataError` if not.
+
+        The document is data: every field's type is checked, nothing in it is run.
+        """
+        stored = document.stored_min_evidence(data)
+        rules = cls(min_evidence if min_evidence is not None else stored, sample_every)
+        document.read_into(rules, data)
+        return rules
+
+    def load(self, data: Any) -> None:
+        """Replace what this object learned by :meth:`from_data`'s reading of *data*
+        (same ``min_evidence`` and ``sample_every``); nothing changes if it is refused."""
+        other = self.from_data(data, min_evidence=self.min_evidence,
+                               sample_every=self.sample_every)
+        other.revision = self.revision + 1  # what was merged before is looked at again
+        vars(self).update(vars(other))
+
+    #: One rules document from two of one crawl (:func:`.document.merge_data`).
+    merge_data = staticmethod(document.merge_data)
+
+    def adopt(self, data: Any) -> int:
+        """Fold another worker's rules document (:meth:`to_data`'s shape) into these
+        rules while they are in use; how far ``revision`` moved (the rules in force
+        that stopped).
+
+        *data* is read by :meth:`from_data` (data only; :class:`RulesDataError`
+        and nothing changed if it is refused) and merged as :meth:`merge_data`
+        merges two documents, so the learned part of these rules becomes exactly
+        the merge of the two.  Unlike :meth:`load`, what this object alone keeps
+        stays: the pages' digests and the images seen per rule (content evidence
+        goes on; each rule new here is checked against the pages already served,
+        as :meth:`_nominate` does), the evidence against rules never nominated,
+        ``events``, ``learned`` and ``revoked``.  ``revision`` moves only when a
+        rule in force here stops (a host rule another worker has a counterexample
+        to, an exact rule the merge retargets): then what it merged is looked at
+        again (``Learned.changed``), and each such host rule counts as
+        ``<source>/revoked``, each exact rule in ``revoked``; a rule that comes
+        into force by the merge counts as ``<source>/adopted`` (and as
+        ``<source>/revoked`` too if the pages served here then refute it).  As
+        with local learning, a spelling newly redirected away from moves no
+        revision.  ``apply`` stays idempotent (it only ever reads a rule set).
+        """
+        other = self.from_data(data, min_evidence=self.min_evidence,
+                               sample_every=self.sample_every)
+        merged = self.merge_data(self.to_data(), other.to_data())
+        fresh = self.from_data(merged, min_evidence=self.min_evidence,
+                               sample_every=self.sample_every)
+        before = self._forces()
+        exact_before, revision = self._exact, self.revision
+        new = [i for i in sorted(fresh._origin) if i not in self._origin]
+        for name in ("_bad", "_contrary", "_skips"):  # counts of rules never exported
+            mine, theirs = getattr(self, name), getattr(fresh, name)
+            for identity, n in mine.items():
+                if n > theirs[identity]:
+                    theirs[identity] = n
+        for name in ("_exact", "_sources", "_away", "_evidence", "_contrary", "_bad",
+                     "_skips", "_confirmed", "_origin", "_candidates", "_scopes"):
+            setattr(self, name, getattr(fresh, name))
+        stopped = 0
+        after = self._forces()
+        for identity in sorted(before - after):
+            stopped += 1
+            self.events[f"{self.origin(identity)}/revoked"] += 1
+        for identity in sorted(after - before):
+            self.events[f"{self.origin(identity)}/adopted"] += 1
+        for source, (target, identity) in sorted(exact_before.items()):
+            if self._exact.get(source, (None,))[0] != target:  # retargeted by the merge
+                stopped += 1
+                self.revoked[identity[1]] += 1
+        self.revision += stopped  # what those rules merged is looked at again
+        for identity in new:  # checked against the pages served here, as _nominate does
+            for uri in self._keys.get(identity[0], [])[-BACKFILL:]:
+                self._track(identity, uri, self._digests[uri])  # may refute it: revoked
+        return self.revision - revision

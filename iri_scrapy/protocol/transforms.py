@@ -1,0 +1,235 @@
+"""The transforms a protocol rule is made of, on canonical URIs (RFC 3987 section 5.3.4).
+
+Each *kind* of rule is one transform of a URI split as ``scheme "://" authority
+path ["?" query]`` (RFC 3986 section 3): one trailing slash added or removed, a
+query parameter dropped, an ``index.*`` segment dropped, ``www.`` removed or
+added, ``http`` -> ``https``, repeated segments collapsed.  Pure functions: which
+kinds apply to a URI (:func:`candidates`), which kind turns one URI into another
+(:func:`classify`), which kinds two URIs with equal content suggest
+(:func:`pair_rules`).  The rules themselves are :mod:`.rulebook` and
+:mod:`.rules`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+
+from iri_scrapy.core.query import (
+    drop_params,
+    in_clean_param_scope,
+    join_query,
+    param_name,
+    query_pairs,
+    split_query,
+)
+
+PERMANENT = frozenset({301, 308})
+ADD, REMOVE = "add-slash", "remove-slash"
+DROP_PARAM, DROP_INDEX = "drop-param", "drop-index"
+DROP_SCRIPT, REPEAT = "drop-script", "collapse-repeat"
+REMOVE_WWW, ADD_WWW, HTTPS = "remove-www", "add-www", "https"
+#: The kinds of rule, in the order :meth:`ProtocolRules.apply` tries host rules.
+KINDS = (HTTPS, REMOVE_WWW, ADD_WWW, DROP_SCRIPT, DROP_INDEX, REPEAT, DROP_PARAM, ADD, REMOVE)
+#: Where a rule's evidence comes from (see the module doc).
+REDIRECT, CANONICAL, CLEAN_PARAM, CONTENT = "redirect", "canonical", "clean-param", "content"
+SOURCES = (REDIRECT, CANONICAL, CLEAN_PARAM, CONTENT)
+#: Pages (canonical URI -> content digest) kept per host for content evidence.
+MAX_PAGES_PER_SCOPE = 50_000
+#: Earlier pages a newly nominated rule is checked against.
+BACKFILL = 5_000
+#: URIs kept per content digest, to find pairs of aliases.
+PER_DIGEST = 16
+#: Confirmations kept per rule (what is exported; the count saturates there).
+KEPT_CONFIRMATIONS = 64
+#: Confirmations beyond this many (plus one) do not space a rule's samples further.
+SAMPLE_SHIFT_MAX = 5
+#: The version of :meth:`ProtocolRules.to_data`'s document.
+DATA_VERSION = 1
+MAX_STEPS = 8
+
+#: A host rule: (scope: scheme and authority, kind, parameter: a name or "").
+Identity = tuple[str, str, str]
+#: A canonical URI without fragment, with an authority: scheme, authority, path, "?", query.
+Parts = tuple[str, str, str, str, str]
+
+
+
+def split_uri(uri: str) -> Parts | None:
+    """*uri* (no fragment) split as ``scheme "://" authority path ["?" query]``
+    (RFC 3986 section 3), or None if it has no authority."""
+    colon = uri.find(":")
+    if colon <= 0 or not uri.startswith("//", colon + 1):
+        return None
+    head, sep, query = split_query(uri[colon + 3 :])
+    slash = head.find("/")
+    authority, path = (head, "") if slash < 0 else (head[:slash], head[slash:])
+    return uri[:colon], authority, path, sep, query
+
+
+def join_uri(parts: Parts) -> str:
+    scheme, authority, path, sep, query = parts
+    return f"{scheme}://{authority}{path}{sep}{query}"
+
+
+def scope_of(parts: Parts) -> str:
+    return f"{parts[0]}://{parts[1]}"
+
+
+def host_key(uri: str) -> str:
+    """Scheme and authority of *uri* (a URI without fragment): the scope of a host rule."""
+    parts = split_uri(uri)
+    return split_query(uri)[0] if parts is None else scope_of(parts)
+
+
+def param_names(query: str) -> set[str]:
+    return {param_name(pair) for pair in query_pairs(query)}
+
+
+def vary(identity: Identity, a: str, b: str) -> bool:
+    """Whether two aliases *identity* maps to one image differ in what it drops.
+
+    Equal content under two aliases says something about a dropped parameter only
+    if its value differs between them (present in one only counts): two colour
+    variants ``?sid=a&color=blue``, ``?sid=b&color=blue`` confirm dropping ``sid``,
+    not dropping ``sid`` and ``color``.  Other kinds change one fixed part: True.
+    """
+    if identity[1] != DROP_PARAM:
+        return True
+    pa, pb = split_uri(a), split_uri(b)
+    if pa is None or pb is None:
+        return False
+    qa, qb = pa[4] or "", pb[4] or ""
+    for name in identity[2].split("@", 1)[0].split("&"):
+        va = sorted(p for p in query_pairs(qa) if param_name(p) == name)
+        vb = sorted(p for p in query_pairs(qb) if param_name(p) == name)
+        if va == vb:
+            return False
+    return True
+
+
+def without_params(parts: Parts, param: str) -> Parts | None:
+    """*parts* without the query parameters *param* names (``"a&b"``, optionally
+    ``"@/prefix"`` restricting it to paths under a Clean-param prefix), or None
+    if none of them is there."""
+    scheme, authority, path, sep, query = parts
+    names, _, prefix = param.partition("@")
+    if not query or not in_clean_param_scope(prefix, path):
+        return None
+    pairs = query_pairs(query)
+    kept = drop_params(pairs, set(names.split("&")))
+    if len(kept) == len(pairs):
+        return None
+    return scheme, authority, path, "?" if kept else "", join_query(kept)
+
+
+def collapse(path: str, query: str) -> tuple[str, str]:
+    """A path without consecutive repeated segments (``/a/next/next/`` -> ``/a/next/``)
+    and a query without repeated identical pairs (``q=x&q=x`` -> ``q=x``): the
+    shape of URLs that grow without end (a crawler trap)."""
+    segments = path.split("/")
+    kept = segments[:1]
+    for segment in segments[1:]:
+        if not (segment and segment == kept[-1]):
+            kept.append(segment)
+    seen: set[str] = set()
+    pairs = []
+    for pair in query_pairs(query) if query else ():
+        if pair not in seen:
+            seen.add(pair)
+            pairs.append(pair)
+    return "/".join(kept), join_query(pairs)
+
+
+def candidates(
+    parts: Parts, host_rule: bool, names: Collection[str] = ()
+) -> Iterator[tuple[str, str, Parts]]:
+    """``(kind, parameter, new parts)`` for every kind that applies to *parts*.
+
+    With *host_rule*, only where a host rule of the kind applies (``add-slash``
+    not on a last segment with a ``.``); else where an exact rule may.  A
+    rule's output is outside its own domain (one rule never applies twice).
+    ``drop-param`` only for the parameters *names* given (``"a"``, ``"a&b"``,
+    ``"a&b@/prefix"``; each costs the length of the query).
+    """
+    scheme, authority, path, sep, query = parts
+    if scheme == "http" and ":" not in authority.rsplit("@", 1)[-1]:
+        yield HTTPS, "", ("https", authority, path, sep, query)
+    if "@" not in authority:
+        if authority.startswith("www.") and "." in authority[4:]:
+            yield REMOVE_WWW, "", (scheme, authority[4:], path, sep, query)
+        elif not authority.startswith("www.") and "." in authority and not (
+            authority.startswith("[") or authority.replace(".", "").replace(":", "").isdigit()
+        ):
+            yield ADD_WWW, "", (scheme, "www." + authority, path, sep, query)
+    first, slash, rest = path[1:].partition("/")
+    if slash and first.startswith("index.") and len(first) > 6:
+        yield DROP_SCRIPT, first, (scheme, authority, "/" + rest, sep, query)
+    last = path[path.rfind("/") + 1 :]
+    if last.startswith("index.") and len(last) > 6:
+        yield DROP_INDEX, last, (scheme, authority, path[: -len(last)], sep, query)
+    new_path, new_query = collapse(path, query)
+    if new_path != path or new_query != query:
+        yield REPEAT, "", (scheme, authority, new_path, sep, new_query)
+    if sep and query and names:
+        for param in sorted(names):
+            dropped = without_params(parts, param)
+            if dropped is not None:
+                yield DROP_PARAM, param, dropped
+    if path and last and (not host_rule or "." not in last):
+        yield ADD, "", (scheme, authority, path + "/", sep, query)
+    if len(path) > 1 and path.endswith("/") and path[-2] != "/":
+        yield REMOVE, "", (scheme, authority, path[:-1], sep, query)
+
+
+def classify(source: str, target: str) -> Identity | None:
+    """The host rule of which ``source -> target`` is an instance, or None."""
+    parts, goal = split_uri(source), split_uri(target)
+    if parts is None or goal is None:
+        return None
+    dropped = param_names(parts[4]) - param_names(goal[4]) if parts[4] else set()
+    params = ["&".join(sorted(dropped))] if dropped else []
+    for kind, param, new in candidates(parts, False, params):
+        if new == goal:
+            return scope_of(parts), kind, param
+    return None
+
+
+def twins(parts: Parts) -> tuple[str, ...]:
+    """The scope of *parts* and the scopes whose rules may map URIs onto it:
+    its ``www.`` twin and, for https, the http scope of the same authority."""
+    scheme, authority = parts[0], parts[1]
+    www = authority[4:] if authority.startswith("www.") else "www." + authority
+    out: tuple[str, ...] = (f"{scheme}://{authority}", f"{scheme}://{www}")
+    if scheme == "https":
+        out += (f"http://{authority}", f"http://{www}")
+    return out
+
+
+def pair_rules(a: str, b: str) -> list[Identity]:
+    """The host rules under which two URIs with equal content are one: one
+    transform from one to the other (slash towards a directory, ``www.``
+    removed, http -> https, parameters dropped), or, between two URIs with the
+    same parameters, those whose values differ dropped from both."""
+    out = []
+    for source, target in ((a, b), (b, a)):
+        identity = classify(source, target)
+        if identity is not None and identity[1] not in (ADD_WWW, REMOVE) or (
+            identity is not None and identity[1] == REMOVE and "." in source.rsplit("/", 2)[-2]
+        ):
+            out.append(identity)
+    pa, pb = split_uri(a), split_uri(b)
+    if pa is not None and pb is not None and pa[:3] == pb[:3] and pa[4] and pb[4]:
+        va: dict[str, list[str]] = {}
+        vb: dict[str, list[str]] = {}
+        for query, values in ((pa[4], va), (pb[4], vb)):
+            for pair in query_pairs(query):
+                name, _, value = pair.partition("=")
+                values.setdefault(name, []).append(value)
+        # the same parameters, once each on both sides, some with other values
+        # (session ids): those dropped from both (another count is a trap, above)
+        if va.keys() == vb.keys() and all(len(v) == 1 for v in (*va.values(), *vb.values())):
+            differ = sorted(n for n in va if va[n] != vb[n])
+            if differ:
+                out.append((scope_of(pa), DROP_PARAM, "&".join(differ)))
+    return out
+
