@@ -262,7 +262,7 @@ class IRISpiderMiddleware(BaseSpiderMiddleware):
         #: this crawler gives ``Request()`` URLs their IDNA 2008 form
         #: (:mod:`iri_scrapy.plugin.idna_requests`): done here, not in a spider
         #: middleware of its own (each one costs every link a generator layer)
-        self.idna2008 = idna_enabled(crawler.settings)
+        self.idna2008 = self.canon.idna2008
 
     def get_processed_request(
         self, request: Request, response: Response | None
@@ -314,7 +314,7 @@ class IRINormalizationMiddleware:
         self.canon = Canonicalizer.for_crawler(crawler)
         #: the add-on's IDNA 2008 Request(): the new response's <base href> for
         #: Scrapy's readers as IDNA2008ResponseMiddleware set it for the old one
-        self.idna2008 = idna_enabled(crawler.settings)
+        self.idna2008 = self.canon.idna2008
         self.refresh_ignore_tags = crawler.settings.getlist("METAREFRESH_IGNORE_TAGS")
 
     @classmethod
