@@ -62,6 +62,9 @@ logger = logging.getLogger(__name__)
 FINGERPRINTER = "iri_scrapy.IRIRequestFingerprinter"
 DUPEFILTER = "iri_scrapy.IRIDupeFilter"
 FRONTIER_SCHEDULER = "iri_scrapy.frontier.jobdir.IRIFrontierScheduler"
+#: Scrapy's scheduler with the plugin's entry (plugin/entry.py), set in place of Scrapy's
+ENTRY_SCHEDULER = "iri_scrapy.plugin.entry.IRIScheduler"
+ENTRY_MIXIN = "iri_scrapy.plugin.entry.IRIEntryMixin"
 REDIS_DUPEFILTER = "iri_scrapy.RedisIRIDupeFilter"
 REDIS_SCHEDULER = "iri_scrapy.RedisIRIScheduler"
 
@@ -279,14 +282,17 @@ class Addon:
         )
 
     def _choose_scheduler(self, settings: BaseSettings, fleet: bool) -> None:
-        """The frontier scheduler: Redis for a fleet, SQLite with JOBDIR."""
+        """The frontier scheduler: Redis for a fleet, SQLite with JOBDIR; else
+        Scrapy's own with the entry (plugin/entry.py).  A user's ``SCHEDULER``
+        is kept; one without the entry is warned about (:meth:`_check_entry`)."""
         scheduler = None
         if fleet and iri_setting(settings, "IRI_REDIS_SCHEDULER"):
             scheduler = REDIS_SCHEDULER
         elif settings.get("JOBDIR") and iri_setting(settings, "IRI_FRONTIER"):
             scheduler = FRONTIER_SCHEDULER
+        settings.set("SCHEDULER", scheduler or ENTRY_SCHEDULER, priority="addon")
+        self._check_entry(settings)
         if scheduler is not None:
-            settings.set("SCHEDULER", scheduler, priority="addon")
             spider_mw: type = FrontierSpiderMiddleware
             if scheduler == REDIS_SCHEDULER:
                 from iri_scrapy.frontier.redis_scheduler import RedisSchedulerSpiderMiddleware
@@ -298,6 +304,25 @@ class Addon:
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", FrontierDownloaderMiddleware, PRIORITIES["frontier"]
             )
+
+    @staticmethod
+    def _check_entry(settings: BaseSettings) -> None:
+        """Warn if ``SCHEDULER`` does not put requests in fetch form as they enter it."""
+        value = settings.get("SCHEDULER")
+        cls = class_of(value)
+        # by the MRO: Scrapy's BaseScheduler metaclass calls any scheduler-like class a
+        # subclass of any other
+        if cls is None or any(class_of(ours) in cls.__mro__
+                              for ours in (ENTRY_MIXIN, FRONTIER_SCHEDULER, REDIS_SCHEDULER)):
+            return
+        logger.warning(
+            "iri_scrapy.Addon: SCHEDULER = %(value)r was set explicitly and is kept; it does "
+            "not put requests in fetch form as they enter it, so requests made by other "
+            "components (redirects, downloader middlewares, engine.crawl()) go on the wire "
+            "as given (their dedup keys are canonical all the same): use "
+            "class S(iri_scrapy.plugin.entry.IRIEntryMixin, <that scheduler>) (docs/plugin.md)",
+            {"value": value},
+        )
 
     def _swap_media_pipelines(self, settings: BaseSettings) -> None:
         """Our media pipelines for Scrapy's (IRI_MEDIA_PIPELINES)."""

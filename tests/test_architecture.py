@@ -269,6 +269,42 @@ def f(crawler, self):
     assert module_level_weak_mappings(tree) == [(4, "WeakKeyDictionary"), (5, "WeakSet")]
 
 
+def requests_returned(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) of each ``process_request`` that may return something: one not
+    annotated ``-> None`` or with a ``return <value>`` (other than ``None``)."""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.name == "process_request"):
+            continue
+        returns = node.returns
+        if not (isinstance(returns, ast.Constant) and returns.value is None):
+            found.append((node.lineno, "annotation"))
+        for sub in ast.walk(node):
+            if (isinstance(sub, ast.Return) and sub.value is not None
+                    and not (isinstance(sub.value, ast.Constant) and sub.value.value is None)):
+                found.append((sub.lineno, "return"))
+    return found
+
+
+def test_no_downloader_middleware_returns_a_request() -> None:
+    """Entry, stamp, fingerprint, dupefilter, once: a request returned from a downloader
+    middleware's ``process_request`` would go back through the scheduler (plugin/entry.py)."""
+    bad = [f"{path.relative_to(PACKAGE.parent)}:{line} process_request {what}"
+           for module, path in _scrapy_facing().items()
+           for line, what in requests_returned(ast.parse(path.read_text("utf-8")))]
+    assert bad == []
+    source = """
+class A:
+    def process_request(self, request) -> None:
+        return None
+class B:
+    async def process_request(self, request) -> Request | None:
+        return request.replace(url="x")
+"""
+    assert requests_returned(ast.parse(source)) == [(6, "annotation"), (7, "return")]
+
+
 def test_the_lazy_names_of_the_facade_resolve() -> None:
     """``iri_scrapy.Addon`` & co. are loaded on first use; each names a real class."""
     for name, module in iri_scrapy._LAZY.items():

@@ -68,6 +68,8 @@ from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy
 from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter, jobdir_setting
+from iri_scrapy.plugin.entry import enter
+from iri_scrapy.plugin.middleware import Canonicalizer
 from iri_scrapy.plugin.refusal import (
     refuse_start,
     stop_crawl,
@@ -401,6 +403,7 @@ class IRIFrontierScheduler(Scheduler):
     # --- the queue -------------------------------------------------------------
 
     def enqueue_request(self, request: Request) -> bool:
+        request = enter(request, Canonicalizer.for_crawler(self.crawler))
         store = self.store
         if store is None:
             return super().enqueue_request(request)

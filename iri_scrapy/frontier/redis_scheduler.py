@@ -63,6 +63,8 @@ from iri_scrapy.frontier.redis_queue import ProtocolStateLost, RedisQueue
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import load_object, setting
 from iri_scrapy.plugin.context import CrawlContext
+from iri_scrapy.plugin.entry import enter
+from iri_scrapy.plugin.middleware import Canonicalizer
 from iri_scrapy.plugin.refusal import (
     REASON_REDIS_NOT_INSTALLED,
     REASON_REDIS_UNAVAILABLE,
@@ -514,6 +516,7 @@ class RedisIRIScheduler(BaseScheduler):
         return int(ready) + len(self._memory)
 
     def enqueue_request(self, request: Request) -> bool:
+        request = enter(request, Canonicalizer.for_crawler(self.crawler))
         if self.connected:
             try:
                 return self._enqueue(request)

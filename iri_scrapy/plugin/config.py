@@ -24,11 +24,8 @@ if TYPE_CHECKING:
 
 #: Request meta key: skip canonicalization for this request.
 META_DONT_NORMALIZE = "dont_normalize_iri"
-#: Request meta key set by the middleware: the URL as the spider wrote it.
+#: Request meta key set when a request is rewritten to its fetch form: the URL as written.
 META_ORIGINAL = "iri_original"
-#: Request meta key set on a request the normalization middleware re-issued, so
-#: that the dupefilter does not drop it as a duplicate of itself.
-META_RENORMALIZED = "iri_renormalized"
 #: Scrapy's own meta key (2.17+): ``Request()`` keeps the URL as given.
 META_VERBATIM = "verbatim_url"
 #: Request meta key: this request is the spelling a server redirected to for the
@@ -36,9 +33,6 @@ META_VERBATIM = "verbatim_url"
 META_SERVER_SPELLING = "iri_server_spelling"
 #: Request meta key: this URL has no canonical form (already counted and logged).
 META_UNNORMALIZABLE = "iri_unnormalizable"
-#: Request meta key: the URL a request re-issued by the downloader middleware had
-#: (at most one re-issue per URL).
-META_REISSUED_FROM = "_iri_reissued_from"
 #: Request meta key of the placeholder ``response.follow()`` returns for a link it
 #: cannot use: ``{"href": ..., "page": ..., "reason": ..., "error": ...}``.
 META_SKIPPED = "iri_skipped_link"
@@ -153,11 +147,6 @@ def is_subclass_path(value: Any, ours: str) -> bool:
     except (ImportError, AttributeError, NameError, ValueError, TypeError):
         return False
     return isinstance(theirs, type) and isinstance(mine, type) and issubclass(theirs, mine)
-
-
-def setting_is_subclass(settings: BaseSettings, name: str, ours: str) -> bool:
-    """True if the class in setting *name* is the class at path *ours* or a subclass."""
-    return is_subclass_path(settings.get(name), ours)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@
 64-bit prefix in a :class:`FingerprintSet` (:mod:`iri_scrapy.store.fpstore`) and,
 with ``JOBDIR``, in ``<JOBDIR>/iri_fingerprints.bin`` (or in the frontier's store,
 which fills it through :meth:`IRIDupeFilter.preload`).  A redirect to the same key
-(scrapy#1225) and a request re-issued canonical pass.  Stats count each duplicate
+(scrapy#1225) passes.  Stats count each duplicate
 by the ladder rung that made it equal (RFC 3987 sections 5.3.1-5.3.4, 5.1 for
 fragments).  Subclasses move the seen-set elsewhere by overriding :meth:`seen_add`.
 
@@ -31,8 +31,6 @@ from iri_scrapy.core.query import strip_fragment
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
     META_KEYED,
-    META_ORIGINAL,
-    META_RENORMALIZED,
     META_VERBATIM,
     IRIConfig,
     setting,
@@ -77,7 +75,6 @@ STAT_STOCK_ALIASES = "iri/dupefilter/stock_aliases"
 #: First spellings kept for ``decided_by`` (only those a rung changed; all in debug).
 FIRST_SPELLINGS_KEPT = 100_000
 STAT_REDIRECT_SAME_KEY = "iri/dupefilter/redirect_same_key"
-STAT_RENORMALIZED = "iri/dupefilter/renormalized"
 #: Fingerprints read back from ``JOBDIR`` at start.
 STAT_LOADED = "iri/dupefilter/loaded"
 
@@ -320,20 +317,12 @@ class IRIDupeFilter(BaseDupeFilter):
         return False
 
     def _duplicate(self, request: Request, fp: bytes) -> bool:
-        """A seen key: True, except for the requests below (see docs/plugin.md)."""
-        meta = request.meta
-        redirect_urls = meta.get("redirect_urls")
+        """A seen key: True, except for a redirect to its source's key (see docs/plugin.md)."""
+        redirect_urls = request.meta.get("redirect_urls")
         if (redirect_urls and self._same_key_as(request, redirect_urls[-1], fp)
                 and self._added_by_source(request, fp)):
             self._inc(STAT_REDIRECT_SAME_KEY)
             return False
-        if meta.get(META_RENORMALIZED):
-            stamp = self.stamper.stamp_of(request)
-            original = meta.get(META_ORIGINAL)
-            if ((stamp is not None and stamp.reissued) or original is None
-                    or self._same_key_as(request, original, fp)):
-                self._inc(STAT_RENORMALIZED)
-                return False
         return True
 
     def _added_by_source(self, request: Request, fp: bytes) -> bool:
@@ -355,7 +344,7 @@ class IRIDupeFilter(BaseDupeFilter):
         """True if *request* at *url* (same method, body, headers) has fingerprint *fp*.
 
         Tried with *request*'s meta, then without ``verbatim_url`` (which the
-        normalization middleware may have added to the re-issued request only).
+        scheduler's entry may have added to the redirect only, rewriting it).
         """
         if url == request.url:
             return True

@@ -6,19 +6,18 @@ and the others, the fingerprinter and the dupefilter read the stamp.
 
 * :class:`IRISpiderMiddleware` (spider middleware, priority 950, next to the
   spider) rewrites every request the spider yields (``start()`` included) to its
-  *fetch form* before the scheduler sees it, so the dupefilter never meets a
-  request twice;
-* :class:`IRINormalizationMiddleware` (downloader middleware, priority 60)
-  catches requests that bypassed the spider middleware (made by other
-  middlewares, or with the spider middleware disabled) and re-issues them in
-  fetch form with ``dont_filter=True`` and ``meta["iri_renormalized"]``: a
-  request returned from ``process_request`` goes back through the scheduler,
-  where the dupefilter would drop it as a duplicate of itself;
-* the same downloader middleware hands the spider responses whose
-  ``urljoin()``/``follow()``/``follow_all()`` resolve links with the IRI core
-  and build requests with ``meta["verbatim_url"]``, so that Scrapy's
-  ``Request()`` (``w3lib.url.safe_url_string``) never sees a Unicode host: it
-  encodes hosts with IDNA 2003, which maps ``straße.example`` to
+  *fetch form* before the scheduler sees it;
+* requests that bypassed the spider middleware (made by other middlewares or
+  extensions, or with the spider middleware disabled) are rewritten as they
+  enter the scheduler (:mod:`iri_scrapy.plugin.entry`), with the
+  :class:`Canonicalizer` of this module; nothing re-issues a request from the
+  downloader (it would go back through the scheduler and meet the dupefilter
+  twice);
+* :class:`IRINormalizationMiddleware` (downloader middleware, priority 60) hands
+  the spider responses whose ``urljoin()``/``follow()``/``follow_all()`` resolve
+  links with the IRI core and build requests with ``meta["verbatim_url"]``, so
+  that Scrapy's ``Request()`` (``w3lib.url.safe_url_string``) never sees a
+  Unicode host: it encodes hosts with IDNA 2003, which maps ``straße.example`` to
   ``strasse.example``, another domain, and it drops a bare ``?``.
 
 The fetch form is ``normalize(url, Level.SCHEME, form="uri")`` with the fragment
@@ -35,9 +34,8 @@ unchanged, counted in ``iri/unnormalizable`` and logged (the first one as a
 warning, later ones at debug level); it is never dropped.
 
 Stats: ``iri/normalized`` (rewritten by the spider middleware),
-``iri/renormalized`` (re-issued by the downloader middleware),
 ``iri/unnormalizable``, ``iri/follow/joined`` (links resolved by the IRI-aware
-responses).
+responses); ``iri/entry/normalized`` is the entry's.
 """
 
 from __future__ import annotations
@@ -62,15 +60,12 @@ from iri_scrapy.plugin import compat  # checks the installed Scrapy first
 from iri_scrapy.plugin.config import (
     META_DONT_NORMALIZE,
     META_ORIGINAL,
-    META_REISSUED_FROM,
-    META_RENORMALIZED,
     META_SERVER_SPELLING,
     META_SKIPPED,
     META_UNNORMALIZABLE,
     META_VERBATIM,
     IRIConfig,
     setting,
-    setting_is_subclass,
 )
 from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.idna_requests import convert as idna_convert
@@ -128,6 +123,8 @@ class Canonicalizer:
         #: canonical URI (no fragment) -> the spelling its server redirected to
         #: for it (RFC 3987 5.3.4 evidence); requests for it are sent that way.
         self.server_spellings: dict[str, str] = {}
+        #: the crawler gives ``Request()`` URLs their IDNA 2008 form (set by :meth:`of`)
+        self.idna2008 = False
 
     @classmethod
     def of(cls, context: CrawlContext) -> Canonicalizer:
@@ -137,10 +134,12 @@ class Canonicalizer:
             stamper = Stamper.of(context)
             canon = context.canon = cls(stamper.config, context.stats, stamper=stamper,
                                         warned=context.warned)
+            crawler = context.crawler
+            canon.idna2008 = crawler is not None and idna_enabled(crawler.settings)
         return canon
 
     @classmethod
-    def for_crawler(cls, crawler: Crawler) -> Canonicalizer:
+    def for_crawler(cls, crawler: Crawler | None) -> Canonicalizer:
         """The instance of *crawler*'s crawl context (see :meth:`of`)."""
         return cls.of(CrawlContext.of(crawler))
 
@@ -153,7 +152,7 @@ class Canonicalizer:
         """The URL to set with ``verbatim_url``: *uri*, without fragment unless kept."""
         return uri if self.config.keep_fragments else strip_fragment(uri)
 
-    def rewrite(self, request: Request, uri: str, *, reissued: bool = False) -> Request:
+    def rewrite(self, request: Request, uri: str) -> Request:
         """A copy of *request* for *uri*, which ``Request()`` must not alter.
 
         ``meta["iri_original"]`` records the URL *request* had; the copy carries
@@ -167,7 +166,7 @@ class Canonicalizer:
             new = request.replace(url=self.verbatim_form(uri), meta=meta)
         stamp = self.stamper.stamp_of(request)
         if stamp is not None:
-            self.stamper.restamp(new, stamp, reissued=reissued)
+            self.stamper.restamp(new, stamp)
         return new
 
     def fetch_uri(self, request: Request) -> str | None:
@@ -263,7 +262,7 @@ class IRISpiderMiddleware(BaseSpiderMiddleware):
         #: this crawler gives ``Request()`` URLs their IDNA 2008 form
         #: (:mod:`iri_scrapy.plugin.idna_requests`): done here, not in a spider
         #: middleware of its own (each one costs every link a generator layer)
-        self.idna2008 = idna_enabled(crawler.settings)
+        self.idna2008 = self.canon.idna2008
 
     def get_processed_request(
         self, request: Request, response: Response | None
@@ -288,18 +287,17 @@ class IRISpiderMiddleware(BaseSpiderMiddleware):
 
 
 class IRINormalizationMiddleware:
-    """Downloader middleware: what goes on the wire is the canonical URI.
+    """Downloader middleware: the spider gets IRI-aware responses.
 
     Enabled by the add-on at priority 60 (just after offsite filtering at 50).
 
-    ``process_request``: a request not in fetch form (it bypassed
-    :class:`IRISpiderMiddleware`) is re-issued in fetch form with
-    ``meta["iri_renormalized"] = True`` and ``meta["iri_original"]``.  Returned
-    from ``process_request`` it goes back through the scheduler: with
-    :class:`~iri_scrapy.IRIDupeFilter` (or a subclass) it passes because its
-    key equals its original's (the dupefilter's documented rule); with any
-    other dupefilter it gets ``dont_filter=True`` -- which the requests it
-    redirects to inherit, so the IRI dupefilter is the better partner.
+    ``process_request`` returns no request: a request is put in fetch form as it
+    enters the scheduler (:mod:`iri_scrapy.plugin.entry`), and one that reached
+    the downloader without entering a scheduler (``engine.download_async()``:
+    media pipelines, robots.txt; or a scheduler without the entry) is sent as
+    given.  It drops ``response.follow()``'s placeholder for a link it could not
+    use, and marks a redirect to another spelling of its source's resource
+    (:meth:`Canonicalizer.server_spelling`) when the entry did not.
 
     ``process_response``: the response is handed on as an IRI-aware subclass of
     its class (see :func:`iri_response_class`), so links the spider follows
@@ -316,38 +314,19 @@ class IRINormalizationMiddleware:
         self.canon = Canonicalizer.for_crawler(crawler)
         #: the add-on's IDNA 2008 Request(): the new response's <base href> for
         #: Scrapy's readers as IDNA2008ResponseMiddleware set it for the old one
-        self.idna2008 = idna_enabled(crawler.settings)
+        self.idna2008 = self.canon.idna2008
         self.refresh_ignore_tags = crawler.settings.getlist("METAREFRESH_IGNORE_TAGS")
-        self.force_dont_filter = not setting_is_subclass(
-            crawler.settings, "DUPEFILTER_CLASS", "iri_scrapy.IRIDupeFilter"
-        )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         """Build for *crawler*."""
         return cls(crawler)
 
-    def process_request(self, request: Request) -> Request | None:
-        """Re-issue *request* in fetch form if it is not, else let it through.
-
-        A redirect to another spelling of its source's resource goes out as the
-        server wrote it (see :meth:`Canonicalizer.server_spelling`).
-        """
+    def process_request(self, request: Request) -> None:
+        """Drop a skipped link's placeholder; mark a spelling redirect; nothing else."""
         if META_SKIPPED in request.meta:
             raise IgnoreRequest(f"IRI: skipped link {request.meta[META_SKIPPED]['href']!r}")
-        if self.canon.server_spelling(request):
-            return None
-        uri = self.canon.fetch_uri(request)
-        if uri is None or request.meta.get(META_REISSUED_FROM) == request.url:
-            return None
-        new = self.canon.rewrite(request, uri, reissued=True)
-        new.meta[META_RENORMALIZED] = True
-        new.meta[META_REISSUED_FROM] = request.url  # at most one re-issue per URL
-        if self.force_dont_filter:
-            new.dont_filter = True
-        self.canon.inc("iri/renormalized")
-        logger.debug("IRI: re-issuing %(old)s as %(new)s", {"old": request, "new": new})
-        return new
+        self.canon.server_spelling(request)
 
     def process_response(self, request: Request, response: Response) -> Response:
         """Hand the spider an IRI-aware response (a copy, as a subclass of its class)."""

@@ -3,8 +3,9 @@
 Every request that enters the crawl is canonicalized once, by whichever of the
 plugin's components meets it first: ``response.follow()`` (which has just
 resolved the link), the spider middleware (``start()`` and ``Request()``\\ s the
-spider builds), the fingerprinter (a request another component made: a
-redirect, a retry) or the downloader middleware.  The result is a
+spider builds), the scheduler's entry (a request another component made: a
+redirect, a retry; :mod:`iri_scrapy.plugin.entry`) or the fingerprinter (one
+that entered no scheduler).  The result is a
 :class:`Stamp` kept beside the request, not in it:
 
 * ``url``: ``request.url`` when it was stamped.  A stamp whose ``url`` is not the
@@ -74,7 +75,6 @@ class Stamp(NamedTuple):
     spelling: str
     wire: str | None
     base: str | None
-    reissued: bool = False
 
     @property
     def canonical(self) -> bool:
@@ -207,8 +207,8 @@ class Stamper:
             return None
         return self.key_base(url, wire)
 
-    def stamp(self, request: Request, spelling: str | None = None, wire: str | None = None,
-              *, reissued: bool = False) -> Stamp:
+    def stamp(self, request: Request, spelling: str | None = None,
+              wire: str | None = None) -> Stamp:
         """Stamp *request* (its URL written as *spelling*, default ``request.url``).
 
         *wire*, when the caller has just computed the fetch form (``follow()``),
@@ -219,7 +219,7 @@ class Stamper:
         if spelling is None:
             spelling = url
         if as_given(request.meta):
-            stamp = Stamp(url, spelling, url, None, reissued)
+            stamp = Stamp(url, spelling, url, None)
         else:
             if wire is None:
                 try:
@@ -227,7 +227,7 @@ class Stamper:
                 except IRIError as exc:
                     self.unnormalizable(url, exc)
             base = None if wire is None else self.key_base(spelling, wire)
-            stamp = Stamp(url, spelling, wire, base, reissued)
+            stamp = Stamp(url, spelling, wire, base)
         self._put(request, stamp)
         return stamp
 
@@ -242,12 +242,12 @@ class Stamper:
         else:
             base = self.key_base(spelling, wire)
         # a request follow() has just made: nothing cached for it yet
-        self._cache[request] = Cached(_new_stamp(Stamp, (wire, spelling, wire, base, False)))
+        self._cache[request] = Cached(_new_stamp(Stamp, (wire, spelling, wire, base)))
 
-    def restamp(self, request: Request, stamp: Stamp, *, reissued: bool = False) -> Stamp:
+    def restamp(self, request: Request, stamp: Stamp) -> Stamp:
         """Carry *stamp* over to *request*, a copy whose URL is the stamp's wire form
         (or a spelling of the same key): no new canonicalization."""
-        new = stamp._replace(url=request.url, wire=request.url, reissued=reissued)
+        new = stamp._replace(url=request.url, wire=request.url)
         self._put(request, new)
         return new
 

@@ -161,7 +161,7 @@ def test_per_rung_stats_add_up(plugin: Crawl) -> None:
 _ALIAS_MODULE = '''
 from urllib.parse import urlsplit, urlunsplit
 
-from scrapy import Request
+from scrapy import Request, signals
 
 from iri_scrapy import normalize
 
@@ -189,6 +189,46 @@ class AliasingSpiderMiddleware:
             yield _alias(o)
 
 
+class AliasLocationMiddleware:
+    """Downloader middleware between the protocol and the redirect middlewares: every
+    redirect's Location becomes another spelling of its target."""
+
+    def process_response(self, request, response):
+        location = response.headers.get(b"Location")
+        if 300 <= response.status < 400 and location:
+            alias = _alias(Request(response.urljoin(location.decode())))
+            response.headers[b"Location"] = alias.url.encode()
+        return response
+
+
+class CrawlAliasesExtension:
+    """Extension: on the first response, engine.crawl() each URL of ALIAS_URLS; counts
+    those the scheduler dropped (request_dropped gives the object crawl() was given)."""
+
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self.urls = crawler.settings.getlist("ALIAS_URLS")
+        self.mine = []
+        crawler.signals.connect(self.response_received, signals.response_received)
+        crawler.signals.connect(self.request_dropped, signals.request_dropped)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def response_received(self, **kwargs):
+        urls, self.urls = self.urls, []
+        for url in urls:
+            request = Request(url)
+            self.mine.append(request)
+            self.crawler.stats.inc_value("test/alias/crawled")
+            self.crawler.engine.crawl(request)
+
+    def request_dropped(self, request, **kwargs):
+        if any(r is request for r in self.mine):
+            self.crawler.stats.inc_value("test/alias/dropped")
+
+
 class NaiveCanonicalMiddleware:
     """What the trap looks like: re-issue in canonical form, nothing else."""
 
@@ -213,36 +253,61 @@ def _aliasing(extra: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_process_request_trap_loses_no_page(demo: SiteServer, alias_path: Path) -> None:
-    """Requests reaching the downloader non-canonical are re-issued, and none is lost."""
+def test_requests_enter_the_scheduler_in_fetch_form(demo: SiteServer, alias_path: Path) -> None:
+    """Requests reaching the scheduler non-canonical enter it in fetch form: none is lost,
+    none fetched twice, none sent as written."""
     result = crawl(demo, _aliasing(), env_path=alias_path)
     assert result.ok
     counts = demo.hits.counts()
     assert set(counts) == DEMO_SITE.keys
     assert {k: n for k, n in counts.items() if n != 1} == {}
-    assert result.stats["iri/renormalized"] > 10
-    assert result.stats["iri/dupefilter/renormalized"] == result.stats["iri/renormalized"]
-    assert not any(":80" in t for t in demo.hits.targets)
+    assert result.stats["iri/entry/normalized"] > 10
+    assert not any(":80" in t or "/./" in t for t in demo.hits.targets)
     # the dupefilter saw the aliases: the rungs that decided show in the stats
     assert result.stats.get("iri/dupefilter/decided_by/scheme", 0) > 0
 
 
 @pytest.mark.slow
-def test_process_request_trap_with_stock_dupefilter(demo: SiteServer, alias_path: Path) -> None:
-    """With another dupefilter the re-issue uses dont_filter: still nothing lost."""
+def test_redirects_and_engine_crawl_enter_in_fetch_form(
+    demo: SiteServer, alias_path: Path
+) -> None:
+    """A redirect a downloader middleware spelled otherwise, and requests an extension
+    gives engine.crawl(), go on the wire in fetch form, once; a second spelling is dropped."""
+    aliases = ["http://www.example.test:80/./docs/guide/intro",
+               "HTTP://WWW.Example.TEST/docs/guide/%69ntro#x"]
+    settings = {**ADDON, "ALIAS_URLS": aliases,
+                "DOWNLOADER_MIDDLEWARES": {"alias_mw.AliasLocationMiddleware": 620},
+                "EXTENSIONS": {"alias_mw.CrawlAliasesExtension": 500}}
+    result = crawl(demo, settings, env_path=alias_path)
+    assert result.ok
+    counts = demo.hits.counts()
+    assert set(counts) == DEMO_SITE.keys
+    assert {k: n for k, n in counts.items() if n != 1} == {}
+    assert not any(":80" in t or "/./" in t or "WWW" in t for t in demo.hits.targets)
+    assert result.stats["test/alias/crawled"] == 2
+    assert result.stats["test/alias/dropped"] >= 1  # one resource: at most one passes
+    redirects = result.stats["downloader/response_status_count/301"]
+    assert result.stats["iri/entry/normalized"] >= redirects + 2
+
+
+@pytest.mark.slow
+def test_entry_with_stock_dupefilter(demo: SiteServer, alias_path: Path) -> None:
+    """With another dupefilter the entry is the same: nothing lost, nothing sent as written."""
     result = crawl(demo, _aliasing({"DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter"}),
                    env_path=alias_path)
     assert result.ok
     assert demo.hits.fetched() == DEMO_SITE.keys
+    assert not any(":80" in t or "/./" in t for t in demo.hits.targets)
 
 
 @pytest.mark.slow
 def test_naive_reissue_loses_pages(demo: SiteServer, alias_path: Path) -> None:
-    """The trap is real: a plain re-issue from process_request is dropped as its own duplicate."""
-    settings = _aliasing({"DOWNLOADER_MIDDLEWARES": {
-        "iri_scrapy.IRINormalizationMiddleware": None,
-        "alias_mw.NaiveCanonicalMiddleware": 60,
-    }})
+    """Why nothing re-issues: a request returned from process_request goes back through
+    the scheduler and is dropped as a duplicate of itself."""
+    settings = _aliasing({
+        "DOWNLOADER_MIDDLEWARES": {"alias_mw.NaiveCanonicalMiddleware": 60},
+        "SCHEDULER": "scrapy.core.scheduler.Scheduler",  # no entry: the aliases reach it
+    })
     result = crawl(demo, settings, env_path=alias_path)
     assert len(demo.hits.fetched()) < len(DEMO_SITE.keys) // 2
     assert result.stats["dupefilter/filtered"] > 0

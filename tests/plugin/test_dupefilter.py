@@ -26,7 +26,6 @@ from iri_scrapy.plugin.dupefilter import (
     STAT_FILTERED,
     STAT_LOADED,
     STAT_REDIRECT_SAME_KEY,
-    STAT_RENORMALIZED,
     STAT_STOCK_ALIASES,
 )
 from iri_scrapy.store.fpstore import (
@@ -204,31 +203,6 @@ def test_redirect_to_another_seen_key_is_still_dropped() -> None:
     assert scheduler.enqueue_request(a)
     assert not scheduler.enqueue_request(redirect(mw, a, "http://e.com/%62"))
     assert crawler.stats.get_value(STAT_REDIRECT_SAME_KEY) is None
-
-
-def test_renormalized_request_is_not_a_duplicate_of_itself() -> None:
-    crawler = crawler_for()
-    scheduler = open_scheduler(crawler)
-    assert scheduler.enqueue_request(Request("http://e.com/%7Ea"))
-    reissued = Request(
-        "http://e.com/~a", meta={"iri_renormalized": True, "iri_original": "http://e.com/%7Ea"}
-    )
-    assert scheduler.enqueue_request(reissued)
-    assert crawler.stats.get_value(STAT_RENORMALIZED) == 1
-    # re-issued with verbatim_url added (as the middleware does for a form Request()
-    # would alter): compared with its original keyed without verbatim_url
-    crawler2 = crawler_for()
-    scheduler2 = open_scheduler(crawler2)
-    assert scheduler2.enqueue_request(Request("http://e.com/%7Ea"))
-    verbatim = Request("http://e.com/~a", meta={
-        "iri_renormalized": True, "iri_original": "http://e.com/%7Ea", "verbatim_url": True})
-    assert scheduler2.enqueue_request(verbatim)
-    assert crawler2.stats.get_value(STAT_RENORMALIZED) == 1
-    # claiming to be a re-issue of a different resource does not help
-    impostor = Request(
-        "http://e.com/~a", meta={"iri_renormalized": True, "iri_original": "http://e.com/b"}
-    )
-    assert not scheduler.enqueue_request(impostor)
 
 
 def test_debug_logs_every_duplicate_with_explain(caplog: pytest.LogCaptureFixture) -> None:

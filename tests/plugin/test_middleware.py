@@ -150,33 +150,13 @@ def test_unnormalizable_counted_once_without_iri_fingerprinter(
 # --------------------------------------------------------------------------- downloader side
 
 
-def test_downloader_mw_reissues_once(spider_mw: IRISpiderMiddleware) -> None:
-    crawler = get_crawler(settings_dict=ADDON)
-    mw = IRINormalizationMiddleware(crawler)
-    req = Request("http://www.example.test:80/./page")
-    new = mw.process_request(req)
-    assert isinstance(new, Request)
-    assert new.url == "http://www.example.test/page"
-    assert new.meta["iri_renormalized"] is True and new.meta["iri_original"] == req.url
-    assert new.dont_filter is False  # IRIDupeFilter passes it by its own rule
-    assert mw.process_request(new) is None
-    stock_df = get_crawler(settings_dict={**ADDON, "DUPEFILTER_CLASS":
-                                          "scrapy.dupefilters.RFPDupeFilter"})
-    again = IRINormalizationMiddleware(stock_df).process_request(req)
-    assert isinstance(again, Request) and again.dont_filter is True
-
-
-def test_bare_query_is_kept_verbatim(spider_mw: IRISpiderMiddleware) -> None:
+def test_downloader_mw_returns_no_request() -> None:
+    """Nothing is re-issued from the downloader (requests enter the scheduler in fetch
+    form, plugin/entry.py): one that did not is sent as given."""
     mw = IRINormalizationMiddleware(get_crawler(settings_dict=ADDON))
-    req = Request("http://www.example.test/search?#x", meta={"verbatim_url": True,
-                                                              "iri_original": "x"})
-    assert req.url == "http://www.example.test/search?#x"
-    new = mw.process_request(req)
-    assert isinstance(new, Request)
-    assert new.url == "http://www.example.test/search?"  # verbatim URL is the retrieval key
-    assert new.meta["verbatim_url"] is True
-    user = Request("http://WWW.example.test/x", meta={"verbatim_url": True})
-    assert mw.process_request(user) is None  # the user's own verbatim_url is respected
+    req = Request("http://www.example.test:80/./page")
+    assert mw.process_request(req) is None
+    assert req.url == "http://www.example.test:80/./page"
 
 
 def _page(url: str, body: str) -> HtmlResponse:

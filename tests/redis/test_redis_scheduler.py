@@ -91,6 +91,20 @@ def test_public_name_and_addon_selection(tmp_path: Path) -> None:
     assert optout.settings["DUPEFILTER_CLASS"] == REDIS_DUPEFILTER
 
 
+def test_a_request_enters_in_fetch_form(redis_server: RedisServer) -> None:
+    """The entry (plugin/entry.py): a request another component made is queued, for
+    every worker, in fetch form; another spelling of it is a duplicate."""
+    crawler, worker = open_worker(redis_server.url)
+    made = Request("http://E.COM:80/./a#x")
+    assert worker.enqueue_request(made)
+    assert not worker.enqueue_request(Request("http://e.com/%61"))
+    [got] = drain(worker)
+    assert got.url == "http://e.com/a#x" and got.meta["iri_original"] == made.url
+    assert crawler.stats.get_value("iri/entry/normalized") == 2
+    worker.answered(got)
+    worker.close("finished")
+
+
 def test_priority_order_dedup_and_ack(redis_server: RedisServer) -> None:
     crawler, worker = open_worker(redis_server.url)
     for url, priority in (("a", 0), ("b", 5), ("c", 0), ("d", -3), ("e", 5)):
