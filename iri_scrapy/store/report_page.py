@@ -450,12 +450,12 @@ def render_crawl(report: CrawlReport, *, source: str, version: str | None = None
         ("requests", report.requests, "requests met by the dupefilter", False),
         ("duplicates", dups, f"duplicates dropped ({_share(dups, report.requests)})", False),
         ("stock_aliases", report.stock_aliases,
-         "aliases stock Scrapy would have fetched again", True),
+         "more fetches stock Scrapy's fingerprint would have made", True),
         ("responses", stats.get("downloader/response_count", 0), "responses", False),
         ("items", stats.get("item_scraped_count", 0), "items scraped", False),
     ]
-    series = [(_DUP, "stock Scrapy would have fetched them"),
-              (_STOCK, "stock Scrapy drops them too")]
+    series = [(_DUP, "one more fetch for stock Scrapy's fingerprint"),
+              (_STOCK, "no more fetch for stock Scrapy either")]
     clusters = []
     for cluster in report.clusters.values():
         spellings = [cluster.first] + [a.spelling for a in cluster.aliases]
@@ -464,7 +464,10 @@ def render_crawl(report: CrawlReport, *, source: str, version: str | None = None
             f"decided by {a.decided_by}" + ("; stock Scrapy would fetch it" if a.stock_alias
                                            else "") for a in cluster.aliases]
         clusters.append((cluster.key, spellings, notes))
-    how = f"finish reason {report.finish_reason or 'unknown'}"
+    how = (f"finish reason {report.finish_reason}" if report.finish_reason
+           else "not closed (written while the crawl ran)")
+    if report.runs > 1:
+        how = f"covers the job's {report.runs} runs (JOBDIR resumed), the last: " + how
     if report.elapsed_seconds:
         how += f", {report.elapsed_seconds:,.1f} s"
     if report.finished:
