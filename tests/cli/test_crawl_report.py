@@ -335,6 +335,8 @@ def test_a_resumed_job_has_one_report_of_all_its_runs(tmp_path: Path, stop: str)
                            env=STRICT)
     assert second.ok, second.stderr[-3000:]
     doc = json.loads((jobdir / FILENAME).read_text(encoding="utf-8"))
+    print(f"\n{stop}: run 1 {before} requests (in its report), run 2 {_met(second)}; the "
+          f"report: {doc['totals']['requests']} over {doc['runs']} runs")
     assert doc["runs"] == 2
     assert doc["totals"]["requests"] == before + _met(second) > _met(second)
     assert doc["finish_reason"] == "finished"
