@@ -28,11 +28,13 @@ Without either setting it is not enabled and costs nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -138,7 +140,12 @@ class IRICrawlReport:
         if self.stock is not None:
             return self.stock
         report, keep = self.report, 0
-        earlier = self._earlier() if self.jobdir is not None else None
+        earlier = None
+        if self.jobdir is not None:
+            for tmp in Path(self.jobdir).glob(f".{FILENAME}.*.tmp"):  # a write cut by a kill
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+            earlier = self._earlier()
         if earlier is not None:
             earlier.runs += 1
             self.report = report = earlier

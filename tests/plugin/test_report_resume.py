@@ -85,3 +85,10 @@ def test_a_run_that_met_no_request_draws_the_earlier_report(tmp_path: Path) -> N
     extension(job, IRI_REPORT_FILE=str(page)).close(0, "iri_jobdir_locked")
     assert {p.name: p.read_bytes() for p in job.iterdir()} == before
     assert "finish reason shutdown" in page.read_text(encoding="utf-8")
+
+
+def test_a_write_cut_by_a_kill_leaves_no_temporary_file(tmp_path: Path) -> None:
+    earlier(tmp_path)
+    (tmp_path / f".{FILENAME}.abc123.tmp").write_text('{"format": ', encoding="utf-8")
+    extension(tmp_path).close(2, "finished")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILENAME, "iri_report_stock.bin"]
