@@ -58,9 +58,12 @@ FORMAT_VERSION = 2
 DECIDED_KEYS: tuple[str, ...] = (*RUNG_KEYS, "heuristics")
 #: Alias clusters one deciding rung may open (of :data:`MAX_CLUSTERS`).
 CLUSTERS_PER_RUNG = 6
+#: At level protocol: requests learned rules kept from being fetched just before
+#: download (they had passed the dupefilter before the rule was known).
+PROTOCOL_SKIPPED = ("iri/protocol/skipped_at_download", "iri/protocol/alias-first")
 #: Scrapy stats copied into the report (the cards of the page).
 CRAWL_STATS = ("scheduler/enqueued", "downloader/request_count", "downloader/response_count",
-               "item_scraped_count")
+               "item_scraped_count", *PROTOCOL_SKIPPED)
 #: Hosts written to the file (the page shows the first 15): all that are counted, so
 #: that a resumed job goes on with every counter.
 HOSTS_WRITTEN = MAX_HOSTS
