@@ -77,7 +77,8 @@ STAT_DECIDED_BY_PREFIX = "iri/dupefilter/decided_by/"
 #: Fetches stock Scrapy's fingerprint would have made that we did not: one per
 #: distinct stock fingerprint among the duplicates it tells apart from their page.
 STAT_STOCK_ALIASES = "iri/dupefilter/stock_aliases"
-#: First spellings kept for ``decided_by`` (only those a rung changed; all in debug).
+#: First spellings kept for ``decided_by`` (those a rung changed, or rules or heuristics
+#: keyed elsewhere; all in debug).
 FIRST_SPELLINGS_KEPT = 100_000
 STAT_REDIRECT_SAME_KEY = "iri/dupefilter/redirect_same_key"
 STAT_RENORMALIZED = "iri/dupefilter/renormalized"
