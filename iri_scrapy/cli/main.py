@@ -603,8 +603,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise _Error(f"cannot write {args.output}: {exc.strerror or exc}") from None
     finally:
         _close(out)
-    _err(f"report: {report.requests:,} requests, {_plural(report.duplicates, 'duplicate')} "
-         f"dropped, {report.stock_aliases:,} of them aliases stock Scrapy would have fetched"
+    runs = "" if report.runs == 1 else f" over {report.runs:,} runs"
+    _err(f"report: {report.requests:,} requests{runs}, "
+         f"{_plural(report.duplicates, 'duplicate')} dropped; stock Scrapy's fingerprint "
+         f"would have made {report.stock_aliases:,} more fetches"
          + ("" if args.output == "-" else f"; page written to {args.output}"))
     return EXIT_OK
 

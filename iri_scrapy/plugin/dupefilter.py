@@ -14,6 +14,7 @@ Design: docs/plugin.md; stats: docs/stats.md.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sys
 from functools import lru_cache
@@ -40,10 +41,15 @@ from iri_scrapy.plugin.fingerprinter import (
     IRIRequestFingerprinter,
     KeyedFingerprinter,
     dedupe_fingerprinter,
+    key_of,
     spelling,
 )
 from iri_scrapy.plugin.refusal import REASON_JOBDIR_MISMATCH, refuse_start
-from iri_scrapy.plugin.report_extension import dupefilter_closed, note_duplicate
+from iri_scrapy.plugin.report_extension import (
+    dupefilter_closed,
+    dupefilter_opened,
+    note_duplicate,
+)
 from iri_scrapy.plugin.stamp import Stamp, Stamper, as_given
 from iri_scrapy.store.fpstore import (
     FILENAME,
@@ -70,9 +76,11 @@ logger = logging.getLogger(__name__)
 STAT_FILTERED = "dupefilter/filtered"
 #: One count per duplicate: the rung that made it equal to the first spelling.
 STAT_DECIDED_BY_PREFIX = "iri/dupefilter/decided_by/"
-#: Duplicates stock Scrapy's fingerprint would have fetched as another page.
+#: Fetches stock Scrapy's fingerprint would have made that we did not: one per
+#: distinct stock fingerprint among the duplicates it tells apart from their page.
 STAT_STOCK_ALIASES = "iri/dupefilter/stock_aliases"
-#: First spellings kept for ``decided_by`` (only those a rung changed; all in debug).
+#: First spellings kept for ``decided_by`` (those a rung changed, or rules or heuristics
+#: keyed elsewhere; all in debug).
 FIRST_SPELLINGS_KEPT = 100_000
 STAT_REDIRECT_SAME_KEY = "iri/dupefilter/redirect_same_key"
 #: Fingerprints read back from ``JOBDIR`` at start.
@@ -186,7 +194,8 @@ class IRIDupeFilter(BaseDupeFilter):
         self._first_seen: dict[bytes, str] = {}
         self._requests = 0
         self._decided: dict[str, int] = {}
-        self._stock_aliases = 0
+        #: stock fingerprints (8 bytes) of the duplicates counted in STAT_STOCK_ALIASES
+        self._stock_seen = FingerprintSet()
         # (request, fingerprint) of the last request_seen(): the scheduler calls
         # log() for the same request right after it
         self._last: tuple[Request | None, bytes] = (None, b"")
@@ -311,10 +320,19 @@ class IRIDupeFilter(BaseDupeFilter):
                 self.learned.admitted(stamp.base, self.rules.apply(stamp.base))
         if self.debug:  # the spelling the spider wrote (request.url is canonical)
             self._first_seen[fp64(fp)] = spelling(request, stamp)
-        elif (stamp is not None and not stamp.canonical
+        elif (stamp is not None and (not stamp.canonical or self._moved(stamp))
                 and len(self._first_seen) < FIRST_SPELLINGS_KEPT):
             self._first_seen[fp64(fp)] = stamp.spelling
         return False
+
+    def _moved(self, stamp: Stamp) -> bool:
+        """True if learned rules or the query heuristics key *stamp* elsewhere than its
+        base (its spelling is then kept: the key would not stand for it)."""
+        config = self.config
+        if stamp.base is None or (self.rules is None and not config.drop_query_params
+                                  and not config.sort_query):
+            return False
+        return key_of(stamp.base, config, self.rules) != stamp.base
 
     def _duplicate(self, request: Request, fp: bytes) -> bool:
         """A seen key: True, except for a redirect to its source's key (see docs/plugin.md)."""
@@ -372,30 +390,34 @@ class IRIDupeFilter(BaseDupeFilter):
             return "simple"
         written = stamp.spelling
         cfg = self.config
-        if first is None:
-            if stamp.canonical:  # its own key (fragment aside): equal as written
+        if first is None:  # not kept: the key stands for it (rules and heuristics applied)
+            first = key_of(stamp.base, cfg, self.rules)
+            if first == stamp.base and stamp.canonical:  # equal as written, fragment aside
                 return "fragment" if written != stamp.base else "simple"
-            first = stamp.base
         if first == written:
             return "simple"
         if self.rules is None:  # pages repeat their links: cached per pair of spellings
             return _decided_cached(first, written, cfg)
         return _decided(first, written, cfg, self.rules)
 
-    def _stock_alias(self, stamp: Stamp | None, first: str | None) -> bool:
-        """True if stock Scrapy's fingerprint tells the two spellings apart."""
-        if stamp is None:
-            return False
-        other = first if first is not None else stamp.base
+    def stock_key(self, stamp: Stamp | None, first: str | None) -> bytes | None:
+        """The stock fingerprint (8 bytes) of a duplicate stock Scrapy's fingerprint
+        tells apart from the first spelling of its key (*first*; None: the key
+        itself), which stock would have fetched as another page; else None."""
+        if stamp is None or stamp.base is None:
+            return None
+        other = first if first is not None else key_of(stamp.base, self.config, self.rules)
         written = stamp.spelling
-        if other is None or other == written:
-            return False
-        if strip_fragment(other) == strip_fragment(written):
-            return False  # stock's fingerprint drops the fragment too
+        if other == written or strip_fragment(other) == strip_fragment(written):
+            return None  # stock's fingerprint drops the fragment too
         try:
-            return _stock_url(other) != _stock_url(written)
-        except (ValueError, TypeError):
-            return True  # stock could not even spell one of them alike
+            mine = _stock_url(written)
+            if _stock_url(other) == mine:
+                return None
+        except (ValueError, TypeError):  # stock could not even spell one of them alike
+            return hashlib.blake2b(written.encode("utf-8", "surrogatepass"),
+                                   digest_size=8).digest()
+        return fp64(mine)
 
     def log(self, request: Request, spider: Spider | None = None) -> None:
         """Count (and log) a request the scheduler dropped as a duplicate.
@@ -412,18 +434,17 @@ class IRIDupeFilter(BaseDupeFilter):
         first = self._first_seen.get(record)
         rung = self.decided_by(request, first)
         stamp = self.stamper.stamp_of(request)
-        alias = self._stock_alias(stamp, first)
+        stock = self.stock_key(stamp, first)
+        new = stock is not None and self._stock_seen.add(int.from_bytes(stock, "big"))
         self._decided[rung] = self._decided.get(rung, 0) + 1
-        if alias:
-            self._stock_aliases += 1
         stats = self.stats
         if stats is not None:
             inc = stats.inc_value  # one look-up (Scrapy's collector wraps each one)
             inc(STAT_FILTERED)
             inc(STAT_DECIDED_BY_PREFIX + rung)
-            if alias:
+            if new:
                 inc(STAT_STOCK_ALIASES)
-        note_duplicate(self.context, request, record, stamp, first, rung, alias)
+        note_duplicate(self.context, request, record, stamp, first, rung, stock)
         extra = {"spider": spider} if spider is not None else None
         if self.debug:
             written = spelling(request, stamp)
@@ -451,14 +472,14 @@ class IRIDupeFilter(BaseDupeFilter):
             self.logdupes = False
 
     def summary(self) -> str:
-        """The close line: requests, duplicates by rung, aliases stock would have fetched."""
+        """The close line: requests, duplicates by rung, the fetches stock would have made."""
         dropped = sum(self._decided.values())
         by_rung = ", ".join(f"{k} {v}" for k, v in sorted(
             self._decided.items(), key=lambda kv: (-kv[1], kv[0])))
         return (
             f"IRI dupefilter: {self._requests} requests, {dropped} duplicates dropped"
-            f"{f' (decided by: {by_rung})' if by_rung else ''}, {self._stock_aliases} of them "
-            "aliases stock Scrapy's fingerprint would have fetched"
+            f"{f' (decided by: {by_rung})' if by_rung else ''}; stock Scrapy's fingerprint "
+            f"would have made {len(self._stock_seen)} more fetches"
         )
 
     def _explain(self, first: str | None, url: str) -> str:
@@ -495,6 +516,7 @@ class IRIDupeFilter(BaseDupeFilter):
             crawler, exc = self._refusal
             refuse_start(crawler, REASON_JOBDIR_MISMATCH, str(exc), exc)
             return
+        dupefilter_opened(self.context, lambda: self._requests)
         if self.file is None or "twisted.internet.reactor" not in sys.modules:
             return
         from twisted.internet.task import LoopingCall

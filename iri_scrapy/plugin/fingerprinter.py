@@ -185,10 +185,7 @@ class IRIRequestFingerprinter:
     # --- keys --------------------------------------------------------------
 
     def _key(self, base: str) -> str:
-        rules = self.rules
-        if rules is not None:
-            base = rules.apply(base)
-        return self.config.apply_heuristics(base)
+        return key_of(base, self.config, self.rules)
 
     def canonical_url(self, url: str) -> str:
         """The key URL of *url* (what the fingerprint hashes; *url* itself if none)."""
@@ -321,6 +318,14 @@ _PROBES = (
     ("http://iri-scrapy.invalid/item?id=1", "http://iri-scrapy.invalid/item?id=1&"),
     ("HTTP://Iri-Scrapy.INVALID:80/a/./b/%7euser", "http://iri-scrapy.invalid/a/b/~user"),
 )
+
+
+def key_of(base: str, config: IRIConfig, rules: ProtocolRules | None) -> str:
+    """The dedup key of a stamp's *base*: the learned protocol rules (RFC 3987
+    section 5.3.4), then the opt-in query heuristics (what the fingerprint hashes)."""
+    if rules is not None:
+        base = rules.apply(base)
+    return config.apply_heuristics(base)
 
 
 def chain_problem(fingerprinter: Any, config: IRIConfig) -> str | None:

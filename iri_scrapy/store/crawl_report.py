@@ -4,11 +4,14 @@ The add-on's dupefilter hands every duplicate it drops to a :class:`CrawlReport`
 (:mod:`iri_scrapy.plugin.report_extension` ties it to the crawler): counted under
 the rung that decided it (``iri/dupefilter/decided_by/<rung>``: a rung of RFC
 3987 section 5.3, ``fragment`` for section 5.1, ``heuristics`` for the opt-in
-query rules) and by whether stock Scrapy's fingerprint would have fetched it.
-At close it is written into ``JOBDIR`` as ``iri_report.json`` (a temporary file,
-then ``os.replace``: a reader sees the old file or the new one, never half) and
-``iri-scrapy report JOBDIR`` renders it as the page of ``dedupe --report``
-(:mod:`iri_scrapy.store.report_page`).
+query rules); the fetches stock Scrapy's fingerprint would have made and we did
+not are counted once per distinct stock fingerprint (the first duplicate that
+carries it), not once per dropped request.  It is written into ``JOBDIR`` as
+``iri_report.json`` (a temporary file, then ``os.replace``: a reader sees the old
+file or the new one, never half) while the crawl runs and at close; a resumed
+job reads it back and goes on counting, so that the file covers every run of the
+job (``runs``).  ``iri-scrapy report JOBDIR`` renders it as the page of ``dedupe
+--report`` (:mod:`iri_scrapy.store.report_page`).
 
 Memory is bounded whatever the crawl's size: counters per rung, at most
 :data:`~iri_scrapy.store.dedupe.MAX_HOSTS` host counters (the smallest dropped
@@ -49,24 +52,29 @@ from iri_scrapy.store.dedupe import (
 #: The report's file name in ``JOBDIR``.
 FILENAME = "iri_report.json"
 FORMAT = "iri-scrapy crawl report"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: What the dupefilter's ``decided_by`` names besides the ladder's rungs: only the
 #: fragment differed (RFC 3987 section 5.1), an opt-in query heuristic (not RFC).
 DECIDED_KEYS: tuple[str, ...] = (*RUNG_KEYS, "heuristics")
 #: Alias clusters one deciding rung may open (of :data:`MAX_CLUSTERS`).
 CLUSTERS_PER_RUNG = 6
+#: At level protocol: requests learned rules kept from being fetched just before
+#: download (they had passed the dupefilter before the rule was known).
+PROTOCOL_SKIPPED = ("iri/protocol/skipped_at_download", "iri/protocol/alias-first")
 #: Scrapy stats copied into the report (the cards of the page).
 CRAWL_STATS = ("scheduler/enqueued", "downloader/request_count", "downloader/response_count",
-               "item_scraped_count")
-#: Hosts written to the file (the page shows the first 15).
-HOSTS_WRITTEN = 100
+               "item_scraped_count", *PROTOCOL_SKIPPED)
+#: Hosts written to the file (the page shows the first 15): all that are counted, so
+#: that a resumed job goes on with every counter.
+HOSTS_WRITTEN = MAX_HOSTS
 
 # Bounds of a file read back (generous: a later version may sample more).
 _MAX_FILE_BYTES = 8 * 2**20
 _MAX_TEXT = 4 * MAX_SAMPLED_LENGTH
-_MAX_LIST = 1000
+_MAX_LIST = max(1000, HOSTS_WRITTEN)
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 _STAT = re.compile(r"[A-Za-z0-9_/.:-]{1,80}\Z")
+_ID = re.compile(r"[0-9a-z]{1,40}\Z")
 
 
 class ReportError(IRIScrapyError, ValueError):
@@ -105,8 +113,14 @@ class CrawlReport:
     finished: str = ""
     elapsed_seconds: float = 0.0
     requests: int = 0
+    #: the runs of the job this report covers (a ``JOBDIR`` crawl resumed: one more)
+    runs: int = 1
+    #: records of the job's stock fingerprints file these counts stand for (see
+    #: :class:`~iri_scrapy.store.report_state.StockSeen`)
+    stock_records: int = 0
     decided_by: dict[str, int] = field(default_factory=dict)
-    #: per deciding rung, the duplicates stock Scrapy would have fetched
+    #: per deciding rung, the fetches stock Scrapy's fingerprint would have made
+    #: (one per distinct stock fingerprint, under the rung of its first duplicate)
     stock_by: dict[str, int] = field(default_factory=dict)
     crawl_stats: dict[str, int] = field(default_factory=dict)
     #: host (A-label) -> [aliases, of them stock Scrapy would have fetched]
@@ -125,13 +139,18 @@ class CrawlReport:
         return sum(self.stock_by.values())
 
     def duplicate(self, token: str, key: str, written: str, first: str | None, rung: str,
-                  stock_alias: bool) -> None:
+                  stock_alias: bool, stock_new: bool | None = None) -> None:
         """One dropped duplicate: written *written*, of the resource whose fingerprint
         is *token* and key *key*, first spelled *first* (None: not kept), decided by
-        *rung*, and whether stock Scrapy would have fetched it."""
+        *rung*; whether stock Scrapy's fingerprint tells it apart from the page we
+        fetched (*stock_alias*), and whether that is a fetch not counted yet
+        (*stock_new*: its stock fingerprint met for the first time; default
+        *stock_alias*)."""
+        if stock_new is None:
+            stock_new = stock_alias
         decided = self.decided_by
         decided[rung] = decided.get(rung, 0) + 1
-        if stock_alias:
+        if stock_new:
             self.stock_by[rung] = self.stock_by.get(rung, 0) + 1
         if rung == "simple":  # the same spelling again: a repeated link, not an alias
             return
@@ -144,7 +163,7 @@ class CrawlReport:
                 self.hosts = dict(keep)
                 self.hosts_pruned = True
         counts[0] += 1
-        counts[1] += stock_alias
+        counts[1] += stock_new
         if len(written) > MAX_SAMPLED_LENGTH:
             return
         cluster = self.clusters.get(token)
@@ -181,6 +200,8 @@ class CrawlReport:
             "elapsed_seconds": round(self.elapsed_seconds, 3),
             "options": {"level": self.level, "keep_fragment": self.keep_fragment,
                         "nfc": self.nfc},
+            "runs": self.runs,
+            "stock_records": self.stock_records,
             "totals": {"requests": self.requests, "duplicates": self.duplicates,
                        "stock_aliases": self.stock_aliases},
             "duplicates_by_rung": dict(self.decided_by),
@@ -190,10 +211,10 @@ class CrawlReport:
                       for h, a, s in self.top_hosts(HOSTS_WRITTEN)],
             "hosts_pruned": self.hosts_pruned,
             "clusters": [
-                {"key": c.key, "first": c.first, "first_known": c.first_known,
+                {"id": token, "key": c.key, "first": c.first, "first_known": c.first_known,
                  "aliases": [{"spelling": a.spelling, "decided_by": a.decided_by,
                               "stock_alias": a.stock_alias} for a in c.aliases]}
-                for c in self.clusters.values() if c.aliases],
+                for token, c in self.clusters.items() if c.aliases],
         }
 
     def write(self, directory: str | os.PathLike[str]) -> Path:
@@ -244,12 +265,15 @@ class CrawlReport:
             nfc=options.flag("nfc"), spider=d.string("spider"),
             finish_reason=d.string("finish_reason"), started=d.string("started"),
             finished=d.string("finished"), elapsed_seconds=d.seconds("elapsed_seconds"),
-            requests=totals.count("requests"),
+            requests=totals.count("requests"), runs=d.count("runs"),
+            stock_records=d.count("stock_records"),
             decided_by=d.counters("duplicates_by_rung", _NAME),
             stock_by=d.counters("stock_aliases_by_rung", _NAME),
             crawl_stats=d.counters("crawl_stats", _STAT),
             hosts_pruned=d.flag("hosts_pruned"),
         )
+        if report.runs < 1:
+            raise ReportError("runs: expected 1 or more, got 0")
         if totals.count("duplicates") != report.duplicates:
             raise ReportError(f"duplicates_by_rung sums to {report.duplicates:,}, "
                               f"totals.duplicates is {totals.count('duplicates'):,}")
@@ -268,6 +292,9 @@ class CrawlReport:
             report.hosts[host.string("host")] = [aliases, stock]
         for i, c in enumerate(d.entries("clusters")):
             cl = _Fields(c, f"clusters[{i}]")
+            token = cl.string("id")
+            if _ID.match(token) is None or token in report.clusters:
+                raise ReportError(f"clusters[{i}].id: not a fingerprint, or repeated")
             cluster = Cluster(cl.string("key"), cl.string("first"), cl.flag("first_known"))
             for j, a in enumerate(cl.entries("aliases")):
                 al = _Fields(a, f"clusters[{i}].aliases[{j}]")
@@ -275,7 +302,7 @@ class CrawlReport:
                 if _NAME.match(rung) is None:
                     raise ReportError(f"clusters[{i}].aliases[{j}].decided_by: not a rung name")
                 cluster.aliases.append(Alias(al.string("spelling"), rung, al.flag("stock_alias")))
-            report.clusters[str(i)] = cluster
+            report.clusters[token] = cluster
         return report
 
 

@@ -38,7 +38,7 @@ from iri_scrapy.core.explain import explain
 from iri_scrapy.core.hosts import host_to_unicode
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
 from iri_scrapy.core.shorten import shorten
-from iri_scrapy.store.crawl_report import DECIDED_KEYS, CrawlReport
+from iri_scrapy.store.crawl_report import DECIDED_KEYS, PROTOCOL_SKIPPED, CrawlReport
 from iri_scrapy.store.dedupe import (
     FRAGMENT,
     FRAGMENT_LABEL,
@@ -442,6 +442,17 @@ def _decided_rows(report: CrawlReport) -> list[tuple[str, str, tuple[int, int]]]
     return rows
 
 
+def _skipped(report: CrawlReport) -> str:
+    """At level protocol: the requests rules merged just before download, not above."""
+    n = sum(report.crawl_stats.get(k, 0) for k in PROTOCOL_SKIPPED)
+    if not n:
+        return ""
+    return (f" Besides these, learned rules merged {_plural(n, 'request')} with a page "
+            "already served just before download (they had passed the dupefilter before "
+            "the rule was known: <code>iri/protocol/skipped_at_download</code>, "
+            "<code>iri/protocol/alias-first</code>).")
+
+
 def render_crawl(report: CrawlReport, *, source: str, version: str | None = None) -> str:
     """The report page of a finished crawl (``iri_report.json``), as one HTML document."""
     stats = report.crawl_stats
@@ -450,12 +461,12 @@ def render_crawl(report: CrawlReport, *, source: str, version: str | None = None
         ("requests", report.requests, "requests met by the dupefilter", False),
         ("duplicates", dups, f"duplicates dropped ({_share(dups, report.requests)})", False),
         ("stock_aliases", report.stock_aliases,
-         "aliases stock Scrapy would have fetched again", True),
+         "more fetches stock Scrapy's fingerprint would have made", True),
         ("responses", stats.get("downloader/response_count", 0), "responses", False),
         ("items", stats.get("item_scraped_count", 0), "items scraped", False),
     ]
-    series = [(_DUP, "stock Scrapy would have fetched them"),
-              (_STOCK, "stock Scrapy drops them too")]
+    series = [(_DUP, "one more fetch for stock Scrapy's fingerprint"),
+              (_STOCK, "no more fetch for stock Scrapy either")]
     clusters = []
     for cluster in report.clusters.values():
         spellings = [cluster.first] + [a.spelling for a in cluster.aliases]
@@ -464,7 +475,10 @@ def render_crawl(report: CrawlReport, *, source: str, version: str | None = None
             f"decided by {a.decided_by}" + ("; stock Scrapy would fetch it" if a.stock_alias
                                            else "") for a in cluster.aliases]
         clusters.append((cluster.key, spellings, notes))
-    how = f"finish reason {report.finish_reason or 'unknown'}"
+    how = (f"finish reason {report.finish_reason}" if report.finish_reason
+           else "not closed (written while the crawl ran)")
+    if report.runs > 1:
+        how = f"covers the job's {report.runs} runs (JOBDIR resumed), the last: " + how
     if report.elapsed_seconds:
         how += f", {report.elapsed_seconds:,.1f} s"
     if report.finished:
@@ -483,7 +497,7 @@ def render_crawl(report: CrawlReport, *, source: str, version: str | None = None
         "<p class='note'>Each request the dupefilter dropped counts once, under the rung "
         "(RFC 3987 section 5.3) that made it equal to the first spelling of its resource "
         "(<code>iri/dupefilter/decided_by/&lt;rung&gt;</code>); <em>simple</em>: the same "
-        "spelling again, a repeated link." + _legend(series) + "</p>"
+        "spelling again, a repeated link." + _skipped(report) + _legend(series) + "</p>"
         + _chart(_decided_rows(report), series, "Duplicates by deciding rung") + "</section>",
         "<h2>Hosts with most aliases</h2><section class='panel'>"
         + _hosts([(h, (a, s)) for h, a, s in report.top_hosts()],

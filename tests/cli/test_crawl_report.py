@@ -109,8 +109,8 @@ def test_report_command_page_renders_in_headless_chromium(crawled: Crawled,
     assert r.returncode == 0, r.stderr
     assert r.stdout == ""
     assert r.stderr.count("\n") == 1 and (
-        f"{stats['dupefilter/filtered']:,} duplicates dropped, "
-        f"{stats['iri/dupefilter/stock_aliases']:,} of them aliases stock Scrapy") in r.stderr
+        f"{stats['dupefilter/filtered']:,} duplicates dropped; stock Scrapy's fingerprint "
+        f"would have made {stats['iri/dupefilter/stock_aliases']:,} more fetches") in r.stderr
     text = out.read_text(encoding="utf-8")
     assert "<script" not in text and not re.search(r"(?:src|href)\s*=|@import|url\(", text)
 
@@ -262,3 +262,88 @@ def test_a_jobdir_without_a_report_is_refused_in_one_line(tmp_path: Path) -> Non
     assert proc.returncode == 2
     assert proc.stderr == (f"iri-scrapy: report: no {FILENAME} in {tmp_path}: a crawl with the "
                            "add-on (iri_scrapy.Addon) and this JOBDIR writes it when it closes\n")
+
+
+# --- a JOBDIR job stopped and resumed: one report for the whole job --------------------
+
+
+def _stop_when(srv: Any, hits: int, sig: int, jobdir: Path | None, seen: dict[str, Any]) -> Any:
+    """``run_crawl(started=...)``: send *sig* once the server has had *hits* hits (and,
+    with *jobdir*, once the report has been written there while the crawl runs: its
+    requests are then in *seen*)."""
+    import os
+    import threading
+    import time
+
+    def started(proc: Any, _log: Path) -> None:
+        def watch() -> None:
+            while proc.poll() is None:  # bounded by the child's life
+                written = jobdir is not None and (jobdir / FILENAME).exists()
+                if len(srv.hits.hits) >= hits and (jobdir is None or written):
+                    if jobdir is not None:
+                        doc = json.loads((jobdir / FILENAME).read_text(encoding="utf-8"))
+                        seen["requests"] = doc["totals"]["requests"]
+                    os.kill(proc.pid, sig)
+                    seen["sent"] = True
+                    return
+                time.sleep(0.005)
+
+        threading.Thread(target=watch, daemon=True).start()
+
+    return started
+
+
+def _met(result: CrawlResult) -> int:
+    """The requests the dupefilter met in one run (its close line)."""
+    found = re.findall(r"IRI dupefilter: (\d+) requests", result.stderr)
+    assert len(found) == 1, result.stderr[-2000:]
+    return int(found[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["sigint", "kill-9"])
+def test_a_resumed_job_has_one_report_of_all_its_runs(tmp_path: Path, stop: str) -> None:
+    """Stopped (a clean SIGINT stop, or ``kill -9`` once the report has been written
+    while the crawl ran) and resumed with the same JOBDIR: the report counts the
+    requests of both runs and says it covers two."""
+    import signal
+    from contextlib import suppress
+
+    from tests.support.bigsite import SlowSiteServer, large_site
+    from tests.support.crawl import CrawlError
+
+    jobdir, page = tmp_path / "job", tmp_path / "crawl.html"
+    settings = {**ADDON, "IRI_REPORT_FILE": str(page)}
+    site = large_site(300)
+    seen: dict[str, Any] = {}
+    with SlowSiteServer(site, latency=0.05) as srv:
+        if stop == "sigint":
+            first = run_crawl(settings, list(site.start_urls), srv.proxy_url, jobdir=jobdir,
+                              env=STRICT, started=_stop_when(srv, 60, signal.SIGINT, None,
+                                                             seen))
+            assert seen.get("sent") and first.finish_reason == "shutdown", first.stderr[-2000:]
+            before = _met(first)
+            doc = json.loads((jobdir / FILENAME).read_text(encoding="utf-8"))
+            assert (doc["runs"], doc["totals"]["requests"]) == (1, before)
+        else:
+            with suppress(CrawlError):  # killed: no result written
+                run_crawl(settings, list(site.start_urls), srv.proxy_url, jobdir=jobdir,
+                          env=STRICT, started=_stop_when(srv, 60, signal.SIGKILL, jobdir, seen))
+            assert seen.get("sent"), "the crawl ended before it could be killed"
+            before = seen["requests"]
+        second = run_crawl(settings, list(site.start_urls), srv.proxy_url, jobdir=jobdir,
+                           env=STRICT)
+    assert second.ok, second.stderr[-3000:]
+    doc = json.loads((jobdir / FILENAME).read_text(encoding="utf-8"))
+    print(f"\n{stop}: run 1 {before} requests (in its report), run 2 {_met(second)}; the "
+          f"report: {doc['totals']['requests']} over {doc['runs']} runs")
+    assert doc["runs"] == 2
+    assert doc["totals"]["requests"] == before + _met(second) > _met(second)
+    assert doc["finish_reason"] == "finished"
+    report = CrawlReport.from_dict(doc)
+    assert report.stock_aliases <= report.duplicates
+    html = page.read_text(encoding="utf-8")
+    assert "covers the job&#x27;s 2 runs" in html or "covers the job's 2 runs" in html
+    assert cards(html)["requests"] == doc["totals"]["requests"]
+    r = report_cli(str(jobdir), "-o", str(tmp_path / "out.html"))
+    assert r.returncode == 0 and "requests over 2 runs" in r.stderr, r.stderr

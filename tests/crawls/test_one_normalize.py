@@ -57,5 +57,5 @@ def test_decided_by_sums_to_filtered_and_close_line(counted: CrawlResult) -> Non
     lines = [line for line in counted.stderr.splitlines() if "IRI dupefilter:" in line]
     assert len(lines) == 1, lines
     assert (f"{stats['dupefilter/filtered']} duplicates dropped (decided by: " in lines[0]
-            and f"{aliases} of them aliases stock Scrapy's fingerprint would have fetched"
+            and f"stock Scrapy's fingerprint would have made {aliases} more fetches"
             in lines[0]), lines[0]

@@ -363,7 +363,7 @@ def test_pending_and_in_flight_survive_seen_kept(tmp_path: Path) -> None:
     assert crawler.stats.get_value("iri/frontier/pending_at_close") == 4
     assert {p.name for p in tmp_path.iterdir()} <= {
         FILENAME, FILENAME + "-wal", FILENAME + "-shm", LOCK_FILENAME,
-        "iri_report.json"}  # the crawl's report (iri_scrapy.plugin.report_extension)
+        "iri_report.json", "iri_report_stock.bin"}  # the crawl's report (report_extension)
 
     crawler2, again = open_scheduler(tmp_path)
     assert crawler2.stats.get_value("iri/frontier/recovered") == 4

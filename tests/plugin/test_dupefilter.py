@@ -21,6 +21,8 @@ from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
 from iri_scrapy import CANONICALIZATION_VERSION, IRIDupeFilter
+from iri_scrapy.core.ladder import Level
+from iri_scrapy.plugin.config import IRIConfig
 from iri_scrapy.plugin.dupefilter import (
     STAT_DECIDED_BY_PREFIX,
     STAT_FILTERED,
@@ -463,5 +465,51 @@ def test_stock_aliases_and_the_close_line(caplog: pytest.LogCaptureFixture) -> N
     lines = [r.getMessage() for r in caplog.records if "IRI dupefilter:" in r.getMessage()]
     assert lines == [
         "IRI dupefilter: 6 requests, 4 duplicates dropped (decided by: fragment 1, percent 1,"
-        " scheme 1, simple 1), 1 of them aliases stock Scrapy's fingerprint would have fetched"
+        " scheme 1, simple 1); stock Scrapy's fingerprint would have made 1 more fetches"
     ]
+
+
+def test_stock_fetches_count_each_stock_fingerprint_once() -> None:
+    """The fetches stock Scrapy would have made: an alias linked three times is one
+    fetch stock would have made, not three (it had the first in its seen-set)."""
+    crawler = crawler_for()
+    scheduler = open_scheduler(crawler)
+    urls = ["http://e.com/a", *["http://e.com:80/a"] * 3, "http://e.com:0080/a",
+            "http://e.com:80/a#x", "http://e.com/b", "http://e.com:80/b"]
+    passed = [u for u in urls if scheduler.enqueue_request(Request(u))]
+    assert passed == ["http://e.com/a", "http://e.com/b"]
+    assert crawler.stats.get_value(STAT_FILTERED) == 6
+    # stock keys :80/a, :0080/a and :80/a#x alike (one fetch), apart from /a; :80/b too
+    assert crawler.stats.get_value(STAT_STOCK_ALIASES) == 2
+
+
+def protocol_crawl(debug: bool) -> dict[str, int]:
+    """At level protocol, with two learned rules in force (drop ``replytocom``,
+    ``utm_source``): a page, five aliases (one linked four times), and a page
+    whose alias came first."""
+    from tests.plugin.test_learned import B, learned_filter
+
+    rules, _ = learned_filter()
+    crawler = crawler_for(IRI_LEVEL="protocol", DUPEFILTER_DEBUG=debug)
+    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules,
+                       stats=crawler.stats, debug=debug)
+    urls = [f"{B}/p/5/", *(f"{B}/p/5/?replytocom={i}" for i in range(1, 6)),
+            *[f"{B}/p/5/?replytocom=1"] * 3, f"{B}/p/6/?replytocom=1", f"{B}/p/6/"]
+    for url in urls:
+        request = Request(url)
+        if df.request_seen(request):
+            df.log(request)
+    return {k: v for k, v in crawler.stats.get_stats().items() if k.startswith(
+        ("dupefilter/", "iri/dupefilter/"))}
+
+
+def test_protocol_merges_are_counted_without_debug() -> None:
+    """Learned rules' merges count under ``protocol`` whether ``DUPEFILTER_DEBUG`` is on
+    or not, and the fetches stock would have made once per stock fingerprint: five
+    ``replytocom`` aliases of /p/5/ and /p/6/ (its alias was fetched first)."""
+    quiet, loud = protocol_crawl(False), protocol_crawl(True)
+    assert quiet == loud == {
+        STAT_FILTERED: 9,
+        STAT_DECIDED_BY_PREFIX + "protocol": 9,
+        STAT_STOCK_ALIASES: 6,
+    }

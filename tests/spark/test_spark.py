@@ -274,3 +274,25 @@ def test_cli_spark_report_is_the_local_report(spark: Any, tmp_path: Path, capsys
     local, on_spark = pages
     assert "<div class='cluster'>" in local and "id='hosts'" in local
     assert on_spark == local
+
+
+def test_cli_spark_skips_a_bom_on_the_first_line_as_the_local_cli(
+        spark: Any, tmp_path: Path, capsys: Any) -> None:
+    """A UTF-8 byte order mark before the first line (what some editors write) is not
+    part of the URL on Spark either: the same unique lines, no line refused; plain
+    and gzip-compressed, and in the first line's spelling written out."""
+    import gzip
+
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "128m")
+    data = "\ufeffhttp://Bom.example/%7ex\nhttp://bom.example/~x\nhttp://bom.example/y\n"
+    plain, packed = tmp_path / "bom.txt", tmp_path / "bom.txt.gz"
+    plain.write_bytes(data.encode("utf-8"))
+    packed.write_bytes(gzip.compress(data.encode("utf-8")))
+    local_out = tmp_path / "local.out"
+    assert _run(["dedupe", str(plain), "-o", str(local_out), "-q"], capsys)[0] == 0
+    assert local_out.read_bytes() == b"http://Bom.example/%7ex\nhttp://bom.example/y\n"
+    for src in (plain, packed):
+        out = tmp_path / f"{src.name}.spark.out"
+        status, err = _run(["dedupe", str(src), "-o", str(out), "-q", "--spark", "local[2]"],
+                           capsys)
+        assert (status, out.read_bytes()) == (0, local_out.read_bytes()), err

@@ -91,3 +91,36 @@ def test_stock_aliases_beyond_duplicates_refused() -> None:
     doc["totals"]["stock_aliases"] = 2
     with pytest.raises(ReportError, match=r"stock_aliases_by_rung\.scheme"):
         CrawlReport.from_dict(json.loads(json.dumps(doc)))
+
+
+def test_every_host_counter_is_written_for_a_resumed_job(tmp_path: Path) -> None:
+    """A resumed job reads the report back and goes on: every host counter is in the
+    file (not only the first page's worth)."""
+    report = CrawlReport()
+    for i in range(300):
+        report.duplicate(f"t{i}", f"http://h{i}.example/p", f"http://H{i}.example/p", None,
+                         "case", True)
+    again = CrawlReport.read(report.write(tmp_path))
+    assert again.hosts == report.hosts and len(again.hosts) == 300
+
+
+def test_stock_seen_keeps_what_the_report_stands_for(tmp_path: Path) -> None:
+    """The stock fingerprints counted after the report's last write (a ``kill -9``) are
+    cut on resume, so that they are counted again with the counts that were lost."""
+    from iri_scrapy.store.report_state import FILENAME as STOCK
+    from iri_scrapy.store.report_state import MAGIC, StockSeen
+
+    seen = StockSeen(tmp_path)
+    records = [i.to_bytes(8, "big") for i in range(1, 6)]
+    assert [seen.add(r) for r in records[:3] + records[:1]] == [True] * 3 + [False]
+    assert seen.flush() == 3  # the report written now says stock_records = 3
+    assert all(seen.add(r) for r in records[3:])
+    seen.flush()  # written, but killed before the report was
+    assert (tmp_path / STOCK).stat().st_size == len(MAGIC) + 5 * 8
+    resumed = StockSeen(tmp_path, keep=3)
+    assert len(resumed) == resumed.records == 3
+    assert (tmp_path / STOCK).stat().st_size == len(MAGIC) + 3 * 8
+    assert not resumed.add(records[0]) and resumed.add(records[4])
+    assert resumed.flush() == 4
+    assert len(StockSeen(tmp_path, keep=0)) == 0  # a report started anew: none counted
+    assert len(StockSeen(None)) == 0 and StockSeen(None).flush() == 0

@@ -174,3 +174,12 @@ def test_fragment_only_duplicates_have_one_heading_in_both_reports() -> None:
     # stock Scrapy would have fetched none of them: 0 + 2
     assert _row_label(crawl_page, "fragment") == (label, "0 + 2")
     assert _row_label(dedupe_page, "simple")[1] == "0 + 1"  # the first spelling only
+
+
+def test_requests_rules_merged_before_download_are_named_at_level_protocol() -> None:
+    report = CrawlReport(level="protocol", requests=10, crawl_stats={
+        "iri/protocol/skipped_at_download": 7, "iri/protocol/alias-first": 2})
+    assert "learned rules merged 9 requests with a page already served" in render_crawl(
+        report, source="job")
+    report.crawl_stats = {}
+    assert "learned rules merged" not in render_crawl(report, source="job")
