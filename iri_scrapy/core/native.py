@@ -1,7 +1,7 @@
 """The optional native fast path: the ladder's "already canonical?" test in C.
 
 ``iri_scrapy.core._fastpath`` is built from ``_fastpath.c`` when a C compiler is at hand
-(abi3: one wheel per platform for every Python 3.10+); without one, ``pip install`` still
+(abi3: one wheel per platform for every Python 3.10+); without one, the install still
 works and :func:`fast_path` hands back the pure-Python reference, which gives the same
 key for every input (tests/core/test_native.py, over the corpora and generated
 mutations).  The C code holds no rule of its own: its character classes, its table of

@@ -320,7 +320,7 @@ _PROBES = (
 )
 
 
-def key_of(base: str, config: IRIConfig, rules: ProtocolRules | None) -> str:
+def key_of(base: str, config: IRIConfig, rules: RulesHook | None) -> str:
     """The dedup key of a stamp's *base*: the learned protocol rules (RFC 3987
     section 5.3.4), then the opt-in query heuristics (what the fingerprint hashes)."""
     if rules is not None:

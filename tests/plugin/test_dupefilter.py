@@ -21,8 +21,6 @@ from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
 from iri_scrapy import CANONICALIZATION_VERSION, IRIDupeFilter
-from iri_scrapy.core.ladder import Level
-from iri_scrapy.plugin.config import IRIConfig
 from iri_scrapy.plugin.dupefilter import (
     STAT_DECIDED_BY_PREFIX,
     STAT_FILTERED,
@@ -481,35 +479,3 @@ def test_stock_fetches_count_each_stock_fingerprint_once() -> None:
     assert crawler.stats.get_value(STAT_FILTERED) == 6
     # stock keys :80/a, :0080/a and :80/a#x alike (one fetch), apart from /a; :80/b too
     assert crawler.stats.get_value(STAT_STOCK_ALIASES) == 2
-
-
-def protocol_crawl(debug: bool) -> dict[str, int]:
-    """At level protocol, with two learned rules in force (drop ``replytocom``,
-    ``utm_source``): a page, five aliases (one linked four times), and a page
-    whose alias came first."""
-    from tests.plugin.test_learned import B, learned_filter
-
-    rules, _ = learned_filter()
-    crawler = crawler_for(IRI_LEVEL="protocol", DUPEFILTER_DEBUG=debug)
-    df = IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=rules,
-                       stats=crawler.stats, debug=debug)
-    urls = [f"{B}/p/5/", *(f"{B}/p/5/?replytocom={i}" for i in range(1, 6)),
-            *[f"{B}/p/5/?replytocom=1"] * 3, f"{B}/p/6/?replytocom=1", f"{B}/p/6/"]
-    for url in urls:
-        request = Request(url)
-        if df.request_seen(request):
-            df.log(request)
-    return {k: v for k, v in crawler.stats.get_stats().items() if k.startswith(
-        ("dupefilter/", "iri/dupefilter/"))}
-
-
-def test_protocol_merges_are_counted_without_debug() -> None:
-    """Learned rules' merges count under ``protocol`` whether ``DUPEFILTER_DEBUG`` is on
-    or not, and the fetches stock would have made once per stock fingerprint: five
-    ``replytocom`` aliases of /p/5/ and /p/6/ (its alias was fetched first)."""
-    quiet, loud = protocol_crawl(False), protocol_crawl(True)
-    assert quiet == loud == {
-        STAT_FILTERED: 9,
-        STAT_DECIDED_BY_PREFIX + "protocol": 9,
-        STAT_STOCK_ALIASES: 6,
-    }

@@ -15,11 +15,19 @@ it passed the filter comes back past it.
 from __future__ import annotations
 
 import pytest
-from scrapy import Request
+from scrapy import Request, Spider
+from scrapy.utils.test import get_crawler
 
 from iri_scrapy.core.ladder import Level
 from iri_scrapy.plugin.config import META_DEFERRED, META_SAMPLE, IRIConfig
-from iri_scrapy.plugin.dupefilter import IRIDupeFilter
+from iri_scrapy.plugin.dupefilter import (
+    STAT_DECIDED_BY_PREFIX,
+    STAT_FILTERED,
+    STAT_STOCK_ALIASES,
+    IRIDupeFilter,
+)
+from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter
+from iri_scrapy.protocol.learned import Learned
 from iri_scrapy.protocol.rules import ProtocolRules
 from tests.protocol import protocol_filter
 
@@ -267,3 +275,38 @@ def test_rules_without_their_learned_are_refused() -> None:
     (the add-on's context builds both): without it a merged request would be lost."""
     with pytest.raises(ValueError, match="rules without learned"):
         IRIDupeFilter(config=IRIConfig(level=Level.PROTOCOL), rules=ProtocolRules())
+
+
+# ------------------------------------------- what the dupefilter counts, debug or not
+
+def protocol_crawl(debug: bool) -> dict[str, int]:
+    """At level protocol, with two learned rules in force (drop ``replytocom``,
+    ``utm_source``): a page, five aliases (one linked four times), and a page
+    whose alias came first."""
+    rules, _ = learned_filter()
+    crawler = get_crawler(Spider, {"IRI_LEVEL": "protocol", "DUPEFILTER_DEBUG": debug})
+    config = IRIConfig(level=Level.PROTOCOL)
+    fingerprinter = IRIRequestFingerprinter(config=config, rules=rules)
+    df = IRIDupeFilter(fingerprinter=fingerprinter, config=config, rules=rules,
+                       learned=Learned(None, rules, fingerprinter.stamper),
+                       stats=crawler.stats, debug=debug)
+    urls = [f"{B}/p/5/", *(f"{B}/p/5/?replytocom={i}" for i in range(1, 6)),
+            *[f"{B}/p/5/?replytocom=1"] * 3, f"{B}/p/6/?replytocom=1", f"{B}/p/6/"]
+    for url in urls:
+        request = Request(url)
+        if df.request_seen(request):
+            df.log(request)
+    return {k: v for k, v in crawler.stats.get_stats().items() if k.startswith(
+        ("dupefilter/", "iri/dupefilter/"))}
+
+
+def test_protocol_merges_are_counted_without_debug() -> None:
+    """Learned rules' merges count under ``protocol`` whether ``DUPEFILTER_DEBUG`` is on
+    or not, and the fetches stock would have made once per stock fingerprint: five
+    ``replytocom`` aliases of /p/5/ and /p/6/ (its alias was fetched first)."""
+    quiet, loud = protocol_crawl(False), protocol_crawl(True)
+    assert quiet == loud == {
+        STAT_FILTERED: 9,
+        STAT_DECIDED_BY_PREFIX + "protocol": 9,
+        STAT_STOCK_ALIASES: 6,
+    }
