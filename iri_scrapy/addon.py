@@ -61,6 +61,8 @@ logger = logging.getLogger(__name__)
 FINGERPRINTER = "iri_scrapy.IRIRequestFingerprinter"
 DUPEFILTER = "iri_scrapy.IRIDupeFilter"
 FRONTIER_SCHEDULER = "iri_scrapy.frontier.jobdir.IRIFrontierScheduler"
+#: The storage of local feed files with the JOBDIR frontier (iri_scrapy.frontier.feeds).
+FEED_STORAGE = "iri_scrapy.frontier.feeds.FrontierFeedStorage"
 REDIS_DUPEFILTER = "iri_scrapy.RedisIRIDupeFilter"
 REDIS_SCHEDULER = "iri_scrapy.RedisIRIScheduler"
 
@@ -276,6 +278,13 @@ class Addon:
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", FrontierDownloaderMiddleware, PRIORITIES["frontier"]
             )
+            if scheduler == FRONTIER_SCHEDULER:  # local feed files staged (frontier/feeds.py)
+                for scheme in ("", "file"):
+                    if settings.getwithbase("FEED_STORAGES").get(scheme) in (
+                            None, "scrapy.extensions.feedexport.FileFeedStorage"):
+                        settings.set("FEED_STORAGES", {
+                            **settings.getdict("FEED_STORAGES"), scheme: FEED_STORAGE},
+                            priority="addon")
 
     def _swap_media_pipelines(self, settings: BaseSettings) -> None:
         """Our media pipelines for Scrapy's (IRI_MEDIA_PIPELINES)."""

@@ -87,6 +87,20 @@ Seams:
     ``DownloaderAwarePriorityQueue._next_slot``).  No upstream issue asks for a
     public per-slot activity API yet; one would retire these.
 
+Feed files continued after a kill (the ``JOBDIR`` frontier's staged feeds)
+    :mod:`iri_scrapy.frontier.feeds` tells which request each item's feed bytes
+    belong to by hearing ``item_scraped`` after Scrapy's ``FeedExporter`` (which
+    writes the item in its own receiver): :func:`runs_after_feed_exporter` reads
+    the receivers' order (``scrapy.utils.signal``'s pydispatch helpers; Scrapy
+    calls them in the order connected).  It continues a JSON or CSV file cut back
+    to its last commit by changing the new exporter's first write
+    (:func:`feed_continuation`: ``[`` becomes ``,``, the CSV header row is
+    dropped), checked at import by recording what ``JsonItemExporter`` and
+    ``CsvItemExporter`` write; :func:`feed_options` completes a ``FEEDS`` entry
+    as ``FeedExporter`` does.  Upstream: Scrapy cannot append to a JSON or CSV
+    feed nor resume a feed after a crash (scrapy/scrapy#5153, scrapy/scrapy#7978);
+    a feed-storage hook that knows each item's response would retire these.
+
 It also checks the public features the plugin cannot work without, which
 set the floor of the supported range:
 
@@ -548,3 +562,95 @@ def active_downloads(crawler: Any, slot: str) -> int:
     """The downloads active in *slot*, as ``DownloaderAwarePriorityQueue`` counts them."""
     slots = crawler.engine.downloader.slots
     return len(slots[slot].active) if slot in slots else 0
+
+
+# ------------------------------------- feed files continued after a kill (JOBDIR frontier)
+
+FEED_CONTINUATION = (
+    "JsonItemExporter.start_exporting writing b'[' alone, CsvItemExporter writing its "
+    "header row in one write, FeedExporter.item_scraped writing the item"
+)
+
+
+def _exporter_writes(exporter_cls: Any, **kwargs: Any) -> list[bytes]:
+    """The write() calls *exporter_cls* makes for two items."""
+    import io
+
+    class _Recorder(io.BufferedIOBase):
+        def __init__(self) -> None:
+            super().__init__()
+            self.writes: list[bytes] = []
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, data: Any) -> int:
+            self.writes.append(bytes(data))
+            return len(data)
+
+    recorder = _Recorder()
+    exporter = exporter_cls(recorder, **kwargs)
+    exporter.start_exporting()
+    exporter.export_item({"a": 1})
+    exporter.export_item({"a": 2})
+    exporter.finish_exporting()
+    return recorder.writes
+
+
+_exporters = import_module("scrapy.exporters")
+if _exporter_writes(_exporters.JsonItemExporter)[:2] != [b"[", b'{"a": 1}'] or (
+        _exporter_writes(_exporters.CsvItemExporter)[:2] != [b"a\r\n", b"1\r\n"]):
+    raise unsupported(FEED_CONTINUATION)
+
+
+def feed_continuation(options: dict[str, Any], *, continuing: bool
+                      ) -> Callable[[bytes], bytes] | None:
+    """How the first write of a new exporter changes when it continues a feed file that
+    already holds items (scrapy#5153: Scrapy cannot append to a JSON or CSV feed): a
+    JSON array's ``[`` becomes the separator ``,`` (the exporter's first item has no
+    comma), a CSV header row is dropped.  None: written as is (JSON lines, pickle,
+    marshal, or nothing committed yet)."""
+    if not continuing:
+        return None
+    fmt = options.get("format")
+    if fmt == "json":
+        return lambda data: b"," if data == b"[" else data
+    kwargs = options.get("item_export_kwargs") or {}
+    if fmt == "csv" and kwargs.get("include_headers_line", True):
+        return lambda data: b""
+    return None
+
+
+FEED_RECEIVERS = (
+    "scrapy.utils.signal's getAllReceivers and liveReceivers (pydispatch: the receivers "
+    "of a signal, in the order connected), scrapy.utils.conf."
+    "feed_complete_default_values_from_settings(feed, settings, uri)"
+)
+_signal_utils = import_module("scrapy.utils.signal")
+_conf_utils = import_module("scrapy.utils.conf")
+if not (callable(getattr(_signal_utils, "getAllReceivers", None))
+        and callable(getattr(_signal_utils, "liveReceivers", None))
+        and _parameters(getattr(_conf_utils, "feed_complete_default_values_from_settings",
+                                None)) == ["feed", "settings", "uri"]):
+    raise unsupported(FEED_RECEIVERS)
+
+
+def runs_after_feed_exporter(crawler: Any, signal: Any, owner: type) -> bool:
+    """True if the receivers of *signal* bound to an *owner* instance are called after
+    Scrapy's ``FeedExporter``'s (or no feed exporter listens): the frontier's feed
+    staging tells each item's bytes by it (Scrapy calls a signal's receivers in the
+    order they were connected)."""
+    from scrapy.extensions.feedexport import FeedExporter
+
+    receivers = list(_signal_utils.liveReceivers(
+        _signal_utils.getAllReceivers(crawler.signals.sender, signal)))
+    ours = [i for i, r in enumerate(receivers) if isinstance(getattr(r, "__self__", None), owner)]
+    feeds = [i for i, r in enumerate(receivers)
+             if isinstance(getattr(r, "__self__", None), FeedExporter)]
+    return bool(ours) and (not feeds or max(feeds) < min(ours))
+
+
+def feed_options(options: dict[str, Any], settings: Any, uri: str) -> dict[str, Any]:
+    """A ``FEEDS`` entry's options completed from the settings, as ``FeedExporter`` does."""
+    return dict(_conf_utils.feed_complete_default_values_from_settings(
+        dict(options), settings, uri))

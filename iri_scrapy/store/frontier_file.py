@@ -45,6 +45,11 @@ REFUSED_DDL = (
     "CREATE TABLE IF NOT EXISTS refused (id INTEGER PRIMARY KEY, request BLOB NOT NULL, "
     "kind TEXT NOT NULL, at REAL NOT NULL)"
 )
+#: Each staged feed file: its committed byte offset and item count (iri_scrapy.frontier.feeds).
+FEEDS_DDL = (
+    "CREATE TABLE IF NOT EXISTS feeds (path TEXT PRIMARY KEY, offset INTEGER NOT NULL, "
+    "items INTEGER NOT NULL)"
+)
 
 
 def order_key(rowid: int, priority: int, start: bool, *, lifo: bool = True,
