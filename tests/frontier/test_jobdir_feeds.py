@@ -95,3 +95,91 @@ def test_items_exactly_once_across_kill_9(feed_site: SlowSiteServer, tmp_path: P
     assert not twice, twice
     assert set(titles) == _expected()
     assert stat_of(project, len(kills) + 1, "iri/frontier/unclean_shutdown") == 1
+
+
+STATE_SPIDER = '''
+from tests.support.spider import AliasSpider
+
+
+class FrontierSpider(AliasSpider):
+    name = "frontier"
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("start_urls", ["http://frontier.example/"])
+        super().__init__(*args, **kwargs)
+
+    def parse(self, response, **kwargs):
+        self.state["pages"] = self.state.get("pages", 0) + 1
+        if {extra}:
+            self.state["odd"] = {{1, 2}}  # not JSON
+        yield from super().parse(response, **kwargs)
+'''
+
+
+def _final_state(project: Path) -> dict[str, object]:
+    import pickle
+
+    # the test reads the pickle its own crawl wrote (Scrapy's SpiderState, clean close)
+    state: dict[str, object] = pickle.loads((project / "job" / "spider.state").read_bytes())
+    return state
+
+
+@pytest.mark.slow
+def test_spider_state_survives_kill_9(feed_site: SlowSiteServer, tmp_path: Path) -> None:
+    """Every page answered before a kill is counted in the resumed ``spider.state``
+    (Scrapy's own pickle, written at a clean close only, starts the last run empty)."""
+    srv = feed_site
+    srv.reset()
+    project = make_project(tmp_path, srv.proxy_url, spider=STATE_SPIDER.format(extra=False))
+    kills = _kills(SEED)
+    for run, kill_after in enumerate([*kills, None], 1):
+        _, killed = run_until(project, srv, run, kill_after)
+        assert killed == (kill_after is not None)
+    pages = _final_state(project)["pages"]
+    assert isinstance(pages, int)
+    refetched = sum(n - 1 for n in srv.hits.counts().values())
+    # each page once, plus the pages fetched again after a kill (their callbacks ran
+    # twice when they had run before the kill): the state is the last commit's
+    assert PAGES + 1 <= pages <= PAGES + 1 + refetched, (pages, refetched)
+
+
+@pytest.mark.slow
+def test_state_that_is_not_json_warns_once_and_is_scrapys(feed_site: SlowSiteServer,
+                                                          tmp_path: Path) -> None:
+    srv = feed_site
+    srv.reset()
+    project = make_project(tmp_path, srv.proxy_url, spider=STATE_SPIDER.format(extra=True))
+    run_until(project, srv, 1, None)
+    log = (project / "log1.txt").read_text()
+    assert log.count("spider.state cannot be kept as JSON data") == 1, log[-3000:]
+    assert _final_state(project)["odd"] == {1, 2}  # Scrapy's pickle, as without the plugin
+
+
+def test_feeds_that_cannot_take_part_are_named(tmp_path: Path) -> None:
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from iri_scrapy.frontier.feeds import STORAGE_PATH, unstaged_feeds
+
+    feeds = {
+        str(tmp_path / "a.jsonl"): {"format": "jsonlines"},
+        "file:///tmp/b.csv": {"format": "csv"},
+        str(tmp_path / "c.xml"): {"format": "xml"},
+        str(tmp_path / "d-%(batch_id)d.jsonl"): {"format": "jsonlines", "batch_item_count": 5},
+        str(tmp_path / "e.jsonl.gz"): {"format": "jsonlines",
+                                       "postprocessing": ["scrapy.extensions.postprocessing.GzipPlugin"]},
+        "stdout:": {"format": "jsonlines"},
+        "s3://bucket/f.jsonl": {"format": "jsonlines"},
+    }
+    crawler = get_crawler(Spider, {"ADDONS": {"iri_scrapy.Addon": 0}, "JOBDIR": str(tmp_path),
+                                   "FEEDS": feeds})
+    named = unstaged_feeds(crawler.settings)
+    assert [n.split(" ")[0] for n in named] == list(feeds)[2:], named
+    assert "(format 'xml')" in named[0] and "batch_item_count" in named[1]
+    assert "postprocessing" in named[2] and "StdoutFeedStorage" in named[3]
+    assert "S3FeedStorage" in named[4]
+    storages = crawler.settings.getwithbase("FEED_STORAGES")
+    assert storages["file"] == storages[""] == STORAGE_PATH
+    # without JOBDIR nothing changes
+    plain = get_crawler(Spider, {"ADDONS": {"iri_scrapy.Addon": 0}, "FEEDS": feeds})
+    assert plain.settings.getwithbase("FEED_STORAGES")["file"] != STORAGE_PATH
