@@ -28,7 +28,8 @@ SEED = 7978
 
 @pytest.fixture(scope="module")
 def feed_site() -> Iterator[SlowSiteServer]:
-    with SlowSiteServer(large_site(PAGES), latency=0.005) as srv:
+    srv = SlowSiteServer(large_site(PAGES), latency=0.005)
+    with srv:
         yield srv
 
 

@@ -1,0 +1,119 @@
+"""The staged feed files of the JOBDIR frontier, in process (iri_scrapy.frontier.feeds).
+
+The real crawls killed with SIGKILL are in ``test_jobdir_feeds.py``; here the rules:
+a prefix is written only up to the first item of a request still out, an answered
+request's row waits for its items, a resumed file is cut back and continued.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, cast
+
+from scrapy.exporters import CsvItemExporter, JsonItemExporter
+
+from iri_scrapy.frontier.feeds import FeedGate, finish
+from iri_scrapy.frontier.sqlite_store import FrontierStore
+
+
+class _Frontier:
+    def __init__(self, tmp_path: Path) -> None:
+        self.store = FrontierStore(tmp_path / "store.sqlite3")
+        self.out: set[Any] = set()
+        self.released: list[Any] = []
+        self.woken = 0
+        self.gate = FeedGate(lambda: self.store, blocked=self.out.__contains__,
+                             release=self.released.extend, wake=self._wake,
+                             commit=self.commit, stop=lambda reason: None)
+
+    def _wake(self) -> None:
+        self.woken += 1
+
+    def commit(self) -> None:
+        self.gate.flush()
+        self.store.commit()
+
+
+def test_prefix_waits_for_the_first_request_still_out(tmp_path: Path) -> None:
+    f = _Frontier(tmp_path)
+    path = str(tmp_path / "items.jsonl")
+    staged = f.gate.open_feed(path, {"format": "jsonlines"})
+    f.out.update({1, 2})
+    staged.write(b'{"a": 1}\n')
+    f.gate.mark(1)
+    staged.write(b'{"b": 2}\n')
+    f.gate.mark(2)
+    f.out.discard(2)
+    assert f.gate.settle([2]) == []  # its item is not written: its row waits
+    assert f.woken
+    f.commit()
+    assert Path(path).read_bytes() == b""  # request 1 is still out: nothing after it
+    assert f.released == []
+    f.out.discard(1)
+    assert f.gate.settle([1]) == []
+    f.commit()
+    assert Path(path).read_bytes() == b'{"a": 1}\n{"b": 2}\n'
+    assert sorted(f.released) == [1, 2]
+    assert f.store.feed(path) == (18, 2)
+    assert f.gate.settle([3]) == [3]  # no item: released at once
+
+
+def test_resume_cuts_back_and_continues_json(tmp_path: Path) -> None:
+    path = str(tmp_path / "items.json")
+    f = _Frontier(tmp_path)
+    staged = f.gate.open_feed(path, {"format": "json"})
+    exporter = JsonItemExporter(cast(Any, staged))
+    exporter.start_exporting()
+    exporter.export_item({"n": 1})
+    f.gate.mark(None)
+    f.commit()
+    f.out.add(7)
+    exporter.export_item({"n": 2})  # in flight at the "kill"
+    f.gate.mark(7)
+    f.commit()
+    staged.real.write(b',{"n": 2}')  # written after the last commit: cut back on resume
+    staged.real.close()
+    f.store.close(clean=False)
+
+    again = _Frontier(tmp_path)
+    staged = again.gate.open_feed(path, {"format": "json"})
+    assert Path(path).read_bytes() == b'[{"n": 1}'
+    exporter = JsonItemExporter(cast(Any, staged))
+    exporter.start_exporting()
+    exporter.export_item({"n": 2})
+    again.gate.mark(None)
+    exporter.finish_exporting()
+    again.gate.close_feed(staged)
+    assert json.loads(Path(path).read_text()) == [{"n": 1}, {"n": 2}]
+    assert again.store.feed(path) == (len(b'[{"n": 1},{"n": 2}'), 2)  # "]" is not committed
+
+
+def test_resume_continues_csv_without_a_second_header(tmp_path: Path) -> None:
+    path = str(tmp_path / "items.csv")
+    for run in (1, 2):
+        f = _Frontier(tmp_path)
+        staged = f.gate.open_feed(path, {"format": "csv"})
+        exporter = CsvItemExporter(cast(Any, staged))
+        exporter.start_exporting()
+        exporter.export_item({"n": run})
+        f.gate.mark(None)
+        exporter.finish_exporting()
+        f.gate.close_feed(staged)
+        f.store.close()
+    assert Path(path).read_bytes() == b"n\r\n1\r\n2\r\n"
+
+
+def test_closing_bytes_follow_the_committed_part_items_held_are_left_out(
+        tmp_path: Path) -> None:
+    f = _Frontier(tmp_path)
+    path = str(tmp_path / "items.jsonl")
+    Path(path).write_bytes(b"old\n")  # appended to (overwrite False): kept
+    staged = f.gate.open_feed(path, {"format": "jsonlines"})
+    f.out.add(5)
+    staged.write(b"held\n")
+    f.gate.mark(5)
+    staged.write(b"tail")
+    finish(staged)
+    assert Path(path).read_bytes() == b"old\ntail"
+    assert f.store.feed(path) == (4, 0)
