@@ -79,6 +79,8 @@ class StagedFile(io.BufferedIOBase):
         #: Items committed to the real file (over every run of the job).
         self.items = items
         self._first = first
+        #: The first write was changed (continuing the file) and no item followed yet.
+        self._continued_only = False
         self._loose: list[bytes] = []
         #: (request key or None, bytes of one item), in the order written.
         self.chunks: deque[tuple[Any, bytes]] = deque()
@@ -91,6 +93,7 @@ class StagedFile(io.BufferedIOBase):
         if self._first is not None:
             first, self._first = self._first, None
             self._loose.append(first(raw))
+            self._continued_only = True
         else:
             self._loose.append(raw)
         return len(raw)
@@ -102,6 +105,7 @@ class StagedFile(io.BufferedIOBase):
         """The bytes written since the last mark are one item of *owner*; True if any."""
         if not self._loose:
             return False
+        self._continued_only = False
         self.chunks.append((owner, b"".join(self._loose)))
         self._loose.clear()
         return True
@@ -118,7 +122,11 @@ class StagedFile(io.BufferedIOBase):
         return b"".join(parts), owners
 
     def tail(self) -> bytes:
-        """The bytes written after the last item (the exporter's closing bytes)."""
+        """The bytes written after the last item (the exporter's closing bytes); a
+        continuation written without an item after it is left out (a JSON array
+        continued with nothing is closed as it was)."""
+        if self._continued_only and self._loose:
+            self._loose.pop(0)
         data = b"".join(self._loose)
         self._loose.clear()
         return data

@@ -117,3 +117,20 @@ def test_closing_bytes_follow_the_committed_part_items_held_are_left_out(
     finish(staged)
     assert Path(path).read_bytes() == b"old\ntail"
     assert f.store.feed(path) == (4, 0)
+
+
+def test_json_continued_without_items_stays_one_array(tmp_path: Path) -> None:
+    """FEED_STORE_EMPTY: a resumed run that scrapes nothing opens and closes the feed."""
+    path = str(tmp_path / "items.json")
+    for run, items in ((1, [{"n": 1}]), (2, []), (3, [{"n": 3}])):
+        f = _Frontier(tmp_path)
+        staged = f.gate.open_feed(path, {"format": "json"})
+        exporter = JsonItemExporter(cast(Any, staged), indent=1)
+        exporter.start_exporting()
+        for item in items:
+            exporter.export_item(item)
+            f.gate.mark(None)
+        exporter.finish_exporting()
+        f.gate.close_feed(staged)
+        f.store.close()
+        assert json.loads(Path(path).read_text()) == [{"n": 1}] + ([{"n": 3}] if run == 3 else [])
