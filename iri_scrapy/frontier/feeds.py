@@ -12,8 +12,9 @@ and records each file's byte offset and item count in the store in the same
 transaction that deletes those requests' pending rows: a request's row goes only
 once every item of it is durable in every feed.  On resume each file is cut
 back to its recorded offset and continued (:func:`~iri_scrapy.plugin.compat.feed_continuation`:
-no second CSV header, the JSON array continued).  Feeds that cannot take part
-(another storage, batches, post-processing, XML) are named in one WARNING.
+no second CSV header, the JSON array continued), a batch feed at its newest
+batch (:func:`~iri_scrapy.plugin.compat.continue_batches`).  Feeds that cannot
+take part (another storage, post-processing, XML) are named in one WARNING.
 Design: docs/jobdir.md, "Feeds".
 """
 
@@ -58,8 +59,6 @@ def why_not_staged(options: dict[str, Any]) -> str | None:
     """Why a local feed with *options* cannot be staged, or None when it can."""
     if options.get("format") not in FORMATS:
         return f"format {options.get('format')!r}"
-    if options.get("batch_item_count"):
-        return "batch_item_count"
     if options.get("postprocessing"):
         return "postprocessing"
     return None
@@ -70,9 +69,13 @@ class StagedFile(io.BufferedIOBase):
     request, until :meth:`FeedGate.flush` writes them (see the module)."""
 
     def __init__(self, path: str, real: Any, offset: int, items: int,
-                 first: Callable[[bytes], bytes] | None) -> None:
+                 first: Callable[[bytes], bytes] | None, batch: tuple[str, int]) -> None:
         super().__init__()
         self.path = path
+        #: (URI template, batch id) of a batch feed's file, else ("", 0).
+        self.batch = batch
+        #: The exporter finished this file (a batch full): closed once all is written.
+        self.closing = False
         self.real = real
         #: Bytes of the real file that are committed (recorded in the store).
         self.offset = offset
@@ -173,11 +176,27 @@ class FeedGate:
         #: keys answered whose rows wait for their items to be written.
         self._waiting: set[Any] = set()
         self.failed = False
+        #: Scrapy's feed exporter, when it has batch feeds (see :meth:`opened`).
+        self._exporter: Any = None
+
+    def opened(self, crawler: Crawler, spider: Spider) -> None:
+        """After the feed exporter opened its slots: batch feeds continue at their
+        newest recorded batch (compat.continue_batches)."""
+        store = self._store()
+        exporter = compat.feed_exporter(crawler)
+        if store is None or exporter is None or not any(
+                options.get("batch_item_count") for options in exporter.feeds.values()):
+            return
+        self._exporter = exporter
+        compat.continue_batches(exporter, spider, store.last_batch,
+                                lambda options: why_not_staged(options) is None)
 
     # --- staging ------------------------------------------------------------
 
-    def open_feed(self, path: str, options: dict[str, Any]) -> StagedFile:
-        """Open (or continue) the feed file *path*: cut back to its committed offset."""
+    def open_feed(self, path: str, options: dict[str, Any],
+                  batch: tuple[str, int] = ("", 0)) -> StagedFile:
+        """Open (or continue) the feed file *path* (batch *batch*: URI template, id, of
+        a batch feed): cut back to its committed offset."""
         store = self._store()
         assert store is not None
         target = Path(path)
@@ -189,7 +208,7 @@ class FeedGate:
             items = 0
             with target.open("r+b" if target.exists() else "wb") as f:
                 f.truncate(offset)
-            store.set_feed(path, offset, items)
+            store.set_feed(path, offset, items, *batch)
             self._commit()  # the start offset is on disk before any byte is written
         else:
             offset, items = record
@@ -206,19 +225,22 @@ class FeedGate:
             os.truncate(target, offset)
         real = target.open("ab")
         staged = StagedFile(path, real, offset, items,
-                            compat.feed_continuation(options, continuing=items > 0))
+                            compat.feed_continuation(options, continuing=items > 0), batch)
         self.files.append(staged)
         return staged
 
     def close_feed(self, staged: StagedFile) -> None:
-        """The exporter finished *staged*: what can be committed is, then its closing
-        bytes are written after the committed part (cut back again on resume)."""
-        if self._store() is not None:
-            self.flush()
-            self._commit()
-        if staged in self.files:
+        """The exporter finished *staged* while the crawl runs (a batch is full): it is
+        closed, its closing bytes written, once its items are (see :meth:`flush`)."""
+        staged.closing = True
+        self._wake()
+
+    def detach(self) -> None:
+        """The frontier closes: the files of full batches are closed now (their items
+        of requests not answered are left out: fetched again by the next run)."""
+        for staged in [f for f in self.files if f.closing]:
             self.files.remove(staged)
-        finish(staged)
+            finish(staged)
 
     @staticmethod
     def key(request: Any) -> Any:
@@ -229,6 +251,8 @@ class FeedGate:
     def mark(self, owner: Any) -> None:
         """An item of request key *owner* (None: no request) went through every feed:
         the bytes each file got since the last mark are that item's."""
+        if self._exporter is not None:  # a batch may have started: tag its storage
+            compat.tag_batches(self._exporter)
         for staged in self.files:
             if staged.mark(owner) and owner is not None:
                 self._unwritten[owner] += 1
@@ -267,12 +291,15 @@ class FeedGate:
                 return
             staged.offset += len(data)
             staged.items += len(owners)
-            store.set_feed(staged.path, staged.offset, staged.items)
+            store.set_feed(staged.path, staged.offset, staged.items, *staged.batch)
             for owner in owners:
                 if owner is not None:
                     self._unwritten[owner] -= 1
                     if not self._unwritten[owner]:
                         del self._unwritten[owner]
+        for staged in [f for f in self.files if f.closing and not f.chunks]:
+            self.files.remove(staged)
+            finish(staged)
         ready = [key for key in self._waiting if not self._unwritten.get(key)]
         if ready:
             self._waiting.difference_update(ready)
@@ -296,6 +323,8 @@ class FrontierFeedStorage(FileFeedStorage):
         super().__init__(uri, feed_options=feed_options)
         self.feed_options = dict(feed_options or {})
         self.crawler: Crawler | None = None
+        #: (URI template, batch id) of a batch feed's file (see compat.continue_batches).
+        self.batch: tuple[str, int] = ("", 0)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, uri: str, *,
@@ -313,7 +342,7 @@ class FrontierFeedStorage(FileFeedStorage):
         gate = self._gate()
         if gate is None or why_not_staged(self.feed_options) is not None:
             return super().open(spider)
-        return gate.open_feed(os.path.abspath(self.path), self.feed_options)
+        return gate.open_feed(os.path.abspath(self.path), self.feed_options, self.batch)
 
     def store(self, file: Any) -> Any:
         if isinstance(file, StagedFile):
@@ -354,5 +383,5 @@ def warn_unstaged(settings: BaseSettings, spider: Any) -> None:
             "with the frontier's commits: after a kill or crash, the items of the pages "
             "answered since their last write are missing and those of the pages in flight "
             "may be written twice (only local files in jsonlines, json, csv, pickle or "
-            "marshal format without batches or post-processing are kept exactly once)",
+            "marshal format without post-processing are kept exactly once)",
             ", ".join(feeds), extra={"spider": spider})

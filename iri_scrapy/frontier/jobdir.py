@@ -391,6 +391,8 @@ class IRIFrontierScheduler(Scheduler):
             self._set_stat("iri/frontier/pending_at_close", store.pending_count())
             self._set_stat("iri/frontier/inflight_max", self.ledger.inflight_max)
             self._before_commit()  # what is answered with its items, and the state
+            if self.feeds is not None:
+                self.feeds.detach()
             self.feeds = None  # the feed files' closing bytes follow (feeds.finish)
             store.close(clean=True)
             self._set_stat("iri/frontier/commits", store.commits)
@@ -616,10 +618,13 @@ class IRIFrontierScheduler(Scheduler):
         self.state.save(self.spider)
 
     def _on_opened(self, spider: Spider) -> None:
-        """After Scrapy's ``SpiderState`` loaded its file: the store's state if newer."""
+        """After Scrapy's ``SpiderState`` loaded its file: the store's state if newer; after
+        the feed exporter opened its slots: batch feeds continue (see :mod:`.feeds`)."""
         store = self.store
         if store is not None and self.frontier_dir is not None:
             self.state.restore(spider, self.frontier_dir, unclean=store.unclean)
+        if self.feeds is not None and self.crawler is not None:
+            self.feeds.opened(self.crawler, spider)
 
     def _on_response(self, response: Response, request: Request, **_: Any) -> None:
         self.ledger.responded(request.meta.get(META_FRONTIER_ID))

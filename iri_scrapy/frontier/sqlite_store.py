@@ -425,7 +425,7 @@ class FrontierStore:
             conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
         elif kind == "feed":
             conn.execute(FEEDS_DDL)
-            conn.execute("INSERT OR REPLACE INTO feeds VALUES (?, ?, ?)", op[1:])
+            conn.execute("INSERT OR REPLACE INTO feeds VALUES (?, ?, ?, ?, ?)", op[1:])
         else:  # "meta"
             conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (op[1], op[2]))
 
@@ -488,9 +488,20 @@ class FrontierStore:
         not be read back: kept for inspection, never read again by the crawl)."""
         self._write(("refuse", rowid, kind, time.time()))
 
-    def set_feed(self, path: str, offset: int, items: int) -> None:
-        """Record that the feed file *path* holds *offset* committed bytes, *items* items."""
-        self._write(("feed", path, offset, items))
+    def set_feed(self, path: str, offset: int, items: int, template: str = "",
+                 batch: int = 0) -> None:
+        """Record that the feed file *path* holds *offset* committed bytes, *items* items
+        (batch *batch* of the feed URI *template*, for a batch feed)."""
+        self._write(("feed", path, offset, items, template, batch))
+
+    def last_batch(self, template: str) -> tuple[int, int] | None:
+        """``(batch id, items)`` of the newest file recorded for the feed URI *template*."""
+        if not self._has_table("feeds"):
+            return None
+        row = self._conn.execute(
+            "SELECT batch, items FROM feeds WHERE template = ? AND batch > 0 ORDER BY batch "
+            "DESC LIMIT 1", (template,)).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
 
     def feed(self, path: str) -> tuple[int, int] | None:
         """``(offset, items)`` committed for the feed file *path*, or None."""

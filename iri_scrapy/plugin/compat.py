@@ -97,9 +97,14 @@ Feed files continued after a kill (the ``JOBDIR`` frontier's staged feeds)
     (:func:`feed_continuation`: ``[`` becomes ``,``, the CSV header row is
     dropped), checked at import by recording what ``JsonItemExporter`` and
     ``CsvItemExporter`` write; :func:`feed_options` completes a ``FEEDS`` entry
-    as ``FeedExporter`` does.  Upstream: Scrapy cannot append to a JSON or CSV
-    feed nor resume a feed after a crash (scrapy/scrapy#5153, scrapy/scrapy#7978);
-    a feed-storage hook that knows each item's response would retire these.
+    as ``FeedExporter`` does.  A batch feed continues at its newest recorded
+    batch: :func:`continue_batches` replaces the batch 1 slots ``FeedExporter``
+    opened (its ``_start_new_batch`` and ``_get_uri_params``, found among
+    ``crawler.extensions.middlewares``), and :func:`tag_batches` tells each slot's
+    storage its template and batch id (``FeedSlot.uri_template``, ``batch_id``).
+    Upstream: Scrapy cannot append to a JSON or CSV feed nor resume a feed or
+    its batch ids after a crash (scrapy/scrapy#5153, scrapy/scrapy#7978); a
+    feed-storage hook that knows each item's response and batch would retire these.
 
 It also checks the public features the plugin cannot work without, which
 set the floor of the supported range:
@@ -654,3 +659,68 @@ def feed_options(options: dict[str, Any], settings: Any, uri: str) -> dict[str, 
     """A ``FEEDS`` entry's options completed from the settings, as ``FeedExporter`` does."""
     return dict(_conf_utils.feed_complete_default_values_from_settings(
         dict(options), settings, uri))
+
+
+FEED_BATCHES = (
+    "FeedExporter found among crawler.extensions.middlewares, its slots (FeedSlot.storage, "
+    ".uri_template, .batch_id, .itemcount), feeds, _start_new_batch(batch_id, uri, "
+    "feed_options, spider, uri_template) and _get_uri_params(spider, uri_params_function, slot)"
+)
+_feedexport = import_module("scrapy.extensions.feedexport")
+if _parameters(getattr(_feedexport.FeedExporter, "_start_new_batch", None)) != [
+        "self", "batch_id", "uri", "feed_options", "spider", "uri_template"] or _parameters(
+        getattr(_feedexport.FeedExporter, "_get_uri_params", None)) != [
+        "self", "spider", "uri_params_function", "slot"] or not {
+        "storage", "batch_id", "uri_template"} <= set(
+        _parameters(_feedexport.FeedSlot.__init__) or ()):
+    raise unsupported(FEED_BATCHES)
+
+
+#: ``apply_uri_params`` (Scrapy 2.19: ``%`` outside placeholders kept), else ``%``.
+_apply_uri_params: Callable[[str, dict[str, Any]], str] = getattr(
+    _feedexport, "apply_uri_params", lambda template, params: template % params)
+
+
+def feed_exporter(crawler: Any) -> Any:
+    """Scrapy's ``FeedExporter`` of *crawler*, or None (no ``FEEDS``)."""
+    extensions = getattr(crawler, "extensions", None)
+    for extension in getattr(extensions, "middlewares", ()):
+        if isinstance(extension, _feedexport.FeedExporter):
+            return extension
+    return None
+
+
+def tag_batches(exporter: Any) -> None:
+    """Give each batch feed slot's storage its ``(URI template, batch id)`` (``batch``)."""
+    for slot in exporter.slots:
+        storage = slot.storage
+        if getattr(storage, "batch", None) == ("", 0) and (
+                exporter.feeds[slot.uri_template].get("batch_item_count")):
+            storage.batch = (slot.uri_template, slot.batch_id)
+
+
+def continue_batches(exporter: Any, spider: Any,
+                     last: Callable[[str], tuple[int, int] | None],
+                     staged: Callable[[dict[str, Any]], bool]) -> None:
+    """After ``FeedExporter`` opened its batch 1 slots: each staged batch feed continues
+    at its newest recorded batch (its item count continued; the next batch when full).
+    Upstream: ``FeedExporter`` always starts at batch 1 (scrapy/scrapy#5153)."""
+    for i, slot in enumerate(list(exporter.slots)):
+        options = exporter.feeds[slot.uri_template]
+        size = options.get("batch_item_count")
+        record = last(slot.uri_template) if size and staged(options) else None
+        if record is None:
+            continue
+        batch, items = record
+        if items >= size:
+            batch, items = batch + 1, 0
+        if batch == slot.batch_id and not items:
+            continue
+        params = exporter._get_uri_params(spider, options["uri_params"],
+                                          types.SimpleNamespace(batch_id=batch - 1))
+        new = exporter._start_new_batch(
+            batch_id=batch, uri=_apply_uri_params(slot.uri_template, params),
+            feed_options=options, spider=spider, uri_template=slot.uri_template)
+        new.itemcount = items
+        exporter.slots[i] = new
+    tag_batches(exporter)

@@ -46,9 +46,11 @@ REFUSED_DDL = (
     "kind TEXT NOT NULL, at REAL NOT NULL)"
 )
 #: Each staged feed file: its committed byte offset and item count (iri_scrapy.frontier.feeds).
+#: A batch feed's file also names its URI template and batch id.
 FEEDS_DDL = (
     "CREATE TABLE IF NOT EXISTS feeds (path TEXT PRIMARY KEY, offset INTEGER NOT NULL, "
-    "items INTEGER NOT NULL)"
+    "items INTEGER NOT NULL, template TEXT NOT NULL DEFAULT '', batch INTEGER NOT NULL "
+    "DEFAULT 0)"
 )
 
 

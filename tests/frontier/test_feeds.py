@@ -84,7 +84,8 @@ def test_resume_cuts_back_and_continues_json(tmp_path: Path) -> None:
     exporter.export_item({"n": 2})
     again.gate.mark(None)
     exporter.finish_exporting()
-    again.gate.close_feed(staged)
+    again.gate.close_feed(staged)  # as a full batch: closed once all is written
+    again.commit()
     assert json.loads(Path(path).read_text()) == [{"n": 1}, {"n": 2}]
     assert again.store.feed(path) == (len(b'[{"n": 1},{"n": 2}'), 2)  # "]" is not committed
 
@@ -100,6 +101,7 @@ def test_resume_continues_csv_without_a_second_header(tmp_path: Path) -> None:
         f.gate.mark(None)
         exporter.finish_exporting()
         f.gate.close_feed(staged)
+        f.commit()
         f.store.close()
     assert Path(path).read_bytes() == b"n\r\n1\r\n2\r\n"
 
@@ -132,5 +134,26 @@ def test_json_continued_without_items_stays_one_array(tmp_path: Path) -> None:
             f.gate.mark(None)
         exporter.finish_exporting()
         f.gate.close_feed(staged)
+        f.commit()
         f.store.close()
         assert json.loads(Path(path).read_text()) == [{"n": 1}] + ([{"n": 3}] if run == 3 else [])
+
+
+def test_full_batch_is_closed_once_its_items_are_written(tmp_path: Path) -> None:
+    f = _Frontier(tmp_path)
+    first = str(tmp_path / "items-1.json")
+    staged = f.gate.open_feed(first, {"format": "json"}, ("items-%(batch_id)d.json", 1))
+    exporter = JsonItemExporter(cast(Any, staged))
+    exporter.start_exporting()
+    f.out.add(4)
+    exporter.export_item({"n": 1})
+    f.gate.mark(4)
+    exporter.finish_exporting()
+    f.gate.close_feed(staged)  # the batch is full while request 4 is still out
+    f.commit()
+    assert Path(first).read_bytes() == b"" and staged in f.gate.files
+    f.out.discard(4)
+    f.commit()
+    assert json.loads(Path(first).read_text()) == [{"n": 1}]
+    assert staged not in f.gate.files and staged.real.closed
+    assert f.store.last_batch("items-%(batch_id)d.json") == (1, 1)

@@ -98,6 +98,33 @@ def test_items_exactly_once_across_kill_9(feed_site: SlowSiteServer, tmp_path: P
     assert stat_of(project, len(kills) + 1, "iri/frontier/unclean_shutdown") == 1
 
 
+@pytest.mark.slow
+def test_batches_continue_across_kill_9(feed_site: SlowSiteServer, tmp_path: Path) -> None:
+    """FEED_EXPORT_BATCH_ITEM_COUNT: every item once over the batch files, batch ids
+    continued (1..n, no file started again at 1), no batch over its size."""
+    srv = feed_site
+    srv.reset()
+    size = 40
+    template = tmp_path / "items-%(batch_id)d.jsonl"
+    feeds = (f'FEEDS = {{"{template}": {{"format": "jsonlines", "overwrite": False, '
+             f'"batch_item_count": {size}}}}}')
+    project = make_project(tmp_path, srv.proxy_url, extra=feeds)
+    kills = _kills(SEED + 1)
+    for run, kill_after in enumerate([*kills, None], 1):
+        _, killed = run_until(project, srv, run, kill_after)
+        assert killed == (kill_after is not None)
+    files = sorted(tmp_path.glob("items-*.jsonl"), key=lambda p: int(p.stem.split("-")[1]))
+    ids = [int(p.stem.split("-")[1]) for p in files]
+    assert ids == list(range(1, len(ids) + 1)), ids
+    per_file = [_titles_jsonl(p) for p in files]
+    assert all(len(titles) <= size for titles in per_file), [len(t) for t in per_file]
+    titles = Counter(t for batch in per_file for t in batch)
+    print(f"batches: kills after {kills} hits: {len(files)} files, sizes "
+          f"{[len(t) for t in per_file]}")
+    assert set(titles) == _expected()
+    assert not {t: n for t, n in titles.items() if n > 1}
+
+
 STATE_SPIDER = '''
 from tests.support.spider import AliasSpider
 
@@ -165,8 +192,8 @@ def test_feeds_that_cannot_take_part_are_named(tmp_path: Path) -> None:
     feeds = {
         str(tmp_path / "a.jsonl"): {"format": "jsonlines"},
         "file:///tmp/b.csv": {"format": "csv"},
-        str(tmp_path / "c.xml"): {"format": "xml"},
         str(tmp_path / "d-%(batch_id)d.jsonl"): {"format": "jsonlines", "batch_item_count": 5},
+        str(tmp_path / "c.xml"): {"format": "xml"},
         str(tmp_path / "e.jsonl.gz"): {"format": "jsonlines",
                                        "postprocessing": ["scrapy.extensions.postprocessing.GzipPlugin"]},
         "stdout:": {"format": "jsonlines"},
@@ -175,10 +202,10 @@ def test_feeds_that_cannot_take_part_are_named(tmp_path: Path) -> None:
     crawler = get_crawler(Spider, {"ADDONS": {"iri_scrapy.Addon": 0}, "JOBDIR": str(tmp_path),
                                    "FEEDS": feeds})
     named = unstaged_feeds(crawler.settings)
-    assert [n.split(" ")[0] for n in named] == list(feeds)[2:], named
-    assert "(format 'xml')" in named[0] and "batch_item_count" in named[1]
-    assert "postprocessing" in named[2] and "StdoutFeedStorage" in named[3]
-    assert "S3FeedStorage" in named[4]
+    assert [n.split(" ")[0] for n in named] == list(feeds)[3:], named
+    assert "(format 'xml')" in named[0]
+    assert "postprocessing" in named[1] and "StdoutFeedStorage" in named[2]
+    assert "S3FeedStorage" in named[3]
     storages = crawler.settings.getwithbase("FEED_STORAGES")
     assert storages["file"] == storages[""] == STORAGE_PATH
     # without JOBDIR nothing changes
