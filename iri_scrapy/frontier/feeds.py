@@ -29,8 +29,10 @@ from pathlib import Path, PureWindowsPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from scrapy import signals
 from scrapy.extensions.feedexport import FileFeedStorage
 
+from iri_scrapy.frontier.middlewares import FrontierSpiderMiddleware
 from iri_scrapy.frontier.stored_queue import META_FRONTIER_ID
 from iri_scrapy.plugin import compat
 from iri_scrapy.plugin.config import load_object
@@ -372,6 +374,25 @@ def unstaged_feeds(settings: BaseSettings) -> list[str]:
         if why is not None:
             out.append(f"{uri} ({why})")
     return out
+
+
+def staged_feeds(crawler: Crawler, spider: Spider, store: Callable[[], FrontierStore | None],
+                 **hooks: Any) -> FeedGate | None:
+    """The :class:`FeedGate` of a frontier scheduler opening (*hooks*: its keyword
+    arguments), with one WARNING naming the feeds that cannot take part; None when
+    the frontier spider middleware cannot tell each item's feed bytes (it must hear
+    ``item_scraped`` after Scrapy's feed exporter, see compat.runs_after_feed_exporter)."""
+    if not compat.runs_after_feed_exporter(crawler, signals.item_scraped,
+                                           FrontierSpiderMiddleware):
+        if crawler.settings.getdict("FEEDS"):
+            logger.warning(
+                "JOBDIR frontier: FrontierSpiderMiddleware does not hear item_scraped "
+                "after Scrapy's feed exporter, so feeds are written by Scrapy as usual: "
+                "after a kill, items of pages answered since the last write are missing",
+                extra={"spider": spider})
+        return None
+    warn_unstaged(crawler.settings, spider)
+    return FeedGate(store, **hooks)
 
 
 def warn_unstaged(settings: BaseSettings, spider: Any) -> None:

@@ -38,7 +38,7 @@ from iri_scrapy.frontier.codec import (
     RequestCodec,
     frontier_secret,
 )
-from iri_scrapy.frontier.feeds import FeedGate, warn_unstaged
+from iri_scrapy.frontier.feeds import FeedGate, staged_feeds
 from iri_scrapy.frontier.jobdir_start import open_store
 from iri_scrapy.frontier.lanes import (
     PER_SLOT,
@@ -46,7 +46,6 @@ from iri_scrapy.frontier.lanes import (
     lanes_mode,
 )
 from iri_scrapy.frontier.ledger import Ledger
-from iri_scrapy.frontier.middlewares import FrontierSpiderMiddleware
 from iri_scrapy.frontier.options import (
     DEFAULT_FSYNC_MS,
     DEFAULT_WRITE_RETRY,
@@ -341,7 +340,9 @@ class IRIFrontierScheduler(Scheduler):
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
         crawler.signals.connect(self._on_opened, signal=signals.spider_opened)
-        self.feeds = self._feed_gate(spider)
+        self.feeds = staged_feeds(
+            crawler, spider, lambda: self.store, blocked=self.ledger.__contains__,
+            release=self._release, wake=self.writer.wake, commit=self._commit, stop=self._stop)
         self.writer.start()
         return result
 
@@ -591,26 +592,6 @@ class IRIFrontierScheduler(Scheduler):
 
     def _reaped(self, rowid: int) -> None:
         self._inc("iri/frontier/answered_on_release")
-
-    def _feed_gate(self, spider: Spider) -> FeedGate | None:
-        """The staged feeds (see :mod:`.feeds`), with one WARNING naming the feeds that
-        cannot take part; None when the frontier middleware cannot tell each item's
-        feed bytes (it must hear ``item_scraped`` after Scrapy's feed exporter)."""
-        crawler = self.crawler
-        assert crawler is not None
-        if not compat.runs_after_feed_exporter(crawler, signals.item_scraped,
-                                               FrontierSpiderMiddleware):
-            if crawler.settings.getdict("FEEDS"):
-                logger.warning(
-                    "JOBDIR frontier: FrontierSpiderMiddleware does not hear item_scraped "
-                    "after Scrapy's feed exporter, so feeds are written by Scrapy as usual: "
-                    "after a kill, items of pages answered since the last write are missing",
-                    extra={"spider": spider})
-            return None
-        warn_unstaged(crawler.settings, spider)
-        return FeedGate(lambda: self.store, blocked=self.ledger.__contains__,
-                        release=self._release, wake=self.writer.wake, commit=self._commit,
-                        stop=self._stop)
 
     def _before_commit(self) -> None:
         if self.feeds is not None:
