@@ -172,15 +172,22 @@ def test_spider_state_survives_kill_9(feed_site: SlowSiteServer, tmp_path: Path)
 
 
 @pytest.mark.slow
-def test_state_that_is_not_json_warns_once_and_is_scrapys(feed_site: SlowSiteServer,
-                                                          tmp_path: Path) -> None:
+def test_state_not_json_and_feeds_not_staged_each_warn_once(feed_site: SlowSiteServer,
+                                                            tmp_path: Path) -> None:
     srv = feed_site
     srv.reset()
-    project = make_project(tmp_path, srv.proxy_url, spider=STATE_SPIDER.format(extra=True))
+    xml = tmp_path / "items.xml"
+    feeds = f'FEEDS = {{"{xml}": {{"format": "xml"}}, "stdout:": {{"format": "jsonlines"}}}}'
+    project = make_project(tmp_path, srv.proxy_url, extra=feeds,
+                           spider=STATE_SPIDER.format(extra=True))
     run_until(project, srv, 1, None)
     log = (project / "log1.txt").read_text()
     assert log.count("spider.state cannot be kept as JSON data") == 1, log[-3000:]
     assert _final_state(project)["odd"] == {1, 2}  # Scrapy's pickle, as without the plugin
+    warnings = [line for line in log.splitlines() if "not staged" in line]
+    assert len(warnings) == 1, warnings
+    assert f"{xml} (format 'xml')" in warnings[0] and "stdout: (stdout storage" in warnings[0]
+    assert xml.read_text().count("<item>") == PAGES + 1  # written by Scrapy as usual
 
 
 def test_feeds_that_cannot_take_part_are_named(tmp_path: Path) -> None:
