@@ -157,3 +157,18 @@ def test_full_batch_is_closed_once_its_items_are_written(tmp_path: Path) -> None
     assert json.loads(Path(first).read_text()) == [{"n": 1}]
     assert staged not in f.gate.files and staged.real.closed
     assert f.store.last_batch("items-%(batch_id)d.json") == (1, 1)
+
+
+def test_salvage_keeps_the_feed_offsets(tmp_path: Path) -> None:
+    from iri_scrapy.store.frontier_file import FILENAME, salvage
+
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    store = FrontierStore(jobdir / FILENAME)
+    store.set_feed("/x/items-2.jsonl", 120, 3, "/x/items-%(batch_id)d.jsonl", 2)
+    store.close()
+    salvage(jobdir, tmp_path / "out")
+    again = FrontierStore(tmp_path / "out" / FILENAME)
+    assert again.feed("/x/items-2.jsonl") == (120, 3)
+    assert again.last_batch("/x/items-%(batch_id)d.jsonl") == (2, 3)
+    again.close()
