@@ -172,3 +172,31 @@ def test_salvage_keeps_the_feed_offsets(tmp_path: Path) -> None:
     assert again.feed("/x/items-2.jsonl") == (120, 3)
     assert again.last_batch("/x/items-%(batch_id)d.jsonl") == (2, 3)
     again.close()
+
+
+def test_a_feed_that_cannot_be_written_stops_the_crawl_loudly(tmp_path: Path,
+                                                              caplog: Any) -> None:
+    from iri_scrapy.frontier.feeds import REASON_FEED_WRITE_FAILED
+
+    f = _Frontier(tmp_path)
+    stops: list[str] = []
+    f.gate._stop = stops.append
+    path = str(tmp_path / "items.jsonl")
+    staged = f.gate.open_feed(path, {"format": "jsonlines"})
+    staged.real.close()
+
+    class _Full:
+        def write(self, data: bytes) -> int:
+            raise OSError(28, "No space left on device")
+
+    staged.real = _Full()  # every write fails from now on
+    f.out.add(1)
+    staged.write(b'{"a": 1}\n')
+    f.gate.mark(1)
+    f.out.discard(1)
+    assert f.gate.settle([1]) == []
+    f.commit()
+    assert stops == [REASON_FEED_WRITE_FAILED]
+    assert f.released == []  # its row stays pending: fetched again by the next run
+    assert f.store.feed(path) == (0, 0)
+    assert sum(r.levelname == "ERROR" for r in caplog.records) == 1
