@@ -629,14 +629,14 @@ def feed_continuation(options: dict[str, Any], *, continuing: bool
 FEED_RECEIVERS = (
     "scrapy.utils.signal's getAllReceivers and liveReceivers (pydispatch: the receivers "
     "of a signal, in the order connected), scrapy.utils.conf."
-    "feed_complete_default_values_from_settings(feed, settings, uri)"
+    "feed_complete_default_values_from_settings(feed, settings[, uri])"
 )
 _signal_utils = import_module("scrapy.utils.signal")
 _conf_utils = import_module("scrapy.utils.conf")
 if not (callable(getattr(_signal_utils, "getAllReceivers", None))
         and callable(getattr(_signal_utils, "liveReceivers", None))
-        and _parameters(getattr(_conf_utils, "feed_complete_default_values_from_settings",
-                                None)) == ["feed", "settings", "uri"]):
+        and (_parameters(getattr(_conf_utils, "feed_complete_default_values_from_settings",
+                                 None)) or [])[:2] == ["feed", "settings"]):
     raise unsupported(FEED_RECEIVERS)
 
 
@@ -656,9 +656,12 @@ def runs_after_feed_exporter(crawler: Any, signal: Any, owner: type) -> bool:
 
 
 def feed_options(options: dict[str, Any], settings: Any, uri: str) -> dict[str, Any]:
-    """A ``FEEDS`` entry's options completed from the settings, as ``FeedExporter`` does."""
-    return dict(_conf_utils.feed_complete_default_values_from_settings(
-        dict(options), settings, uri))
+    """A ``FEEDS`` entry's options completed from the settings, as ``FeedExporter`` does
+    (Scrapy 2.19 also passes the URI, to infer the format from its extension)."""
+    complete = _conf_utils.feed_complete_default_values_from_settings
+    if "uri" in (_parameters(complete) or []):
+        return dict(complete(dict(options), settings, uri))
+    return dict(complete(dict(options), settings))
 
 
 FEED_BATCHES = (
