@@ -65,6 +65,8 @@ FRONTIER_SCHEDULER = "iri_scrapy.frontier.jobdir.IRIFrontierScheduler"
 #: Scrapy's scheduler with the plugin's entry (plugin/entry.py), set in place of Scrapy's
 ENTRY_SCHEDULER = "iri_scrapy.plugin.entry.IRIScheduler"
 ENTRY_MIXIN = "iri_scrapy.plugin.entry.IRIEntryMixin"
+#: The storage of local feed files with the JOBDIR frontier (iri_scrapy.frontier.feeds).
+FEED_STORAGE = "iri_scrapy.frontier.feeds.FrontierFeedStorage"
 REDIS_DUPEFILTER = "iri_scrapy.RedisIRIDupeFilter"
 REDIS_SCHEDULER = "iri_scrapy.RedisIRIScheduler"
 
@@ -304,6 +306,13 @@ class Addon:
             settings.setdefault_in_component_priority_dict(
                 "DOWNLOADER_MIDDLEWARES", FrontierDownloaderMiddleware, PRIORITIES["frontier"]
             )
+            if scheduler == FRONTIER_SCHEDULER:  # local feed files staged (frontier/feeds.py)
+                for scheme in ("", "file"):
+                    if settings.getwithbase("FEED_STORAGES").get(scheme) in (
+                            None, "scrapy.extensions.feedexport.FileFeedStorage"):
+                        settings.set("FEED_STORAGES", {
+                            **settings.getdict("FEED_STORAGES"), scheme: FEED_STORAGE},
+                            priority="addon")
 
     @staticmethod
     def _check_entry(settings: BaseSettings) -> None:

@@ -38,6 +38,7 @@ from iri_scrapy.frontier.codec import (
     RequestCodec,
     frontier_secret,
 )
+from iri_scrapy.frontier.feeds import FeedGate, staged_feeds
 from iri_scrapy.frontier.jobdir_start import open_store
 from iri_scrapy.frontier.lanes import (
     PER_SLOT,
@@ -51,6 +52,7 @@ from iri_scrapy.frontier.options import (
     fsync_setting,
     max_inflight_setting,
 )
+from iri_scrapy.frontier.spider_state import SpiderStateKeeper
 from iri_scrapy.frontier.sqlite_store import (
     DAMAGED,
     FrontierStore,
@@ -258,7 +260,11 @@ class IRIFrontierScheduler(Scheduler):
         self.writer = StoreWriter(
             lambda: self.store, write_retry=write_retry, fsync_ms=fsync_ms, log=logger,
             stop=self._stop, inc=self._inc, spider=lambda: self.spider,
-            reap=self.ledger.reap, sweep=self.ledger.sweep)
+            reap=self.ledger.reap, sweep=self.ledger.sweep, before_commit=self._before_commit)
+        #: The staged feed files, while the frontier runs (see :mod:`.feeds`).
+        self.feeds: FeedGate | None = None
+        #: ``spider.state`` as JSON in the store (see :mod:`.spider_state`).
+        self.state = SpiderStateKeeper(lambda: self.store)
         self._lock_fd: int | None = None
         #: The requests waiting, stored and memory-only (see :mod:`.stored_queue`).
         self.queue = StoredQueue(
@@ -335,6 +341,10 @@ class IRIFrontierScheduler(Scheduler):
                 self.enqueue_request(request)
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_idle, signal=signals.spider_idle)
+        crawler.signals.connect(self._on_opened, signal=signals.spider_opened)
+        self.feeds = staged_feeds(
+            crawler, spider, lambda: self.store, blocked=self.ledger.__contains__,
+            release=self._release, wake=self.writer.wake, commit=self._commit, stop=self._stop)
         self.writer.start()
         return result
 
@@ -383,6 +393,10 @@ class IRIFrontierScheduler(Scheduler):
                 )
             self._set_stat("iri/frontier/pending_at_close", store.pending_count())
             self._set_stat("iri/frontier/inflight_max", self.ledger.inflight_max)
+            self._before_commit()  # what is answered with its items, and the state
+            if self.feeds is not None:
+                self.feeds.detach()
+            self.feeds = None  # the feed files' closing bytes follow (feeds.finish)
             store.close(clean=True)
             self._set_stat("iri/frontier/commits", store.commits)
             self._set_stat("iri/frontier/syncs", store.syncs)
@@ -390,6 +404,7 @@ class IRIFrontierScheduler(Scheduler):
             if crawler is not None:
                 crawler.signals.disconnect(self._on_response, signal=signals.response_received)
                 crawler.signals.disconnect(self._on_idle, signal=signals.spider_idle)
+                crawler.signals.disconnect(self._on_opened, signal=signals.spider_opened)
                 CrawlContext.of(crawler).unregister_frontier(self)
             self.store = None
         self._unlock()
@@ -558,10 +573,16 @@ class IRIFrontierScheduler(Scheduler):
         self.ledger.failed(request.meta.get(META_FRONTIER_ID), errback=request.errback is not None)
 
     def _settle(self, rowids: list[int]) -> None:
-        """The ledger's answer: delete the pending rows (an unserializable request's
-        fingerprint goes into the seen-set only now)."""
+        """The ledger's answer: delete the pending rows, once the items of each are
+        written to the staged feeds (see :mod:`.feeds`)."""
+        self._inc("iri/frontier/answered", len(rowids))
+        self._release(self.feeds.settle(rowids) if self.feeds is not None else rowids)
+
+    def _release(self, rowids: list[int]) -> None:
+        """Delete the pending rows of *rowids* (an unserializable request's fingerprint
+        goes into the seen-set only now)."""
         store = self.store
-        if store is None:
+        if store is None or not rowids:
             return
         for rowid in rowids:
             if rowid > 0:
@@ -570,11 +591,24 @@ class IRIFrontierScheduler(Scheduler):
                 record = self._unser.pop(rowid, None)
                 if record is not None:
                     store.add_seen(record)
-        self._inc("iri/frontier/answered", len(rowids))
         self._touch()
 
     def _reaped(self, rowid: int) -> None:
         self._inc("iri/frontier/answered_on_release")
+
+    def _before_commit(self) -> None:
+        if self.feeds is not None:
+            self.feeds.flush()
+        self.state.save(self.spider)
+
+    def _on_opened(self, spider: Spider) -> None:
+        """After Scrapy's ``SpiderState`` loaded its file: the store's state if newer; after
+        the feed exporter opened its slots: batch feeds continue (see :mod:`.feeds`)."""
+        store = self.store
+        if store is not None and self.frontier_dir is not None:
+            self.state.restore(spider, self.frontier_dir, unclean=store.unclean)
+        if self.feeds is not None and self.crawler is not None:
+            self.feeds.opened(self.crawler, spider)
 
     def _on_response(self, response: Response, request: Request, **_: Any) -> None:
         self.ledger.responded(request.meta.get(META_FRONTIER_ID))

@@ -10,7 +10,8 @@ lease) is its *settle* callback; the ledger itself knows no Scrapy, SQLite or Re
 
 * **answered**: nothing more can come of the request, so its record may go.  The
   middlewares report it (the callback's output consumed to the end, so every
-  request in it is already stored; a download failure with no errback), and so
+  request in it is already stored, and its items out of the item pipelines; a
+  download failure with no errback), and so
   does the scheduler (a replacement request reached it while the original was
   still downloading).
 * **failed**: the download failed for good and an errback runs, whose output no

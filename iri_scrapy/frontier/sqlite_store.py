@@ -34,6 +34,7 @@ from iri_scrapy.store.fpstore import (
     mismatch_text,
 )
 from iri_scrapy.store.frontier_file import (
+    FEEDS_DDL,
     FORMAT_VERSION,
     META_DDL,
     PENDING_DDL,
@@ -132,7 +133,9 @@ class FrontierStore:
     ``pending(id, request)`` (a :mod:`.codec` record; ``AUTOINCREMENT`` so
     an id is never reused) and, once a record was refused, ``refused(id,
     request, kind, at)`` (the records that could not be read back, kept for
-    inspection, never read).  Writes go into one open transaction until
+    inspection, never read), and once a feed file is staged, ``feeds(path, offset,
+    items)`` (:mod:`.feeds`; ``spider.state`` as JSON is the meta key
+    ``spider_state``).  Writes go into one open transaction until
     :meth:`commit`; :meth:`sync` makes every commit durable.  *fsync_ms*
     ``None`` means every commit is synced.
     """
@@ -420,6 +423,9 @@ class FrontierStore:
                 "WHERE id = ?",
                 (why, at, rowid))
             conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
+        elif kind == "feed":
+            conn.execute(FEEDS_DDL)
+            conn.execute("INSERT OR REPLACE INTO feeds VALUES (?, ?, ?, ?, ?)", op[1:])
         else:  # "meta"
             conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (op[1], op[2]))
 
@@ -481,6 +487,41 @@ class FrontierStore:
         """Move the pending row *rowid* to the ``refused`` table (a record that could
         not be read back: kept for inspection, never read again by the crawl)."""
         self._write(("refuse", rowid, kind, time.time()))
+
+    def set_feed(self, path: str, offset: int, items: int, template: str = "",
+                 batch: int = 0) -> None:
+        """Record that the feed file *path* holds *offset* committed bytes, *items* items
+        (batch *batch* of the feed URI *template*, for a batch feed)."""
+        self._write(("feed", path, offset, items, template, batch))
+
+    def last_batch(self, template: str) -> tuple[int, int] | None:
+        """``(batch id, items)`` of the newest file recorded for the feed URI *template*."""
+        if not self._has_table("feeds"):
+            return None
+        row = self._conn.execute(
+            "SELECT batch, items FROM feeds WHERE template = ? AND batch > 0 ORDER BY batch "
+            "DESC LIMIT 1", (template,)).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def feed(self, path: str) -> tuple[int, int] | None:
+        """``(offset, items)`` committed for the feed file *path*, or None."""
+        if not self._has_table("feeds"):
+            return None
+        row = self._conn.execute("SELECT offset, items FROM feeds WHERE path = ?",
+                                 (path,)).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def set_spider_state(self, data: str) -> None:
+        """Record ``spider.state`` as JSON text (``""``: not kept, see spider_state)."""
+        self._set("spider_state", data)
+
+    def spider_state(self) -> str | None:
+        """The JSON text recorded by :meth:`set_spider_state`, or None."""
+        return self._get("spider_state")
+
+    def _has_table(self, name: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                                  (name,)).fetchone() is not None
 
     def refused_rows(self) -> list[tuple[int, bytes, str]]:
         """``(id, record, kind)`` of every refused record (see :meth:`refuse`)."""

@@ -45,6 +45,7 @@ class StoreWriter:
         spider: Callable[[], Any],
         reap: Callable[[], object],
         sweep: Callable[[], object],
+        before_commit: Callable[[], object] = lambda: None,
     ) -> None:
         self._store = store
         #: Seconds a failing store is retried before the crawl closes.
@@ -56,6 +57,9 @@ class StoreWriter:
         self._spider = spider
         self._reap = reap
         self._sweep = sweep
+        #: Called before each commit of :meth:`commit`: the staged feeds write what
+        #: the commit records (see :mod:`.feeds`), ``spider.state`` is taken.
+        self._before_commit = before_commit
         self._commit_call: Any = None
         self._syncer: LoopingCall | None = None
         self._failing_since: float | None = None
@@ -93,11 +97,20 @@ class StoreWriter:
 
             self._commit_call = cast(Any, reactor).callLater(0, self.commit)
 
+    def wake(self) -> None:
+        """Commit at the end of the current reactor turn even without changes yet (the
+        staged feeds have answers to write, see :mod:`.feeds`)."""
+        if self._commit_call is None and self._store() is not None:
+            from twisted.internet import reactor
+
+            self._commit_call = cast(Any, reactor).callLater(0, self.commit)
+
     def commit(self) -> None:
         self._commit_call = None
         self._reap()
         store = self._store()
         if store is not None:
+            self._before_commit()
             store.commit()
             self.check()
 

@@ -87,6 +87,25 @@ Seams:
     ``DownloaderAwarePriorityQueue._next_slot``).  No upstream issue asks for a
     public per-slot activity API yet; one would retire these.
 
+Feed files continued after a kill (the ``JOBDIR`` frontier's staged feeds)
+    :mod:`iri_scrapy.frontier.feeds` tells which request each item's feed bytes
+    belong to by hearing ``item_scraped`` after Scrapy's ``FeedExporter`` (which
+    writes the item in its own receiver): :func:`runs_after_feed_exporter` reads
+    the receivers' order (``scrapy.utils.signal``'s pydispatch helpers; Scrapy
+    calls them in the order connected).  It continues a JSON or CSV file cut back
+    to its last commit by changing the new exporter's first write
+    (:func:`feed_continuation`: ``[`` becomes ``,``, the CSV header row is
+    dropped), checked at import by recording what ``JsonItemExporter`` and
+    ``CsvItemExporter`` write; :func:`feed_options` completes a ``FEEDS`` entry
+    as ``FeedExporter`` does.  A batch feed continues at its newest recorded
+    batch: :func:`continue_batches` replaces the batch 1 slots ``FeedExporter``
+    opened (its ``_start_new_batch`` and ``_get_uri_params``, found among
+    ``crawler.extensions.middlewares``), and :func:`tag_batches` tells each slot's
+    storage its template and batch id (``FeedSlot.uri_template``, ``batch_id``).
+    Upstream: Scrapy cannot append to a JSON or CSV feed nor resume a feed or
+    its batch ids after a crash (scrapy/scrapy#5153, scrapy/scrapy#7978); a
+    feed-storage hook that knows each item's response and batch would retire these.
+
 It also checks the public features the plugin cannot work without, which
 set the floor of the supported range:
 
@@ -548,3 +567,163 @@ def active_downloads(crawler: Any, slot: str) -> int:
     """The downloads active in *slot*, as ``DownloaderAwarePriorityQueue`` counts them."""
     slots = crawler.engine.downloader.slots
     return len(slots[slot].active) if slot in slots else 0
+
+
+# ------------------------------------- feed files continued after a kill (JOBDIR frontier)
+
+FEED_CONTINUATION = (
+    "JsonItemExporter.start_exporting writing b'[' alone, CsvItemExporter writing its "
+    "header row in one write, FeedExporter.item_scraped writing the item"
+)
+
+
+def _exporter_writes(exporter_cls: Any, **kwargs: Any) -> list[bytes]:
+    """The write() calls *exporter_cls* makes for two items."""
+    import io
+
+    class _Recorder(io.BufferedIOBase):
+        def __init__(self) -> None:
+            super().__init__()
+            self.writes: list[bytes] = []
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, data: Any) -> int:
+            self.writes.append(bytes(data))
+            return len(data)
+
+    recorder = _Recorder()
+    exporter = exporter_cls(recorder, **kwargs)
+    exporter.start_exporting()
+    exporter.export_item({"a": 1})
+    exporter.export_item({"a": 2})
+    exporter.finish_exporting()
+    return recorder.writes
+
+
+_exporters = import_module("scrapy.exporters")
+if _exporter_writes(_exporters.JsonItemExporter)[:2] != [b"[", b'{"a": 1}'] or (
+        _exporter_writes(_exporters.CsvItemExporter)[:2] != [b"a\r\n", b"1\r\n"]):
+    raise unsupported(FEED_CONTINUATION)
+
+
+def feed_continuation(options: dict[str, Any], *, continuing: bool
+                      ) -> Callable[[bytes], bytes] | None:
+    """How the first write of a new exporter changes when it continues a feed file that
+    already holds items (scrapy#5153: Scrapy cannot append to a JSON or CSV feed): a
+    JSON array's ``[`` becomes the separator ``,`` (the exporter's first item has no
+    comma), a CSV header row is dropped.  None: written as is (JSON lines, pickle,
+    marshal, or nothing committed yet)."""
+    if not continuing:
+        return None
+    fmt = options.get("format")
+    if fmt == "json":
+        return lambda data: b"," if data == b"[" else data
+    kwargs = options.get("item_export_kwargs") or {}
+    if fmt == "csv" and kwargs.get("include_headers_line", True):
+        return lambda data: b""
+    return None
+
+
+FEED_RECEIVERS = (
+    "scrapy.utils.signal's getAllReceivers and liveReceivers (pydispatch: the receivers "
+    "of a signal, in the order connected), scrapy.utils.conf."
+    "feed_complete_default_values_from_settings(feed, settings[, uri])"
+)
+_signal_utils = import_module("scrapy.utils.signal")
+_conf_utils = import_module("scrapy.utils.conf")
+if not (callable(getattr(_signal_utils, "getAllReceivers", None))
+        and callable(getattr(_signal_utils, "liveReceivers", None))
+        and (_parameters(getattr(_conf_utils, "feed_complete_default_values_from_settings",
+                                 None)) or [])[:2] == ["feed", "settings"]):
+    raise unsupported(FEED_RECEIVERS)
+
+
+def runs_after_feed_exporter(crawler: Any, signal: Any, owner: type) -> bool:
+    """True if the receivers of *signal* bound to an *owner* instance are called after
+    Scrapy's ``FeedExporter``'s (or no feed exporter listens): the frontier's feed
+    staging tells each item's bytes by it (Scrapy calls a signal's receivers in the
+    order they were connected)."""
+    from scrapy.extensions.feedexport import FeedExporter
+
+    receivers = list(_signal_utils.liveReceivers(
+        _signal_utils.getAllReceivers(crawler.signals.sender, signal)))
+    ours = [i for i, r in enumerate(receivers) if isinstance(getattr(r, "__self__", None), owner)]
+    feeds = [i for i, r in enumerate(receivers)
+             if isinstance(getattr(r, "__self__", None), FeedExporter)]
+    return bool(ours) and (not feeds or max(feeds) < min(ours))
+
+
+def feed_options(options: dict[str, Any], settings: Any, uri: str) -> dict[str, Any]:
+    """A ``FEEDS`` entry's options completed from the settings, as ``FeedExporter`` does
+    (Scrapy 2.19 also passes the URI, to infer the format from its extension)."""
+    complete = _conf_utils.feed_complete_default_values_from_settings
+    if "uri" in (_parameters(complete) or []):
+        return dict(complete(dict(options), settings, uri))
+    return dict(complete(dict(options), settings))
+
+
+FEED_BATCHES = (
+    "FeedExporter found among crawler.extensions.middlewares, its slots (FeedSlot.storage, "
+    ".uri_template, .batch_id, .itemcount), feeds, _start_new_batch(batch_id, uri, "
+    "feed_options, spider, uri_template) and _get_uri_params(spider, uri_params_function, slot)"
+)
+_feedexport = import_module("scrapy.extensions.feedexport")
+if _parameters(getattr(_feedexport.FeedExporter, "_start_new_batch", None)) != [
+        "self", "batch_id", "uri", "feed_options", "spider", "uri_template"] or _parameters(
+        getattr(_feedexport.FeedExporter, "_get_uri_params", None)) != [
+        "self", "spider", "uri_params_function", "slot"] or not {
+        "storage", "batch_id", "uri_template"} <= set(
+        _parameters(_feedexport.FeedSlot.__init__) or ()):
+    raise unsupported(FEED_BATCHES)
+
+
+#: ``apply_uri_params`` (Scrapy 2.19: ``%`` outside placeholders kept), else ``%``.
+_apply_uri_params: Callable[[str, dict[str, Any]], str] = getattr(
+    _feedexport, "apply_uri_params", lambda template, params: template % params)
+
+
+def feed_exporter(crawler: Any) -> Any:
+    """Scrapy's ``FeedExporter`` of *crawler*, or None (no ``FEEDS``)."""
+    extensions = getattr(crawler, "extensions", None)
+    for extension in getattr(extensions, "middlewares", ()):
+        if isinstance(extension, _feedexport.FeedExporter):
+            return extension
+    return None
+
+
+def tag_batches(exporter: Any) -> None:
+    """Give each batch feed slot's storage its ``(URI template, batch id)`` (``batch``)."""
+    for slot in exporter.slots:
+        storage = slot.storage
+        if getattr(storage, "batch", None) == ("", 0) and (
+                exporter.feeds[slot.uri_template].get("batch_item_count")):
+            storage.batch = (slot.uri_template, slot.batch_id)
+
+
+def continue_batches(exporter: Any, spider: Any,
+                     last: Callable[[str], tuple[int, int] | None],
+                     staged: Callable[[dict[str, Any]], bool]) -> None:
+    """After ``FeedExporter`` opened its batch 1 slots: each staged batch feed continues
+    at its newest recorded batch (its item count continued; the next batch when full).
+    Upstream: ``FeedExporter`` always starts at batch 1 (scrapy/scrapy#5153)."""
+    for i, slot in enumerate(list(exporter.slots)):
+        options = exporter.feeds[slot.uri_template]
+        size = options.get("batch_item_count")
+        record = last(slot.uri_template) if size and staged(options) else None
+        if record is None:
+            continue
+        batch, items = record
+        if items >= size:
+            batch, items = batch + 1, 0
+        if batch == slot.batch_id and not items:
+            continue
+        params = exporter._get_uri_params(spider, options["uri_params"],
+                                          types.SimpleNamespace(batch_id=batch - 1))
+        new = exporter._start_new_batch(
+            batch_id=batch, uri=_apply_uri_params(slot.uri_template, params),
+            feed_options=options, spider=spider, uri_template=slot.uri_template)
+        new.itemcount = items
+        exporter.slots[i] = new
+    tag_batches(exporter)

@@ -7,7 +7,7 @@ must not load Scrapy, see ``docs/architecture.md``): stdlib :mod:`sqlite3` only.
 :func:`salvage` copies every record SQLite can still read out of a damaged or
 truncated store into a fresh one: the pending requests (as stored: records are
 data, checked when the crawl reads them), the seen fingerprints, the refused
-records, the meta table.  It reads past damaged pages id by id, so one bad page
+records, the feed offsets, the meta table.  It reads past damaged pages id by id, so one bad page
 costs only the rows on it, and it says how many ids it could not read.
 """
 
@@ -44,6 +44,13 @@ PENDING_INDEX = "CREATE INDEX IF NOT EXISTS pending_lane ON pending (lane, np, k
 REFUSED_DDL = (
     "CREATE TABLE IF NOT EXISTS refused (id INTEGER PRIMARY KEY, request BLOB NOT NULL, "
     "kind TEXT NOT NULL, at REAL NOT NULL)"
+)
+#: Each staged feed file: its committed byte offset and item count (iri_scrapy.frontier.feeds).
+#: A batch feed's file also names its URI template and batch id.
+FEEDS_DDL = (
+    "CREATE TABLE IF NOT EXISTS feeds (path TEXT PRIMARY KEY, offset INTEGER NOT NULL, "
+    "items INTEGER NOT NULL, template TEXT NOT NULL DEFAULT '', batch INTEGER NOT NULL "
+    "DEFAULT 0)"
 )
 
 
@@ -311,6 +318,7 @@ def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
         highest = _copy_pending(src, dst, fmt, order, report)
         _copy_seen(src, dst, report)
         highest = _copy_refused(src, dst, report, highest)
+        _copy_feeds(src, dst, report)
         # ids are never reused: the sequence goes on from the highest id known
         if dst.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'pending'",
                        (highest,)).rowcount == 0:
@@ -320,6 +328,23 @@ def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
     finally:
         src.close()
         dst.close()
+
+
+def _copy_feeds(src: sqlite3.Connection, dst: sqlite3.Connection,
+                report: SalvageReport) -> None:
+    """Copy the staged feed files' committed offsets (iri_scrapy.frontier.feeds), if any."""
+    if src.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'feeds'"
+                   ).fetchone() is None:
+        return
+    try:
+        rows = src.execute("SELECT path, offset, items, template, batch FROM feeds").fetchall()
+    except sqlite3.DatabaseError as exc:
+        report.notes.append(
+            f"its feed offsets could not be read ({exc}): each feed file is taken as it is "
+            "at the next start (items of the pages then in flight may be written twice)")
+        return
+    dst.execute(FEEDS_DDL)
+    dst.executemany("INSERT INTO feeds VALUES (?, ?, ?, ?, ?)", rows)
 
 
 def _open_source(source: Path, report: SalvageReport) -> sqlite3.Connection:

@@ -65,6 +65,8 @@ PUBLIC: dict[str, set[str]] = {
     "scrapy.downloadermiddlewares.redirect": {"MetaRefreshMiddleware"},  # the same page
     "scrapy.robotstxt": {"RobotParser"},  # downloader-middleware.rst (autoclass, its interface)
     "scrapy.dupefilters": {"BaseDupeFilter"},  # docs: settings.rst (autoclass)
+    # docs: feed-exports.rst (FEED_STORAGES_BASE names it; "Storage backends", Local filesystem)
+    "scrapy.extensions.feedexport": {"FileFeedStorage"},
     # docs: exceptions.rst; ScrapyDeprecationWarning is that documented module's
     # public warning category (used by the test harness only)
     "scrapy.exceptions": {
