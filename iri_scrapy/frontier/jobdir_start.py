@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iri_scrapy.frontier.lock import JobdirLocked, lock_jobdir
-from iri_scrapy.frontier.sqlite_store import READ_ONLY, FrontierStore, unreadable_store
+from iri_scrapy.frontier.sqlite_schema import READ_ONLY, unreadable_store
+from iri_scrapy.frontier.sqlite_store import FrontierStore
 from iri_scrapy.frontier.store_writer import REASON_FRONTIER_UNREADABLE
 from iri_scrapy.plugin.refusal import (
     REASON_FRONTIER_WRITE_FAILED,
