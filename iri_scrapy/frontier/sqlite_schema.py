@@ -19,6 +19,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from iri_scrapy.frontier.errors import FrontierError
 from iri_scrapy.store.fpstore import (
     FingerprintFileError,
     FingerprintFileMismatch,
@@ -43,7 +44,7 @@ READ_ONLY = "read-only"
 DAMAGED = "damaged"
 
 
-class FrontierStoreUnreadable(FingerprintFileError):
+class FrontierStoreUnreadable(FingerprintFileError, FrontierError):
     """The store cannot be used: *kind* :data:`DAMAGED` or :data:`READ_ONLY`."""
 
     def __init__(self, message: str, kind: str) -> None:
