@@ -24,8 +24,9 @@ from scrapy import Request
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.protocol_state import merge_rules_data
+from iri_scrapy.frontier.redis_loss import REASON_FRONTIER_LOST
 from iri_scrapy.frontier.redis_protocol import MARKER, ProtocolStateLost
-from iri_scrapy.frontier.redis_scheduler import REASON_FRONTIER_LOST, RedisIRIScheduler
+from iri_scrapy.frontier.redis_scheduler import RedisIRIScheduler
 from iri_scrapy.plugin.refusal import CLOSESPIDER_AT_OPEN
 from tests.support import redis_workers
 from tests.support.crawl import CrawlError, run_crawl

@@ -20,11 +20,9 @@ from twisted.python.failure import Failure
 
 import iri_scrapy
 from iri_scrapy.addon import FRONTIER_SCHEDULER, REDIS_DUPEFILTER, REDIS_SCHEDULER
-from iri_scrapy.frontier.redis_scheduler import (
-    META_LEASE,
-    REASON_IDLE_TIMEOUT,
-    RedisIRIScheduler,
-)
+from iri_scrapy.frontier.redis_backend import META_LEASE
+from iri_scrapy.frontier.redis_heartbeat import REASON_IDLE_TIMEOUT
+from iri_scrapy.frontier.redis_scheduler import RedisIRIScheduler
 from tests.support.redis_support import RedisServer
 from tests.support.redis_workers import WorkerSpider, open_worker, reactor  # noqa: F401
 from tests.support.watch import wait_until
