@@ -96,7 +96,7 @@ class SqliteBackend:
 
     @property
     def usable(self) -> bool:
-        return True
+        return self.store is not None
 
     def open(self, spider: Spider) -> Any:
         host = self.host
