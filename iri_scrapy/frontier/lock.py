@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iri_scrapy.core.errors import IRIScrapyError
+from iri_scrapy.frontier.errors import FrontierError
 from iri_scrapy.store.frontier_file import (
     LOCK_FILENAME,
 )
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 
-class JobdirLocked(IRIScrapyError, RuntimeError):
+class JobdirLocked(FrontierError):
     """Another crawl holds the ``JOBDIR``'s lock."""
 
 

@@ -20,7 +20,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from iri_scrapy.core.errors import IRIScrapyError
+from iri_scrapy.frontier.errors import FrontierError
 from iri_scrapy.plugin.config import class_of, setting
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ BACKOFF_MAX = 1.0
 _T = TypeVar("_T")
 
 
-class IRIRedisError(IRIScrapyError, RuntimeError):
+class IRIRedisError(FrontierError):
     """Redis cannot be used by the dupefilter (unreachable, wrong data, bad settings)."""
 
 

@@ -1,4 +1,4 @@
-"""The heartbeat and reaper of :class:`~iri_scrapy.RedisIRIScheduler`.
+"""The heartbeat and reaper of :class:`~iri_scrapy.RedisIRIScheduler` (its Redis back-end).
 
 Every ``IRI_REDIS_LEASE_SECONDS / 3`` a worker runs the *tick* script: it extends
 the worker's liveness and its leases, puts expired leases (of any worker) back in
@@ -44,8 +44,8 @@ _T = TypeVar("_T")
 
 
 class Ticked(Protocol):
-    """What :class:`Heartbeat` uses of its scheduler (:class:`~iri_scrapy.RedisIRIScheduler`;
-    described here: :mod:`.redis_scheduler` imports this module, and the architecture
+    """What :class:`Heartbeat` uses of its back-end (:class:`~.redis_backend.RedisBackend`;
+    described here: :mod:`.redis_backend` imports this module, and the architecture
     test forbids import circles, even under ``TYPE_CHECKING``)."""
 
     worker: str
@@ -54,9 +54,13 @@ class Ticked(Protocol):
     _joined: bool
     _intent_stale: bool
     _counts: dict[str, int]
-    df: Any
-    stats: Any
-    spider: Any
+
+    @property
+    def df(self) -> Any: ...
+    @property
+    def stats(self) -> Any: ...
+    @property
+    def spider(self) -> Any: ...
 
     @property
     def queue(self) -> RedisQueue: ...
@@ -180,11 +184,11 @@ class Heartbeat:
             return
         self._failing = False
 
-    def idle(self) -> None:
-        """Nothing in the downloader or the scraper: ours are answered; wait for others
-        (``DontCloseSpider``), up to ``IRI_REDIS_IDLE_TIMEOUT``."""
+    def idle(self, held: list[str]) -> None:
+        """Nothing in the downloader or the scraper: ours are answered (*held*, drained
+        from the ledger, acknowledged already); wait for others (``DontCloseSpider``),
+        up to ``IRI_REDIS_IDLE_TIMEOUT``."""
         s = self.scheduler
-        held = s.ledger.drain()  # acknowledged (the ledger's settle is _ack)
         if not held and s._intent_stale:
             s._ack([])
         counts: tuple[int, int] | None = None

@@ -4,15 +4,15 @@
 in ``<JOBDIR>/iri_frontier.sqlite3`` (WAL mode), written in the same
 transactions, so that after any crash the two agree.  Its schema and order
 columns are :mod:`iri_scrapy.store.frontier_file`'s (one home, with salvage);
-a store it cannot read or write is a :class:`FrontierStoreUnreadable` of a kind
-(:data:`READ_ONLY`, :data:`DAMAGED`) the scheduler turns into one ERROR line.
+its opening checks and a store it cannot read or write (a
+:class:`~.sqlite_schema.FrontierStoreUnreadable` the scheduler turns into one
+ERROR line) are :mod:`.sqlite_schema`'s.
 Design: docs/jobdir.md; what is stored, faults and salvage: docs/frontier.md.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import sqlite3
@@ -20,33 +20,30 @@ import time
 from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
 from iri_scrapy.frontier.lanes import (
     ONE,
 )
 from iri_scrapy.frontier.options import DEFAULT_FSYNC_MS
-from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
-from iri_scrapy.store.fpstore import (
-    FingerprintFileError,
-    FingerprintFileMismatch,
-    mismatch_text,
+from iri_scrapy.frontier.sqlite_schema import DAMAGED as DAMAGED  # its faults, named here too
+from iri_scrapy.frontier.sqlite_schema import (
+    READ_ONLY,
+    check_store,
+    error_kind,
+    max_id,
+    meta_get,
+    unreadable_store,
 )
+from iri_scrapy.frontier.sqlite_schema import FrontierStoreUnreadable as FrontierStoreUnreadable
+from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
+from iri_scrapy.store.fpstore import FingerprintFileError
 from iri_scrapy.store.frontier_file import (
     FEEDS_DDL,
-    FORMAT_VERSION,
-    META_DDL,
-    PENDING_DDL,
-    PENDING_INDEX,
     REFUSED_DDL,
-    SEEN_DDL,
     order_key,
-    order_modes,
 )
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger(__name__)
 
@@ -54,67 +51,6 @@ logger = logging.getLogger(__name__)
 #: ``2**64`` and ``2**63``: fingerprint records are unsigned, SQLite integers signed.
 _U64 = 1 << 64
 _I64 = 1 << 63
-
-#: ``FrontierStoreUnreadable.kind``: the store's file or disk cannot be written.
-READ_ONLY = "read-only"
-#: ``FrontierStoreUnreadable.kind``: SQLite cannot read the file (damaged, truncated, not SQLite).
-DAMAGED = "damaged"
-
-
-class FrontierStoreUnreadable(FingerprintFileError):
-    """The store cannot be used: *kind* :data:`DAMAGED` or :data:`READ_ONLY`."""
-
-    def __init__(self, message: str, kind: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-def _read_only_medium(path: Path) -> bool:
-    """True if *path*'s folder is on a read-only file system or cannot be written."""
-    folder = path.parent
-    try:
-        if os.statvfs(folder).f_flag & os.ST_RDONLY:
-            return True
-    except OSError:  # pragma: no cover
-        return False
-    if not os.access(folder, os.W_OK):
-        return True
-    return path.exists() and not os.access(path, os.W_OK)
-
-
-def _error_kind(exc: BaseException, path: Path) -> str | None:
-    """:data:`READ_ONLY`, :data:`DAMAGED`, or None (another error: a full disk...)."""
-    name = str(getattr(exc, "sqlite_errorname", "") or "")
-    text = str(exc).lower()
-    if (name.startswith("SQLITE_READONLY") or "readonly" in text or "read-only" in text
-            or (isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES,
-                                                           errno.EPERM))):
-        return READ_ONLY
-    if (name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text
-            or "not a database" in text):
-        return DAMAGED
-    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
-        return READ_ONLY if _read_only_medium(path) else DAMAGED
-    return None
-
-
-def unreadable_store(path: Path, kind: str, exc: BaseException) -> FrontierStoreUnreadable:
-    """The one-line refusal for a store that cannot be used, saying what to do."""
-    jobdir = path.parent
-    if kind == READ_ONLY:
-        return FrontierStoreUnreadable(
-            f"Frontier store {path} cannot be written: JOBDIR {jobdir} is read-only ({exc}). "
-            "The store itself may well be intact, keep it: make JOBDIR writable (its disk "
-            "and its files), or copy the JOBDIR folder to a writable disk and point JOBDIR "
-            "at the copy", kind)
-    return FrontierStoreUnreadable(
-        f"Frontier store {path} cannot be read: it is damaged, truncated or not an "
-        f"iri_scrapy frontier store ({exc}). Run `iri-scrapy frontier salvage {jobdir}` to "
-        "copy every readable pending request into a new store (it keeps the damaged file "
-        "aside), then run the "
-        "crawl again; or move the file aside to start over (pages seen before are "
-        "fetched again)", kind)
-
 
 def _signed(value: int) -> int:
     return value - _U64 if value >= _I64 else value
@@ -183,7 +119,7 @@ class FrontierStore:
         except FingerprintFileError:
             raise
         except sqlite3.DatabaseError as exc:
-            kind = _error_kind(exc, self.path)
+            kind = error_kind(exc, self.path)
             if self._conn is not None:
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.close()
@@ -215,7 +151,7 @@ class FrontierStore:
             self._conn = self._connect()
             self._check(False)
         self.unclean = existed and self._get("clean") == "0"
-        self._next_id = self._max_id() + 1
+        self._next_id = max_id(self._conn) + 1
         self._set("clean", "0")
         self.commit()
         if self.failed is not None:
@@ -223,22 +159,6 @@ class FrontierStore:
             self._conn.close()
             raise error
         self.sync()
-
-    def _max_id(self) -> int:
-        """The highest request id ever given (``sqlite_sequence``, ``pending``, ``refused``)."""
-        conn = self._conn
-        tables = {row[0] for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table'")}
-        ids = [0]
-        if "sqlite_sequence" in tables:
-            row = conn.execute(
-                "SELECT seq FROM sqlite_sequence WHERE name = 'pending'").fetchone()
-            ids.append(int(row[0]) if row is not None else 0)
-        for table in ("pending", "refused"):
-            if table in tables:
-                ids.append(int(conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}")
-                               .fetchone()[0]))
-        return max(ids)
 
     # --- opening -------------------------------------------------------------
 
@@ -254,68 +174,6 @@ class FrontierStore:
         conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync_ms is None else 'NORMAL'}")
         return conn
 
-    def _check(self, existed: bool) -> FingerprintFileError | None:
-        conn = self._conn
-        try:
-            tables = {row[0] for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type='table'")}
-        except sqlite3.DatabaseError as exc:
-            kind = _error_kind(exc, self.path)
-            if kind is None:
-                raise
-            return unreadable_store(self.path, kind, exc)
-        if existed and tables and "meta" not in tables:
-            return FingerprintFileError(
-                f"{self.path} is not an iri_scrapy frontier store (no meta table); remove it "
-                "or point JOBDIR elsewhere"
-            )
-        if "meta" not in tables:
-            conn.execute("BEGIN")
-            conn.execute(META_DDL)
-            conn.execute(SEEN_DDL)
-            conn.execute(PENDING_DDL)
-            conn.execute(PENDING_INDEX)
-            for key, value in (
-                ("format", str(FORMAT_VERSION)),
-                ("canonicalization", str(self.canonicalization_version)),
-                ("tag", self.tag),
-                ("clean", "1"),
-                ("order", self.order),
-                ("lanes", self.lanes),
-            ):
-                conn.execute("INSERT INTO meta VALUES (?, ?)", (key, value))
-            conn.execute("COMMIT")
-            return None
-        fmt = self._get("format")
-        if fmt != str(FORMAT_VERSION):
-            return FingerprintFileError(
-                f"{self.path} has frontier format {fmt}; this iri_scrapy reads format "
-                f"{FORMAT_VERSION}"
-            )
-        if self._get("adopt_options") == "1":
-            # salvaged from a store whose meta table could not be read: this crawl's
-            # options are taken (the salvage said so)
-            logger.warning(
-                "%s was salvaged without its options (its meta table could not be read): "
-                "taking this crawl's (canonicalization version %d, options %r)",
-                self.path, self.canonicalization_version, self.tag)
-            conn.execute("BEGIN")
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('canonicalization', ?)",
-                         (str(self.canonicalization_version),))
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('tag', ?)", (self.tag,))
-            conn.execute("DELETE FROM meta WHERE key = 'adopt_options'")
-            conn.execute("COMMIT")
-        canon, tag = self._get("canonicalization"), self._get("tag")
-        if canon != str(self.canonicalization_version) or tag != self.tag:
-            return FingerprintFileMismatch(
-                f"{self.path} was written with "
-                f"{mismatch_text(canon, tag or '', self.canonicalization_version, self.tag)}: "
-                "refusing to mix keys (set IRI_JOBDIR_ALLOW_RESET = True to start a new "
-                "store, or use a new JOBDIR)"
-            )
-        self._reorder()
-        return None
-
     @property
     def stored_lanes(self) -> str:
         """What the ``lane`` column holds now (``""``: not known, rows to be placed)."""
@@ -330,24 +188,13 @@ class FrontierStore:
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('lanes', ?)", (self.lanes,))
         conn.execute("COMMIT")
 
-    def _reorder(self) -> None:
-        """The queue classes changed since the last run (LIFO <-> FIFO): flip the stored
-        order of the kind of rows concerned."""
-        stored = self._get("order") or "lifo,fifo"
-        if stored == self.order:
-            return
-        old, new = order_modes(stored), order_modes(self.order)
-        conn = self._conn
-        conn.execute("BEGIN")
-        for kind in (0, 1):
-            if old[kind] != new[kind]:
-                conn.execute("UPDATE pending SET ord = -ord WHERE kind = ?", (kind,))
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('order', ?)", (self.order,))
-        conn.execute("COMMIT")
+    def _check(self, existed: bool) -> FingerprintFileError | None:
+        return check_store(
+            self._conn, self.path, existed, canonicalization_version=self.canonicalization_version,
+            tag=self.tag, order=self.order, lanes=self.lanes)
 
     def _get(self, key: str) -> str | None:
-        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
+        return meta_get(self._conn, key)
 
     def _set(self, key: str, value: str) -> None:
         self._write(("meta", key, value))

@@ -34,20 +34,18 @@ from twisted.python.failure import Failure
 
 from iri_scrapy import CANONICALIZATION_VERSION, Addon
 from iri_scrapy.addon import FRONTIER_SCHEDULER
-from iri_scrapy.frontier.jobdir import (
-    FILENAME,
-    META_FRONTIER_ID,
-    FrontierStore,
-    IRIFrontierScheduler,
-    fsync_setting,
-)
+from iri_scrapy.frontier.jobdir import IRIFrontierScheduler
 from iri_scrapy.frontier.lock import LOCK_FILENAME
+from iri_scrapy.frontier.options import fsync_setting
+from iri_scrapy.frontier.sqlite_store import FrontierStore
+from iri_scrapy.frontier.stored_queue import META_FRONTIER_ID
 from iri_scrapy.store.fpstore import FILENAME as FP_FILENAME
 from iri_scrapy.store.fpstore import (
     FingerprintFile,
     FingerprintFileError,
     FingerprintFileMismatch,
 )
+from iri_scrapy.store.frontier_file import FILENAME
 from tests.support.bigsite import LARGE_HOST, SlowSiteServer, large_site
 from tests.support.server import HitLog
 from tests.support.site import Resource, Site
@@ -187,7 +185,7 @@ WRITER = textwrap.dedent(
     """
     import sqlite3, sys
     sys.path.insert(0, {root!r})
-    from iri_scrapy.frontier.jobdir import FrontierStore
+    from iri_scrapy.frontier.sqlite_store import FrontierStore
     store = FrontierStore({path!r}, tag="t", fsync_ms=250)
     checkpoints = {checkpoints!r}
     if not checkpoints:  # the log only grows: its last frame is the last commit

@@ -25,21 +25,18 @@ import pytest
 from scrapy import Request
 from scrapy.exceptions import DontCloseSpider
 
-import iri_scrapy.frontier.jobdir as jobdir_module
-from iri_scrapy.frontier.jobdir import (
-    DAMAGED,
-    FILENAME,
-    REASON_FRONTIER_UNREADABLE,
-    FrontierStore,
-)
+import iri_scrapy.frontier.scheduler as scheduler_module
 from iri_scrapy.frontier.jobdir_start import REASON_FRONTIER_READ_ONLY
 from iri_scrapy.frontier.lock import LOCK_FILENAME, JobdirLocked, lock_jobdir
-from iri_scrapy.frontier.sqlite_store import FrontierStoreUnreadable
+from iri_scrapy.frontier.sqlite_schema import DAMAGED
+from iri_scrapy.frontier.sqlite_store import FrontierStore, FrontierStoreUnreadable
+from iri_scrapy.frontier.store_writer import REASON_FRONTIER_UNREADABLE
 from iri_scrapy.plugin.refusal import (
     CLOSESPIDER_AT_OPEN,
     REASON_FRONTIER_WRITE_FAILED,
     REASON_JOBDIR_LOCKED,
 )
+from iri_scrapy.store.frontier_file import FILENAME
 from tests.frontier.test_frontier import (
     child_env,
     crawl_command,
@@ -334,7 +331,7 @@ def test_damage_found_mid_crawl_closes_with_its_reason(tmp_path: Path, caplog: A
         f.write(b"\xff" * size)
     crawler, scheduler = open_scheduler(tmp_path, IRI_FRONTIER_MAX_INFLIGHT=0)
     closed: list[str] = []
-    monkeypatch.setattr(jobdir_module, "stop_crawl",  # no engine in this test
+    monkeypatch.setattr(scheduler_module, "stop_crawl",  # no engine in this test
                         lambda crawler, reason, component: closed.append(reason))
     out = drain(scheduler)
     assert 0 < len(out) < 1500 and closed == [REASON_FRONTIER_UNREADABLE]

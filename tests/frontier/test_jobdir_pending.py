@@ -22,11 +22,10 @@ import pytest
 from scrapy import Request
 from scrapy.utils.misc import build_from_crawler
 
-from iri_scrapy.frontier.jobdir import FILENAME, FrontierStore
 from iri_scrapy.frontier.lanes import BUFFER_MAX
-from iri_scrapy.frontier.sqlite_store import FORMAT_VERSION
+from iri_scrapy.frontier.sqlite_store import FrontierStore
 from iri_scrapy.store.fpstore import FingerprintFileError
-from iri_scrapy.store.frontier_file import order_key
+from iri_scrapy.store.frontier_file import FILENAME, FORMAT_VERSION, order_key
 from tests.frontier.test_frontier import drain, open_scheduler
 
 NO_CAP = {"IRI_FRONTIER_MAX_INFLIGHT": 0}

@@ -34,7 +34,8 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.utils.test import get_crawler
 
 from iri_scrapy.frontier import jobdir, lanes, stored_queue
-from iri_scrapy.frontier.jobdir import REASON_FRONTIER_PRIORITY_QUEUE, IRIFrontierScheduler
+from iri_scrapy.frontier.jobdir import IRIFrontierScheduler
+from iri_scrapy.frontier.jobdir_start import REASON_FRONTIER_PRIORITY_QUEUE
 
 SCRAPY_PQ = "scrapy.pqueues.ScrapyPriorityQueue"
 AWARE_PQ = "scrapy.pqueues.DownloaderAwarePriorityQueue"

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from scrapy import Request
 
-from iri_scrapy.frontier.jobdir import FILENAME
 from iri_scrapy.frontier.stock_jobdir import load_data, read_queue
+from iri_scrapy.store.frontier_file import FILENAME
 from tests.frontier.test_frontier import child_env, drain, log_tail, open_scheduler, stat_of
 from tests.support.bigsite import SlowSiteServer, large_site
 from tests.support.watch import size_of, wait_exit

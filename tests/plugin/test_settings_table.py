@@ -12,7 +12,7 @@ import pytest
 from scrapy.settings import Settings
 
 import iri_scrapy
-from iri_scrapy.frontier import options, redis_client, redis_dupefilter, redis_scheduler
+from iri_scrapy.frontier import options, redis_backend, redis_client, redis_dupefilter
 from iri_scrapy.plugin import config
 from iri_scrapy.plugin.config import SETTINGS, setting
 
@@ -47,8 +47,8 @@ def test_table_defaults_match_the_modules_constants() -> None:
     assert SETTINGS["IRI_REDIS_RETRY_SECONDS"].default == redis_client.DEFAULT_RETRY_SECONDS
     assert SETTINGS["IRI_REDIS_SOCKET_TIMEOUT"].default == redis_client.DEFAULT_SOCKET_TIMEOUT
     assert SETTINGS["IRI_REDIS_LOCAL_CACHE"].default == redis_dupefilter.DEFAULT_LOCAL_CACHE
-    assert SETTINGS["IRI_REDIS_LEASE_SECONDS"].default == redis_scheduler.DEFAULT_LEASE_SECONDS
-    assert SETTINGS["IRI_REDIS_IDLE_TIMEOUT"].default == redis_scheduler.DEFAULT_IDLE_TIMEOUT
+    assert SETTINGS["IRI_REDIS_LEASE_SECONDS"].default == redis_backend.DEFAULT_LEASE_SECONDS
+    assert SETTINGS["IRI_REDIS_IDLE_TIMEOUT"].default == redis_backend.DEFAULT_IDLE_TIMEOUT
 
 
 def test_setting_reads_with_the_tables_default_and_type() -> None:
@@ -77,6 +77,6 @@ def test_request_meta_keys_are_defined_in_config_only() -> None:
     # the frontier's own bookkeeping keys stay with their schedulers (dropped before
     # a request is stored, see codec.request_to_record's drop_meta)
     assert sorted(definitions) == [
-        "frontier/redis_scheduler.py: META_LEASE = \"iri_redis_lease\"",
+        "frontier/redis_backend.py: META_LEASE = \"iri_redis_lease\"",
         "frontier/stored_queue.py: META_FRONTIER_ID = \"iri_frontier_id\"",
     ]

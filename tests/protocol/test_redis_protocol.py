@@ -23,8 +23,9 @@ import pytest
 from scrapy import Request
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.frontier.redis_loss import REASON_FRONTIER_LOST
 from iri_scrapy.frontier.redis_queue import MARKER, ProtocolStateLost
-from iri_scrapy.frontier.redis_scheduler import REASON_FRONTIER_LOST, RedisIRIScheduler
+from iri_scrapy.frontier.redis_scheduler import RedisIRIScheduler
 from iri_scrapy.plugin.refusal import CLOSESPIDER_AT_OPEN
 from iri_scrapy.protocol.store import merge_rules_data
 from tests.support import redis_workers

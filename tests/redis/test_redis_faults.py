@@ -31,7 +31,7 @@ import pytest
 from scrapy import Request
 from scrapy.exceptions import CloseSpider
 
-from iri_scrapy.frontier.redis_scheduler import (
+from iri_scrapy.frontier.redis_loss import (
     REASON_FRONTIER_LOST,
     REASON_REDIS_EVICTION,
 )
@@ -107,7 +107,7 @@ def test_flushed_redis_stops_the_crawl_loudly(redis_server: RedisServer,
         _, refused = open_worker(redis_server.url)
         assert not refused.connected
     else:  # Scrapy 2.17: a start refusal is raised (iri_scrapy.plugin.refusal)
-        from iri_scrapy.frontier.redis_scheduler import FrontierLost
+        from iri_scrapy.frontier.redis_loss import FrontierLost
 
         with pytest.raises(FrontierLost):
             open_worker(redis_server.url)
@@ -230,7 +230,7 @@ def _assert_refused(redis_server: RedisServer) -> None:
         _, refused = open_worker(redis_server.url)
         assert not refused.connected
     else:  # Scrapy 2.17: a start refusal is raised (iri_scrapy.plugin.refusal)
-        from iri_scrapy.frontier.redis_scheduler import FrontierLost
+        from iri_scrapy.frontier.redis_loss import FrontierLost
 
         with pytest.raises(FrontierLost):
             open_worker(redis_server.url)

@@ -8,6 +8,7 @@ worker id and Redis connection); a worker "dies" by being dropped without
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,9 @@ from twisted.python.failure import Failure
 
 import iri_scrapy
 from iri_scrapy.addon import FRONTIER_SCHEDULER, REDIS_DUPEFILTER, REDIS_SCHEDULER
-from iri_scrapy.frontier.redis_scheduler import (
-    META_LEASE,
-    REASON_IDLE_TIMEOUT,
-    RedisIRIScheduler,
-)
+from iri_scrapy.frontier.redis_backend import META_LEASE
+from iri_scrapy.frontier.redis_heartbeat import REASON_IDLE_TIMEOUT
+from iri_scrapy.frontier.redis_scheduler import RedisIRIScheduler
 from tests.support.redis_support import RedisServer
 from tests.support.redis_workers import WorkerSpider, open_worker, reactor  # noqa: F401
 from tests.support.watch import wait_until
@@ -282,6 +281,7 @@ def test_replacement_acks_its_parent_and_start_requests_when_joining(
     assert old is not None
     worker.enqueue_request(old.replace(url="http://e.com/new"))  # a redirect
     assert worker.counts["acked"] == 1
+    assert worker.counts["replaced"] == 1  # counted as by the JOBDIR frontier
     # a worker joining now skips dont_filter start requests
     _, joining = open_worker(redis_server.url)
     assert joining.counts["joined"] == 1
@@ -431,3 +431,20 @@ def test_non_plain_meta_signed_across_workers(redis_server: RedisServer) -> None
     second.answered(got)
     first.close("finished")
     second.close("finished")
+
+
+def test_in_flight_cap_lifted_as_by_the_jobdir_frontier(
+    redis_server: RedisServer, caplog: Any,
+) -> None:
+    """One scheduler skeleton: the cap is lifted with the same line and counter."""
+    _, worker = open_worker(redis_server.url, IRI_FRONTIER_MAX_INFLIGHT=1)
+    worker.enqueue_request(Request("http://e.com/1"))
+    worker.enqueue_request(Request("http://e.com/2"))
+    held = worker.next_request()
+    assert held is not None and worker.next_request() is None  # at the cap
+    worker.stall_seconds = 0.0
+    with caplog.at_level(logging.WARNING):
+        assert worker.next_request() is not None
+    assert worker.counts["cap_lifted"] == 1
+    assert any("lifting the in-flight cap" in r.getMessage() for r in caplog.records)
+    worker.close("shutdown")
