@@ -259,6 +259,12 @@ class FrontierScheduler(Scheduler):
 
     # --- answers -------------------------------------------------------------------
 
+    @property
+    def feeds(self) -> Any:
+        """The feed files the back-end stages with its commits (:mod:`.feeds`: the
+        SQLite back-end), which the frontier spider middleware marks; else None."""
+        return getattr(self.backend, "feeds", None)
+
     def answered(self, request: Request) -> None:
         """*request* was answered (the middlewares): its record goes (:mod:`.ledger`)."""
         if self.backend is not None:
