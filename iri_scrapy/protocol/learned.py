@@ -127,7 +127,9 @@ class Learned:
         meta = request.meta
         if (request.dont_filter and not meta.get(META_DEFERRED)) or meta.get(META_SAMPLE):
             return False
-        stamp = self.stamper.stamp_of(request)
+        # stamped here if not yet: a request read back from the frontier's store (a
+        # fleet worker's lease, a resumed JOBDIR) is a new object, with no stamp
+        stamp = self.stamper.stamp_for(request)
         if stamp is None or stamp.base is None:
             return False
         base = stamp.base
@@ -158,7 +160,7 @@ class Learned:
         meta = request.meta
         if meta.get(META_SAMPLE) or (request.dont_filter and not meta.get(META_DEFERRED)):
             return False
-        stamp = self.stamper.stamp_of(request)
+        stamp = self.stamper.stamp_for(request)  # see stale()
         if stamp is None or stamp.base is None:
             return False
         base = stamp.base
