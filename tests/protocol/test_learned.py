@@ -310,3 +310,15 @@ def test_protocol_merges_are_counted_without_debug() -> None:
         STAT_DECIDED_BY_PREFIX + "protocol": 9,
         STAT_STOCK_ALIASES: 6,
     }
+
+
+def test_a_request_read_back_from_a_store_is_checked_before_download() -> None:
+    """A request read back from the Redis queue or the JOBDIR store is a new object
+    with no stamp: the check before download stamps it, and a rule learned since it
+    was scheduled merges it with the page served (two fleet workers made 2.5x server
+    hits per resource when it was let through)."""
+    rules, df = learned_filter()
+    assert df.learned is not None
+    request = Request(f"{B}/p/1/?replytocom=7")  # as the codec decodes it: unstamped
+    assert df.learned.stamper.stamp_of(request) is None
+    assert df.learned.stale(request)
