@@ -9,8 +9,9 @@ w3lib; iri_scrapy with cold caches (first pass); iri_scrapy with warm caches
 and, if the ``ada-url`` package is installed, ada's C++ WHATWG parser (``href``)
 as a reference point.  Rounds alternate the contenders so machine load affects
 all alike; short corpora get more rounds.  With the native fast path built
-(iri_scrapy.core.native), a cold pass with the pure-Python reference is timed too.  Printed: the median rate, and the
-median of each round's ratio to that round's w3lib pass.
+(iri_scrapy.core.native), a cold pass with the pure-Python reference is timed too.
+Printed: the median rate, and the median of each round's ratio to that round's
+w3lib pass.
 
     python benchmarks/bench_normalize.py [--rounds 5] [CORPUS ...]
 """

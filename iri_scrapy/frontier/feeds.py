@@ -51,7 +51,7 @@ logger = logging.getLogger(__name__)
 STORAGE_PATH = "iri_scrapy.frontier.feeds.FrontierFeedStorage"
 
 #: Formats whose files can be cut back and continued (see compat.feed_continuation).
-FORMATS = frozenset({"jsonlines", "jl", "json", "csv", "pickle", "marshal"})
+FORMATS = frozenset({"jsonlines", "jl", "json", "csv", "xml", "pickle", "marshal"})
 
 #: finish_reason: a staged feed file could not be written.
 REASON_FEED_WRITE_FAILED = "iri_feed_write_failed"
@@ -71,7 +71,7 @@ class StagedFile(io.BufferedIOBase):
     request, until :meth:`FeedGate.flush` writes them (see the module)."""
 
     def __init__(self, path: str, real: Any, offset: int, items: int,
-                 first: Callable[[bytes], bytes] | None, batch: tuple[str, int]) -> None:
+                 first: list[Callable[[bytes], bytes]] | None, batch: tuple[str, int]) -> None:
         super().__init__()
         self.path = path
         #: (URI template, batch id) of a batch feed's file, else ("", 0).
@@ -83,9 +83,11 @@ class StagedFile(io.BufferedIOBase):
         self.offset = offset
         #: Items committed to the real file (over every run of the job).
         self.items = items
-        self._first = first
-        #: The first write was changed (continuing the file) and no item followed yet.
-        self._continued_only = False
+        #: How the new exporter's first writes change to continue the file, in order.
+        self._first = list(first or ())
+        #: The first writes were changed (continuing the file) and no item followed yet:
+        #: how many of them lead ``_loose``.
+        self._continued_only = 0
         self._loose: list[bytes] = []
         #: (request key or None, bytes of one item), in the order written.
         self.chunks: deque[tuple[Any, bytes]] = deque()
@@ -95,10 +97,9 @@ class StagedFile(io.BufferedIOBase):
 
     def write(self, data: Any) -> int:
         raw = bytes(data)
-        if self._first is not None:
-            first, self._first = self._first, None
-            self._loose.append(first(raw))
-            self._continued_only = True
+        if self._first:
+            self._loose.append(self._first.pop(0)(raw))
+            self._continued_only += 1
         else:
             self._loose.append(raw)
         return len(raw)
@@ -110,7 +111,7 @@ class StagedFile(io.BufferedIOBase):
         """The bytes written since the last mark are one item of *owner*; True if any."""
         if not self._loose:
             return False
-        self._continued_only = False
+        self._continued_only = 0
         self.chunks.append((owner, b"".join(self._loose)))
         self._loose.clear()
         return True
@@ -130,8 +131,8 @@ class StagedFile(io.BufferedIOBase):
         """The bytes written after the last item (the exporter's closing bytes); a
         continuation written without an item after it is left out (a JSON array
         continued with nothing is closed as it was)."""
-        if self._continued_only and self._loose:
-            self._loose.pop(0)
+        if self._continued_only:
+            del self._loose[:self._continued_only]
         data = b"".join(self._loose)
         self._loose.clear()
         return data

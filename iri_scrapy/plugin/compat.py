@@ -608,21 +608,50 @@ if _exporter_writes(_exporters.JsonItemExporter)[:2] != [b"[", b'{"a": 1}'] or (
     raise unsupported(FEED_CONTINUATION)
 
 
+def _start_writes(exporter_cls: Any, **kwargs: Any) -> int:
+    """How many write() calls *exporter_cls*'s ``start_exporting`` makes (its preamble)."""
+    import io
+
+    class _Counter(io.BufferedIOBase):
+        writes = 0
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, data: Any) -> int:
+            self.writes += 1
+            return len(data)
+
+    counter = _Counter()
+    exporter_cls(counter, **kwargs).start_exporting()
+    return counter.writes
+
+
+def _drop(data: bytes) -> bytes:
+    return b""
+
+
 def feed_continuation(options: dict[str, Any], *, continuing: bool
-                      ) -> Callable[[bytes], bytes] | None:
-    """How the first write of a new exporter changes when it continues a feed file that
-    already holds items (scrapy#5153: Scrapy cannot append to a JSON or CSV feed): a
-    JSON array's ``[`` becomes the separator ``,`` (the exporter's first item has no
-    comma), a CSV header row is dropped.  None: written as is (JSON lines, pickle,
-    marshal, or nothing committed yet)."""
+                      ) -> list[Callable[[bytes], bytes]] | None:
+    """How the first writes of a new exporter change when it continues a feed file that
+    already holds items (scrapy#5153: Scrapy cannot append to a JSON, CSV or XML feed):
+    a JSON array's ``[`` becomes the separator ``,`` (the exporter's first item has no
+    comma), a CSV header row is dropped, an XML document's preamble (the declaration
+    and the opening root element: what ``start_exporting`` writes with these options)
+    is dropped.  None: written as is (JSON lines, pickle, marshal, or nothing
+    committed yet)."""
     if not continuing:
         return None
     fmt = options.get("format")
-    if fmt == "json":
-        return lambda data: b"," if data == b"[" else data
     kwargs = options.get("item_export_kwargs") or {}
+    if fmt == "json":
+        return [lambda data: b"," if data == b"[" else data]
     if fmt == "csv" and kwargs.get("include_headers_line", True):
-        return lambda data: b""
+        return [_drop]
+    if fmt == "xml":
+        known = {k: v for k, v in kwargs.items() if k in ("item_element", "root_element",
+                                                         "indent", "encoding")}
+        return [_drop] * _start_writes(_exporters.XmlItemExporter, **known)
     return None
 
 

@@ -53,8 +53,16 @@ def _titles_json(path: Path) -> list[str]:
     return [item["title"] for item in json.loads(path.read_text(encoding="utf-8"))]
 
 
+def _titles_xml(path: Path) -> list[str]:
+    import xml.etree.ElementTree as ET  # noqa: N817, S405 - our own crawl's output
+
+    root = ET.parse(path).getroot()  # noqa: S314 - one well-formed document, or it fails
+    assert root.tag == "items"
+    return [item.findtext("title") or "" for item in root.findall("item")]
+
+
 READ = {"jsonlines": ("items.jsonl", _titles_jsonl), "csv": ("items.csv", _titles_csv),
-        "json": ("items.json", _titles_json)}
+        "json": ("items.json", _titles_json), "xml": ("items.xml", _titles_xml)}
 
 
 def _crawl_killed(srv: SlowSiteServer, tmp_path: Path, fmt: str, kills: list[int],
@@ -83,7 +91,7 @@ def _expected() -> set[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt", ["jsonlines", "csv", "json"])
+@pytest.mark.parametrize("fmt", ["jsonlines", "csv", "json", "xml"])
 def test_items_exactly_once_across_kill_9(feed_site: SlowSiteServer, tmp_path: Path,
                                           fmt: str) -> None:
     kills = _kills(SEED + len(fmt))
@@ -176,8 +184,10 @@ def test_state_not_json_and_feeds_not_staged_each_warn_once(feed_site: SlowSiteS
                                                             tmp_path: Path) -> None:
     srv = feed_site
     srv.reset()
-    xml = tmp_path / "items.xml"
-    feeds = f'FEEDS = {{"{xml}": {{"format": "xml"}}, "stdout:": {{"format": "jsonlines"}}}}'
+    gz = tmp_path / "items.jsonl.gz"
+    feeds = (f'FEEDS = {{"{gz}": {{"format": "jsonlines", "postprocessing": '
+             f'["scrapy.extensions.postprocessing.GzipPlugin"]}}, '
+             f'"stdout:": {{"format": "jsonlines"}}}}')
     project = make_project(tmp_path, srv.proxy_url, extra=feeds,
                            spider=STATE_SPIDER.format(extra=True))
     run_until(project, srv, 1, None)
@@ -186,8 +196,11 @@ def test_state_not_json_and_feeds_not_staged_each_warn_once(feed_site: SlowSiteS
     assert _final_state(project)["odd"] == {1, 2}  # Scrapy's pickle, as without the plugin
     warnings = [line for line in log.splitlines() if "not staged" in line]
     assert len(warnings) == 1, warnings
-    assert f"{xml} (format 'xml')" in warnings[0] and "stdout: (stdout storage" in warnings[0]
-    assert xml.read_text().count("<item>") == PAGES + 1  # written by Scrapy as usual
+    assert f"{gz} (postprocessing)" in warnings[0] and "stdout: (stdout storage" in warnings[0]
+    import gzip
+
+    lines = gzip.decompress(gz.read_bytes()).decode().splitlines()
+    assert len(lines) == PAGES + 1  # written by Scrapy as usual
 
 
 def test_feeds_that_cannot_take_part_are_named(tmp_path: Path) -> None:
@@ -201,6 +214,7 @@ def test_feeds_that_cannot_take_part_are_named(tmp_path: Path) -> None:
         "file:///tmp/b.csv": {"format": "csv"},
         str(tmp_path / "d-%(batch_id)d.jsonl"): {"format": "jsonlines", "batch_item_count": 5},
         str(tmp_path / "c.xml"): {"format": "xml"},
+        str(tmp_path / "g.txt"): {"format": "myformat"},
         str(tmp_path / "e.jsonl.gz"): {"format": "jsonlines",
                                        "postprocessing": ["scrapy.extensions.postprocessing.GzipPlugin"]},
         "stdout:": {"format": "jsonlines"},
@@ -209,8 +223,8 @@ def test_feeds_that_cannot_take_part_are_named(tmp_path: Path) -> None:
     crawler = get_crawler(Spider, {"ADDONS": {"iri_scrapy.Addon": 0}, "JOBDIR": str(tmp_path),
                                    "FEEDS": feeds})
     named = unstaged_feeds(crawler.settings)
-    assert [n.split(" ")[0] for n in named] == list(feeds)[3:], named
-    assert "(format 'xml')" in named[0]
+    assert [n.split(" ")[0] for n in named] == list(feeds)[4:], named
+    assert "(format 'myformat')" in named[0]
     assert "postprocessing" in named[1] and "StdoutFeedStorage" in named[2]
     assert "S3FeedStorage" in named[3]
     storages = crawler.settings.getwithbase("FEED_STORAGES")
