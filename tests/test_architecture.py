@@ -474,11 +474,21 @@ import importlib, json, os, pkgutil, sys, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+# An editable install (pip install -e) adds a finder that maps iri_scrapy's submodules
+# to the checkout when the copy lacks them: without it, the copy is all there is.
+sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in repr(f)
+                    and "_EditableFinder" not in repr(f)]
 import iri_scrapy
 
 package = Path(iri_scrapy.__file__).parent
 assert str(package).startswith(sys.argv[1]), package  # the copy, not the checkout
 assert not (package / "protocol").exists()
+try:
+    import iri_scrapy.protocol
+except ModuleNotFoundError:
+    pass
+else:
+    raise AssertionError(f"iri_scrapy.protocol found at {iri_scrapy.protocol.__path__}")
 for info in pkgutil.walk_packages(iri_scrapy.__path__, "iri_scrapy."):
     if info.name.endswith(".__main__"):
         continue
