@@ -84,6 +84,8 @@ def read_into(book: RuleBook, data: Any) -> None:
     for row in exact:
         source, target, *identity = _strings(row, 5, "an exact rule")
         i: Identity = (identity[0], identity[1], identity[2])
+        if i[1] not in KINDS:  # else every URL of its host would fail mid-crawl
+            raise _fail(f"unknown kind in the exact rule {row}")
         book._exact[source] = (target, i)
         book._sources.setdefault(target, set()).add(source)
         book._evidence[i] += 1

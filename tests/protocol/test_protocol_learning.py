@@ -184,6 +184,11 @@ def test_samples_per_rule() -> None:
 @pytest.mark.parametrize("bad", [
     None, [], {"v": 2}, {"v": 1, "min_evidence": 0, "exact": [], "away": [], "rules": []},
     {"v": 1, "min_evidence": 2, "exact": [["a", "b"]], "away": [], "rules": []},
+    # an exact rule of an unknown kind: accepted before, then every URL of its host
+    # raised ValueError mid-crawl
+    {"v": 1, "min_evidence": 2, "exact": [["http://h.test/a", "http://h.test/a/",
+                                           "http://h.test", "no-such-kind", ""]],
+     "away": [], "rules": []},
     {"v": 1, "min_evidence": 2, "exact": [], "away": [1], "rules": []},
     {"v": 1, "min_evidence": 2, "exact": [], "away": [], "rules": [
         {"rule": ["s", "rm -rf", ""], "origin": "content", "confirmed": [], "bad": 0,
