@@ -445,31 +445,9 @@ class IRIDupeFilter(BaseDupeFilter):
             if new:
                 inc(STAT_STOCK_ALIASES)
         note_duplicate(self.context, request, record, stamp, first, rung, stock)
-        extra = {"spider": spider} if spider is not None else None
-        if self.debug:
-            written = spelling(request, stamp)
-            logger.debug(
-                "Filtered duplicate request: %(request)s written as %(written)s (referer: "
-                "%(referer)s; decided by: %(rungs)s; first seen as %(first)s): %(explain)s",
-                {
-                    "request": request,
-                    "written": written,
-                    "referer": _referer(request),
-                    "rungs": rung,
-                    "first": first or "an earlier run",
-                    "explain": self._explain(first, written),
-                },
-                extra=extra,
-            )
-        elif self.logdupes:
-            logger.debug(
-                "Filtered duplicate request: %(request)s (decided by: %(rungs)s)"
-                " - no more duplicates will be shown (see DUPEFILTER_DEBUG to show all"
-                " duplicates, with the rung of RFC 3987 section 5.3 that merged them)",
-                {"request": request, "rungs": rung},
-                extra=extra,
-            )
-            self.logdupes = False
+        if self.debug or self.logdupes:
+            _log_duplicate(self, request, stamp, rung, first,
+                           {"spider": spider} if spider is not None else None)
 
     def summary(self) -> str:
         """The close line: requests, duplicates by rung, the fetches stock would have made."""
@@ -552,3 +530,33 @@ class IRIDupeFilter(BaseDupeFilter):
     def __contains__(self, request: Request) -> bool:
         """True if *request*'s fingerprint was seen (no side effect)."""
         return int.from_bytes(fp64(self.fingerprint(request)), "big") in self._set
+
+
+def _log_duplicate(df: IRIDupeFilter, request: Request, stamp: Stamp | None, rung: str,
+                   first: str | None, extra: dict[str, Any] | None) -> None:
+    """The DEBUG line of a dropped duplicate: each one with ``DUPEFILTER_DEBUG`` (the
+    spelling, the referer, the rung and why), else the first one only."""
+    if df.debug:
+        written = spelling(request, stamp)
+        logger.debug(
+            "Filtered duplicate request: %(request)s written as %(written)s (referer: "
+            "%(referer)s; decided by: %(rungs)s; first seen as %(first)s): %(explain)s",
+            {
+                "request": request,
+                "written": written,
+                "referer": _referer(request),
+                "rungs": rung,
+                "first": first or "an earlier run",
+                "explain": df._explain(first, written),
+            },
+            extra=extra,
+        )
+        return
+    logger.debug(
+        "Filtered duplicate request: %(request)s (decided by: %(rungs)s)"
+        " - no more duplicates will be shown (see DUPEFILTER_DEBUG to show all"
+        " duplicates, with the rung of RFC 3987 section 5.3 that merged them)",
+        {"request": request, "rungs": rung},
+        extra=extra,
+    )
+    df.logdupes = False
