@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{len(hits)} hits of {len(site.keys)})\n{result.stderr[-2000:]}",
                           file=sys.stderr)
                     return 1
-                if jobdir and name != "plain" and not result.stats.get("iri/frontier/stored"):
+                if jobdir and name != "plain" and not result.stats.get("iri/frontier/commits"):
                     print(f"{name}: the frontier was not used", file=sys.stderr)
                     return 1
                 rates[name].append(crawl_rate(hits))

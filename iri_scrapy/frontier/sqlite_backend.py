@@ -255,7 +255,6 @@ class SqliteBackend:
                           start=start, lane=lane)
         request.meta[META_FRONTIER_ID] = rowid
         self.queue.add_stored(lane, store.key(rowid, request.priority, start), rowid, request)
-        self._inc("iri/frontier/stored")
 
     def keep(self, request: Request) -> None:
         rowid = self._next_memory_id

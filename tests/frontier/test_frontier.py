@@ -915,7 +915,7 @@ def test_non_plain_meta_needs_the_secret(tmp_path: Path, caplog: pytest.LogCaptu
 
     crawler, scheduler = open_scheduler(tmp_path / "b", IRI_FRONTIER_SECRET="s3cret")
     assert scheduler.enqueue_request(Request("http://e.com/d", meta={"when": when}))
-    assert crawler.stats.get_value("iri/frontier/stored") == 1
+    assert crawler.stats.get_value("scheduler/enqueued/disk") == 1
     scheduler.close("shutdown")
     crawler, scheduler = open_scheduler(tmp_path / "b", IRI_FRONTIER_SECRET="s3cret")
     (back,) = drain(scheduler)
