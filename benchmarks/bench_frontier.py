@@ -138,9 +138,12 @@ ENQUEUE: dict[str, dict[str, Any]] = {
 }
 
 
-def enqueue_cost(requests: int, pq: str, repeat: int) -> dict[str, float]:
-    """CPU microseconds per ``enqueue_request`` (fingerprint, dedup, store), best of
-    *repeat* rounds, per setting of :data:`ENQUEUE`, under the priority queue *pq*."""
+def enqueue_cost(requests: int, pq: str, repeat: int) -> list[dict[str, float]]:
+    """CPU microseconds per ``enqueue_request`` (fingerprint, dedup, store), per round
+    (*repeat* of them) and per setting of :data:`ENQUEUE`, under the priority queue
+    *pq*.  Each timed window starts on a collected heap (``gc.collect()``), so that
+    the garbage of the contender before is not collected on the next one's time."""
+    import gc
     from types import SimpleNamespace
 
     from scrapy import Request, Spider
@@ -153,8 +156,9 @@ def enqueue_cost(requests: int, pq: str, repeat: int) -> dict[str, float]:
         def parse(self, response: Any) -> None:
             return None
 
-    best: dict[str, float] = {}
+    rounds: list[dict[str, float]] = []
     for round_ in range(repeat):
+        rounds.append({})
         names = list(ENQUEUE) if round_ % 2 == 0 else list(reversed(ENQUEUE))
         for name in names:
             with tempfile.TemporaryDirectory(prefix="bench-enqueue-") as tmp:
@@ -170,28 +174,30 @@ def enqueue_cost(requests: int, pq: str, repeat: int) -> dict[str, float]:
                 reqs = [Request(f"http://h{i % 50}.example/p/{i}?q={i}", callback=spider.parse,
                                 priority=i % 3) for i in range(requests)]
                 commit = getattr(scheduler, "_commit", None)
+                gc.collect()
                 cpu0 = time.process_time()
                 for i in range(0, requests, 20):
                     for request in reqs[i:i + 20]:
                         scheduler.enqueue_request(request)
                     if commit is not None:
                         commit()  # the end of the reactor turn
-                us = (time.process_time() - cpu0) / requests * 1e6
-                best[name] = min(us, best.get(name, us))
+                rounds[-1][name] = (time.process_time() - cpu0) / requests * 1e6
                 scheduler.close("shutdown")
-    return best
+    return rounds
 
 
 def print_enqueue(requests: int, repeat: int) -> None:
-    print(f"\nenqueue alone, {requests} requests over 50 hosts, best of {repeat}: "
-          "CPU microseconds per request")
+    print(f"\nenqueue alone, {requests} requests over 50 hosts, {repeat} rounds: CPU "
+          "microseconds per request (best), and the median of the rounds' paired ratios")
     for pq in ("scrapy.pqueues.ScrapyPriorityQueue",
                "scrapy.pqueues.DownloaderAwarePriorityQueue"):
-        cost = enqueue_cost(requests, pq, repeat)
+        rounds = enqueue_cost(requests, pq, repeat)
         print(f"  {pq.rsplit('.', 1)[1]}:")
-        for name, us in cost.items():
-            print(f"{name:>9} {us:8.1f}   vs plain {us / cost['plain']:.3f}   "
-                  f"vs stock {us / cost['stock']:.3f}")
+        for name in ENQUEUE:
+            best = min(r[name] for r in rounds)
+            vs_plain = statistics.median(r[name] / r["plain"] for r in rounds)
+            vs_stock = statistics.median(r[name] / r["stock"] for r in rounds)
+            print(f"{name:>9} {best:8.1f}   vs plain {vs_plain:.3f}   vs stock {vs_stock:.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -217,6 +217,19 @@ class RedisBackend:
     def usable(self) -> bool:
         return self.connected
 
+    @property
+    def counts(self) -> dict[str, int]:
+        """The ``iri/redis_scheduler/*`` counters so far (without the prefix)."""
+        return dict(self._counts)
+
+    @property
+    def redis_keys(self) -> dict[str, str]:
+        """The Redis keys of this crawl's queue by name (``meta``, ``ready``,
+        ``bodies``, ``leases``, ``workers``, ``intents``, ``refused``, ``epoch``,
+        ``clock``; ``rules`` and ``skipped`` at level protocol: docs/redis-fleet.md,
+        *Keys*); empty before :meth:`open`."""
+        return dict(self.queue.keys)
+
     # --- life cycle ------------------------------------------------------------------
 
     def open(self, spider: Spider) -> Any:

@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.dupefilters import BaseDupeFilter
     from scrapy.statscollectors import StatsCollector
-    from twisted.internet.task import LoopingCall
     from typing_extensions import Self
 
 __all__ = ["RedisSchedulerSpiderMiddleware"]
@@ -70,6 +69,8 @@ class RedisIRIScheduler(FrontierScheduler):
     Built by Scrapy through :meth:`from_crawler`.  The dupefilter is
     ``DUPEFILTER_CLASS`` (the add-on: :class:`~iri_scrapy.RedisIRIDupeFilter`);
     with one whose seen-set is not in Redis the fleet does not share it (warned).
+    Its state for operators and tests (worker name, epoch, counters, keys,
+    ``heartbeat()``, ``abandon()``) is the back-end's: :attr:`backend`.
     """
 
     backend: RedisBackend
@@ -122,74 +123,6 @@ class RedisIRIScheduler(FrontierScheduler):
         from_crawler = getattr(df_cls, "from_crawler", None)
         dupefilter = from_crawler(crawler) if from_crawler is not None else df_cls()
         return cls(dupefilter, **kwargs)
-
-    # --- the back-end's view, for operators and tests -----------------------------
-
-    def heartbeat(self) -> None:
-        """One heartbeat now (the ticker runs one every ``IRI_REDIS_LEASE_SECONDS / 3``):
-        see :meth:`.Heartbeat.beat`."""
-        self.backend.heartbeat()
-
-    def abandon(self) -> None:
-        """Stop at once, as a killed worker does (for fault-injection tests of a fleet).
-
-        No more heartbeats and the Redis connection dropped, with nothing acknowledged,
-        put back or deregistered: this worker's leases expire after
-        ``IRI_REDIS_LEASE_SECONDS`` and go back to the queue, and its intent is
-        enqueued by the next worker that ticks (module doc).  :meth:`close` afterwards
-        only closes the dupefilter.
-        """
-        self.backend.abandon()
-
-    def verify(self, when: str) -> bool:
-        """See :meth:`.RedisBackend.verify`."""
-        return self.backend.verify(when)
-
-    @property
-    def worker(self) -> str:
-        """This process's name in Redis (unique per run)."""
-        return self.backend.worker
-
-    @property
-    def lease_ms(self) -> int:
-        return self.backend.lease_ms
-
-    @property
-    def epoch(self) -> str:
-        """This crawl's epoch marker (``<base>:epoch``): a token and its creation time."""
-        return self.backend.epoch
-
-    @property
-    def lost(self) -> str | None:
-        """Why the crawl's frontier is known to be lost (module doc), or None."""
-        return self.backend.lost
-
-    @property
-    def base(self) -> str:
-        """Every key's prefix (``<base>:*``; :mod:`.redis_queue`)."""
-        return self.backend.base
-
-    @property
-    def connected(self) -> bool:
-        """See :attr:`.RedisBackend.connected`."""
-        return self.backend.connected
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """The ``iri/redis_scheduler/*`` counters so far (without the prefix)."""
-        return dict(self.backend._counts)
-
-    @property
-    def redis_keys(self) -> dict[str, str]:
-        """The Redis keys of this crawl's queue by name (``meta``, ``ready``,
-        ``bodies``, ``leases``, ``workers``, ``intents``, ``refused``, ``epoch``,
-        ``clock``; ``rules`` and ``skipped`` at level protocol: docs/redis-fleet.md,
-        *Keys*); empty before :meth:`open`."""
-        return dict(self.backend.queue.keys)
-
-    @property
-    def _ticker(self) -> LoopingCall | None:
-        return self.backend.heart.ticker
 
 
 class RedisSchedulerSpiderMiddleware(FrontierSpiderMiddleware):

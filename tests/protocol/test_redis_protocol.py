@@ -75,21 +75,21 @@ def drain(worker: RedisIRIScheduler) -> list[str]:
 
 
 def stored(client: Any, worker: RedisIRIScheduler) -> dict[str, Any]:
-    value = client.get(worker.redis_keys["rules"])
+    value = client.get(worker.backend.redis_keys["rules"])
     assert value is not None
     return json.loads(value)  # type: ignore[no-any-return]
 
 
 def skipped_fields(client: Any, worker: RedisIRIScheduler) -> set[str]:
-    return {f.decode() for f in client.hkeys(worker.redis_keys["skipped"])} - {MARKER}
+    return {f.decode() for f in client.hkeys(worker.backend.redis_keys["skipped"])} - {MARKER}
 
 
 def test_rules_and_skipped_written_and_read_back_by_a_second_worker(
         redis_server: RedisServer) -> None:
     client = redis_server.client()
     _, a = open_worker(redis_server.url)
-    keys = a.redis_keys
-    assert keys["rules"].startswith(a.base) and keys["skipped"].startswith(a.base)
+    keys = a.backend.redis_keys
+    assert keys["rules"].startswith(a.backend.base) and keys["skipped"].startswith(a.backend.base)
     assert f":c{CANONICALIZATION_VERSION}:" in keys["rules"]  # beside the seen-set's version
     teach_add_slash(a)
     skip_alias(a, "c")
@@ -123,7 +123,7 @@ def test_a_damaged_value_is_set_aside_and_learning_starts_afresh(
     teach_add_slash(a)
     skip_alias(a, "c")
     a.close("finished")
-    keys = a.redis_keys
+    keys = a.backend.redis_keys
     damaged = json.dumps({"format": 1, "canonicalization_version": CANONICALIZATION_VERSION,
                           "rules": {"v": 1, "min_evidence": 2, "exact": "cat /etc/passwd",
                                     "away": [], "rules": []}})
@@ -172,7 +172,7 @@ def test_skipped_requests_scheduled_again_when_the_rule_is_gone(
     b.close("finished")
     empty = {"format": 1, "canonicalization_version": CANONICALIZATION_VERSION,
              "rules": {"v": 1, "min_evidence": 2, "exact": [], "away": [], "rules": []}}
-    client.set(b.redis_keys["rules"], json.dumps(empty))
+    client.set(b.backend.redis_keys["rules"], json.dumps(empty))
     _, c = open_worker(redis_server.url)
     assert skipped_fields(client, c) == set()  # claimed
     assert "http://g.test/e" in drain(c)
@@ -241,7 +241,7 @@ def test_a_running_worker_adopts_the_rules_another_learned_and_keeps_its_own(
     assert {k: rules_b.events[k] for k in events} == events
     assert rules_b.events["redirect/adopted"] == 1
     skip_alias(b, "d")  # B skips with A's rule at once
-    assert b.counts.get("frontier_lost") is None and not b.protocol.failed
+    assert b.backend.counts.get("frontier_lost") is None and not b.protocol.failed
     a.close("finished")
     b.close("finished")
 
@@ -302,15 +302,15 @@ def test_the_keys_vanishing_mid_crawl_close_it_as_lost(
         skip_alias(a, "c")
         assert a.protocol is not None
         a.protocol.sync()
-        assert a.lost is None
-        client.delete(a.redis_keys[name])  # evicted, or deleted by hand
+        assert a.backend.lost is None
+        client.delete(a.backend.redis_keys[name])  # evicted, or deleted by hand
         with caplog.at_level(logging.ERROR):
             caplog.clear()
             a.protocol.sync()
-        assert a.lost is not None and a.redis_keys[name] in a.lost
+        assert a.backend.lost is not None and a.backend.redis_keys[name] in a.backend.lost
         errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
         assert len(errors) == 1 and REASON_FRONTIER_LOST in errors[0], errors
-        assert a.counts.get("frontier_lost") == 1
+        assert a.backend.counts.get("frontier_lost") == 1
         a.close("shutdown")
         client.flushall()
 
@@ -322,18 +322,18 @@ def test_rules_without_their_skipped_requests_refuse_the_start(
     teach_add_slash(a)
     skip_alias(a, "c")
     a.close("finished")
-    client.delete(a.redis_keys["skipped"])
+    client.delete(a.backend.redis_keys["skipped"])
     with caplog.at_level(logging.ERROR):
         if CLOSESPIDER_AT_OPEN:  # Scrapy 2.18+: the spider is closed at once
             crawler, b = open_worker(redis_server.url)
-            assert b.protocol is None and not b.connected
+            assert b.protocol is None and not b.backend.connected
             del crawler
         else:  # Scrapy 2.17: the refusal raises, after its line
             with pytest.raises(ProtocolStateLost):
                 open_worker(redis_server.url)
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-    assert any("is lost" in m and a.redis_keys["skipped"] in m for m in errors), errors
-    assert client.zcard(a.redis_keys["workers"]) == 0  # deregistered
+    assert any("is lost" in m and a.backend.redis_keys["skipped"] in m for m in errors), errors
+    assert client.zcard(a.backend.redis_keys["workers"]) == 0  # deregistered
 
 
 def test_merge_is_a_join_and_counterexamples_win() -> None:

@@ -64,14 +64,14 @@ def _errors(log: str) -> list[str]:
 def test_epoch_marker_created_adopted_and_kept(redis_server: RedisServer) -> None:
     _, first = open_worker(redis_server.url)
     client = redis_server.client()
-    marker = client.get(first.redis_keys["epoch"]).decode()
-    assert marker == first.epoch and len(marker.split()) == 2
+    marker = client.get(first.backend.redis_keys["epoch"]).decode()
+    assert marker == first.backend.epoch and len(marker.split()) == 2
     _, second = open_worker(redis_server.url)
-    assert second.epoch == first.epoch  # adopted, never overwritten
+    assert second.backend.epoch == first.backend.epoch  # adopted, never overwritten
     first.enqueue_request(Request("http://e.com/1"))
-    first.heartbeat()
-    second.heartbeat()
-    assert first.lost is None and second.lost is None
+    first.backend.heartbeat()
+    second.backend.heartbeat()
+    assert first.backend.lost is None and second.backend.lost is None
     first.close("finished")
     second.close("finished")
 
@@ -85,9 +85,9 @@ def test_flushed_redis_stops_the_crawl_loudly(redis_server: RedisServer,
     assert worker.next_request() is not None
     redis_server.flushall()  # what a restart without persistence does
     with caplog.at_level(logging.ERROR, logger="iri_scrapy"):
-        worker.heartbeat()
-    assert worker.lost is not None and "epoch marker" in worker.lost
-    assert not worker.connected and worker.next_request() is None
+        worker.backend.heartbeat()
+    assert worker.backend.lost is not None and "epoch marker" in worker.backend.lost
+    assert not worker.backend.connected and worker.next_request() is None
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, [r.getMessage() for r in errors]
     message = errors[0].getMessage()
@@ -97,22 +97,22 @@ def test_flushed_redis_stops_the_crawl_loudly(redis_server: RedisServer,
     assert raised.value.reason == REASON_FRONTIER_LOST
     # the marker says so: the other worker stops at its next heartbeat ...
     client = redis_server.client()
-    assert client.get(worker.redis_keys["epoch"]).decode().startswith("lost ")
-    other.heartbeat()
-    assert other.lost is not None and "another worker found it lost" in other.lost
+    assert client.get(worker.backend.redis_keys["epoch"]).decode().startswith("lost ")
+    other.backend.heartbeat()
+    assert other.backend.lost is not None and "another worker found it lost" in other.backend.lost
     worker.close(REASON_FRONTIER_LOST)
     other.close(REASON_FRONTIER_LOST)
     # ... and a new run is refused until the crawl is started again from scratch
     if CLOSESPIDER_AT_OPEN:
         _, refused = open_worker(redis_server.url)
-        assert not refused.connected
+        assert not refused.backend.connected
     else:  # Scrapy 2.17: a start refusal is raised (iri_scrapy.plugin.refusal)
         from iri_scrapy.frontier.redis_loss import FrontierLost
 
         with pytest.raises(FrontierLost):
             open_worker(redis_server.url)
     _, fresh = open_worker(redis_server.url, IRI_REDIS_FLUSH_ON_START=True)
-    assert fresh.connected and fresh.lost is None
+    assert fresh.backend.connected and fresh.backend.lost is None
     fresh.close("finished")
 
 
@@ -122,13 +122,13 @@ def test_queue_entries_without_their_request_are_loud(redis_server: RedisServer)
     for i in range(6):
         worker.enqueue_request(Request(f"http://e.com/{i}"))
     client = redis_server.client()
-    keys = worker.redis_keys
+    keys = worker.backend.redis_keys
     ids = sorted(client.hkeys(keys["bodies"]))[:2]
     client.hdel(keys["bodies"], *ids)
     got = drain(worker)
     assert len(got) < 6
-    assert worker.lost is not None and "no stored request" in worker.lost
-    assert worker.counts["frontier_lost"] == 1
+    assert worker.backend.lost is not None and "no stored request" in worker.backend.lost
+    assert worker.backend.counts["frontier_lost"] == 1
     with pytest.raises(CloseSpider):
         raise idle(crawler)  # type: ignore[misc]
     worker.close(REASON_FRONTIER_LOST)
@@ -139,9 +139,9 @@ def test_queue_gone_found_at_the_heartbeat(redis_server: RedisServer) -> None:
     _, worker = open_worker(redis_server.url)
     for i in range(4):
         worker.enqueue_request(Request(f"http://e.com/{i}"))
-    redis_server.client().delete(worker.redis_keys["ready"])
-    worker.heartbeat()
-    assert worker.lost is not None and "neither queued nor leased" in worker.lost
+    redis_server.client().delete(worker.backend.redis_keys["ready"])
+    worker.backend.heartbeat()
+    assert worker.backend.lost is not None and "neither queued nor leased" in worker.backend.lost
     worker.close(REASON_FRONTIER_LOST)
 
 
@@ -155,21 +155,21 @@ def test_redis_back_in_time_found_by_the_clock(redis_server: RedisServer, call: 
         worker.enqueue_request(Request(f"http://e.com/{i}"))
     got = worker.next_request()
     assert got is not None
-    worker.heartbeat()
-    assert worker.lost is None
+    worker.backend.heartbeat()
+    assert worker.backend.lost is None
     client = redis_server.client()
-    seen = int(client.get(worker.redis_keys["clock"]))
-    client.set(worker.redis_keys["clock"], seen - 3)
+    seen = int(client.get(worker.backend.redis_keys["clock"]))
+    client.set(worker.backend.redis_keys["clock"], seen - 3)
     worker.answered(got)  # an ack, which does not read the clock
-    assert worker.next_request() is not None and worker.lost is None  # nor does a lease
+    assert worker.next_request() is not None and worker.backend.lost is None  # nor does a lease
     if call == "enqueue":
         worker.enqueue_request(Request("http://e.com/new"))
     elif call == "heartbeat":
-        worker.heartbeat()
+        worker.backend.heartbeat()
     else:
-        assert not worker.verify("in the test")
-    assert worker.lost is not None and "went back in time" in worker.lost, worker.lost
-    assert f"was at {seen - 3}, this worker had seen it at {seen}" in worker.lost
+        assert not worker.backend.verify("in the test")
+    assert worker.backend.lost is not None and "went back in time" in worker.backend.lost, worker.backend.lost
+    assert f"was at {seen - 3}, this worker had seen it at {seen}" in worker.backend.lost
     worker.close(REASON_FRONTIER_LOST)
 
 
@@ -196,21 +196,21 @@ def test_restored_from_a_snapshot_older_than_every_live_worker(
     got = drain(worker)
     for request in got[:4]:
         worker.answered(request)
-    worker.heartbeat()
+    worker.backend.heartbeat()
     if first_since == "heartbeat":
-        first.heartbeat()
-    assert worker.lost is None and first.lost is None
+        first.backend.heartbeat()
+    assert worker.backend.lost is None and first.backend.lost is None
     redis_server.restart_from(snapshot)
     finder, other = (first, worker) if first_since == "heartbeat" else (worker, first)
     with caplog.at_level(logging.ERROR, logger="iri_scrapy"):
         if first_since == "idle":
-            first.heartbeat()  # nothing it saw was undone: it cannot tell
-            assert first.lost is None
-        finder.heartbeat()
-        assert finder.lost is not None and "went back in time" in finder.lost, finder.lost
+            first.backend.heartbeat()  # nothing it saw was undone: it cannot tell
+            assert first.backend.lost is None
+        finder.backend.heartbeat()
+        assert finder.backend.lost is not None and "went back in time" in finder.backend.lost, finder.backend.lost
         if first_since != "left":
-            other.heartbeat()
-            assert other.lost is not None and "another worker found it lost" in other.lost
+            other.backend.heartbeat()
+            assert other.backend.lost is not None and "another worker found it lost" in other.backend.lost
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == (1 if first_since == "left" else 2), [r.getMessage() for r in errors]
     assert all(REASON_FRONTIER_LOST in r.getMessage() for r in errors)
@@ -228,7 +228,7 @@ def _assert_refused(redis_server: RedisServer) -> None:
     """A new run on the crawl's keys is refused (the marker says lost)."""
     if CLOSESPIDER_AT_OPEN:
         _, refused = open_worker(redis_server.url)
-        assert not refused.connected
+        assert not refused.backend.connected
     else:  # Scrapy 2.17: a start refusal is raised (iri_scrapy.plugin.refusal)
         from iri_scrapy.frontier.redis_loss import FrontierLost
 
@@ -244,15 +244,15 @@ def test_worker_reaped_after_a_stall_is_not_found_lost(redis_server: RedisServer
     for i in range(3):
         stalled.enqueue_request(Request(f"http://e.com/{i}"))
     client = redis_server.client()
-    keys = stalled.redis_keys
-    client.zadd(keys["workers"], {stalled.worker: 0})  # its liveness expired
-    other.heartbeat()  # reaps it
-    assert client.zscore(keys["workers"], stalled.worker) is None
-    assert stalled.verify("after the stall")
-    stalled.heartbeat()
-    assert client.zscore(keys["workers"], stalled.worker) is not None
-    assert stalled.verify("after its heartbeat")
-    assert stalled.lost is None and other.lost is None
+    keys = stalled.backend.redis_keys
+    client.zadd(keys["workers"], {stalled.backend.worker: 0})  # its liveness expired
+    other.backend.heartbeat()  # reaps it
+    assert client.zscore(keys["workers"], stalled.backend.worker) is None
+    assert stalled.backend.verify("after the stall")
+    stalled.backend.heartbeat()
+    assert client.zscore(keys["workers"], stalled.backend.worker) is not None
+    assert stalled.backend.verify("after its heartbeat")
+    assert stalled.backend.lost is None and other.backend.lost is None
     stalled.close("finished")
     other.close("finished")
 
@@ -264,7 +264,7 @@ def test_allkeys_policy_refused_volatile_accepted(redis_server: RedisServer,
     with caplog.at_level(logging.WARNING, logger="iri_scrapy"):
         if CLOSESPIDER_AT_OPEN:
             _, worker = open_worker(redis_server.url)
-            assert not worker.connected
+            assert not worker.backend.connected
         else:  # Scrapy 2.17: the error is raised
             with pytest.raises(Exception, match="allkeys-lru"):
                 open_worker(redis_server.url)
@@ -274,7 +274,7 @@ def test_allkeys_policy_refused_volatile_accepted(redis_server: RedisServer,
     # our keys have no TTL: a volatile-* policy never evicts them
     client.config_set("maxmemory-policy", "volatile-lru")
     _, worker = open_worker(redis_server.url)
-    assert worker.connected
+    assert worker.backend.connected
     worker.enqueue_request(Request("http://e.com/1"))
     assert all(client.ttl(key) == -1 for key in client.keys("*"))
     worker.close("finished")
@@ -306,7 +306,7 @@ def test_no_persistence_warned_config_disabled_warned(
     try:
         with caplog.at_level(logging.WARNING, logger="iri_scrapy"):
             _, worker = open_worker(renamed.url)
-        assert worker.connected
+        assert worker.backend.connected
         lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         cannot = [line for line in lines if "cannot read the configuration" in line]
         assert len(cannot) == 1, lines
@@ -338,7 +338,7 @@ def test_oom_keeps_the_parent_leased(redis_server: RedisServer,
         assert "maxmemory" in errors[0]
     finally:
         client.config_set("maxmemory", 0)
-    keys = worker.redis_keys
+    keys = worker.backend.redis_keys
     assert client.zcard(keys["leases"]) == 1  # the parent: fetched again by the next run
     assert client.hlen(keys["bodies"]) == 1
     with pytest.raises(CloseSpider) as raised:
@@ -350,8 +350,8 @@ def test_oom_keeps_the_parent_leased(redis_server: RedisServer,
 def test_default_keys_name_the_project(redis_server: RedisServer) -> None:
     _, a = open_worker(redis_server.url, BOT_NAME="alpha")
     _, b = open_worker(redis_server.url, BOT_NAME="beta")
-    assert a.base.startswith("iri:{alpha:fleet-unit}:sched:v2:")
-    assert b.base.startswith("iri:{beta:fleet-unit}:sched:v2:")
+    assert a.backend.base.startswith("iri:{alpha:fleet-unit}:sched:v2:")
+    assert b.backend.base.startswith("iri:{beta:fleet-unit}:sched:v2:")
     assert a.df.base_key.startswith("alpha:fleet-unit:iri-dupefilter:")  # type: ignore[attr-defined]
     a.enqueue_request(Request("http://e.com/same"))
     assert b.enqueue_request(Request("http://e.com/same"))  # not a duplicate there

@@ -115,7 +115,7 @@ def test_priority_order_dedup_and_ack(redis_server: RedisServer) -> None:
     # higher priority first, first in first out within one priority
     assert [r.url.rsplit("/", 1)[1] for r in got] == ["b", "e", "a", "c", "d", "a"]
     client = redis_server.client()
-    keys = worker.redis_keys
+    keys = worker.backend.redis_keys
     assert client.zcard(keys["leases"]) == 6
     assert not worker.has_pending_requests()
     for request in got:
@@ -139,19 +139,19 @@ def test_expired_lease_taken_over_by_another_worker(redis_server: RedisServer) -
         dying.enqueue_request(Request(f"http://e.com/{i}"))
     held = dying.next_request()
     assert held is not None and META_LEASE in held.meta
-    dying.abandon()  # killed while the request is in flight
+    dying.backend.abandon()  # killed while the request is in flight
     rest = drain(other)
     assert sorted(r.url for r in rest) == ["http://e.com/1", "http://e.com/2"]
     assert other.next_request() is None  # the lease has not expired yet
-    wait_expired(redis_server.client(), dying.redis_keys["leases"])
-    other.heartbeat()  # the heartbeat reaps
+    wait_expired(redis_server.client(), dying.backend.redis_keys["leases"])
+    other.backend.heartbeat()  # the heartbeat reaps
     again = drain(other)
     assert [r.url for r in again] == [held.url]
-    assert other.counts["requeued_expired"] == 1
+    assert other.backend.counts["requeued_expired"] == 1
     for request in rest + again:
         other.answered(request)
     client = redis_server.client()
-    keys = other.redis_keys
+    keys = other.backend.redis_keys
     assert client.zcard(keys["leases"]) == 0 and client.zcard(keys["ready"]) == 0
     other.close("finished")
     assert crawler2.stats.get_value("iri/redis_scheduler/requeued_expired") == 1
@@ -162,7 +162,7 @@ def test_heartbeat_keeps_a_slow_request(redis_server: RedisServer) -> None:
     _, slow = open_worker(redis_server.url)
     _, other = open_worker(redis_server.url)
     client = redis_server.client()
-    leases = slow.redis_keys["leases"]
+    leases = slow.backend.redis_keys["leases"]
     # another try only when the machine stalled for a whole lease (1 s) between the
     # last heartbeat and the other worker's: the lease may then have expired, rightly
     for attempt in range(10):
@@ -174,17 +174,17 @@ def test_heartbeat_keeps_a_slow_request(redis_server: RedisServer) -> None:
         # (by Redis's clock), each one extending the lease
         while True:
             before = redis_ms(client)
-            slow.heartbeat()
+            slow.backend.heartbeat()
             extended = client.zscore(leases, lease)
-            assert extended is not None and extended >= before + slow.lease_ms
+            assert extended is not None and extended >= before + slow.backend.lease_ms
             if before > deadline:
                 break
             time.sleep(0.2)
         # the other worker's heartbeat puts expired leases back: not this one
-        requeued = other.counts.get("requeued_expired", 0)
-        other.heartbeat()
-        if redis_ms(client) - before < slow.lease_ms:
-            assert other.counts.get("requeued_expired", 0) == requeued
+        requeued = other.backend.counts.get("requeued_expired", 0)
+        other.backend.heartbeat()
+        if redis_ms(client) - before < slow.backend.lease_ms:
+            assert other.backend.counts.get("requeued_expired", 0) == requeued
             assert other.next_request() is None
             slow.answered(request)
             break
@@ -204,9 +204,9 @@ def test_late_ack_of_a_requeued_request_removes_it(redis_server: RedisServer) ->
     stalled.enqueue_request(Request("http://e.com/x"))
     request = stalled.next_request()
     assert request is not None
-    wait_expired(redis_server.client(), stalled.redis_keys["leases"])
+    wait_expired(redis_server.client(), stalled.backend.redis_keys["leases"])
     _, other = open_worker(redis_server.url)  # its first tick puts the lease back
-    assert other.counts["requeued_expired"] == 1
+    assert other.backend.counts["requeued_expired"] == 1
     stalled.answered(request)
     assert other.next_request() is None
     stalled.close("finished")
@@ -228,12 +228,12 @@ def test_close_puts_leases_back_and_idle_waits_for_foreign_leases(
     closing = idle(crawler2)
     assert isinstance(closing, CloseSpider) and closing.reason == REASON_IDLE_TIMEOUT
     first.close("shutdown")  # not finished: the lease goes back at once
-    assert first.counts["released_on_close"] == 1
+    assert first.backend.counts["released_on_close"] == 1
     got = drain(second)
     assert [r.url for r in got] == [held.url]
     # answers it; queue and leases empty: finished (no exception)
     assert idle(crawler2) is None
-    assert second.counts["acked"] == 1 and not second.has_pending_requests()
+    assert second.backend.counts["acked"] == 1 and not second.has_pending_requests()
     second.close("finished")
 
 
@@ -257,13 +257,13 @@ def test_dead_workers_intent_is_enqueued(
     with pytest.raises(_Killed):
         dying.enqueue_request(request)
     client = redis_server.client()
-    intents = dying.redis_keys["intents"]
-    assert client.hkeys(intents) == [dying.worker.encode()]  # written before the dupefilter
-    assert client.zcard(dying.redis_keys["ready"]) == 0  # not queued
-    dying.abandon()
-    wait_expired(client, dying.redis_keys["workers"], dying.worker)
+    intents = dying.backend.redis_keys["intents"]
+    assert client.hkeys(intents) == [dying.backend.worker.encode()]  # written before the dupefilter
+    assert client.zcard(dying.backend.redis_keys["ready"]) == 0  # not queued
+    dying.backend.abandon()
+    wait_expired(client, dying.backend.redis_keys["workers"], dying.backend.worker)
     _, other = open_worker(redis_server.url)
-    assert other.counts["intents_recovered"] == 1
+    assert other.backend.counts["intents_recovered"] == 1
     got = drain(other)
     assert [r.url for r in got] == ["http://e.com/lost"]
     assert client.hlen(intents) == 0
@@ -280,14 +280,14 @@ def test_replacement_acks_its_parent_and_start_requests_when_joining(
     old = worker.next_request()
     assert old is not None
     worker.enqueue_request(old.replace(url="http://e.com/new"))  # a redirect
-    assert worker.counts["acked"] == 1
-    assert worker.counts["replaced"] == 1  # counted as by the JOBDIR frontier
+    assert worker.backend.counts["acked"] == 1
+    assert worker.backend.counts["replaced"] == 1  # counted as by the JOBDIR frontier
     # a worker joining now skips dont_filter start requests
     _, joining = open_worker(redis_server.url)
-    assert joining.counts["joined"] == 1
+    assert joining.backend.counts["joined"] == 1
     start = Request("http://e.com/", dont_filter=True, meta={"is_start_request": True})
     assert not joining.enqueue_request(start)
-    assert joining.counts["start_skipped"] == 1
+    assert joining.backend.counts["start_skipped"] == 1
     assert sorted(r.url for r in drain(joining)) == ["http://e.com/new", "http://e.com/other"]
     joining.close("shutdown")
     worker.close("shutdown")
@@ -305,7 +305,7 @@ def test_redis_down_at_start_refuses(tmp_path: Any) -> None:
 
     if CLOSESPIDER_AT_OPEN:
         assert scheduler.open(spider) is None
-        assert not scheduler.connected
+        assert not scheduler.backend.connected
     else:
         with pytest.raises(Exception, match="cannot use Redis"):
             scheduler.open(spider)
@@ -361,7 +361,7 @@ def test_unserializable_request_kept_in_memory(redis_server: RedisServer, caplog
     _, worker = open_worker(redis_server.url)
     request = Request("http://e.com/lambda", callback=lambda response: None)
     assert worker.enqueue_request(request)
-    assert worker.counts["unserializable"] == 1
+    assert worker.backend.counts["unserializable"] == 1
     assert worker.has_pending_requests() and len(worker) == 1
     assert worker.next_request() is request  # handed out from memory, no lease
     assert "cannot be stored in Redis" in caplog.text
@@ -382,7 +382,7 @@ def test_planted_queue_entry_and_intent_refused(
     from tests.frontier.test_codec import Plant
 
     crawler, worker = open_worker(redis_server.url)
-    keys = worker.redis_keys
+    keys = worker.backend.redis_keys
     client = redis_server.client()
     target = tmp_path / "pwned"
     payload = pickle.dumps(Plant(str(target)))
@@ -394,17 +394,17 @@ def test_planted_queue_entry_and_intent_refused(
     client.zadd(keys["ready"], {"0000000000000002|attacker.2": 0})
     client.hset(keys["intents"], "attacker", payload)  # a worker never seen: "dead"
     with caplog.at_level(logging.ERROR):
-        worker.heartbeat()  # takes the dead worker's intent over
+        worker.backend.heartbeat()  # takes the dead worker's intent over
         assert worker.next_request() is None
     assert not target.exists()
-    assert worker.counts["refused_records"] == 3
-    assert worker.counts["refused_records/pickle"] == 2
-    assert worker.counts["refused_records/callback"] == 1
-    assert "intents_recovered" not in worker.counts
+    assert worker.backend.counts["refused_records"] == 3
+    assert worker.backend.counts["refused_records/pickle"] == 2
+    assert worker.backend.counts["refused_records/callback"] == 1
+    assert "intents_recovered" not in worker.backend.counts
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 2 and all(REASON_REFUSED_RECORDS in e for e in errors), errors
     assert sorted(client.hkeys(keys["refused"])) == [
-        b"intent:" + f"{worker.worker}/attacker".encode(),
+        b"intent:" + f"{worker.backend.worker}/attacker".encode(),
         b"queue:0000000000000001|attacker.1", b"queue:0000000000000002|attacker.2"]
     for name in ("ready", "leases"):
         assert client.zcard(keys[name]) == 0
@@ -421,7 +421,7 @@ def test_non_plain_meta_signed_across_workers(redis_server: RedisServer) -> None
     when = datetime.date(2024, 5, 6)
     _, plain = open_worker(redis_server.url)
     assert plain.enqueue_request(Request("http://e.com/d0", meta={"when": when}))
-    assert plain.counts["unserializable"] == 1  # kept in memory without a secret
+    assert plain.backend.counts["unserializable"] == 1  # kept in memory without a secret
     plain.close("shutdown")
     _, first = open_worker(redis_server.url, IRI_FRONTIER_SECRET="s3cret")
     _, second = open_worker(redis_server.url, IRI_FRONTIER_SECRET="s3cret")
@@ -445,6 +445,6 @@ def test_in_flight_cap_lifted_as_by_the_jobdir_frontier(
     worker.stall_seconds = 0.0
     with caplog.at_level(logging.WARNING):
         assert worker.next_request() is not None
-    assert worker.counts["cap_lifted"] == 1
+    assert worker.backend.counts["cap_lifted"] == 1
     assert any("lifting the in-flight cap" in r.getMessage() for r in caplog.records)
     worker.close("shutdown")
