@@ -22,9 +22,8 @@ import json
 import logging
 import os
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from weakref import WeakKeyDictionary
 
 from iri_scrapy.plugin import compat  # noqa: F401  (checks the installed Scrapy first)
@@ -44,8 +43,24 @@ logger = logging.getLogger(__name__)
 
 
 
-#: Called with (key before the rules, via, key merged into, request) for each request kept.
-Sink = Callable[[str, str, str, "Request"], None]
+class Sink(Protocol):
+    """Where a frontier store keeps what decides whether a page is fetched (the
+    ``JOBDIR`` store: :mod:`.jobdir_store`; the Redis fleet: :mod:`.redis_store`),
+    told in the same reactor turn as each decision (one transaction with it)."""
+
+    def hold(self, base: str, via: str, merged: str, holder: str,
+             request: Request) -> None:
+        """A request held back (key before the rules *base*; kept while
+        ``rules.apply(via) == merged``; *holder*: the alias holding *merged*, or "")."""
+
+    def release(self, base: str) -> None:
+        """The request held as *base* was given back (or dropped for good)."""
+
+    def holder(self, key: str, base: str | None) -> None:
+        """The request of key before the rules *base* holds *key* (None: its own spelling)."""
+
+    def page(self, uri: str, digest: bytes) -> None:
+        """A 2xx page at *uri* served content of *digest* (what samples compare to)."""
 
 
 class Learned:
@@ -176,7 +191,7 @@ class Learned:
         if merged:
             self.deferred[base] = (base, merged, request)
             if self.sink is not None:
-                self.sink(base, base, merged, request)
+                self.sink.hold(base, base, merged, "", request)
             self.rules.events["deferred"] += 1
             self.publish()
             return True
@@ -245,6 +260,8 @@ class Learned:
             pending = self.rules.pending(base)
             if everything or in_force or not pending or self._useful(pending):
                 del self.deferred[base]
+                if self.sink is not None:
+                    self.sink.release(base)
                 back.append(request.replace(
                     dont_filter=True, meta={**request.meta, META_DEFERRED: True}))
         if back:
@@ -276,7 +293,7 @@ class Learned:
             return
         self.skipped[base] = (via, merged, request)
         if self.sink is not None:
-            self.sink(base, via, merged, request)
+            self.sink.hold(base, via, merged, self._holders.get(merged, ""), request)
 
     def changed(self, *, force: bool = False) -> list[Request]:
         """The kept requests whose merge no longer holds, removed from the kept ones
@@ -302,6 +319,8 @@ class Learned:
             orphaned = not moved and via == base and not self._backed(via, merged)
             if moved or orphaned:
                 del self.skipped[base]
+                if self.sink is not None:
+                    self.sink.release(base)
                 if (orphaned or META_KEYED in request.meta) and not request.dont_filter:
                     request = request.replace(dont_filter=True)
                 out.append(request)
@@ -313,8 +332,47 @@ class Learned:
         only while the rules still map it there (:meth:`_backed`)."""
         if key != base:
             self._holders[key] = base
-        else:
-            self._holders.pop(key, None)
+        elif self._holders.pop(key, None) is None:
+            return
+        if self.sink is not None:
+            self.sink.holder(key, base if key != base else None)
+
+    def restore(self, holders: dict[str, str]) -> None:
+        """The keys' holders recorded by an earlier run (:meth:`admitted`)."""
+        for key, base in holders.items():
+            self._holders.setdefault(key, base)
+
+    def observe_content(self, uri: str, digest: bytes) -> None:
+        """A 2xx page: its content evidence (:meth:`ProtocolRules.observe_content`),
+        and kept by the frontier store (a resume compares samples with it)."""
+        self.rules.observe_content(uri, digest)
+        if self.sink is not None:
+            self.sink.page(uri, digest)
+
+    def unstood(self) -> list[Request]:
+        """At the close: every held request whose rule stopped holding, or for
+        whose key no page was served (its holder did not end 2xx), removed from
+        the kept ones and marked to pass the dupefilter, for the engine
+        (:meth:`give_back`).  Nothing a rule held back is lost because the page
+        that stood for it never came."""
+        if not self.skipped:
+            return []
+        served = self.rules.served_keys()
+        back = []
+        for base, (via, merged, request) in list(self.skipped.items()):
+            if self.rules.apply(via) == merged and merged in served:
+                continue
+            del self.skipped[base]
+            if self.sink is not None:
+                self.sink.release(base)
+            meta = {k: v for k, v in request.meta.items() if k != META_SAMPLE}
+            back.append(request.replace(dont_filter=True, meta=meta))
+        if back:
+            self.rules.events["unstood"] += len(back)
+            logger.info("IRI protocol: %(n)d request(s) held back by learned rules had no "
+                        "page standing for them at the close; fetched", {"n": len(back)})
+            self.publish()
+        return back
 
     def _backed(self, via: str, merged: str) -> bool:
         """True if something still stands for a request kept as a duplicate of

@@ -221,6 +221,11 @@ class RuleBook:
 
     # --- content: what was served ---------------------------------------------
 
+    def served_keys(self) -> set[str]:
+        """The keys (under the rules now) of every page served 2xx and kept
+        (:meth:`observe_content`)."""
+        return {self.apply(uri) for uri in self._digests}
+
     def was_served(self, uri: str) -> bool:
         """True if a 2xx response at *uri* itself was observed (:meth:`observe_content`)."""
         return strip_fragment(uri) in self._digests
