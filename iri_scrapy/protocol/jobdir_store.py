@@ -96,7 +96,7 @@ class ProtocolStore:
         store = self.store()
         assert store is not None
         for uri, digest in store.protocol_rows(PAGE):  # what samples compare with
-            learned.rules.observe_content(uri, digest)
+            learned.observe_content(uri, digest)  # (not stored again: no sink yet)
         holders = {key: value.decode("utf-8") for key, value in store.protocol_rows(HOLDER)}
         kept = self._read_held(store)
         learned.sink = self  # what resume gives back is released in this transaction

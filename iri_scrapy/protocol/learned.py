@@ -29,6 +29,7 @@ from weakref import WeakKeyDictionary
 from iri_scrapy.plugin import compat  # noqa: F401  (checks the installed Scrapy first)
 from iri_scrapy.plugin.config import META_DEFERRED, META_KEYED, META_SAMPLE, IRIConfig
 from iri_scrapy.plugin.stamp import Stamper
+from iri_scrapy.protocol.transforms import MAX_PAGES_PER_SCOPE
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -345,9 +346,19 @@ class Learned:
     def observe_content(self, uri: str, digest: bytes) -> None:
         """A 2xx page: its content evidence (:meth:`ProtocolRules.observe_content`),
         and kept by the frontier store (a resume compares samples with it)."""
+        stopped = len(self.rules.stopped)
         self.rules.observe_content(uri, digest)
         if self.sink is not None:
             self.sink.page(uri, digest)
+        if len(self.rules.stopped) > stopped:
+            scope = next(reversed(self.rules.stopped))
+            logger.warning(
+                "IRI protocol: %(scope)s reached a bound (%(bound)s: %(n)d pages compared "
+                "per host); the learned level stops for this host: no rule is applied "
+                "there any more, and what its rules held back is fetched",
+                {"scope": scope, "bound": self.rules.stopped[scope],
+                 "n": MAX_PAGES_PER_SCOPE})
+            self.publish()
 
     def unstood(self) -> list[Request]:
         """At the close: every held request whose rule stopped holding, or for

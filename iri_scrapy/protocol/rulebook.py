@@ -73,6 +73,8 @@ class RuleBook:
         self._keys: dict[str, list[str]] = {}  # scope -> URIs with a digest, in order
         self._by_digest: dict[bytes, list[str]] = {}
         self._skips: Counter[Identity] = Counter()
+        #: Scopes where a bound was reached (scope -> which): no rule applies there.
+        self.stopped: dict[str, str] = {}
 
     def __len__(self) -> int:
         return len(self._exact)
@@ -157,6 +159,8 @@ class RuleBook:
         if not self._exact and not self._scopes:  # no rule of any kind
             return uri, []
         head, fragment = split_fragment(uri)
+        if self.stopped and host_key(head) in self.stopped:
+            return uri, []  # a bound was reached on this host: the level stopped there
         out = head
         used: list[Identity] = []
         for _ in range(MAX_STEPS):
