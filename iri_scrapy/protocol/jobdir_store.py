@@ -92,15 +92,23 @@ class ProtocolStore:
         """Read the rules and the held state; the held requests whose merge no
         longer holds (to schedule: their records go in the same transaction)."""
         learned = self.learned
-        self._load_rules()
+        damaged = not self._load_rules()
         store = self.store()
         assert store is not None
-        for uri, digest in store.protocol_rows(PAGE):  # what samples compare with
-            learned.observe_content(uri, digest)  # (not stored again: no sink yet)
+        if not damaged:
+            self._replay(store)
         holders = {key: value.decode("utf-8") for key, value in store.protocol_rows(HOLDER)}
         kept = self._read_held(store)
         learned.sink = self  # what resume gives back is released in this transaction
-        again = [request for _, request in resume(learned, kept, self.seen, holders)]
+        # (with the rules file damaged, before the pages replay: nothing merges any
+        # more, so everything its rules held back is given back, and fetched: past
+        # the dupefilter, which the rules the replay learns again would merge it by)
+        seen = None if damaged else self.seen
+        again = [request for _, request in resume(learned, kept, seen, holders)]
+        if damaged:
+            learned.sink = None
+            self._replay(store)
+            learned.sink = self
         if again:
             logger.info("IRI protocol: %(n)d request(s) held back by rules that no longer "
                         "hold are scheduled again", {"n": len(again)})
@@ -111,9 +119,15 @@ class ProtocolStore:
             self._loop.start(SAVE_EVERY, now=False)
         return again
 
-    def _load_rules(self) -> None:
+    def _replay(self, store: FrontierStore) -> None:
+        """The pages' digests into the rules (what samples compare with)."""
+        for uri, digest in store.protocol_rows(PAGE):
+            self.learned.observe_content(uri, digest)
+
+    def _load_rules(self) -> bool:
+        """Read the rules file; False if it was damaged (set aside, said)."""
         if not self.rules_path.exists():
-            return
+            return True
         try:
             data = json.loads(self.rules_path.read_text(encoding="utf-8"))
             self.learned.rules.load(data)
@@ -125,6 +139,8 @@ class ProtocolStore:
                            "%(aside)s, learning starts afresh (the requests its rules "
                            "held back are scheduled again)",
                            {"path": self.rules_path, "exc": exc, "aside": aside})
+            return False
+        return True
 
     def _read_held(self, store: FrontierStore) -> dict[str, Kept]:
         out: dict[str, Kept] = {}

@@ -364,26 +364,55 @@ class Learned:
         """At the close: every held request whose rule stopped holding, or for
         whose key no page was served (its holder did not end 2xx), removed from
         the kept ones and marked to pass the dupefilter, for the engine
-        (:meth:`give_back`).  Nothing a rule held back is lost because the page
-        that stood for it never came."""
+        (:meth:`give_back`); and one sample (``meta["iri_protocol_sample"]``) per
+        rule learned from content and folder of the URIs it merged where no
+        page confirmed it, so a rule confirmed on one path is checked on every
+        other path it held pages of before the crawl may end (the sampling while
+        the crawl runs leaves a rule's first merges unchecked).  Nothing a rule
+        held back is lost because the page that stood for it never came, or
+        because no sample was taken where the rule was wrong."""
         if not self.skipped:
             return []
         served = self.rules.served_keys()
+        checked: set[tuple[Identity, str]] = set()
         back = []
         for base, (via, merged, request) in list(self.skipped.items()):
+            sample = False
             if self.rules.apply(via) == merged and merged in served:
-                continue
+                groups = self._unchecked(via, merged) - checked
+                if not groups:
+                    continue
+                checked |= groups
+                sample = True
+                self.sampled.add(base)
             del self.skipped[base]
             if self.sink is not None:
                 self.sink.release(base)
             meta = {k: v for k, v in request.meta.items() if k != META_SAMPLE}
+            if sample:
+                meta[META_SAMPLE] = True
             back.append(request.replace(dont_filter=True, meta=meta))
         if back:
             self.rules.events["unstood"] += len(back)
-            logger.info("IRI protocol: %(n)d request(s) held back by learned rules had no "
-                        "page standing for them at the close; fetched", {"n": len(back)})
+            logger.info("IRI protocol: %(n)d request(s) held back by learned rules are "
+                        "fetched at the close (no page stood for them, or they check a "
+                        "rule where no page confirmed it)", {"n": len(back)})
             self.publish()
         return back
+
+    def _unchecked(self, via: str, merged: str) -> set[tuple[Identity, str]]:
+        """The (rule, folder) pairs of a held request's merge that no confirmation
+        of the rule is in: rules learned from content, canonical links or
+        Clean-param (a redirect is the server's own word)."""
+        probe = via if via != merged else self._holders.get(merged, via)
+        out = set()
+        for identity in self.rules.trace(probe)[1]:
+            if self.rules.origin(identity) == "redirect":
+                continue
+            folder = _folder(probe)
+            if not any(_folder(u) == folder for u in self.rules.confirmations(identity)):
+                out.add((identity, folder))
+        return out
 
     def _backed(self, via: str, merged: str) -> bool:
         """True if something still stands for a request kept as a duplicate of
@@ -421,6 +450,13 @@ class Learned:
             if self._published.get(event) != count:
                 self._published[event] = count
                 stats.set_value(f"iri/protocol/{event}", count)
+
+
+def _folder(uri: str) -> str:
+    """The scope and path of *uri* without its last segment (its "folder": the
+    folder of ``/b/13`` and of ``/p/6/`` is ``/b`` and ``/p``)."""
+    head = uri.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    return head.rsplit("/", 1)[0]
 
 
 def learned_of(context: CrawlContext) -> Learned | None:

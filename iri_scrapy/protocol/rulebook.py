@@ -225,6 +225,10 @@ class RuleBook:
 
     # --- content: what was served ---------------------------------------------
 
+    def confirmations(self, identity: Identity) -> list[str]:
+        """The images (or URIs) whose equal content confirmed the host rule *identity*."""
+        return list(self._confirmed.get(identity, ()))
+
     def served_keys(self) -> set[str]:
         """The keys (under the rules now) of every page served 2xx and kept
         (:meth:`observe_content`)."""

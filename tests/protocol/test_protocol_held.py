@@ -142,3 +142,18 @@ def test_a_kill_during_the_resume_start_up_loses_nothing(tmp_path: Path) -> None
         assert again, "the resume ended before it could be killed"
         result = run_crawl(_settings(feed), site.start_urls, site.proxy_url, jobdir=jobdir)
         _check_all(site, feed, result, "kill -9, resume killed at start-up, resume")
+
+
+def test_a_rule_never_sampled_while_running_is_checked_at_the_close(tmp_path: Path) -> None:
+    """Samples one merge in K * 2**j: a rule wrong on another path, merged fewer
+    times than that there, is checked when the crawl goes idle (one sample per
+    rule and folder with no confirmation), and what it held comes back."""
+    feed = tmp_path / "items.jsonl"
+    with HeldSite() as site:
+        result = run_crawl({**_settings(feed), "IRI_PROTOCOL_SAMPLE_EVERY": 1000},
+                           site.start_urls, site.proxy_url, jobdir=tmp_path / "job")
+        stats = result.stats
+        assert stats.get("iri/protocol/content/sampled", 0) == 0, stats
+        assert stats.get("iri/protocol/unstood", 0) >= 1, stats
+        assert stats.get("iri/protocol/content/revoked", 0) >= 1, stats
+        _check_all(site, feed, result, "no sample while running")
