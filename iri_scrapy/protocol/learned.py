@@ -29,7 +29,7 @@ from weakref import WeakKeyDictionary
 from iri_scrapy.plugin import compat  # noqa: F401  (checks the installed Scrapy first)
 from iri_scrapy.plugin.config import META_DEFERRED, META_KEYED, META_SAMPLE, IRIConfig
 from iri_scrapy.plugin.stamp import Stamper
-from iri_scrapy.protocol.transforms import MAX_PAGES_PER_SCOPE
+from iri_scrapy.protocol.transforms import MAX_PAGES_PER_SCOPE, split_uri
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -92,6 +92,8 @@ class Learned:
         #: key -> (via, key merged into, request): deferred until their rules are
         #: decided (:meth:`defer`, :meth:`settle`)
         self.deferred: dict[str, tuple[str, str, Request]] = {}
+        #: (rule, folder) pairs a closing sample was taken for (:meth:`unstood`)
+        self._closing_checked: set[tuple[Identity, str]] = set()
         #: key -> the key before the rules of the request that added it to the
         #: filter, when a rule had moved it (:meth:`admitted`)
         self._holders: dict[str, str] = {}
@@ -374,11 +376,13 @@ class Learned:
         if not self.skipped:
             return []
         served = self.rules.served_keys()
-        checked: set[tuple[Identity, str]] = set()
+        checked = self._closing_checked  # one closing sample per rule and folder
         back = []
         for base, (via, merged, request) in list(self.skipped.items()):
             sample = False
-            if self.rules.apply(via) == merged and merged in served:
+            key = self.rules.apply(via)
+            if key == self.rules.apply(merged) and key in served:  # (rules learned
+                # since may have moved both on: still one resource, a page served)
                 groups = self._unchecked(via, merged) - checked
                 if not groups:
                     continue
@@ -401,15 +405,16 @@ class Learned:
         return back
 
     def _unchecked(self, via: str, merged: str) -> set[tuple[Identity, str]]:
-        """The (rule, folder) pairs of a held request's merge that no confirmation
-        of the rule is in: rules learned from content, canonical links or
-        Clean-param (a redirect is the server's own word)."""
+        """The (rule, folder) pairs of a held request's merge with no confirmation
+        of the rule in the folder of the key it was merged into: rules learned
+        from content, canonical links or Clean-param (a redirect is the server's
+        own word; a trap's every longer spelling confirms it)."""
         probe = via if via != merged else self._holders.get(merged, via)
+        folder = _folder(merged)
         out = set()
         for identity in self.rules.trace(probe)[1]:
-            if self.rules.origin(identity) == "redirect":
+            if self.rules.origin(identity) == "redirect" or identity[1] == "collapse-repeat":
                 continue
-            folder = _folder(probe)
             if not any(_folder(u) == folder for u in self.rules.confirmations(identity)):
                 out.add((identity, folder))
         return out
@@ -453,10 +458,12 @@ class Learned:
 
 
 def _folder(uri: str) -> str:
-    """The scope and path of *uri* without its last segment (its "folder": the
-    folder of ``/b/13`` and of ``/p/6/`` is ``/b`` and ``/p``)."""
-    head = uri.split("?", 1)[0].split("#", 1)[0].rstrip("/")
-    return head.rsplit("/", 1)[0]
+    """The path of *uri* without its last segment (its "folder": the folder of
+    ``http://h/b/13`` and of ``http://www.h/p/6/`` is ``/b`` and ``/p``; a rule's
+    scope is its host already, and a ``www.`` rule's images are on the twin)."""
+    parts = split_uri(uri.split("#", 1)[0])
+    path = parts[2] if parts is not None else uri
+    return path.rstrip("/").rsplit("/", 1)[0]
 
 
 def learned_of(context: CrawlContext) -> Learned | None:
