@@ -176,7 +176,8 @@ class SqliteBackend:
         df = self.host.df
         assert isinstance(df, IRIDupeFilter) and self.host.codec is not None
         protocol = CrawlContext.of(self.host.crawler).protocol.jobdir_store(
-            self.jobdir, self.host.codec, learned, seen=lambda request: request in df)
+            self.jobdir, self.host.codec, learned, lambda: self.store,
+            seen=lambda request: request in df)
         return protocol, protocol.open()
 
     def start(self) -> None:

@@ -41,6 +41,7 @@ from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy
 from iri_scrapy.store.fpstore import FingerprintFileError
 from iri_scrapy.store.frontier_file import (
     FEEDS_DDL,
+    PROTOCOL_DDL,
     REFUSED_DDL,
     order_key,
 )
@@ -71,7 +72,9 @@ class FrontierStore:
     request, kind, at)`` (the records that could not be read back, kept for
     inspection, never read), and once a feed file is staged, ``feeds(path, offset,
     items)`` (:mod:`.feeds`; ``spider.state`` as JSON is the meta key
-    ``spider_state``).  Writes go into one open transaction until
+    ``spider_state``), and at level protocol ``protocol(kind, key, value)`` (the
+    requests learned rules hold back, and what deciding them needs:
+    :mod:`iri_scrapy.protocol.jobdir_store`).  Writes go into one open transaction until
     :meth:`commit`; :meth:`sync` makes every commit durable.  *fsync_ms*
     ``None`` means every commit is synced.
     """
@@ -270,6 +273,12 @@ class FrontierStore:
                 "WHERE id = ?",
                 (why, at, rowid))
             conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
+        elif kind == "pset":
+            conn.execute(PROTOCOL_DDL)
+            conn.execute("INSERT OR REPLACE INTO protocol VALUES (?, ?, ?)", op[1:])
+        elif kind == "pdel":
+            if self._has_table("protocol"):
+                conn.execute("DELETE FROM protocol WHERE kind = ? AND key = ?", op[1:])
         elif kind == "feed":
             conn.execute(FEEDS_DDL)
             conn.execute("INSERT OR REPLACE INTO feeds VALUES (?, ?, ?, ?, ?)", op[1:])
@@ -357,6 +366,22 @@ class FrontierStore:
         row = self._conn.execute("SELECT offset, items FROM feeds WHERE path = ?",
                                  (path,)).fetchone()
         return None if row is None else (int(row[0]), int(row[1]))
+
+    def protocol_set(self, kind: str, key: str, value: bytes) -> None:
+        """Record the learned protocol level's *value* for (*kind*, *key*)
+        (:mod:`iri_scrapy.protocol.jobdir_store`), in the open transaction."""
+        self._write(("pset", kind, key, value))
+
+    def protocol_delete(self, kind: str, key: str) -> None:
+        """Delete what :meth:`protocol_set` recorded for (*kind*, *key*)."""
+        self._write(("pdel", kind, key))
+
+    def protocol_rows(self, kind: str) -> list[tuple[str, bytes]]:
+        """``(key, value)`` of every record of *kind*, oldest first."""
+        if not self._has_table("protocol"):
+            return []
+        return [(str(k), bytes(v)) for k, v in self._conn.execute(
+            "SELECT key, value FROM protocol WHERE kind = ? ORDER BY rowid", (kind,))]
 
     def set_spider_state(self, data: str) -> None:
         """Record ``spider.state`` as JSON text (``""``: not kept, see spider_state)."""

@@ -23,10 +23,16 @@ from iri_scrapy.protocol.transforms import (
     REDIRECT,
     SOURCES,
     Identity,
+    scope_of,
+    split_uri,
 )
 
 #: The version of the document (:func:`to_data`).
 DATA_VERSION = 1
+#: The most rules (exact and host) and spellings a document may hold, and the
+#: longest string in it: a larger document is refused whole at load.
+MAX_ENTRIES = 1_000_000
+MAX_STRING = 8192
 
 
 class RulesDataError(IRIScrapyError, ValueError):
@@ -61,7 +67,23 @@ def _strings(value: Any, n: int | None, what: str) -> list[str]:
         n is not None and len(value) != n
     ):
         raise _fail(f"{what} is not a list of {n or 'any number of'} strings")
+    if (n is None and len(value) > MAX_ENTRIES) or any(len(v) > MAX_STRING for v in value):
+        raise _fail(f"{what} is larger than a rules document may be")
     return value
+
+
+def _host_rule(r: list[str]) -> Identity:
+    """*r* as a host rule: a known kind, a scope that is a scheme and authority."""
+    parts = split_uri(r[0] + "/")
+    if r[1] not in KINDS or parts is None or scope_of(parts) != r[0]:
+        raise _fail(f"unknown kind or not a host in the rule {r}")
+    return (r[0], r[1], r[2])
+
+
+def _in_scope(uri: str, scope: str, row: list[str]) -> None:
+    parts = split_uri(uri)
+    if parts is None or scope_of(parts) != scope:
+        raise _fail(f"{uri!r} is not a URI of the rule's host in {row}")
 
 
 def stored_min_evidence(data: Any) -> int:
@@ -81,11 +103,13 @@ def read_into(book: RuleBook, data: Any) -> None:
     exact, away, entries = data.get("exact"), data.get("away"), data.get("rules")
     if not isinstance(exact, list) or not isinstance(entries, list):
         raise _fail("exact or rules is not a list")
+    if len(exact) + len(entries) > MAX_ENTRIES:
+        raise _fail("more rules than a rules document may hold")
     for row in exact:
         source, target, *identity = _strings(row, 5, "an exact rule")
-        i: Identity = (identity[0], identity[1], identity[2])
-        if i[1] not in KINDS:  # else every URL of its host would fail mid-crawl
-            raise _fail(f"unknown kind in the exact rule {row}")
+        # an unknown kind would fail every URL of its host mid-crawl: refused here
+        i = _host_rule(identity)
+        _in_scope(source, i[0], row)
         book._exact[source] = (target, i)
         book._sources.setdefault(target, set()).add(source)
         book._evidence[i] += 1
@@ -95,9 +119,9 @@ def read_into(book: RuleBook, data: Any) -> None:
         if not isinstance(entry, dict):
             raise _fail("a rule is not an object")
         r = _strings(entry.get("rule"), 3, "a rule")
-        i = (r[0], r[1], r[2])
-        if i[1] not in KINDS or entry.get("origin") not in SOURCES:
-            raise _fail(f"unknown kind or origin in {r}")
+        i = _host_rule(r)
+        if entry.get("origin") not in SOURCES:
+            raise _fail(f"unknown origin in {r}")
         numbers: list[int] = []
         for field in ("bad", "contrary", "skips"):
             n = entry.get(field)

@@ -22,14 +22,14 @@ import json
 import logging
 import os
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from weakref import WeakKeyDictionary
 
 from iri_scrapy.plugin import compat  # noqa: F401  (checks the installed Scrapy first)
 from iri_scrapy.plugin.config import META_DEFERRED, META_KEYED, META_SAMPLE, IRIConfig
 from iri_scrapy.plugin.stamp import Stamper
+from iri_scrapy.protocol.transforms import MAX_PAGES_PER_SCOPE, split_uri
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -44,8 +44,24 @@ logger = logging.getLogger(__name__)
 
 
 
-#: Called with (key before the rules, via, key merged into, request) for each request kept.
-Sink = Callable[[str, str, str, "Request"], None]
+class Sink(Protocol):
+    """Where a frontier store keeps what decides whether a page is fetched (the
+    ``JOBDIR`` store: :mod:`.jobdir_store`; the Redis fleet: :mod:`.redis_store`),
+    told in the same reactor turn as each decision (one transaction with it)."""
+
+    def hold(self, base: str, via: str, merged: str, holder: str,
+             request: Request) -> None:
+        """A request held back (key before the rules *base*; kept while
+        ``rules.apply(via) == merged``; *holder*: the alias holding *merged*, or "")."""
+
+    def release(self, base: str) -> None:
+        """The request held as *base* was given back (or dropped for good)."""
+
+    def holder(self, key: str, base: str | None) -> None:
+        """The request of key before the rules *base* holds *key* (None: its own spelling)."""
+
+    def page(self, uri: str, digest: bytes) -> None:
+        """A 2xx page at *uri* served content of *digest* (what samples compare to)."""
 
 
 class Learned:
@@ -76,6 +92,8 @@ class Learned:
         #: key -> (via, key merged into, request): deferred until their rules are
         #: decided (:meth:`defer`, :meth:`settle`)
         self.deferred: dict[str, tuple[str, str, Request]] = {}
+        #: (rule, folder) pairs a closing sample was taken for (:meth:`unstood`)
+        self._closing_checked: set[tuple[Identity, str]] = set()
         #: key -> the key before the rules of the request that added it to the
         #: filter, when a rule had moved it (:meth:`admitted`)
         self._holders: dict[str, str] = {}
@@ -176,7 +194,7 @@ class Learned:
         if merged:
             self.deferred[base] = (base, merged, request)
             if self.sink is not None:
-                self.sink(base, base, merged, request)
+                self.sink.hold(base, base, merged, "", request)
             self.rules.events["deferred"] += 1
             self.publish()
             return True
@@ -245,6 +263,8 @@ class Learned:
             pending = self.rules.pending(base)
             if everything or in_force or not pending or self._useful(pending):
                 del self.deferred[base]
+                if self.sink is not None:
+                    self.sink.release(base)
                 back.append(request.replace(
                     dont_filter=True, meta={**request.meta, META_DEFERRED: True}))
         if back:
@@ -276,7 +296,7 @@ class Learned:
             return
         self.skipped[base] = (via, merged, request)
         if self.sink is not None:
-            self.sink(base, via, merged, request)
+            self.sink.hold(base, via, merged, self._holders.get(merged, ""), request)
 
     def changed(self, *, force: bool = False) -> list[Request]:
         """The kept requests whose merge no longer holds, removed from the kept ones
@@ -302,6 +322,8 @@ class Learned:
             orphaned = not moved and via == base and not self._backed(via, merged)
             if moved or orphaned:
                 del self.skipped[base]
+                if self.sink is not None:
+                    self.sink.release(base)
                 if (orphaned or META_KEYED in request.meta) and not request.dont_filter:
                     request = request.replace(dont_filter=True)
                 out.append(request)
@@ -313,8 +335,89 @@ class Learned:
         only while the rules still map it there (:meth:`_backed`)."""
         if key != base:
             self._holders[key] = base
-        else:
-            self._holders.pop(key, None)
+        elif self._holders.pop(key, None) is None:
+            return
+        if self.sink is not None:
+            self.sink.holder(key, base if key != base else None)
+
+    def restore(self, holders: dict[str, str]) -> None:
+        """The keys' holders recorded by an earlier run (:meth:`admitted`)."""
+        for key, base in holders.items():
+            self._holders.setdefault(key, base)
+
+    def observe_content(self, uri: str, digest: bytes) -> None:
+        """A 2xx page: its content evidence (:meth:`ProtocolRules.observe_content`),
+        and kept by the frontier store (a resume compares samples with it)."""
+        stopped = len(self.rules.stopped)
+        self.rules.observe_content(uri, digest)
+        if self.sink is not None:
+            self.sink.page(uri, digest)
+        if len(self.rules.stopped) > stopped:
+            scope = next(reversed(self.rules.stopped))
+            logger.warning(
+                "IRI protocol: %(scope)s reached a bound (%(bound)s: %(n)d pages compared "
+                "per host); the learned level stops for this host: no rule is applied "
+                "there any more, and what its rules held back is fetched",
+                {"scope": scope, "bound": self.rules.stopped[scope],
+                 "n": MAX_PAGES_PER_SCOPE})
+            self.publish()
+
+    def unstood(self) -> list[Request]:
+        """At the close: every held request whose rule stopped holding, or for
+        whose key no page was served (its holder did not end 2xx), removed from
+        the kept ones and marked to pass the dupefilter, for the engine
+        (:meth:`give_back`); and one sample (``meta["iri_protocol_sample"]``) per
+        rule learned from content and folder of the URIs it merged where no
+        page confirmed it, so a rule confirmed on one path is checked on every
+        other path it held pages of before the crawl may end (the sampling while
+        the crawl runs leaves a rule's first merges unchecked).  Nothing a rule
+        held back is lost because the page that stood for it never came, or
+        because no sample was taken where the rule was wrong."""
+        if not self.skipped:
+            return []
+        served = self.rules.served_keys()
+        checked = self._closing_checked  # one closing sample per rule and folder
+        back = []
+        for base, (via, merged, request) in list(self.skipped.items()):
+            sample = False
+            key = self.rules.apply(via)
+            if key == self.rules.apply(merged) and key in served:  # (rules learned
+                # since may have moved both on: still one resource, a page served)
+                groups = self._unchecked(via, merged) - checked
+                if not groups:
+                    continue
+                checked |= groups
+                sample = True
+                self.sampled.add(base)
+            del self.skipped[base]
+            if self.sink is not None:
+                self.sink.release(base)
+            meta = {k: v for k, v in request.meta.items() if k != META_SAMPLE}
+            if sample:
+                meta[META_SAMPLE] = True
+            back.append(request.replace(dont_filter=True, meta=meta))
+        if back:
+            self.rules.events["unstood"] += len(back)
+            logger.info("IRI protocol: %(n)d request(s) held back by learned rules are "
+                        "fetched at the close (no page stood for them, or they check a "
+                        "rule where no page confirmed it)", {"n": len(back)})
+            self.publish()
+        return back
+
+    def _unchecked(self, via: str, merged: str) -> set[tuple[Identity, str]]:
+        """The (rule, folder) pairs of a held request's merge with no confirmation
+        of the rule in the folder of the key it was merged into: rules learned
+        from content, canonical links or Clean-param (a redirect is the server's
+        own word; a trap's every longer spelling confirms it)."""
+        probe = via if via != merged else self._holders.get(merged, via)
+        folder = _folder(merged)
+        out = set()
+        for identity in self.rules.trace(probe)[1]:
+            if self.rules.origin(identity) == "redirect" or identity[1] == "collapse-repeat":
+                continue
+            if not any(_folder(u) == folder for u in self.rules.confirmations(identity)):
+                out.add((identity, folder))
+        return out
 
     def _backed(self, via: str, merged: str) -> bool:
         """True if something still stands for a request kept as a duplicate of
@@ -352,6 +455,15 @@ class Learned:
             if self._published.get(event) != count:
                 self._published[event] = count
                 stats.set_value(f"iri/protocol/{event}", count)
+
+
+def _folder(uri: str) -> str:
+    """The path of *uri* without its last segment (its "folder": the folder of
+    ``http://h/b/13`` and of ``http://www.h/p/6/`` is ``/b`` and ``/p``; a rule's
+    scope is its host already, and a ``www.`` rule's images are on the twin)."""
+    parts = split_uri(uri.split("#", 1)[0])
+    path = parts[2] if parts is not None else uri
+    return path.rstrip("/").rsplit("/", 1)[0]
 
 
 def learned_of(context: CrawlContext) -> Learned | None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from scrapy import Request
 
     from iri_scrapy.frontier.codec import RequestCodec
+    from iri_scrapy.frontier.sqlite_store import FrontierStore
     from iri_scrapy.plugin.config import IRIConfig
     from iri_scrapy.plugin.context import CrawlContext
 
@@ -81,9 +82,10 @@ class ProtocolLevel:
 
     @staticmethod
     def jobdir_store(jobdir: str | os.PathLike[str], codec: RequestCodec, learned: Learned,
+                     store: Callable[[], FrontierStore | None],
                      seen: Callable[[Request], bool] | None = None) -> ProtocolStore:
-        """The JOBDIR frontier's files of the rules and of what they skipped."""
-        return ProtocolStore(jobdir, codec, learned, seen=seen)
+        """The JOBDIR frontier's rules file, and what they hold back in its *store*."""
+        return ProtocolStore(jobdir, codec, learned, store, seen=seen)
 
     @staticmethod
     def redis_store(**kwargs: Any) -> RedisProtocolStore:

@@ -103,9 +103,11 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
                                 "being learned that would merge it is decided")
 
     def spider_idle(self) -> None:
-        """Give back every deferred request before the crawl may end."""
-        assert self.learned is not None
-        if self.learned.give_back(self.learned.settle(everything=True)):
+        """Give back every deferred request, and every held one no page stands for
+        (:meth:`Learned.unstood`), before the crawl may end."""
+        learned = self.learned
+        assert learned is not None
+        if learned.give_back(learned.settle(everything=True) + learned.unstood()):
             raise DontCloseSpider
 
     def request_dropped(self, request: Request) -> None:
@@ -172,7 +174,7 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         digest = (content_digest(text) if text is not None
                   else hashlib.blake2b(response.body, digest_size=16).digest())
         if digest != EMPTY_DIGEST:  # an empty page says nothing about the resource
-            rules.observe_content(served, digest)
+            self.learned.observe_content(served, digest)
         if served.endswith("/robots.txt") and text is not None:
             for clean in parse_clean_param(text):
                 rules.observe_clean_param(served, clean.params, clean.prefix)

@@ -155,6 +155,8 @@ class RedisProtocolStore:
         self._remote_sha = ""
         #: Keys before the rules of the records in Redis this worker knows are kept.
         self._written: set[str] = set()
+        #: The keys' holders named by the records read at open (see :func:`resume`).
+        self._holders: dict[str, str] = {}
         #: What the fleet's document put in force when last looked at.
         self._in_force: frozenset[tuple[str, ...]] = frozenset()
         self._looked_at = ""  # the text of that document
@@ -185,12 +187,12 @@ class RedisProtocolStore:
         if self.remote is not None:
             learned.rules.load(merge_rules_data(learned.rules.to_data(), self.remote))
         kept = self._read_skipped()
-        again = self._claim(resume(learned, kept, self.seen))
+        again = self._claim(resume(learned, kept, self.seen, self._holders))
         self._written = {base for base in kept if base in learned.skipped}
         self._in_force = _in_force(self.remote, learned.rules.min_evidence)
         self._looked_at = self._taken = self._remote_text
         self._save(must_exist=False)
-        learned.sink = self._append
+        learned.sink = self
         if again:
             logger.info("IRI protocol: %(n)d request(s) skipped by rules that no longer hold "
                         "are scheduled again", {"n": len(again)})
@@ -236,6 +238,7 @@ class RedisProtocolStore:
 
     def _read_skipped(self) -> dict[str, Kept]:
         out: dict[str, Kept] = {}
+        self._holders = {}
         refused: dict[bytes, bytes] = {}
 
         def scan(c: Any) -> list[tuple[bytes, bytes]]:
@@ -245,11 +248,13 @@ class RedisProtocolStore:
             if field == MARKER.encode():
                 continue
             try:
-                base, kept = read_skipped_record(self.codec, value)
+                base, kept, holder = read_skipped_record(self.codec, value)
             except SKIPPED_ERRORS:
                 refused[field] = value
                 continue
             out[base] = kept
+            if holder:
+                self._holders[kept[1]] = holder
         if refused:  # kept aside with the queue's refused records, never executed
             self._call(lambda c: c.hset(self.refused_key, mapping={
                 b"protocol-skipped:" + f: v for f, v in refused.items()}))
@@ -288,12 +293,12 @@ class RedisProtocolStore:
 
     # --- while the crawl runs ------------------------------------------------------
 
-    def _append(self, base: str, via: str, merged: str, request: Request) -> None:
+    def hold(self, base: str, via: str, merged: str, holder: str, request: Request) -> None:
         """:attr:`Learned.sink`: store a skipped request before the dupefilter drops it."""
         if self.failed:
             return
         try:
-            value = skipped_record(self.codec, base, via, merged, request,
+            value = skipped_record(self.codec, base, via, merged, request, holder=holder,
                                    drop_meta=self.drop_meta)
         except Exception:  # not storable as data: kept in memory only (a crash loses it)
             logger.warning("IRI protocol: a skipped request cannot be stored as data: %s",
@@ -307,6 +312,17 @@ class RedisProtocolStore:
             self.failed = True
             return
         self._written.add(base)
+
+    def release(self, base: str) -> None:
+        """:attr:`Learned.sink`: a record given back is deleted at the next :meth:`sync`."""
+
+    def holder(self, key: str, base: str | None) -> None:
+        """:attr:`Learned.sink`: a key's holder is kept only in the held records here
+        (a holder that admitted no held request yet is not stored in Redis)."""
+
+    def page(self, uri: str, digest: bytes) -> None:
+        """:attr:`Learned.sink`: the pages' digests are not kept in Redis (a sample
+        after a restart compares only with pages fetched since)."""
 
     def sync(self) -> None:
         """Delete the records this worker scheduled again; merge and write the rules
@@ -395,7 +411,7 @@ class RedisProtocolStore:
             if check.apply(via) == check.apply(merged):
                 continue
             try:
-                _, (_, _, request) = read_skipped_record(self.codec, value)
+                _, (_, _, request), _ = read_skipped_record(self.codec, value)
             except SKIPPED_ERRORS:
                 continue  # read at the next open, and set aside then
             base = _text(field)
@@ -454,7 +470,7 @@ class RedisProtocolStore:
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._loop = None
-        if self.learned.sink == self._append:
+        if self.learned.sink is self:
             self.learned.sink = None
 
     def close(self) -> None:

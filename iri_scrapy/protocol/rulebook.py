@@ -73,6 +73,8 @@ class RuleBook:
         self._keys: dict[str, list[str]] = {}  # scope -> URIs with a digest, in order
         self._by_digest: dict[bytes, list[str]] = {}
         self._skips: Counter[Identity] = Counter()
+        #: Scopes where a bound was reached (scope -> which): no rule applies there.
+        self.stopped: dict[str, str] = {}
 
     def __len__(self) -> int:
         return len(self._exact)
@@ -157,6 +159,8 @@ class RuleBook:
         if not self._exact and not self._scopes:  # no rule of any kind
             return uri, []
         head, fragment = split_fragment(uri)
+        if self.stopped and host_key(head) in self.stopped:
+            return uri, []  # a bound was reached on this host: the level stopped there
         out = head
         used: list[Identity] = []
         for _ in range(MAX_STEPS):
@@ -220,6 +224,15 @@ class RuleBook:
         return max(0, self.min_evidence - self._strength(identity, floor=0))
 
     # --- content: what was served ---------------------------------------------
+
+    def confirmations(self, identity: Identity) -> list[str]:
+        """The images (or URIs) whose equal content confirmed the host rule *identity*."""
+        return list(self._confirmed.get(identity, ()))
+
+    def served_keys(self) -> set[str]:
+        """The keys (under the rules now) of every page served 2xx and kept
+        (:meth:`observe_content`)."""
+        return {self.apply(uri) for uri in self._digests}
 
     def was_served(self, uri: str) -> bool:
         """True if a 2xx response at *uri* itself was observed (:meth:`observe_content`)."""

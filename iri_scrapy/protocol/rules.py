@@ -275,6 +275,7 @@ class ProtocolRules(RuleBook):
         if uri not in self._digests:
             keys = self._keys.setdefault(scope, [])
             if len(keys) >= MAX_PAGES_PER_SCOPE:
+                self.stop_scope(scope, "pages")
                 return
             keys.append(uri)
         self._digests[uri] = digest
@@ -291,6 +292,17 @@ class ProtocolRules(RuleBook):
         for twin in twins(parts):  # rules whose image is on this host (www., http)
             for identity in sorted(self._candidates.get(twin, ())):
                 self._track(identity, uri, digest)
+
+    def stop_scope(self, scope: str, bound: str) -> None:
+        """A bound (*bound*: ``"pages"``, :data:`MAX_PAGES_PER_SCOPE`) was reached in
+        *scope*: its pages can no longer be compared, so no rule applies there any
+        more (never a rule left in force unchecked); ``revision`` moves, so what
+        its rules held back is given back (``Learned.changed``)."""
+        if scope in self.stopped:
+            return
+        self.stopped[scope] = bound
+        self.events[f"stopped/{bound}"] += 1
+        self.revision += 1
 
     def observe_canonical(self, uri: str, target: str) -> str | None:
         """Record that the page at *uri* declared *target* canonical (``<link

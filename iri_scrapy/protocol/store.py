@@ -6,8 +6,9 @@ request a learned rule skipped (:class:`~iri_scrapy.protocol.learned.Learned`).
 One definition of each, shared by :mod:`.jobdir_store` (files) and
 :mod:`.redis_store` (a fleet's keys):
 
-* a skipped request's record: JSON ``{"base", "via", "merged", "record"}``, the
-  request a :mod:`iri_scrapy.frontier.codec` record in base64 (data, never a bare pickle);
+* a held request's record: JSON ``{"base", "via", "merged", "holder", "record"}``
+  (*holder*: the alias that holds the key merged into, or ``""``), the request a
+  :mod:`iri_scrapy.frontier.codec` record in base64 (data, never a bare pickle);
 * :func:`resume`: the kept requests whose merge no longer holds under the rules
   read back, to schedule again (nothing a revoked rule skipped is lost), each
   :func:`given_back`: past the dupefilter if it holds the request's own key;
@@ -40,25 +41,28 @@ SKIPPED_ERRORS: tuple[type[BaseException], ...] = (ValueError, KeyError, TypeErr
 
 
 def skipped_record(codec: RequestCodec, base: str, via: str, merged: str,
-                   request: Request, *, drop_meta: tuple[str, ...] = ()) -> str:
+                   request: Request, *, holder: str = "",
+                   drop_meta: tuple[str, ...] = ()) -> str:
     """The record of one skipped request (one JSON line, without its newline);
     *drop_meta*: meta keys not stored (a store's own, e.g. a lease).
 
     Raises whatever :meth:`RequestCodec.encode` raises for a request that is not
     storable as data."""
     record = base64.b64encode(codec.encode(request, drop_meta=drop_meta)).decode("ascii")
-    return json.dumps({"base": base, "via": via, "merged": merged, "record": record})
+    return json.dumps({"base": base, "via": via, "merged": merged, "holder": holder,
+                       "record": record})
 
 
-def read_skipped_record(codec: RequestCodec, text: str | bytes) -> tuple[str, Kept]:
-    """``(base, (via, merged, request))`` from :func:`skipped_record`'s output;
-    one of :data:`SKIPPED_ERRORS` if it is not one (checked as data)."""
+def read_skipped_record(codec: RequestCodec, text: str | bytes) -> tuple[str, Kept, str]:
+    """``(base, (via, merged, request), holder)`` from :func:`skipped_record`'s
+    output; one of :data:`SKIPPED_ERRORS` if it is not one (checked as data)."""
     row = json.loads(text)
     base, via, merged, record = row["base"], row["via"], row["merged"], row["record"]
-    if not all(isinstance(v, str) for v in (base, via, merged, record)):
+    holder = row.get("holder", "")
+    if not all(isinstance(v, str) for v in (base, via, merged, record, holder)):
         raise ValueError("not strings")
     request = codec.decode(base64.b64decode(record, validate=True))
-    return base, (via, merged, request)
+    return base, (via, merged, request), holder
 
 
 def given_back(request: Request, *, past_filter: bool = True) -> Request:
@@ -74,7 +78,8 @@ def given_back(request: Request, *, past_filter: bool = True) -> Request:
 
 
 def resume(learned: Learned, kept: dict[str, Kept],
-           seen: Callable[[Request], bool] | None = None) -> list[tuple[str, Request]]:
+           seen: Callable[[Request], bool] | None = None,
+           holders: dict[str, str] | None = None) -> list[tuple[str, Request]]:
     """Add the requests *kept* by an earlier run (or another worker) to *learned*;
     return, removed from it, every kept request whose merge no longer holds under
     the rules loaded (its rule revoked, or the rules lost) with its key before the
@@ -82,7 +87,10 @@ def resume(learned: Learned, kept: dict[str, Kept],
     ``request in df``, no side effect) tells the requests whose key the
     seen-set holds: only those pass it (``dont_filter``; all of them without
     *seen*), the others keep its checks, so an alias that redirects is not
-    followed past a seen target."""
+    followed past a seen target.  *holders*: the keys' holders recorded then
+    (:meth:`Learned.restore`), which decide whether a key still stands for what
+    it holds back."""
+    learned.restore(holders or {})
     for base, record in kept.items():
         learned.skipped.setdefault(base, record)
     before = dict(learned.skipped)

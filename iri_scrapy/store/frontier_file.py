@@ -53,6 +53,14 @@ FEEDS_DDL = (
     "DEFAULT 0)"
 )
 
+#: The learned protocol level's state (iri_scrapy.protocol.jobdir_store): per *kind*
+#: (``held``: a request a learned rule holds back; ``holder``: the alias that holds
+#: a key; ``page``: a 2xx page's content digest), one value per key.
+PROTOCOL_DDL = (
+    "CREATE TABLE IF NOT EXISTS protocol (kind TEXT NOT NULL, key TEXT NOT NULL, "
+    "value BLOB NOT NULL, PRIMARY KEY (kind, key))"
+)
+
 
 def order_key(rowid: int, priority: int, start: bool, *, lifo: bool = True,
               start_lifo: bool = False) -> tuple[int, int, int]:
@@ -319,6 +327,7 @@ def _copy_records(source: Path, target: Path, report: SalvageReport) -> None:
         _copy_seen(src, dst, report)
         highest = _copy_refused(src, dst, report, highest)
         _copy_feeds(src, dst, report)
+        _copy_protocol(src, dst, report)
         # ids are never reused: the sequence goes on from the highest id known
         if dst.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'pending'",
                        (highest,)).rowcount == 0:
@@ -345,6 +354,24 @@ def _copy_feeds(src: sqlite3.Connection, dst: sqlite3.Connection,
         return
     dst.execute(FEEDS_DDL)
     dst.executemany("INSERT INTO feeds VALUES (?, ?, ?, ?, ?)", rows)
+
+
+def _copy_protocol(src: sqlite3.Connection, dst: sqlite3.Connection,
+                   report: SalvageReport) -> None:
+    """Copy the learned protocol level's state (requests held back...), if any."""
+    if src.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'protocol'"
+                   ).fetchone() is None:
+        return
+    try:
+        rows = src.execute("SELECT kind, key, value FROM protocol").fetchall()
+    except sqlite3.DatabaseError as exc:
+        report.notes.append(
+            f"its protocol state could not be read ({exc}): the requests learned rules "
+            "held back are not in the salvaged store (crawl again without JOBDIR's seen "
+            "pages, or at another IRI_LEVEL, to fetch them)")
+        return
+    dst.execute(PROTOCOL_DDL)
+    dst.executemany("INSERT INTO protocol VALUES (?, ?, ?)", rows)
 
 
 def _open_source(source: Path, report: SalvageReport) -> sqlite3.Connection:

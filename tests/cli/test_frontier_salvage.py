@@ -21,6 +21,7 @@ from iri_scrapy.store.frontier_file import (
     FORMAT_VERSION,
     PENDING_DDL,
     PENDING_INDEX,
+    PROTOCOL_DDL,
     order_key,
 )
 
@@ -75,6 +76,22 @@ def test_intact_store_everything_saved(tmp_path: Path, capsys: pytest.CaptureFix
         assert conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (
             str(FORMAT_VERSION),)
         assert conn.execute("SELECT seq FROM sqlite_sequence").fetchone() == (400,)
+    conn.close()
+
+
+def test_the_requests_learned_rules_hold_back_are_saved(tmp_path: Path) -> None:
+    """The ``protocol`` table (level protocol: requests held back by a learned rule,
+    whose keys the seen-set holds) is copied, or they would never be fetched."""
+    path = _store(tmp_path / "job", 3)
+    rows = [("held", "http://e.com/1?ref=z", b"{}"), ("page", "http://e.com/1", b"d" * 16)]
+    with sqlite3.connect(path) as conn:
+        conn.execute(PROTOCOL_DDL)
+        conn.executemany("INSERT INTO protocol VALUES (?, ?, ?)", rows)
+    conn.close()
+    assert main(["frontier", "salvage", str(tmp_path / "job"), "--out",
+                 str(tmp_path / "out")]) == 0
+    with sqlite3.connect(tmp_path / "out" / FILENAME) as conn:
+        assert sorted(conn.execute("SELECT kind, key, value FROM protocol")) == rows
     conn.close()
 
 

@@ -322,3 +322,22 @@ def test_a_request_read_back_from_a_store_is_checked_before_download() -> None:
     request = Request(f"{B}/p/1/?replytocom=7")  # as the codec decodes it: unstamped
     assert df.learned.stamper.stamp_of(request) is None
     assert df.learned.stale(request)
+
+
+def test_at_the_close_what_no_page_stands_for_is_fetched() -> None:
+    """:meth:`Learned.unstood`: a held request whose key's holder never ended 2xx
+    (failed, not found, in flight at a kill) is given back past the filter; one
+    merged with a page served stays held."""
+    rules, df = learned_filter()
+    learned = df.learned
+    assert learned is not None
+    for n in (5, 6):
+        assert not df.request_seen(Request(f"{B}/p/{n}/"))
+    held = [Request(f"{B}/p/{n}/?replytocom=1") for n in (5, 6)]
+    assert all(df.request_seen(r) for r in held)
+    learned.observe_content(f"{B}/p/6/", D(6))  # /p/5/ never answered 2xx
+    back = learned.unstood()
+    assert [r.url for r in back] == [held[0].url] and back[0].dont_filter
+    assert list(learned.skipped) == [held[1].url]
+    assert rules.events["unstood"] == 1
+    assert learned.unstood() == []

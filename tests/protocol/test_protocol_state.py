@@ -65,8 +65,9 @@ def test_the_skipped_record_reads_back() -> None:
     request = Request("http://h.test/c", meta={"iri_redis_lease": "x", "k": 1}, priority=3)
     text = skipped_record(codec, "http://h.test/c", "http://h.test/c", "http://h.test/c/",
                           request, drop_meta=("iri_redis_lease",))
-    base, (via, merged, back) = read_skipped_record(codec, text)
-    assert (base, via, merged) == ("http://h.test/c", "http://h.test/c", "http://h.test/c/")
+    base, (via, merged, back), holder = read_skipped_record(codec, text)
+    assert (base, via, merged, holder) == ("http://h.test/c", "http://h.test/c",
+                                           "http://h.test/c/", "")
     assert back.url == request.url and back.priority == 3
     assert back.meta.get("k") == 1 and "iri_redis_lease" not in back.meta
 
