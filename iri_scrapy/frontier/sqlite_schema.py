@@ -18,6 +18,7 @@ import logging
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from iri_scrapy.frontier.errors import FrontierError
 from iri_scrapy.store.fpstore import (
@@ -26,10 +27,13 @@ from iri_scrapy.store.fpstore import (
     mismatch_text,
 )
 from iri_scrapy.store.frontier_file import (
+    FEEDS_DDL,
     FORMAT_VERSION,
     META_DDL,
     PENDING_DDL,
     PENDING_INDEX,
+    PROTOCOL_DDL,
+    REFUSED_DDL,
     SEEN_DDL,
     order_modes,
 )
@@ -200,3 +204,52 @@ def max_id(conn: sqlite3.Connection) -> int:
             ids.append(int(conn.execute(f"SELECT coalesce(max(id), 0) FROM {table}")
                            .fetchone()[0]))
     return max(ids)
+
+
+#: ``2**64`` and ``2**63``: fingerprint records are unsigned, SQLite integers signed.
+_U64 = 1 << 64
+_I64 = 1 << 63
+
+def signed(value: int) -> int:
+    """A fingerprint record (unsigned 64 bits) as SQLite stores it (signed)."""
+    return value - _U64 if value >= _I64 else value
+
+
+def has_table(conn: sqlite3.Connection, name: str) -> bool:
+    """True if the store has the (optional) table *name*."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                        (name,)).fetchone() is not None
+
+
+def apply_change(conn: sqlite3.Connection, op: tuple[Any, ...]) -> None:
+    """Apply one change of the open transaction (:class:`.FrontierStore` keeps the
+    changes, to replay them after a failed write): the SQL of each kind of change."""
+    kind = op[0]
+    if kind == "add":
+        _, record, data, rowid, np_, kind_, ord_, lane = op
+        if record is not None:
+            conn.execute("INSERT INTO seen (fp) VALUES (?)", (signed(record),))
+        conn.execute("INSERT INTO pending (id, request, np, kind, ord, lane) VALUES "
+                     "(?, ?, ?, ?, ?, ?)", (rowid, data, np_, kind_, ord_, lane))
+    elif kind == "seen":
+        conn.execute("INSERT INTO seen (fp) VALUES (?)", (signed(op[1]),))
+    elif kind == "done":
+        conn.execute("DELETE FROM pending WHERE id = ?", (op[1],))
+    elif kind == "refuse":
+        _, rowid, why, at = op
+        conn.execute(REFUSED_DDL)
+        conn.execute(
+            "INSERT OR REPLACE INTO refused SELECT id, request, ?, ? FROM pending WHERE id = ?",
+            (why, at, rowid))
+        conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
+    elif kind == "pset":
+        conn.execute(PROTOCOL_DDL)
+        conn.execute("INSERT OR REPLACE INTO protocol VALUES (?, ?, ?)", op[1:])
+    elif kind == "pdel":
+        if has_table(conn, "protocol"):
+            conn.execute("DELETE FROM protocol WHERE kind = ? AND key = ?", op[1:])
+    elif kind == "feed":
+        conn.execute(FEEDS_DDL)
+        conn.execute("INSERT OR REPLACE INTO feeds VALUES (?, ?, ?, ?, ?)", op[1:])
+    else:  # "meta"
+        conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (op[1], op[2]))

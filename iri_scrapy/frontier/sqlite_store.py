@@ -30,8 +30,10 @@ from iri_scrapy.frontier.options import DEFAULT_FSYNC_MS
 from iri_scrapy.frontier.sqlite_schema import DAMAGED as DAMAGED  # its faults, named here too
 from iri_scrapy.frontier.sqlite_schema import (
     READ_ONLY,
+    apply_change,
     check_store,
     error_kind,
+    has_table,
     max_id,
     meta_get,
     unreadable_store,
@@ -39,26 +41,9 @@ from iri_scrapy.frontier.sqlite_schema import (
 from iri_scrapy.frontier.sqlite_schema import FrontierStoreUnreadable as FrontierStoreUnreadable
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
 from iri_scrapy.store.fpstore import FingerprintFileError
-from iri_scrapy.store.frontier_file import (
-    FEEDS_DDL,
-    PROTOCOL_DDL,
-    REFUSED_DDL,
-    order_key,
-)
+from iri_scrapy.store.frontier_file import order_key
 
 logger = logging.getLogger(__name__)
-
-
-#: ``2**64`` and ``2**63``: fingerprint records are unsigned, SQLite integers signed.
-_U64 = 1 << 64
-_I64 = 1 << 63
-
-def _signed(value: int) -> int:
-    return value - _U64 if value >= _I64 else value
-
-
-def _unsigned(value: int) -> int:
-    return value + _U64 if value < 0 else value
 
 
 class FrontierStore:
@@ -252,39 +237,6 @@ class FrontierStore:
             self._conn.execute("BEGIN")
             self._in_tx = True
 
-    def _apply(self, op: tuple[Any, ...]) -> None:
-        conn = self._conn
-        kind = op[0]
-        if kind == "add":
-            _, record, data, rowid, np_, kind_, ord_, lane = op
-            if record is not None:
-                conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(record),))
-            conn.execute("INSERT INTO pending (id, request, np, kind, ord, lane) VALUES "
-                         "(?, ?, ?, ?, ?, ?)", (rowid, data, np_, kind_, ord_, lane))
-        elif kind == "seen":
-            conn.execute("INSERT INTO seen (fp) VALUES (?)", (_signed(op[1]),))
-        elif kind == "done":
-            conn.execute("DELETE FROM pending WHERE id = ?", (op[1],))
-        elif kind == "refuse":
-            _, rowid, why, at = op
-            conn.execute(REFUSED_DDL)
-            conn.execute(
-                "INSERT OR REPLACE INTO refused SELECT id, request, ?, ? FROM pending "
-                "WHERE id = ?",
-                (why, at, rowid))
-            conn.execute("DELETE FROM pending WHERE id = ?", (rowid,))
-        elif kind == "pset":
-            conn.execute(PROTOCOL_DDL)
-            conn.execute("INSERT OR REPLACE INTO protocol VALUES (?, ?, ?)", op[1:])
-        elif kind == "pdel":
-            if self._has_table("protocol"):
-                conn.execute("DELETE FROM protocol WHERE kind = ? AND key = ?", op[1:])
-        elif kind == "feed":
-            conn.execute(FEEDS_DDL)
-            conn.execute("INSERT OR REPLACE INTO feeds VALUES (?, ?, ?, ?, ?)", op[1:])
-        else:  # "meta"
-            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (op[1], op[2]))
-
     def _write(self, op: tuple[Any, ...]) -> None:
         """Record *op* in the open transaction and apply it (unless a write failed:
         then it waits for :meth:`commit` to replay every change)."""
@@ -293,7 +245,7 @@ class FrontierStore:
             return
         try:
             self._begin()
-            self._apply(op)
+            apply_change(self._conn, op)
         except sqlite3.Error as exc:
             self._fail(exc)
 
@@ -392,8 +344,7 @@ class FrontierStore:
         return self._get("spider_state")
 
     def _has_table(self, name: str) -> bool:
-        return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                                  (name,)).fetchone() is not None
+        return has_table(self._conn, name)
 
     def refused_rows(self) -> list[tuple[int, bytes, str]]:
         """``(id, record, kind)`` of every refused record (see :meth:`refuse`)."""
@@ -430,7 +381,7 @@ class FrontierStore:
                 # replay: nothing of the changes is on disk
                 self._begin()
                 for op in self._ops:
-                    self._apply(op)
+                    apply_change(self._conn, op)
             self._conn.execute("COMMIT")
         except sqlite3.Error as exc:
             self._fail(exc)
