@@ -14,6 +14,7 @@
 
 enum {
     C_SCHEME_FIRST = 1, C_SCHEME = 2, C_HOST = 4, C_PATH = 8, C_QUERY = 16, C_NUMBER_END = 32,
+    C_NUMBER_START = 64,
 };
 
 typedef struct {
@@ -67,6 +68,10 @@ host_ends_in_number(const char *host, size_t n)
     if (n == 0) return 0;
     unsigned char last = (unsigned char)host[n - 1];
     if (!(classes[last] & C_NUMBER_END)) return 0;  /* most hosts: ".com" */
+    /* the last label (less one trailing dot) must start as a number ("docs.example": no) */
+    size_t end = last == '.' ? n - 1 : n, start = end;
+    while (start > 0 && host[start - 1] != '.') start--;
+    if (start == end || !(classes[(unsigned char)host[start]] & C_NUMBER_START)) return 0;
     PyObject *text = PyUnicode_FromStringAndSize(host, (Py_ssize_t)n);
     if (text == NULL) return -1;
     PyObject *res = PyObject_CallFunctionObjArgs(ends_in_number, text, NULL);

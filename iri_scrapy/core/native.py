@@ -6,8 +6,9 @@ works and :func:`fast_path` hands back the pure-Python reference, which gives th
 key for every input (tests/core/test_native.py, over the corpora and generated
 mutations).  The C code holds no rule of its own: its character classes, its table of
 canonical escapes (RFC 3986 6.2.2.1-2), the default ports and DNS schemes (RFC 3987
-5.3.3) and the URL Standard's "ends in a number" host check are all built here from the
-Python definitions and handed to it once.  ``IRISCRAPY_NATIVE=0`` in the environment
+5.3.3) and the URL Standard's "ends in a number" host check (its first and last
+characters as classes, the rest a call back) are all built here from the Python
+definitions and handed to it once.  ``IRISCRAPY_NATIVE=0`` in the environment
 turns it off (benchmarks, a bug report).  Design and figures: docs/benchmarks.md.
 """
 
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 
-from iri_scrapy.core.hosts import NUMBER_END, ends_in_number
+from iri_scrapy.core.hosts import NUMBER_END, NUMBER_START, ends_in_number
 from iri_scrapy.core.schemes import DEFAULT_PORTS, DNS_SCHEMES
 
 #: The environment variable that turns the native fast path off ("0").
@@ -28,7 +29,7 @@ ENV = "IRISCRAPY_NATIVE"
 FastPath = Callable[[str, bool], "str | None"]
 
 # The bits of the C module's class table (_fastpath.c, enum at its top).
-_SCHEME_FIRST, _SCHEME, _HOST, _PATH, _QUERY, _NUMBER_END = 1, 2, 4, 8, 16, 32
+_SCHEME_FIRST, _SCHEME, _HOST, _PATH, _QUERY, _NUMBER_END, _NUMBER_START = 1, 2, 4, 8, 16, 32, 64
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ def class_table(classes: CharClasses) -> bytes:
                 table[code] |= bit
         if char in NUMBER_END:
             table[code] |= _NUMBER_END
+        if char in NUMBER_START:
+            table[code] |= _NUMBER_START
     return bytes(table)
 
 

@@ -19,6 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iri_scrapy.core import ladder, native
+from iri_scrapy.core.hrefs import needs_preprocessing
+from iri_scrapy.core.resolve import resolve
 from tests.support.generated_urls import KINDS, lines
 from tests.support.vectors import load
 
@@ -100,6 +102,9 @@ def test_agrees_with_the_reference_on_vectors_corpora_and_mutations() -> None:
     "http://a.com/\u00e9", "http://a.com/\ud800", "http://a.com:/", "http://a.com:80", "", "h",
     "http:/a", "http://", "http://@a/", "ws://a.com:80/", "wss://a.com:443/x", "ftp://a.com",
     "mailto://a", "file:///etc/passwd", "file://host/x#y",
+    # "ends in a number": the last label's first character is read in C
+    "http://docs.example/", "http://a.0xab/", "http://a.1e/", "http://a.e1/", "http://a.b./",
+    "http://a.1./", "http://0x/", "http://a.0x./", "http://1e./", "http://a.9f.e/",
 ])
 def test_agrees_on_edges(text: str) -> None:
     _agree(text)
@@ -109,6 +114,33 @@ def test_agrees_on_edges(text: str) -> None:
 @given(st.text(alphabet=_ALPHABET, max_size=40).map(lambda t: "http://" + t))
 def test_agrees_on_generated_text(text: str) -> None:
     _agree(text)
+
+
+#: Bases a link may be found on (resolution must not depend on them for the links below).
+_BASES = ("http://docs.example/library/os.html?q#f", "https://a.test/", "file:///a/b")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["native", "reference"])
+def test_a_canonical_absolute_link_is_its_own_resolution(path: str) -> None:
+    """``response.urljoin(href)`` answers an href the fast path calls canonical with the
+    href itself (one native call, plugin/middleware.py): the browser's reading leaves it
+    as it is and it resolves to itself on any base (RFC 3986 5.2.2: an absolute
+    reference without dot segments), so its fetch form, and key, are the reference's."""
+    if path == "native" and native.MODULE is None:
+        pytest.skip("native fast path not built")
+    fast = native.MODULE.fast_path if path == "native" else ladder.reference_fast_path
+    rnd = random.Random(3986)
+    checked = 0
+    for text in _texts():
+        for candidate in (text, *_mutations(text, rnd)):
+            if not candidate.isascii() or fast(candidate, True) is None:
+                continue
+            assert not needs_preprocessing(candidate), candidate
+            for base in _BASES:
+                assert resolve(base, candidate) == candidate, (base, candidate)
+            checked += 1
+    assert checked > 10_000
 
 
 def test_the_tables_come_from_the_python_definitions() -> None:
