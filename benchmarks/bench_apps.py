@@ -3,8 +3,8 @@
 Issue 30 asks what the learned protocol level (``IRI_LEVEL = "protocol"``,
 docs/protocol.md) does on sites no one here wrote.  This script sets up an issue
 tracker (Roundup, classic template) and a wiki with tickets (Trac), populated
-through their own Python APIs (40 issues with messages; 20 wiki pages and 40
-tickets, some edited or closed), serves each on 127.0.0.1 from its own
+through their own Python APIs (120 issues with messages, three pages of the
+list; 20 wiki pages and 40 tickets, some edited or closed), serves each on 127.0.0.1 from its own
 virtualenv (``--app-venv``, e.g. made with ``python -m venv /tmp/appsvenv &&
 /tmp/appsvenv/bin/pip install Trac roundup``), and crawls it anonymously three
 ways: stock Scrapy (no add-on), the add-on at its default level, the add-on at
@@ -14,8 +14,9 @@ every link under the application's root, with ``DEPTH_LIMIT`` and
 
 The server hits are counted by a small reverse proxy in this process in front of
 the application (every request the application answers).  Pages are judged by
-content: the body with its per-request noise removed (script nonces, hidden form
-tokens, relative ages such as "36 seconds ago") hashed; a content reached by stock
+content: the body with its per-request noise removed (scripts, hidden form
+inputs, tokens of 16 or more letters with digits, relative ages such as "36
+seconds ago") hashed; a content reached by stock
 and not by another crawl is *missed*; URLs of one crawl answering the same
 content are an *alias group left unmerged*, classified as ``param-order``,
 ``empty-param``, ``extra-param`` (a parameter one spelling has and the other
@@ -57,10 +58,10 @@ MODES: dict[str, dict[str, Any]] = {
 }
 
 _NOISE = [
-    re.compile(r'\snonce="[^"]*"'),
+    re.compile(r"<script\b.*?</script>", re.S | re.I),
     re.compile(r'<input[^>]*type="hidden"[^>]*>', re.S),
-    re.compile(r'(?<=>)[^<>]*\b(?:second|minute|hour|day|week|month|year)s? ago(?=<)'),
-    re.compile(r'\b\d+ (?:second|minute|hour|day|week|month|year)s?\b'),
+    re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]{16,}\b"),
+    re.compile(r"\b\d+ (?:second|minute|hour|day|week|month|year)s?\b"),
 ]
 
 ROUNDUP_POPULATE = '''
@@ -71,7 +72,7 @@ db = roundup.instance.open(sys.argv[1]).open("admin")
 words = "parser crash unicode login export search index cache timeout layout".split()
 users = [db.user.create(username=f"dev{i}", realname=f"Developer {i}", roles="User")
          for i in range(4)]
-for n in range(40):
+for n in range(120):
     w1, w2 = words[n % 10], words[(n * 3 + 1) % 10]
     msg = db.msg.create(content=f"Steps to reproduce the {w1} problem {n}. See {w2}.",
                         author=users[n % 4], date=roundup.date.Date("."))
