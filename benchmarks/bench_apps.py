@@ -61,6 +61,8 @@ _NOISE = [
     re.compile(r"<script\b.*?</script>", re.S | re.I),
     re.compile(r'<input[^>]*type="hidden"[^>]*>', re.S),
     re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]{16,}\b"),
+    # relative ages, as Trac and Roundup write them ("36 seconds ago", "just now")
+    re.compile(r"(?<=>)[^<>]*\b(?:ago|just now|in a moment|yesterday|tomorrow)\b[^<>]*(?=<)"),
     re.compile(r"\b\d+ (?:second|minute|hour|day|week|month|year)s?\b"),
 ]
 
@@ -301,23 +303,41 @@ def crawl(mode: str, start: str, proxy: CountingProxy, work: Path, depth: int,
 
 
 def alias_kind(a: str, b: str) -> tuple[str, str]:
-    """How two spellings of one content differ: a kind and the parameters or paths at stake."""
+    """How two spellings of one content differ: the kinds (``+``-joined) and the
+    parameters or paths at stake.
+
+    ``paths``: other paths; ``param-order``: the same pairs in another order;
+    ``encoding``: a pair percent-encoded otherwise (``%2C`` and ``,``, distinct
+    under RFC 3986 section 2.2); ``empty-param``: a pair with an empty value in one
+    only; ``extra-param``: a parameter in one only (at its default value, or one the
+    page ignores); ``other``: a parameter with another value.
+    """
     sa, sb = urlsplit(a), urlsplit(b)
     if sa.path != sb.path:
         return "paths", f"{sa.path} | {sb.path}"
+    raw_a = [p for p in sa.query.split("&") if p]
+    raw_b = [p for p in sb.query.split("&") if p]
     qa = parse_qsl(sa.query, keep_blank_values=True)
     qb = parse_qsl(sb.query, keep_blank_values=True)
-    if sorted(qa) == sorted(qb):
-        return "param-order", ""
+    kinds = []
+    enc_a = dict(zip(qa, raw_a, strict=False))
+    enc_b = dict(zip(qb, raw_b, strict=False))
+    if any(enc_a[pair] != enc_b[pair] for pair in enc_a.keys() & enc_b.keys()):
+        kinds.append("encoding")
+    common_a = [p for p in qa if p in qb]
+    common_b = [p for p in qb if p in qa]
+    if common_a != common_b:
+        kinds.append("param-order")
     only_a, only_b = Counter(qa) - Counter(qb), Counter(qb) - Counter(qa)
     diff = list(only_a) + list(only_b)
-    names = ",".join(sorted({k for k, _ in diff}))
-    if all(v == "" for _, v in diff):
-        return "empty-param", names
     keys_a, keys_b = {k for k, _ in only_a}, {k for k, _ in only_b}
-    if not keys_a & keys_b:
-        return "extra-param", names
-    return "other", names
+    if any(v == "" for _, v in diff):
+        kinds.append("empty-param")
+    if any(v != "" for k, v in diff if k not in keys_a & keys_b):
+        kinds.append("extra-param")
+    if keys_a & keys_b:
+        kinds.append("other")
+    return "+".join(kinds) or "same", ",".join(sorted({k for k, _ in diff}))
 
 
 def unmerged_groups(items: list[dict[str, Any]]) -> list[list[str]]:
