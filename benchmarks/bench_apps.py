@@ -16,13 +16,15 @@ The server hits are counted by a small reverse proxy in this process in front of
 the application (every request the application answers).  Pages are judged by
 content: the body with its per-request noise removed (scripts, hidden form
 inputs, tokens of 16 or more letters with digits, relative ages such as "36
-seconds ago") hashed; a content reached by stock
-and not by another crawl is *missed*; URLs of one crawl answering the same
-content are an *alias group left unmerged*, classified as ``param-order``,
-``empty-param``, ``extra-param`` (a parameter one spelling has and the other
-does not: a parameter at its default value, or one the page ignores),
-``paths`` or ``other``.  The content hash only judges the crawl; it is not what
-the protocol level compares.
+seconds ago", clocks) hashed; a page of stock (its URLs with one content) that
+another crawl reached under none of those URLs and under no URL with that
+content is *missed*; ``extra`` counts contents stock did not see (noise the
+judge left, or pages stock did not reach); URLs of one crawl answering the same
+content are an *alias group left unmerged*, each spelling classified against
+the group's shortest by what differs (:func:`alias_kind`: ``paths``,
+``param-order``, ``encoding``, ``empty-param``, ``extra-param``: a parameter
+at its default value or one the page ignores, ``other``).  The content hash
+only judges the crawl; it is not what the protocol level compares.
 
 Run from the repository root (Scrapy from this venv, the applications from
 theirs)::
@@ -64,6 +66,7 @@ _NOISE = [
     # relative ages, as Trac and Roundup write them ("36 seconds ago", "just now")
     re.compile(r"(?<=>)[^<>]*\b(?:ago|just now|in a moment|yesterday|tomorrow)\b[^<>]*(?=<)"),
     re.compile(r"\b\d+ (?:second|minute|hour|day|week|month|year)s?\b"),
+    re.compile(r"\b\d\d:\d\d(?::\d\d)?Z?\b"),  # a clock (Trac's localization preferences)
 ]
 
 ROUNDUP_POPULATE = '''
@@ -350,6 +353,22 @@ def unmerged_groups(items: list[dict[str, Any]]) -> list[list[str]]:
     return sorted(groups, key=len, reverse=True)
 
 
+def missed_groups(stock: list[dict[str, Any]], other: list[dict[str, Any]]) -> list[list[str]]:
+    """Stock's pages (its URLs answering 200 with one content) *other* reached under
+    none of stock's spellings and under no URL with that content: a page missed.
+
+    Noise the judge does not remove can only split stock's groups or make a digest
+    differ between crawls; a URL fetched by both still counts as reached."""
+    fetched = {i["url"] for i in other if i["status"] == 200}
+    digests = {i["digest"] for i in other if i["status"] == 200}
+    groups: dict[str, list[str]] = defaultdict(list)
+    for item in stock:
+        if item["status"] == 200:
+            groups[item["digest"]].append(item["url"])
+    return [urls for digest, urls in groups.items()
+            if digest not in digests and not fetched.intersection(urls)]
+
+
 def summarize(result: dict[str, Any], stock: dict[str, Any] | None) -> dict[str, Any]:
     """The figures of one crawl (and what it missed of *stock*'s contents)."""
     items = result["items"]
@@ -373,11 +392,10 @@ def summarize(result: dict[str, Any], stock: dict[str, Any] | None) -> dict[str,
         "decided_by_protocol": stats.get("iri/dupefilter/decided_by/protocol", 0),
     }
     if stock is not None:
-        stock_digests = {i["digest"] for i in stock["items"] if i["status"] == 200}
-        missed = stock_digests - digests
+        missed = missed_groups(stock["items"], items)
         summary["missed"] = len(missed)
-        summary["missed_urls"] = sorted(
-            i["url"] for i in stock["items"] if i["digest"] in missed)[:20]
+        summary["missed_urls"] = sorted(url for group in missed for url in group)[:20]
+        stock_digests = {i["digest"] for i in stock["items"] if i["status"] == 200}
         summary["extra_vs_stock"] = len(digests - stock_digests)
     return summary
 
