@@ -173,3 +173,56 @@ def test_without_the_extension_the_add_on_says_so_in_one_info_line(tmp_path: obj
     lines = [x for x in proc.stdout.splitlines() if "native fast path is off" in x]
     assert lines == ["iri_scrapy: the native fast path is off (IRISCRAPY_NATIVE=0): the same "
                      "keys, computed in pure Python"], proc.stdout
+
+
+def _outcome(fn: object, *args: object, **kwargs: object) -> object:
+    try:
+        return fn(*args, **kwargs)  # type: ignore[operator]
+    except (ValueError, TypeError) as exc:
+        return (type(exc), str(exc))
+
+
+#: The calls a user makes: the fast entry's own (level SCHEME, form "uri") and the ones it
+#: hands to the reference (other levels and forms, NFC, a level by name, unknown arguments).
+_CALLS: list[tuple[tuple[object, ...], dict[str, object]]] = [
+    ((), {}), ((), {"keep_fragment": False}), ((ladder.Level.SCHEME,), {"keep_fragment": True}),
+    ((), {"level": ladder.Level.PROTOCOL, "rules": None}), ((ladder.Level.SYNTAX,), {}),
+    (("scheme",), {"form": "iri"}), ((3,), {"form": "uri", "nfc": False}),
+    ((), {"nfc": True, "keep_fragment": False}), ((), {"form": "surt"}), ((), {"bogus": 1}),
+    ((ladder.Level.SCHEME,), {"level": ladder.Level.SCHEME}),
+]
+
+
+@pytestmark_native
+def test_normalize_is_the_c_entry_and_answers_as_the_reference() -> None:
+    """``normalize`` is the C entry (native.entry): every call gives what
+    ``normalize_reference`` gives, results and errors, over the vectors, the corpora
+    and their mutations."""
+    import iri_scrapy
+
+    assert iri_scrapy.normalize is ladder.normalize is not ladder.normalize_reference
+    rnd = random.Random(5)
+    checked = 0
+    for text in _texts():
+        for candidate in (text, *list(_mutations(text, rnd))[::4]):
+            for args, kwargs in _CALLS[:2] if checked % 7 else _CALLS:
+                got = _outcome(ladder.normalize, candidate, *args, **kwargs)
+                want = _outcome(ladder.normalize_reference, candidate, *args, **kwargs)
+                assert got == want, (candidate, args, kwargs)
+            checked += 1
+    assert checked > 20_000
+
+
+@pytestmark_native
+def test_the_c_entry_is_documented_and_pickled_as_the_reference() -> None:
+    import inspect
+    import pickle
+
+    entry, reference = ladder.normalize, ladder.normalize_reference
+    assert inspect.signature(entry).parameters.keys() == inspect.signature(reference).parameters.keys()
+    assert inspect.signature(entry).parameters["level"].default is ladder.Level.SCHEME
+    assert entry.__doc__ == inspect.getdoc(reference)
+    assert (entry.__module__, entry.__name__) == ("iri_scrapy.core.ladder", "normalize")
+    assert pickle.loads(pickle.dumps(entry)) is entry
+    assert _outcome(entry, b"http://a/") == _outcome(reference, b"http://a/")
+    assert _outcome(entry) == (TypeError, _outcome(reference)[1])  # type: ignore[index]
