@@ -237,6 +237,7 @@ def test_apply_is_idempotent_with_every_kind_in_force() -> None:
         assert rules.apply(once) == once, uri
 
 
+@pytest.mark.slow
 def test_hostile_input_is_linear() -> None:
     """Queries and paths a server controls, and parameters a file controls, cost
     time linear in their length: no pattern, so no backtracking to provoke (8x
