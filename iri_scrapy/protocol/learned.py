@@ -122,6 +122,8 @@ class Learned:
             if merged not in self._holders:
                 return True  # the same key without any learned rule: a plain duplicate
             # the key's holder is an alias a rule moved here: kept while that stands
+            if self._sampled(base, self._holders[merged], request):
+                return False
             self.keep(base, base, merged, request)
             self.publish()
             return True
@@ -131,6 +133,20 @@ class Learned:
             self.publish()
             return False
         self.keep(base, base, merged, request)
+        self.publish()
+        return True
+
+    def _sampled(self, base: str, alias: str, request: Request) -> bool:
+        """Whether *request* (key before the rules *base*), which rules merge only
+        because they map the *alias* served or scheduled first onto its key, is
+        fetched as a sample of those rules: counted as one of their merges
+        (:meth:`ProtocolRules.skip`), as a request they move is, else a wrong
+        rule met alias first would hold every page behind its alias unchecked."""
+        used = self.rules.trace(alias)[1]
+        if not used or self.rules.skip(used):
+            return False
+        self.sampled.add(base)
+        request.meta[META_SAMPLE] = True
         self.publish()
         return True
 
@@ -156,7 +172,7 @@ class Learned:
         if self.rules.served(base) or self._merged_in_flight(base):
             return self.duplicate(request)
         alias = self.rules.served_alias(base)
-        if alias is None:
+        if alias is None or self._sampled(base, alias, request):
             return False
         self.keep(base, alias, base, request)  # given back if the alias stops mapping here
         self.rules.events["alias-first"] += 1

@@ -86,6 +86,25 @@ def test_samples_per_rule_each_alias_once() -> None:
     assert rules.events["content/sampled"] == 3
 
 
+def test_pages_held_behind_an_alias_met_first_are_sampled_too() -> None:
+    """An alias fetched first holds its page's key: the page itself, linked later,
+    is held by the rule that moved the alias (merged == its own key), and counts
+    as one of that rule's merges; without that count, a wrong rule met alias
+    first held every page behind its alias unchecked (and a closing sample is
+    taken only where no confirmation is)."""
+    rules, df = learned_filter(sample_every=3)
+    learned = df.learned
+    assert learned is not None
+    verdicts = []
+    for n in range(10, 34):
+        assert not df.request_seen(Request(f"{B}/p/{n}/?replytocom=1"))  # the holder
+        page = Request(f"{B}/p/{n}/")
+        verdicts.append((df.request_seen(page), bool(page.meta.get(META_SAMPLE))))
+    assert [i + 1 for i, (seen, _) in enumerate(verdicts) if not seen] == [6, 12, 24]
+    assert all(sample for seen, sample in verdicts if not seen)
+    assert rules.events["content/sampled"] == 3
+
+
 # --- deferral: aliases that would only re-confirm a rule being learned --------
 
 
