@@ -28,6 +28,7 @@ from iri_scrapy.plugin.config import META_PENDING, META_SAMPLE
 from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.links import browser_href
 from iri_scrapy.plugin.location import IRILocationMiddleware, decode_location
+from iri_scrapy.protocol.decoded import decoded
 from iri_scrapy.protocol.evidence import (
     EMPTY_DIGEST,
     canonical_from_html,
@@ -57,6 +58,7 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         context = CrawlContext.of(crawler)
         self.rules: ProtocolRules | None = context.rules
         self.learned: Learned | None = learned_of(context)
+        self.max_size = crawler.settings.getint("DOWNLOAD_MAXSIZE")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -166,10 +168,19 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
 
         A sample (``meta["iri_protocol_sample"]``) whose content confirmed its
         rules is dropped here (``IgnoreRequest``): the spider has had that
-        resource.  One that did not confirm them goes on to the spider.
+        resource.  One that did not confirm them goes on to the spider.  The body
+        is read as the spider will get it (:mod:`.decoded`: this middleware runs
+        before ``HttpCompressionMiddleware``); one that cannot be decoded is no
+        evidence.
         """
         assert self.rules is not None and self.learned is not None
         rules = self.rules
+        page = decoded(response, request.meta.get("download_maxsize", self.max_size))
+        if page is None:
+            self._inc("iri/protocol/content/undecodable")
+            self.learned.requeue()
+            return
+        response = page
         text = response.text if isinstance(response, TextResponse) else None
         digest = (content_digest(text) if text is not None
                   else hashlib.blake2b(response.body, digest_size=16).digest())

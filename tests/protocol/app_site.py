@@ -16,6 +16,10 @@ other resources (the empty ``x=`` shows an extended list, ``view=full`` adds
 the comments, ``/docs/Start`` its own page): a rule learned on the first items
 is wrong on the rest, and every alias it skipped must be given back.  The server
 counts the 2xx answers per resource; each page's title names its resource.
+With ``gzip=True`` it compresses every page for a client that accepts it, as most
+real servers do, and stamps each answer with the time it was served in milliseconds
+(so two answers of one page differ on the wire but not in what a reader sees beside
+a clock): the evidence must read what the spider gets, not the wire bytes.
 Lists link the items last first, each item's own spelling after its aliases:
 in Scrapy's LIFO order the first items are fetched first, the item before its
 aliases (a rule learned on them is checked by the samples of what it merges).
@@ -23,7 +27,9 @@ aliases (a rule learned on them is checked by the samples of what it merges).
 
 from __future__ import annotations
 
+import gzip as gzip_codec
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -108,8 +114,9 @@ def answer(path: str, query: str, lie: bool,
 class AppSite:
     """The site and its counts, served in a daemon thread; a context manager."""
 
-    def __init__(self, lie: bool = False, alias_first: bool = False) -> None:
+    def __init__(self, lie: bool = False, alias_first: bool = False, gzip: bool = False) -> None:
         self.lie = lie
+        self.gzip = gzip
         self.alias_first = alias_first
         self.ok: Counter[str] = Counter()
         self.hits = 0
@@ -133,6 +140,10 @@ class AppSite:
                 body = found[1] if found is not None else b"not found"
                 self.send_response(200 if found is not None else 404)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
+                if owner.gzip and "gzip" in self.headers.get("Accept-Encoding", ""):
+                    stamp = f"<p>served {time.time_ns() // 1_000_000}</p></body>".encode()
+                    body = gzip_codec.compress(body.replace(b"</body>", stamp), mtime=0)
+                    self.send_header("Content-Encoding", "gzip")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
