@@ -1,4 +1,4 @@
-"""The protocol rung's state in Redis, for a fleet: learned rules and what they skipped.
+"""The protocol rung's state in Redis, for a fleet: learned rules, what they hold back.
 
 At ``IRI_LEVEL = "protocol"`` :class:`~iri_scrapy.RedisIRIScheduler` keeps, beside
 the crawl's queue (same ``<base>``: the canonicalization version is in it):
@@ -23,11 +23,16 @@ the crawl's queue (same ``<base>``: the canonicalization version is in it):
   record (:mod:`.store`: a :mod:`iri_scrapy.frontier.codec` record, never a pickle),
   written before the dupefilter drops the request; plus a marker field.  At
   open, every record whose merge no longer holds under the rules loaded is
-  claimed (``HDEL``) and scheduled again (``dont_filter``: a kept request may
-  have its own key in the seen-set); a record this worker gave back (its own
-  revocation, a deferred request decided) is deleted; when the fleet's document
-  shows a rule revoked by another worker, the records it no longer merges are
-  claimed and scheduled again.
+  claimed: deleted and its request queued in one script (the back-end's
+  ``claim_held``; ``dont_filter`` when a kept request may have its own key in
+  the seen-set); a record this worker gave back (its own revocation, a
+  deferred request decided) is deleted once the request is queued; when the
+  fleet's document shows a rule revoked by another worker, the records it no
+  longer merges are claimed.  A record that cannot be read back is a refused
+  record (the crawl closes ``iri_frontier_refused_records``, exit status 1).
+* ``<base>:holders`` and ``<base>:pages``: the keys' holders and the pages'
+  digests (:mod:`.redis_evidence`), the other facts a held request's fate
+  depends on; replayed at open, and the pages shared with the fleet at once.
 
 Both keys exist from the first worker's open on; either one vanishing while the
 crawl runs (a Redis restarted empty, an eviction) closes the crawl as the
@@ -127,6 +132,41 @@ def _in_force(doc: dict[str, Any] | None, min_evidence: int) -> frozenset[tuple[
     return frozenset(out)
 
 
+def read_held(codec: RequestCodec, call: Call[Any], skipped_key: str, refused_key: str,
+              refused: Callable[[RefusedRecord, str], None]) -> tuple[dict[str, Kept],
+                                                                      dict[str, str]]:
+    """The held requests of *skipped_key* and the holders their records name.  A
+    record that cannot be read back is *refused* (one ERROR per kind; the crawl
+    closes ``iri_frontier_refused_records``, exit status 1) and moved to
+    *refused_key*, never executed."""
+    out: dict[str, Kept] = {}
+    holders: dict[str, str] = {}
+    aside: dict[bytes, bytes] = {}
+
+    def scan(c: Any) -> list[tuple[bytes, bytes]]:
+        return list(c.hscan_iter(skipped_key, count=1000))
+
+    for field, value in call(scan):
+        if field == MARKER.encode():
+            continue
+        try:
+            base, kept, holder = read_skipped_record(codec, value)
+        except SKIPPED_ERRORS as exc:
+            aside[field] = value
+            why = exc if isinstance(exc, RefusedRecord) else RefusedRecord(
+                "shape", f"not a held request's record ({exc!r})")
+            refused(why, f"protocol-skipped:{_text(field)} of {skipped_key}")
+            continue
+        out[base] = kept
+        if holder:
+            holders[kept[1]] = holder
+    if aside:
+        call(lambda c: c.hset(refused_key, mapping={
+            b"protocol-skipped:" + f: v for f, v in aside.items()}))
+        call(lambda c: c.hdel(skipped_key, *aside))
+    return out, holders
+
+
 class RedisProtocolStore:
     """The two keys above for one worker (see the module doc).
 
@@ -200,7 +240,8 @@ class RedisProtocolStore:
             learned.rules.load(merge_rules_data(learned.rules.to_data(), self.remote))
         if not damaged:
             self._replay(self.evidence.poll())  # what samples compare with
-        kept = self._read_skipped()
+        kept, self._holders = read_held(self.codec, self._call, self.skipped_key,
+                                        self.refused_key, self._refused)
         self._holders.update(self.evidence.holders())
         # (with the rules damaged, before the pages replay: nothing merges any more,
         # so everything they skipped is given back, past the dupefilter, as JOBDIR does)
@@ -268,35 +309,6 @@ class RedisProtocolStore:
             return
         self.remote = doc
         self._remote_text = _text(value)
-
-    def _read_skipped(self) -> dict[str, Kept]:
-        out: dict[str, Kept] = {}
-        self._holders = {}
-        refused: dict[bytes, bytes] = {}
-
-        def scan(c: Any) -> list[tuple[bytes, bytes]]:
-            return list(c.hscan_iter(self.skipped_key, count=1000))
-
-        for field, value in self._call(scan):
-            if field == MARKER.encode():
-                continue
-            try:
-                base, kept, holder = read_skipped_record(self.codec, value)
-            except SKIPPED_ERRORS as exc:
-                refused[field] = value
-                why = exc if isinstance(exc, RefusedRecord) else RefusedRecord(
-                    "shape", f"not a held request's record ({exc!r})")
-                self._refused(why, f"protocol-skipped:{_text(field)} of {self.skipped_key}")
-                continue
-            out[base] = kept
-            if holder:
-                self._holders[kept[1]] = holder
-        if refused:  # kept aside with the queue's refused records, never executed; the
-            # crawl goes on, and closes iri_frontier_refused_records (exit status 1)
-            self._call(lambda c: c.hset(self.refused_key, mapping={
-                b"protocol-skipped:" + f: v for f, v in refused.items()}))
-            self._call(lambda c: c.hdel(self.skipped_key, *refused))
-        return out
 
     def _claim(self, given: list[tuple[str, Request]]) -> int:
         """Give back *given* (held records: their field, the request to queue): each
