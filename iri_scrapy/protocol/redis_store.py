@@ -8,7 +8,7 @@ the crawl's queue (same ``<base>``: the canonicalization version is in it):
   5.3.4).  Read back as data only (:meth:`ProtocolRules.from_data` checks every
   field; a damaged value is copied to ``<base>:rules:damaged``, one WARNING, and
   learning starts afresh: that loses no page).  Every worker writes what it
-  learned every few seconds while it changes, before a skip when it last wrote
+  learned every second while it changes, before a skip when it last wrote
   more than a second ago (a resume finds the rules that justify what was
   skipped), and at close, merged with what is
   there (:func:`~.store.merge_rules_data`: counterexamples win) by a
@@ -80,8 +80,14 @@ _T = TypeVar("_T")
 
 #: The version of ``<base>:rules``'s wrapper document.
 FORMAT = 1
-#: Seconds between two looks at (and writes of) the fleet's rules.
-SAVE_EVERY = 5.0
+#: Seconds between two looks at (and writes of) the fleet's rules, at the least:
+#: the sooner a worker adopts the others' rules, the fewer keys the workers give
+#: one resource (a resource fetched twice), and the fewer requests given back.
+SAVE_EVERY = 1.0
+#: The share of a worker's time the looks may take at most: one that took *d*
+#: seconds (a large document merged and adopted) is followed by the next after
+#: ``d / SYNC_SHARE`` seconds at the soonest.
+SYNC_SHARE = 0.1
 #: A skip writes the rules first if they were last written this many seconds ago
 #: (a worker killed then resumes with the rules that justify what it skipped).
 SAVE_AFTER_SKIP = 1.0
@@ -215,6 +221,7 @@ class RedisProtocolStore:
         self._closing = False
         self._script: Any = None
         self._saved_at = 0.0
+        self._next_sync = 0.0
         self._loop: Any = None
         self.failed = False
         #: Records claimed and scheduled again (at open, and from the fleet's revocations).
@@ -265,7 +272,7 @@ class RedisProtocolStore:
         self.requeued += again
         from twisted.internet.task import LoopingCall
 
-        self._loop = LoopingCall(self.sync)
+        self._loop = LoopingCall(self._tick)
         self._loop.start(SAVE_EVERY, now=False)
         return []  # given back in Redis's queue already (:meth:`_claim`)
 
@@ -372,11 +379,20 @@ class RedisProtocolStore:
             return
         self._replay(others)
 
+    def _tick(self) -> None:
+        """:meth:`sync` every :data:`SAVE_EVERY` seconds, or less often when it costs
+        more than :data:`SYNC_SHARE` of the time."""
+        start = time.monotonic()
+        if start < self._next_sync:
+            return
+        self.sync()
+        self._next_sync = start + (time.monotonic() - start) / SYNC_SHARE
+
     def sync(self) -> None:
         """Delete the records this worker scheduled again; merge and write the rules
         if they changed (here or in the fleet); re-queue what the fleet's
-        revocations un-merge; adopt the fleet's new rules (:meth:`_take_in`);
-        notice the keys gone."""
+        revocations un-merge; adopt the fleet's new rules (:meth:`_take_in`) and
+        observe the pages other workers served since; notice the keys gone."""
         if self.failed:
             return
         try:
