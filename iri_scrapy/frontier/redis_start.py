@@ -182,6 +182,7 @@ def open_protocol(b: Opening, learned: Any) -> tuple[Any, list[Request]] | None:
         lost=b._frontier_lost, schedule=lambda request: _schedule_again(b, request),
         claim=b.claim_held, refused=b._refused,
         seen=None if contains is None else lambda request: bool(contains(request)),
+        filtered=lambda request: bool(b.df.request_seen(request)),
         drop_meta=(b.meta_key,))
     try:
         return protocol, protocol.open()

@@ -189,6 +189,7 @@ class RedisProtocolStore:
                  claim: Callable[[str, Request], bool],
                  refused: Callable[[RefusedRecord, str], None],
                  seen: Callable[[Request], bool] | None = None,
+                 filtered: Callable[[Request], bool] | None = None,
                  drop_meta: tuple[str, ...] = ()) -> None:
         self.rules_key = rules_key
         self.skipped_key = skipped_key
@@ -205,6 +206,8 @@ class RedisProtocolStore:
                                       worker=worker, call=call)
         #: The dupefilter's ``request in df`` (see :func:`resume`).
         self.seen = seen
+        #: The dupefilter's ``request_seen`` (records the key; True: a duplicate).
+        self._filtered = filtered
         self.drop_meta = drop_meta
         #: The fleet's document as last read or written (validated), its text and SHA-1.
         self.remote: dict[str, Any] | None = None
@@ -322,7 +325,21 @@ class RedisProtocolStore:
         record deleted and its request queued in one script (the back-end's
         ``claim_held``), so a kill between the two loses nothing; how many this
         worker claimed (another worker that claimed one queued it)."""
-        return sum(1 for base, request in given if self._claim_one(base, request))
+        n = 0
+        for base, request in given:
+            if not request.dont_filter and self._filtered is not None and self._filtered(
+                    request):
+                # as the dupefilter decides for any request: kept again by the rules
+                # (its record stays), or a duplicate of the request admitted under its
+                # key, which the seen-set holds (a kill before the HDEL gives it back
+                # again); anything else is queued, never dropped
+                if base in self.learned.skipped:
+                    continue
+                if self.seen is not None and self.seen(request):
+                    self._hdel([base])
+                    continue
+            n += self._claim_one(base, request)
+        return n
 
     def _hdel(self, fields: list[Any]) -> int:
         """``HDEL`` of *fields* from the skipped requests: how many were there."""
@@ -531,9 +548,9 @@ class RedisProtocolStore:
         stored = [(base, request) for base, request in given if base in self._written]
         unstored = [request for base, request in given if base not in self._written]
         # a stored record another worker claimed first is scheduled there, not here
+        self._written.difference_update(gone)  # (a request kept again is written again)
         n = self._claim([(base, given_back(request, past_filter=False))
                          for base, request in stored]) + len(unstored)
-        self._written.difference_update(gone)
         for request in unstored:
             self._schedule(given_back(request, past_filter=False))
         if n:
