@@ -376,8 +376,8 @@ class RedisBackend:
     def claim_held(self, field: str, request: Request) -> bool:
         """Give back *request*, held by a learned rule as *field* of ``<base>:skipped``:
         its record deleted and the request queued in one script (:mod:`.redis_queue`,
-        *claim*); False if another worker claimed it first.  Queued as it is (a
-        request given back passes the dupefilter, whose key it may hold)."""
+        *claim*); False if another worker claimed it first.  Queued as it is: the
+        caller had the dupefilter decide first (:mod:`iri_scrapy.protocol.redis_store`)."""
         codec = self.codec
         assert codec is not None
         data = codec.encode(request, drop_meta=(self.meta_key,))
