@@ -5,11 +5,12 @@ The protocol middleware sits at 650: it must see a redirect before Scrapy's
 ``HttpCompressionMiddleware`` (590) decodes it. Compressed bytes make every content
 comparison fail on a site that compresses (most do), so nothing would be learned
 there. :func:`decoded` gives the evidence what the spider gets: the body decoded
-(``Content-Encoding``: gzip, deflate, and br or zstd where their packages are
-installed, as Scrapy decodes them), no larger than ``DOWNLOAD_MAXSIZE``, and the
-response class Scrapy would pick for it; the response itself is left as it is for
-the middlewares below. An encoding that cannot be decoded gives None: no content
-evidence from that response (never a comparison of raw bytes).
+(``Content-Encoding`` gzip and deflate, with the standard library's zlib, as Scrapy
+decodes them), no larger than ``DOWNLOAD_MAXSIZE``, and the response class Scrapy
+would pick for it; the response itself is left as it is for the middlewares below.
+Any other encoding (br, zstd: their packages are optional dependencies of Scrapy's,
+not ours), a broken or truncated stream, or a body past the bound gives None: no
+content evidence from that response, never a comparison of raw bytes.
 """
 
 from __future__ import annotations
@@ -29,10 +30,6 @@ _ZLIB_WBITS = zlib.MAX_WBITS  # deflate as sent: a zlib stream ...
 _RAW_WBITS = -zlib.MAX_WBITS  # ... or, from some servers, a raw one
 
 
-class _TooLarge(Exception):
-    pass
-
-
 def _inflate(body: bytes, wbits: int, max_size: int) -> bytes:
     """*body* decompressed (every concatenated member), at most *max_size* bytes."""
     out: list[bytes] = []
@@ -44,9 +41,9 @@ def _inflate(body: bytes, wbits: int, max_size: int) -> bytes:
         size += len(chunk)
         out.append(chunk)
         if max_size and size > max_size:
-            raise _TooLarge
-        if engine.unconsumed_tail:
-            raise _TooLarge  # output bound reached with input left over
+            raise ValueError("past DOWNLOAD_MAXSIZE")
+        if engine.unconsumed_tail:  # the output bound reached with input left over
+            raise ValueError("past DOWNLOAD_MAXSIZE")
         if not engine.eof:
             raise zlib.error("truncated stream")  # part of a page is no evidence of it
         data = engine.unused_data
@@ -61,25 +58,11 @@ def _decode(body: bytes, encoding: bytes, max_size: int) -> bytes | None:
             return _inflate(body, _ZLIB_WBITS, max_size)
         except zlib.error:
             return _inflate(body, _RAW_WBITS, max_size)
-    if encoding == b"br":
-        try:
-            import brotli  # type: ignore[import-not-found,import-untyped,unused-ignore]
-        except ImportError:
-            return None
-        data: bytes = brotli.decompress(body)
-    elif encoding == b"zstd":
-        try:
-            import zstandard  # type: ignore[import-not-found,import-untyped,unused-ignore]
-        except ImportError:
-            return None
-        data = zstandard.ZstdDecompressor().decompressobj().decompress(body)
-    elif encoding == b"identity":
-        data = body
-    else:
+    if encoding != b"identity":
         return None
-    if max_size and len(data) > max_size:
-        raise _TooLarge
-    return data
+    if max_size and len(body) > max_size:
+        raise ValueError("past DOWNLOAD_MAXSIZE")
+    return body
 
 
 def decoded(response: Response, max_size: int) -> Response | None:
@@ -98,9 +81,7 @@ def decoded(response: Response, max_size: int) -> Response | None:
             if step is None:
                 return None
             body = step
-    except (_TooLarge, zlib.error, OSError, ValueError, EOFError):
-        return None
-    except Exception:  # noqa: BLE001 -- brotli.error and zstd errors have no common base
+    except (zlib.error, ValueError):
         return None
     headers = response.headers.copy()
     del headers[b"Content-Encoding"]

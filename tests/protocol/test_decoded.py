@@ -62,6 +62,7 @@ def test_no_encoding_is_the_response_itself() -> None:
 
 @pytest.mark.parametrize(("encoding", "body"), [
     (b"gzip", b"not gzip at all"), (b"gzip", gzip.compress(PAGE)[:20]), (b"compress", PAGE),
+    (b"br", PAGE),
     (b"deflate", b"\x00\x01\x02"), (b"gzip", gzip.compress(PAGE * 100)),
 ])
 def test_what_cannot_be_decoded_within_the_bound_is_no_evidence(encoding: bytes,
