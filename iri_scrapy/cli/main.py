@@ -45,6 +45,7 @@ from iri_scrapy.core.explain import explain as explain_iris
 from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
 from iri_scrapy.core.query import rewrite_query
+from iri_scrapy.store import dedupe_batch
 from iri_scrapy.store.dedupe import (
     FRAGMENT,
     FRAGMENT_LABEL,
@@ -799,6 +800,38 @@ def _peak_rss_kib() -> int | None:
     return None
 
 
+def _dedupe_line(deduper: Deduper, raw: bytes, out: BinaryIO, rejects: BinaryIO | None) -> None:
+    """One line as read (with its end of line) through the streaming path."""
+    outcome, text = deduper.process(_decode(raw))
+    if outcome is Outcome.UNIQUE:
+        out.write(_encode(text))
+    elif outcome is Outcome.REJECT and rejects is not None:
+        rejects.write(raw if raw.endswith(b"\n") else raw + b"\n")
+
+
+def _dedupe_lines(deduper: Deduper, src: BinaryIO, out: BinaryIO, rejects: BinaryIO | None,
+                  progress: _Progress | None) -> None:
+    """The streaming path: one line at a time through :meth:`Deduper.process`."""
+    stats = deduper.stats
+    for raw in _raw_lines(src):
+        _dedupe_line(deduper, raw, out, rejects)
+        if progress is not None and not stats.lines & 0x1FFF:
+            progress.update(stats.lines, stats.unique)
+
+
+def _dedupe_blocks(deduper: Deduper, src: BinaryIO, out: BinaryIO, rejects: BinaryIO | None,
+                   progress: _Progress | None) -> None:
+    """The batch path (:mod:`iri_scrapy.store.dedupe_batch`): blocks through the native
+    loop, the lines it cannot answer through the streaming path; the same output."""
+    def miss(raw: bytes) -> None:
+        _dedupe_line(deduper, raw, out, rejects)
+
+    for block in dedupe_batch.blocks(src):
+        dedupe_batch.run(deduper, block, out.write, miss)
+        if progress is not None:
+            progress.update(deduper.stats.lines, deduper.stats.unique)
+
+
 def cmd_dedupe(args: argparse.Namespace) -> int:
     """``iri-scrapy dedupe``."""
     if args.max_listed < 0:
@@ -827,17 +860,10 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
     try:
         out = _open_out(args.output)
         rejects = open(args.rejects, "wb") if args.rejects else None  # noqa: SIM115
-        write = out.write
-        process = deduper.process
-        stats = deduper.stats
-        for raw in _raw_lines(src):
-            outcome, text = process(_decode(raw))
-            if outcome is Outcome.UNIQUE:
-                write(_encode(text))
-            elif outcome is Outcome.REJECT and rejects is not None:
-                rejects.write(raw if raw.endswith(b"\n") else raw + b"\n")
-            if show and not stats.lines & 0x1FFF:
-                progress.update(stats.lines, stats.unique)
+        if dedupe_batch.ready(deduper):
+            _dedupe_blocks(deduper, src, out, rejects, progress if show else None)
+        else:
+            _dedupe_lines(deduper, src, out, rejects, progress if show else None)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):
             raise
