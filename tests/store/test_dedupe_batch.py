@@ -19,6 +19,7 @@ import subprocess
 import sys
 from hashlib import blake2b
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,9 +90,14 @@ def _run(path: Path, tmp_path: Path, name: str, options: list[str]) -> tuple[byt
 def test_the_batch_path_writes_what_the_streaming_path_writes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: list[str]) -> None:
     path = _corpus(tmp_path)
-    used = []
+    used: list[bytes] = []
     real_run = dedupe_batch.run
-    monkeypatch.setattr(dedupe_batch, "run", lambda *a: used.append(1) or real_run(*a))
+
+    def counted(deduper: Deduper, block: bytes, *rest: Any) -> None:
+        used.append(block)
+        real_run(deduper, block, *rest)
+
+    monkeypatch.setattr(dedupe_batch, "run", counted)
     batch = _run(path, tmp_path, "batch", options)
     assert used, "the batch path was not taken"
     monkeypatch.setattr(dedupe_batch, "ready", lambda deduper: False)
