@@ -1223,7 +1223,11 @@ def canonical_and_rungs(text: str, options: NormalizeOptions) -> tuple[str, tupl
             return fast, ()
     if level is Level.SIMPLE:
         return climb_path(text, options), ()
-    one_pass = fused_rungs(text, options)
+    try:
+        one_pass = fused_rungs(text, options)
+    except IRIError:
+        canonical(text, options)  # raise what normalize() raises (its index in text)
+        raise
     if one_pass is not None:
         return one_pass
     applied: list[Rung] = []

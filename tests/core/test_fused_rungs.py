@@ -85,3 +85,15 @@ def test_rungs_of_one_pass(text: str, rungs: tuple[Rung, ...]) -> None:
                                   "http://caf\u00e9.example/", "urn:x:y"])
 def test_the_climb_answers_the_rest(text: str) -> None:
     assert fused_rungs(text, NormalizeOptions(keep_fragment=False)) is None
+
+
+@pytest.mark.parametrize("text", ["http://a.example:8x/", "http://a:b:c/", "http://a.example:99999/",
+                                  "http://a..example/", "http://[a/"])
+def test_an_error_is_normalizes(text: str) -> None:
+    """The error (and its index in the whole text) is the one normalize() raises."""
+    options = NormalizeOptions(keep_fragment=False)
+    with pytest.raises(IRIError) as want:
+        ladder.canonical(text, options)
+    with pytest.raises(IRIError) as got:
+        ladder.canonical_and_rungs(text, options)
+    assert str(got.value) == str(want.value)
