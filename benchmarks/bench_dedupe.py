@@ -7,8 +7,8 @@ Run from the repository root::
 
 The data: ``../shared/corpus/urls_real.txt`` (relative to the repository, 91,424
 real URLs) repeated to each ``--lines`` size by :func:`generate`; every copy after
-the first is an alias-rich mutation of it: one line in four gets one of the
-aliases a frontier dump holds (upper-case scheme or host, the scheme's default
+the first is an alias-rich mutation of it: one line in four (``--alias-rate``) gets
+one of the aliases a frontier dump holds (upper-case scheme or host, the scheme's default
 port, a ``./`` segment, a lower-case escape, an added fragment), so about a
 fifth of the lines leave the fast path and climb the ladder.  Each command runs
 in its own process on the same file, contenders interleaved in rounds (best of
@@ -16,7 +16,8 @@ in its own process on the same file, contenders interleaved in rounds (best of
 of the child (``wait4``):
 
 1. ``sort -u FILE -o /dev/null`` (``LC_ALL=C``, one thread: ``--parallel=1``);
-2. ``iri-scrapy dedupe FILE -o /dev/null -q`` (per-rung statistics on, the default);
+2. ``iri-scrapy dedupe FILE -o /dev/null -q`` (per-rung statistics on, the default),
+   also from another source tree with ``--baseline DIR`` (before and after a change);
 3. the same with ``--no-rung-stats``;
 4. the same as 2 with ``IRISCRAPY_NATIVE=0`` (the pure-Python path).
 
@@ -67,8 +68,9 @@ def _path_edit(url: bytes, segment: bytes) -> bytes:
     return scheme + sep + host + segment + path if slash else url
 
 
-def generate(src: Path, lines: int, dest: Path, seed: int = 32) -> int:
-    """Write *lines* lines to *dest*: *src* once, then alias-rich copies of it."""
+def generate(src: Path, lines: int, dest: Path, seed: int = 32, rate: float = 0.25) -> int:
+    """Write *lines* lines to *dest*: *src* once, then copies of it where a line in
+    ``1 / rate`` is an alias."""
     rng = random.Random(seed)
     base = src.read_bytes().splitlines()
     n = copy = 0
@@ -76,7 +78,7 @@ def generate(src: Path, lines: int, dest: Path, seed: int = 32) -> int:
         while n < lines:
             chunk = base[: lines - n]
             if copy:
-                chunk = [rng.choice(_MUTATIONS)(u) if rng.random() < 0.25 else u for u in chunk]
+                chunk = [rng.choice(_MUTATIONS)(u) if rng.random() < rate else u for u in chunk]
             f.write(b"\n".join(chunk) + b"\n")
             n += len(chunk)
             copy += 1
@@ -93,10 +95,12 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
-def contenders(path: Path) -> dict[str, tuple[list[str], dict[str, str]]]:
+def contenders(path: Path, baseline: Path | None = None
+               ) -> dict[str, tuple[list[str], dict[str, str]]]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), LC_ALL="C")
     py = [sys.executable, "-m", "iri_scrapy", "dedupe", str(path), "-o", os.devnull, "-q"]
-    return {
+    before = {"dedupe, before (--baseline)": (py, dict(env, PYTHONPATH=str(baseline)))}
+    return {**(before if baseline else {}),
         "sort -u": (["sort", "-u", "--parallel=1", str(path), "-o", os.devnull], env),
         "dedupe": (py, env),
         "dedupe --no-rung-stats": ([*py, "--no-rung-stats"], env),
@@ -110,7 +114,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--input", type=Path, default=CORPUS)
     ap.add_argument("--keep", type=Path, help="keep the generated file here (biggest size)")
+    ap.add_argument("--alias-rate", type=float, default=0.25,
+                    help="the share of the lines of each copy after the first made an alias")
     ap.add_argument("--only", default="", help="comma-separated contenders to run")
+    ap.add_argument("--baseline", type=Path,
+                    help="also run dedupe from this source tree (its extension built)")
     args = ap.parse_args()
     if not args.input.exists():
         print(f"skipped: no corpus at {args.input}")
@@ -118,8 +126,8 @@ def main() -> int:
     for size in (int(s) for s in args.lines.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
             path = args.keep or Path(tmp) / "urls.txt"
-            generate(args.input, size, path)
-            runs = contenders(path)
+            generate(args.input, size, path, rate=args.alias_rate)
+            runs = contenders(path, args.baseline)
             if args.only:
                 runs = {k: v for k, v in runs.items() if k in args.only.split(",")}
             best: dict[str, tuple[float, int]] = {}

@@ -454,7 +454,53 @@ fingerprint(PyObject *module, PyObject *data)
     return PyLong_FromUnsignedLongLong(fingerprint64(buf, (size_t)size));
 }
 
+/* fingerprints(values: list, keep_fragment) -> list[int | None]: for each value a str
+ * the fast path answers, the fingerprint of its key (as fingerprint() of the key's
+ * bytes); None for every other value (the caller classifies it in Python). */
+static PyObject *
+fingerprints(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "fingerprints(values: list, keep_fragment)");
+        return NULL;
+    }
+    if (!fastpath_ready()) {
+        PyErr_SetString(PyExc_RuntimeError, "iri_scrapy.core._fastpath is not configured");
+        return NULL;
+    }
+    int keep_fragment = PyObject_IsTrue(args[1]);
+    if (keep_fragment < 0) return NULL;
+    Py_ssize_t count = PyList_Size(args[0]);
+    PyObject *result = PyList_New(count);
+    if (result == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *value = PyList_GetItem(args[0], k), *item = NULL;  /* borrowed */
+        Py_ssize_t size, key = FASTPATH_NO;
+        const char *s = PyUnicode_Check(value) ? PyUnicode_AsUTF8AndSize(value, &size) : NULL;
+        if (s == NULL) {
+            PyErr_Clear();  /* not a str, or a lone surrogate: the reference answers */
+        } else {
+            key = fastpath_check(s, (size_t)size, keep_fragment);
+            if (key == FASTPATH_ERROR) goto fail;
+        }
+        if (key == FASTPATH_NO) {
+            Py_INCREF(Py_None);
+            item = Py_None;
+        } else if ((item = PyLong_FromUnsignedLongLong(fingerprint64(s, (size_t)key))) == NULL) {
+            goto fail;
+        }
+        PyList_SetItem(result, k, item);  /* steals item */
+    }
+    return result;
+fail:
+    Py_DECREF(result);
+    return NULL;
+}
+
 static PyMethodDef batch_methods[] = {
+    {"fingerprints", (PyCFunction)(void (*)(void))fingerprints, METH_FASTCALL,
+     "fingerprints(values, keep_fragment) -> list: see _batch.c."},
     {"dedupe_block", (PyCFunction)(void (*)(void))dedupe_block, METH_FASTCALL,
      "dedupe_block(table, block, start, keep_fragment, write_key): see _batch.c."},
     {"fingerprint", fingerprint, METH_O,

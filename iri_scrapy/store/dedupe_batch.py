@@ -21,7 +21,7 @@ NFC, the query heuristics, a written form other than the URI, the samples of
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from iri_scrapy.core import native
 from iri_scrapy.core.ladder import Level
@@ -100,3 +100,25 @@ def run(deduper: Deduper, block: bytes, write: Callable[[bytes], object],
                 stats.by_rung[FRAGMENT] += dup_fragment
         if stop < end:
             miss(block[stop:pos])
+
+
+def fingerprints(deduper: Deduper, values: list[Any]) -> list[int | None] | None:
+    """The batch entry point for a list of values (the Spark pass): for each ``str``
+    the native loop answers, the :func:`~iri_scrapy.store.dedupe.fingerprint` of its
+    key, else None (classify it with :meth:`Deduper.classify`); None for all when not
+    :func:`ready`.  The key of an answered value is the value less its fragment
+    (:func:`fast_key`), its rungs none (``fragment`` if that was dropped)."""
+    if not ready(deduper):
+        return None
+    assert native.MODULE is not None
+    result: list[int | None] = native.MODULE.fingerprints(values, deduper.keep_fragment)
+    return result
+
+
+def fast_key(value: str, keep_fragment: bool) -> str:
+    """The key of a value :func:`fingerprints` answered: itself, less its fragment
+    unless kept (RFC 3987 section 5.1; the first ``#`` starts it, RFC 3986 3.5)."""
+    if keep_fragment:
+        return value
+    cut = value.find("#")
+    return value if cut < 0 else value[:cut]

@@ -26,7 +26,7 @@ import pytest
 from iri_scrapy.cli import main as cli
 from iri_scrapy.core import native
 from iri_scrapy.store import dedupe_batch
-from iri_scrapy.store.dedupe import Deduper
+from iri_scrapy.store.dedupe import FRAGMENT, Deduper, fingerprint
 from iri_scrapy.store.fpstore import FingerprintSet
 from tests.support.generated_urls import KINDS, lines
 
@@ -166,3 +166,27 @@ def test_the_pure_python_path_writes_the_same(tmp_path: Path) -> None:
             report.pop(volatile)
         outs.append(((tmp_path / f"out{flag}").read_bytes(), report))
     assert outs[0] == outs[1]
+
+
+def test_the_list_entry_point_answers_as_classify(tmp_path: Path) -> None:
+    """``fingerprints`` (the Spark pass's entry point): each value it answers has the
+    fingerprint, key and rungs ``Deduper.classify`` gives it; it answers most."""
+    values: list[object] = [line.decode("utf-8", "surrogateescape")
+                            for line in _corpus(tmp_path).read_bytes().split(b"\n")]
+    values += [None, b"http://bytes.example/", "http://a.example/\ud800"]
+    for keep in (False, True):
+        deduper = Deduper(keep_fragment=keep)
+        fps = dedupe_batch.fingerprints(deduper, values)
+        assert fps is not None and len(fps) == len(values)
+        answered = 0
+        for value, fp in zip(values, fps, strict=True):
+            if fp is None:
+                continue
+            assert isinstance(value, str)
+            outcome, key, rungs, _ = deduper.classify(value)
+            assert outcome is None and fp == fingerprint(key), value
+            assert dedupe_batch.fast_key(value, keep) == key
+            assert rungs == (() if keep or "#" not in value else (FRAGMENT,))
+            answered += 1
+        assert answered > len(values) // 4
+    assert dedupe_batch.fingerprints(Deduper(nfc=True), values) is None
