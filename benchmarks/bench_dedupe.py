@@ -85,9 +85,11 @@ def generate(src: Path, lines: int, dest: Path, seed: int = 32, rate: float = 0.
     return n
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
-    """CPU seconds (user + system) and peak RSS (KiB) of *cmd* in a child process."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+def run(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """CPU seconds (user + system) and peak RSS (KiB) of *cmd* in a child process, run
+    in the source tree of its ``PYTHONPATH`` (``python -m`` puts the directory it runs
+    in first on ``sys.path``)."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, cwd=env["PYTHONPATH"])
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):

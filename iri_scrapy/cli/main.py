@@ -690,20 +690,21 @@ class _Progress:
             except (OSError, ValueError, AttributeError):
                 pass
 
-    def _position(self) -> int | None:
+    def _position(self, behind: int = 0) -> int | None:
         if self.size is None or self.stream is None:
             return None
         try:
-            return self.stream.tell() - self.size[0]
+            return self.stream.tell() - behind - self.size[0]
         except (OSError, ValueError):
             self.size = None
             return None
 
-    def line(self, lines: int, unique: int, now: float) -> str:
-        """The progress line (without the carriage return)."""
+    def line(self, lines: int, unique: int, now: float, behind: int = 0) -> str:
+        """The progress line (without the carriage return); *behind*: bytes read but
+        not yet counted in *lines* (a block)."""
         elapsed = max(now - self.start, 1e-9)
         text = f"{lines:,} lines  {lines / elapsed:,.0f} lines/s  {unique:,} unique"
-        done = self._position()
+        done = self._position(behind)
         if done is None or self.size is None:
             return text
         total = self.size[1] - self.size[0]
@@ -715,12 +716,12 @@ class _Progress:
         left = _duration(elapsed * (1 - frac) / frac) if frac > 0 else "?"
         return f"{frac * 100:5.1f}% [{bar}] {left} left  {text}"
 
-    def update(self, lines: int, unique: int) -> None:
+    def update(self, lines: int, unique: int, behind: int = 0) -> None:
         now = time.monotonic()
         if now - self.last < 0.2:
             return
         self.last = now
-        line = self.line(lines, unique, now)
+        line = self.line(lines, unique, now, behind)
         if self.columns > 0:
             line = line[: self.columns]
         sys.stderr.write(f"\r{line}\x1b[K")
@@ -826,10 +827,11 @@ def _dedupe_blocks(deduper: Deduper, src: BinaryIO, out: BinaryIO, rejects: Bina
     def miss(raw: bytes) -> None:
         _dedupe_line(deduper, raw, out, rejects)
 
+    stats = deduper.stats
     for block in dedupe_batch.blocks(src):
+        if progress is not None and stats.lines:  # the lines before this block
+            progress.update(stats.lines, stats.unique, behind=len(block))
         dedupe_batch.run(deduper, block, out.write, miss)
-        if progress is not None:
-            progress.update(deduper.stats.lines, deduper.stats.unique)
 
 
 def cmd_dedupe(args: argparse.Namespace) -> int:

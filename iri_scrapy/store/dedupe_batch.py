@@ -28,7 +28,7 @@ from iri_scrapy.core.ladder import Level
 from iri_scrapy.store.dedupe import FRAGMENT, Deduper
 
 #: Bytes read at a time (the block ends at its last line feed).
-BLOCK_SIZE = 1 << 20
+BLOCK_SIZE = 1 << 18
 _BOM = b"\xef\xbb\xbf"
 
 
