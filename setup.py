@@ -1,4 +1,4 @@
-"""The optional native fast path (iri_scrapy/core/_fastpath.c, _batch.c); the rest is in pyproject.toml.
+"""The optional native extension (iri_scrapy/core/_fastpath.c, _batch.c); the rest: pyproject.toml.
 
 ``optional=True``: without a C compiler the build goes on without it and the package is
 pure Python (same keys, slower; iri_scrapy.core.native).  abi3: one wheel per platform
