@@ -147,3 +147,21 @@ def why_off() -> str:
     if os.environ.get(ENV, "1") == "0":
         return f"{ENV}=0"
     return "built without a C compiler"
+
+
+def fingerprint_table() -> Any | None:
+    """A new native set of 64-bit fingerprints (``FingerprintTable``: the same
+    segments, growth and memory as ``iri_scrapy.store.fpstore.FingerprintSet``,
+    the set :func:`dedupe_block` adds to), or None without the native module."""
+    return None if MODULE is None else MODULE.FingerprintTable()
+
+
+#: ``dedupe_block(table, block, start, keep_fragment, write_key) -> (stop, next, out,
+#: first_simple, first_fragment, dup_simple, dup_fragment)``: the native batch loop of
+#: ``iri-scrapy dedupe`` (``_batch.c``; :mod:`iri_scrapy.store.dedupe_batch`), or None.
+DedupeBlock = Callable[[Any, bytes, int, bool, bool], tuple[int, int, bytes, int, int, int, int]]
+
+
+def dedupe_block() -> DedupeBlock | None:
+    """The native batch loop (see :data:`DedupeBlock`), or None without the module."""
+    return None if MODULE is None else MODULE.dedupe_block  # type: ignore[no-any-return]
