@@ -122,7 +122,7 @@ class ProtocolStore:
     def _replay(self, store: FrontierStore) -> None:
         """The pages' digests into the rules (what samples compare with)."""
         for uri, digest in store.protocol_rows(PAGE):
-            self.learned.observe_content(uri, digest)
+            self.learned.observe_content(uri, digest, replayed=True)
 
     def _load_rules(self) -> bool:
         """Read the rules file; False if it was damaged (set aside, said)."""

@@ -97,6 +97,10 @@ class Learned:
         #: key -> the key before the rules of the request that added it to the
         #: filter, when a rule had moved it (:meth:`admitted`)
         self._holders: dict[str, str] = {}
+        #: pages this process did not serve itself (an earlier run's, replayed from
+        #: the frontier store; another worker's), until it serves them
+        #: (:meth:`observe_content`)
+        self.replayed: set[str] = set()
 
     def duplicate(self, request: Request) -> bool:
         """For the dupefilter, on a request whose key was seen: True to drop it.
@@ -169,6 +173,15 @@ class Learned:
         base = stamp.base
         if base in self.skipped or base in self.sampled:
             return False
+        if request.method == "GET" and base not in self.replayed and (
+                self.rules.was_served(base) or base in self._loading):
+            # this very spelling was served here (or is in flight): the filter let it
+            # through again only because rules learned since gave it another key. A
+            # page an earlier run or another worker served is no such proof: it may
+            # have been killed before its spider had the response, and the frontier
+            # gave the request back.
+            self.rules.events["refetch-avoided"] += 1
+            return True
         if self.rules.served(base) or self._merged_in_flight(base):
             return self.duplicate(request)
         alias = self.rules.served_alias(base)
@@ -361,12 +374,17 @@ class Learned:
         for key, base in holders.items():
             self._holders.setdefault(key, base)
 
-    def observe_content(self, uri: str, digest: bytes) -> None:
+    def observe_content(self, uri: str, digest: bytes, *, replayed: bool = False) -> None:
         """A 2xx page: its content evidence (:meth:`ProtocolRules.observe_content`),
-        and kept by the frontier store (a resume compares samples with it)."""
+        and kept by the frontier store (a resume compares samples with it); with
+        *replayed*, a page this process did not serve (read back from the store)."""
         stopped = len(self.rules.stopped)
         self.rules.observe_content(uri, digest)
-        if self.sink is not None:
+        if replayed:
+            self.replayed.add(uri)
+        elif self.replayed:
+            self.replayed.discard(uri)
+        if self.sink is not None and not replayed:
             self.sink.page(uri, digest)
         if len(self.rules.stopped) > stopped:
             scope = next(reversed(self.rules.stopped))

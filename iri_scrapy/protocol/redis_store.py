@@ -284,13 +284,8 @@ class RedisProtocolStore:
         worker's own: the fleet's content evidence (:mod:`.redis_evidence`)."""
         if not pages:
             return
-        learned = self.learned
-        sink, learned.sink = learned.sink, None  # already in the log
-        try:
-            for uri, digest in pages:
-                learned.observe_content(uri, digest)
-        finally:
-            learned.sink = sink
+        for uri, digest in pages:  # already in the log: not written again
+            self.learned.observe_content(uri, digest, replayed=True)
 
     def _read_fleet(self, value: bytes) -> None:
         """The fleet's document from *value*; a damaged one is set aside (WARNING)."""

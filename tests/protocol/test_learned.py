@@ -360,3 +360,28 @@ def test_at_the_close_what_no_page_stands_for_is_fetched() -> None:
     assert list(learned.skipped) == [held[1].url]
     assert rules.events["unstood"] == 1
     assert learned.unstood() == []
+
+
+def test_a_spelling_served_here_is_not_fetched_again_when_rules_move_its_key() -> None:
+    """The filter keys ``?sid=a`` apart while no rule is known; once drop-param:sid is
+    learned, a link to that same spelling has a new key (``/i?id=6``) and passes the
+    filter: the downloader skips it (``refetch-avoided``), it was served. A page an
+    earlier run served (replayed from the frontier's store) is no such proof: the
+    spider may never have had it, and the request the frontier gave back is fetched."""
+    rules = ProtocolRules()
+    df = protocol_filter(rules)
+    learned = df.learned
+    assert learned is not None
+    first = scheduled(df, f"{B}/i?id=6&sid=a")
+    assert not learned.stale(first)
+    learned.observe_content(f"{B}/i?id=6&sid=a", D(6))  # served
+    learned.fetched(first)
+    for n in (1, 2):  # drop-param:sid learned from other pages
+        rules.observe_content(f"{B}/i?id={n}", D(n))
+        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+    again = scheduled(df, f"{B}/i?id=6&sid=a")  # the same spelling: a new key now
+    assert learned.stale(again)
+    assert rules.events["refetch-avoided"] == 1
+    replayed = scheduled(df, f"{B}/i?id=8&sid=b")
+    learned.observe_content(f"{B}/i?id=8&sid=b", D(8), replayed=True)
+    assert not learned.stale(replayed)
