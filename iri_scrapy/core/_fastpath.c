@@ -372,12 +372,25 @@ configure(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The IRI path (_iripath.c, compiled into this module): IRIs mapped to URIs for fast_path. */
+PyObject *iripath_iri_to_uri(PyObject *module, PyObject *text);
+PyObject *iripath_host_to_ascii(PyObject *module, PyObject *text);
+PyObject *iripath_configure(PyObject *module, PyObject *args);
+PyObject *iripath_clear(PyObject *module, PyObject *unused);
+
 static PyMethodDef methods[] = {
     {"fast_path", (PyCFunction)(void (*)(void))fast_path, METH_FASTCALL,
      "fast_path(text, keep_fragment) -> str | None: text if already canonical (see ladder)."},
     {"configure", configure, METH_VARARGS, "Hand the fast path its tables (iri_scrapy.core.native)."},
     {"configure_entry", configure_entry, METH_VARARGS,
      "configure_entry(reference, levels, doc, module) -> normalize answered in C (see native)."},
+    {"iri_to_uri", iripath_iri_to_uri, METH_O,
+     "iri_to_uri(text) -> str | None: the URI of an IRI (RFC 3987 3.1), None: ask Python."},
+    {"host_to_ascii", iripath_host_to_ascii, METH_O,
+     "host_to_ascii(host) -> str | None: a DNS host with UTS 46 ToASCII, None: ask Python."},
+    {"configure_iri", iripath_configure, METH_VARARGS,
+     "Hand the IRI path its tables and callbacks (iri_scrapy.core.native)."},
+    {"clear_iri", iripath_clear, METH_NOARGS, "Forget the code points' facts (cold caches)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -652,13 +652,22 @@ def reference_fast_path(text: str, keep_fragment: bool) -> str | None:
 #: The fast path in use: the native one when it was built (and not turned off with
 #: ``IRISCRAPY_NATIVE=0``), else :func:`reference_fast_path`.  Callers pass ASCII text
 #: (non-ASCII text is never canonical in URI form; the native one would convert it).
+_FAST_CLASSES = native.CharClasses(
+    scheme_first=FAST_SCHEME_FIRST, scheme=FAST_SCHEME_CHARS, host=FAST_HOST_CHARS,
+    path=FAST_PATH_CHARS, query=FAST_QUERY_CHARS)
 fast_path = native.fast_path(
-    reference_fast_path,
-    classes=native.CharClasses(
-        scheme_first=FAST_SCHEME_FIRST, scheme=FAST_SCHEME_CHARS, host=FAST_HOST_CHARS,
-        path=FAST_PATH_CHARS, query=FAST_QUERY_CHARS),
-    canonical_escape=CANONICAL_ESCAPE,
-)
+    reference_fast_path, classes=_FAST_CLASSES, canonical_escape=CANONICAL_ESCAPE)
+
+
+def reference_iri_path(text: str) -> str | None:
+    """Pure Python has no IRI shortcut: a non-ASCII text takes the fused path."""
+    return None
+
+
+#: An IRI mapped to its URI (RFC 3987 3.1, ``mapping.iri_to_uri``) for :func:`fast_path`,
+#: or ``None`` (then the fused path answers): the native IRI path when it was built
+#: (:mod:`iri_scrapy.core.native`), which answers only where no rule can refuse.
+iri_path = native.iri_path(reference_iri_path, classes=_FAST_CLASSES)
 
 
 # --- fused path ----------------------------------------------------------------------
@@ -1101,9 +1110,10 @@ def normalize_reference(
     if form == "surt":  # the canonical URI reordered (iri_scrapy.core.surt, its defaults)
         return reorder(normalize(iri, lvl, form="uri", keep_fragment=keep_fragment, nfc=nfc,
                                  rules=rules))
-    # fast_path's pattern holds ASCII characters only: an IRI with others fails it.
-    if form == "uri" and lvl >= _SCHEME and not nfc and iri.__class__ is str and iri.isascii():
-        fast = fast_path(iri, keep_fragment)
+    # fast_path's pattern holds ASCII characters only: an IRI is first mapped to its URI.
+    if form == "uri" and lvl >= _SCHEME and not nfc and iri.__class__ is str:
+        uri = iri if iri.isascii() else iri_path(iri)
+        fast = None if uri is None else fast_path(uri, keep_fragment)
         if fast is not None:
             if lvl is _PROTOCOL and rules is not None:
                 return rules.apply(fast)
@@ -1285,3 +1295,4 @@ def clear_caches() -> None:
     """Empty the host caches of the ladder (benchmarks measure cold caches with it)."""
     for fn in (_host_chain, _dns_host_chain, _dns_host):
         fn.cache_clear()
+    native.clear_caches()

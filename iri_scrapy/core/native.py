@@ -10,6 +10,12 @@ canonical escapes (RFC 3986 6.2.2.1-2), the default ports and DNS schemes (RFC 3
 characters as classes, the rest a call back) are all built here from the Python
 definitions and handed to it once.  ``IRISCRAPY_NATIVE=0`` in the environment
 turns it off (benchmarks, a bug report).  Design and figures: docs/benchmarks.md.
+
+The IRI path (``_iripath.c``, in the same module) maps an IRI to its URI (RFC 3987
+3.1: UTF-8 escapes, UTS 46 ToASCII hosts) for that test, and answers only what no
+rule can refuse: its classes and DNS schemes come from here too, each code point's
+UTS 46 mapping and flags from ``hosts.code_point_facts`` (the ``idna`` package's
+tables), NFC and CheckBidi from ``unicodedata`` and ``idna`` themselves.
 """
 
 from __future__ import annotations
@@ -18,12 +24,15 @@ import enum
 import inspect
 import os
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-from iri_scrapy.core.hosts import NUMBER_END, NUMBER_START, ends_in_number
+import idna
+
+from iri_scrapy.core.hosts import NUMBER_END, NUMBER_START, code_point_facts, ends_in_number
 from iri_scrapy.core.schemes import DEFAULT_PORTS, DNS_SCHEMES
 
 #: The environment variable that turns the native fast path off ("0").
@@ -31,6 +40,7 @@ ENV = "IRISCRAPY_NATIVE"
 
 FastPath = Callable[[str, bool], "str | None"]
 Normalize = TypeVar("Normalize", bound=Callable[..., str])
+IRIPath = Callable[[str], "str | None"]
 
 # The bits of the C module's class table (_fastpath.c, enum at its top).
 _SCHEME_FIRST, _SCHEME, _HOST, _PATH, _QUERY, _NUMBER_END, _NUMBER_START = 1, 2, 4, 8, 16, 32, 64
@@ -135,6 +145,24 @@ def _text_signature(function: Callable[..., Any]) -> str:
                            else repr(value))
         parts.append(text)
     return "(" + ", ".join(parts) + ")"
+
+
+def iri_path(reference: IRIPath, *, classes: CharClasses) -> IRIPath:
+    """The native IRI path (an IRI to the URI of RFC 3987 3.1, or None) configured with
+    these classes, or *reference* without one."""
+    if MODULE is None:
+        return reference
+    bits = (_SCHEME_FIRST, _SCHEME, _HOST, _PATH, _QUERY)
+    MODULE.configure_iri(class_table(classes), bits, DNS_SCHEMES, code_point_facts,
+                         unicodedata.is_normalized, idna.check_bidi)
+    native: IRIPath = MODULE.iri_to_uri
+    return native
+
+
+def clear_caches() -> None:
+    """Forget the code points' facts the IRI path asked (benchmarks measure cold caches)."""
+    if MODULE is not None:
+        MODULE.clear_iri()
 
 
 def enabled() -> bool:
