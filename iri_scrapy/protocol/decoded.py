@@ -6,8 +6,9 @@ The protocol middleware sits at 650: it must see a redirect before Scrapy's
 comparison fail on a site that compresses (most do), so nothing would be learned
 there. :func:`decoded` gives the evidence what the spider gets: the body decoded
 (``Content-Encoding`` gzip and deflate, with the standard library's zlib, as Scrapy
-decodes them), no larger than ``DOWNLOAD_MAXSIZE``, and the response class Scrapy
-would pick for it; the response itself is left as it is for the middlewares below.
+decodes them), no larger than ``DOWNLOAD_MAXSIZE``, as an HTML, XML or text response
+when its ``Content-Type`` says so; the response itself is left as it is for the
+middlewares below.
 Any other encoding (br, zstd: their packages are optional dependencies of Scrapy's,
 not ours), a broken or truncated stream, or a body past the bound gives None: no
 content evidence from that response, never a comparison of raw bytes.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import zlib
 from typing import TYPE_CHECKING
 
-from scrapy.responsetypes import responsetypes
+from scrapy.http import HtmlResponse, TextResponse, XmlResponse
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -85,5 +86,7 @@ def decoded(response: Response, max_size: int) -> Response | None:
         return None
     headers = response.headers.copy()
     del headers[b"Content-Encoding"]
-    cls = responsetypes.from_args(headers=headers, url=response.url, body=body)
+    ctype = (headers.get(b"Content-Type") or b"").lower()
+    cls: type[Response] = (HtmlResponse if b"html" in ctype else XmlResponse if b"xml" in ctype
+                           else TextResponse if ctype.startswith(b"text/") else type(response))
     return response.replace(cls=cls, body=body, headers=headers)

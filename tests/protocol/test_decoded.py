@@ -35,10 +35,11 @@ ENCODED = [  # (Content-Encoding, body on the wire), section: RFC 9110 8.4.1
 
 
 def _response(encoding: bytes | None, body: bytes) -> Response:
+    """As the downloader builds it: its class from the Content-Type."""
     headers = {"Content-Type": "text/html; charset=utf-8"}
     if encoding is not None:
         headers["Content-Encoding"] = encoding.decode()
-    return Response(URL, body=body, headers=headers)
+    return HtmlResponse(URL, body=body, headers=headers)
 
 
 @pytest.mark.parametrize(("encoding", "body"), ENCODED, ids=[f"{e.decode()}-{i}" for i, (e, _) in enumerate(ENCODED)])
