@@ -319,8 +319,7 @@ class Learned:
             other != base and self.rules.apply(other) == merged for other in self._loading)
 
     def keep(self, base: str, via: str, merged: str, request: Request) -> None:
-        """Keep a skipped request while ``rules.apply(via) == merged`` (and hand it
-        to the persistence hook)."""
+        """Keep a skipped request while ``rules.apply(via) == merged`` (and store it)."""
         if base in self.skipped:
             return
         self.skipped[base] = (via, merged, request)
@@ -387,13 +386,7 @@ class Learned:
         if self.sink is not None and not replayed:
             self.sink.page(uri, digest)
         if len(self.rules.stopped) > stopped:
-            scope = next(reversed(self.rules.stopped))
-            logger.warning(
-                "IRI protocol: %(scope)s reached a bound (%(bound)s: %(n)d pages compared "
-                "per host); the learned level stops for this host: no rule is applied "
-                "there any more, and what its rules held back is fetched",
-                {"scope": scope, "bound": self.rules.stopped[scope],
-                 "n": MAX_PAGES_PER_SCOPE})
+            _say_stopped(self.rules)
             self.publish()
 
     def unstood(self) -> list[Request]:
@@ -417,7 +410,7 @@ class Learned:
             key = self.rules.apply(via)
             if key == self.rules.apply(merged) and key in served:  # (rules learned
                 # since may have moved both on: still one resource, a page served)
-                groups = self._unchecked(via, merged) - checked
+                groups = _unchecked(self.rules, self._holders, via, merged) - checked
                 if not groups:
                     continue
                 checked |= groups
@@ -438,21 +431,6 @@ class Learned:
             self.publish()
         return back
 
-    def _unchecked(self, via: str, merged: str) -> set[tuple[Identity, str]]:
-        """The (rule, folder) pairs of a held request's merge with no confirmation
-        of the rule in the folder of the key it was merged into: rules learned
-        from content, canonical links or Clean-param (a redirect is the server's
-        own word; a trap's every longer spelling confirms it)."""
-        probe = via if via != merged else self._holders.get(merged, via)
-        folder = _folder(merged)
-        out = set()
-        for identity in self.rules.trace(probe)[1]:
-            if self.rules.origin(identity) == "redirect" or identity[1] == "collapse-repeat":
-                continue
-            if not any(_folder(u) == folder for u in self.rules.confirmations(identity)):
-                out.add((identity, folder))
-        return out
-
     def _backed(self, via: str, merged: str) -> bool:
         """True if something still stands for a request kept as a duplicate of
         *merged*: a page served under that key, a request in flight, or the request
@@ -468,17 +446,14 @@ class Learned:
     def requeue(self) -> int:
         """Hand every request :meth:`changed` gives back to the engine; how many."""
         requests = self.changed()
-        if requests and self.crawler is not None:
-            engine = self.crawler.engine  # requests change only while the crawl runs
+        if requests:
             for request in requests:
                 request.meta.pop(META_SAMPLE, None)
-                engine.crawl(request)
-        if requests:
             logger.info("IRI protocol: a learned rule was revoked; %(n)d request(s) it had "
                         "skipped are scheduled again", {"n": len(requests)})
             self.rules.events["requeued"] += len(requests)
         self.publish()
-        return len(requests)
+        return self.give_back(requests)
 
     def publish(self) -> None:
         """The learner's counts as ``iri/protocol/<source>/<event>`` stats."""
@@ -489,6 +464,34 @@ class Learned:
             if self._published.get(event) != count:
                 self._published[event] = count
                 stats.set_value(f"iri/protocol/{event}", count)
+
+
+def _unchecked(rules: ProtocolRules, holders: dict[str, str], via: str,
+              merged: str) -> set[tuple[Identity, str]]:
+    """The (rule, folder) pairs of a held request's merge with no confirmation
+    of the rule in the folder of the key it was merged into: rules learned
+    from content, canonical links or Clean-param (a redirect is the server's
+    own word; a trap's every longer spelling confirms it).  *holders*: key ->
+    the spelling that holds it (:meth:`Learned.admitted`)."""
+    probe = via if via != merged else holders.get(merged, via)
+    folder = _folder(merged)
+    out = set()
+    for identity in rules.trace(probe)[1]:
+        if rules.origin(identity) == "redirect" or identity[1] == "collapse-repeat":
+            continue
+        if not any(_folder(u) == folder for u in rules.confirmations(identity)):
+            out.add((identity, folder))
+    return out
+
+
+def _say_stopped(rules: ProtocolRules) -> None:
+    """The WARNING of a host that reached the pages bound (the level stops there)."""
+    scope = next(reversed(rules.stopped))
+    logger.warning(
+        "IRI protocol: %(scope)s reached a bound (%(bound)s: %(n)d pages compared "
+        "per host); the learned level stops for this host: no rule is applied "
+        "there any more, and what its rules held back is fetched",
+        {"scope": scope, "bound": rules.stopped[scope], "n": MAX_PAGES_PER_SCOPE})
 
 
 def _folder(uri: str) -> str:

@@ -138,6 +138,15 @@ def _in_force(doc: dict[str, Any] | None, min_evidence: int) -> frozenset[tuple[
     return frozenset(out)
 
 
+def _held_records(call: Call[Any], skipped_key: str) -> list[tuple[bytes, bytes]]:
+    """The (field, record) pairs of *skipped_key*, its marker left out."""
+    def scan(c: Any) -> list[tuple[bytes, bytes]]:
+        return list(c.hscan_iter(skipped_key, count=1000))
+
+    marker = MARKER.encode()
+    return [(field, value) for field, value in call(scan) if field != marker]
+
+
 def read_held(codec: RequestCodec, call: Call[Any], skipped_key: str, refused_key: str,
               refused: Callable[[RefusedRecord, str], None]) -> tuple[dict[str, Kept],
                                                                       dict[str, str]]:
@@ -148,13 +157,7 @@ def read_held(codec: RequestCodec, call: Call[Any], skipped_key: str, refused_ke
     out: dict[str, Kept] = {}
     holders: dict[str, str] = {}
     aside: dict[bytes, bytes] = {}
-
-    def scan(c: Any) -> list[tuple[bytes, bytes]]:
-        return list(c.hscan_iter(skipped_key, count=1000))
-
-    for field, value in call(scan):
-        if field == MARKER.encode():
-            continue
+    for field, value in _held_records(call, skipped_key):
         try:
             base, kept, holder = read_skipped_record(codec, value)
         except SKIPPED_ERRORS as exc:
@@ -473,14 +476,8 @@ class RedisProtocolStore:
         if not stopped or self.remote is None:
             return
         check = ProtocolRules.from_data(self.remote, min_evidence=min_evidence)
-
-        def scan(c: Any) -> list[tuple[bytes, bytes]]:
-            return list(c.hscan_iter(self.skipped_key, count=1000))
-
         n = 0
-        for field, value in self._call(scan):
-            if field == MARKER.encode():
-                continue
+        for field, value in _held_records(self._call, self.skipped_key):
             try:
                 row = json.loads(value)
                 via, merged = str(row["via"]), str(row["merged"])
