@@ -200,6 +200,12 @@ fast_path(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return text;
 }
 
+/* The IRI path (_iripath.c, compiled into this module): IRIs mapped to URIs for fast_path. */
+PyObject *iripath_iri_to_uri(PyObject *module, PyObject *text);
+PyObject *iripath_host_to_ascii(PyObject *module, PyObject *text);
+PyObject *iripath_configure(PyObject *module, PyObject *args);
+PyObject *iripath_clear(PyObject *module, PyObject *unused);
+
 /* normalize(iri, level=Level.SCHEME, *, form="uri", keep_fragment=True, nfc=False,
  * rules=None) as the package's public function: the call the fast path answers (a str
  * at level SCHEME, or PROTOCOL without rules, form "uri", no NFC) is answered here without
@@ -272,6 +278,18 @@ entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
         PyObject *res = fast_path(NULL, pair, 2);
         if (res != Py_None) return res;  /* the canonical text, or NULL on an error */
         Py_DECREF(res);
+        /* an IRI: its URI (the IRI path, _iripath.c) may be canonical */
+        PyObject *uri = iripath_iri_to_uri(NULL, args[0]);
+        if (uri == NULL) return NULL;
+        if (uri != Py_None) {
+            pair[0] = uri;
+            res = fast_path(NULL, pair, 2);
+            Py_DECREF(uri);
+            if (res != Py_None) return res;
+            Py_DECREF(res);
+        } else {
+            Py_DECREF(uri);
+        }
     }
     return entry_delegate(args, nargs, kwnames);
 }
@@ -371,12 +389,6 @@ configure(PyObject *module, PyObject *args)
     configured = 1;
     Py_RETURN_NONE;
 }
-
-/* The IRI path (_iripath.c, compiled into this module): IRIs mapped to URIs for fast_path. */
-PyObject *iripath_iri_to_uri(PyObject *module, PyObject *text);
-PyObject *iripath_host_to_ascii(PyObject *module, PyObject *text);
-PyObject *iripath_configure(PyObject *module, PyObject *args);
-PyObject *iripath_clear(PyObject *module, PyObject *unused);
 
 static PyMethodDef methods[] = {
     {"fast_path", (PyCFunction)(void (*)(void))fast_path, METH_FASTCALL,

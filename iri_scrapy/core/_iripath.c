@@ -3,7 +3,8 @@
  * iri_to_uri(text) gives what iri_scrapy.core.mapping.iri_to_uri gives -- step 2: the UTF-8
  * octets of every non-ASCII character of the path, query and fragment as "%HH", uppercase
  * hex; the reg-name of a scheme known to use DNS converted with UTS 46 ToASCII, label by
- * label -- or None, and then the Python reference answers.  The ladder hands the URI to
+ * label -- or None, and then the Python reference answers (None too for an ASCII text,
+ * which is its own URI).  The ladder hands the URI to
  * fast_path (_fastpath.c), which says whether it is canonical; so an IRI whose URI is
  * already canonical is answered without Python (iri_scrapy.core.native, docs/benchmarks.md).
  *
@@ -465,6 +466,7 @@ iripath_iri_to_uri(PyObject *module, PyObject *text)
         PyErr_Clear();
         Py_RETURN_NONE;
     }
+    if (PyUnicode_GetLength(text) == size) Py_RETURN_NONE;  /* ASCII: its own URI */
     char small[1024];
     size_t cap = URI_CAP(size);
     char *out = cap <= sizeof small ? small : PyMem_Malloc(cap);
