@@ -77,6 +77,8 @@ class Learned:
         #: ``rules.apply(via) == merged``; *via* is the key itself, or the alias
         #: served first that a rule maps onto it
         self.skipped: dict[str, tuple[str, str, Request]] = {}
+        #: requests kept at download (:meth:`stale`): the filter has their own key
+        self._passed: set[str] = set()
         self.sink: Sink | None = None
         #: keys before the rules fetched as samples (each alias is counted once)
         self.sampled: set[str] = set()
@@ -89,17 +91,14 @@ class Learned:
         self._fetching: WeakKeyDictionary[
             Request, tuple[str, list[tuple[Identity, str, bool]]]] = WeakKeyDictionary()
         self._loading: Counter[str] = Counter()  # keys before the rules, in flight
-        #: key -> (via, key merged into, request): deferred until their rules are
-        #: decided (:meth:`defer`, :meth:`settle`)
+        #: key -> (via, merged, request): deferred until their rules are decided
         self.deferred: dict[str, tuple[str, str, Request]] = {}
         #: (rule, folder) pairs a closing sample was taken for (:meth:`unstood`)
         self._closing_checked: set[tuple[Identity, str]] = set()
-        #: key -> the key before the rules of the request that added it to the
-        #: filter, when a rule had moved it (:meth:`admitted`)
+        #: key -> key before the rules of the request that added it, moved by a rule
         self._holders: dict[str, str] = {}
-        #: pages this process did not serve itself (an earlier run's, replayed from
-        #: the frontier store; another worker's), until it serves them
-        #: (:meth:`observe_content`)
+        #: pages this process did not serve (an earlier run's, another worker's),
+        #: until it serves them (:meth:`observe_content`)
         self.replayed: set[str] = set()
 
     def duplicate(self, request: Request) -> bool:
@@ -182,11 +181,14 @@ class Learned:
             # gave the request back.
             self.rules.events["refetch-avoided"] += 1
             return True
+        # kept from here, it passed the filter under its own key: given back past it
         if self.rules.served(base) or self._merged_in_flight(base):
+            self._passed.add(base)
             return self.duplicate(request)
         alias = self.rules.served_alias(base)
         if alias is None or self._sampled(base, alias, request):
             return False
+        self._passed.add(base)
         self.keep(base, alias, base, request)  # given back if the alias stops mapping here
         self.rules.events["alias-first"] += 1
         self.publish()
@@ -331,16 +333,12 @@ class Learned:
         (looked at when a rule stopped since the last call, or with *force*).
 
         A merge no longer holds when the rules give the request another key, or
-        when nothing stands for its key any more (:meth:`_backed`): the alias that
-        added the key to the filter was moved elsewhere by the rule that stopped,
-        and no page was served under the key nor is one in flight (a colour
-        variant wrongly merged with the standard item: the standard item would be
-        lost).
-
-        One that had passed the dupefilter itself (kept just before download:
-        ``meta["iri_keyed"]``), or whose key the filter still has, comes back as a
-        copy with ``dont_filter``: the filter would drop it as a duplicate again.
-        """
+        nothing stands for its key any more (:meth:`_backed`: the alias that added
+        the key was moved by the rule that stopped, no page served under the key
+        nor one in flight; a colour variant wrongly merged with the standard item).
+        One the filter has the key of (it passed the filter: kept at download by
+        :meth:`stale`, or marked ``meta["iri_keyed"]``; or orphaned) comes back as
+        a copy with ``dont_filter``: the filter would drop it again."""
         if self.rules.revision == self._revision and not force:
             return []
         self._revision = self.rules.revision
@@ -352,7 +350,9 @@ class Learned:
                 del self.skipped[base]
                 if self.sink is not None:
                     self.sink.release(base)
-                if (orphaned or META_KEYED in request.meta) and not request.dont_filter:
+                passed = base in self._passed or META_KEYED in request.meta
+                self._passed.discard(base)
+                if (orphaned or passed) and not request.dont_filter:
                     request = request.replace(dont_filter=True)
                 out.append(request)
         return out
