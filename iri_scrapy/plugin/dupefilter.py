@@ -186,6 +186,8 @@ class IRIDupeFilter(BaseDupeFilter):
                              "what they skip, iri_scrapy.protocol.learned)")
         #: At level PROTOCOL: what learned rules skipped (given back if one is revoked).
         self.learned = learned
+        if learned is not None:  # what it gives back passes the filter if it has the key
+            learned.seen = self.__contains__
         self.stats = stats
         self.debug = debug
         self.logdupes = True

@@ -32,6 +32,8 @@ from iri_scrapy.plugin.stamp import Stamper
 from iri_scrapy.protocol.transforms import MAX_PAGES_PER_SCOPE, split_uri
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Request
     from scrapy.crawler import Crawler
 
@@ -79,6 +81,8 @@ class Learned:
         self.skipped: dict[str, tuple[str, str, Request]] = {}
         #: requests kept at download (:meth:`stale`): the filter has their own key
         self._passed: set[str] = set()
+        #: the dupefilter's ``request in df`` (no side effect), set by the filter
+        self.seen: Callable[[Request], bool] | None = None
         self.sink: Sink | None = None
         #: keys before the rules fetched as samples (each alias is counted once)
         self.sampled: set[str] = set()
@@ -170,19 +174,19 @@ class Learned:
         if stamp is None or stamp.base is None:
             return False
         base = stamp.base
-        if base in self.skipped or base in self.sampled:
-            return False
         if request.method == "GET" and base not in self.replayed and (
                 self.rules.was_served(base) or base in self._loading):
             # this very spelling was served here (or is in flight): the filter let it
-            # through again only because rules learned since gave it another key. A
-            # page an earlier run or another worker served is no such proof: it may
-            # have been killed before its spider had the response, and the frontier
-            # gave the request back.
+            # through again only because rules learned since gave it another key
+            # (or another spelling of its base is kept). A page an earlier run or
+            # another worker served is no such proof: it may have been killed
+            # before its spider had the response, and the frontier gave it back.
             self.rules.events["refetch-avoided"] += 1
             return True
+        if base in self.skipped or base in self.sampled:
+            return False
         # kept from here, it passed the filter under its own key: given back past it
-        if self.rules.served(base) or self._merged_in_flight(base):
+        if self.rules.served(base) or _merged_in_flight(self.rules, self._loading, base):
             self._passed.add(base)
             return self.duplicate(request)
         alias = self.rules.served_alias(base)
@@ -284,7 +288,8 @@ class Learned:
         back = []
         for base, (via, merged, request) in list(self.deferred.items()):
             in_force = self.rules.apply(via) == merged  # the rule it waited for
-            if in_force and (self.rules.served(via) or self._merged_in_flight(via)):
+            if in_force and (self.rules.served(via)
+                             or _merged_in_flight(self.rules, self._loading, via)):
                 # a duplicate of a page served (or in flight), as stale() says; a
                 # key no request fetched is never a reason to drop one
                 del self.deferred[base]
@@ -309,16 +314,6 @@ class Learned:
             for request in requests:
                 self.crawler.engine.crawl(request)
         return len(requests)
-
-    def _merged_in_flight(self, base: str) -> bool:
-        """True if rules merge *base* with a request in flight (scheduled as
-        another key before the rule was known): a duplicate, as the dupefilter
-        would have said had the rule been known then."""
-        if not self._loading:
-            return False
-        merged = self.rules.apply(base)
-        return merged != base and any(
-            other != base and self.rules.apply(other) == merged for other in self._loading)
 
     def keep(self, base: str, via: str, merged: str, request: Request) -> None:
         """Keep a skipped request while ``rules.apply(via) == merged`` (and store it)."""
@@ -350,7 +345,8 @@ class Learned:
                 del self.skipped[base]
                 if self.sink is not None:
                     self.sink.release(base)
-                passed = base in self._passed or META_KEYED in request.meta
+                passed = (base in self._passed or META_KEYED in request.meta
+                          or (self.seen is not None and self.seen(request)))
                 self._passed.discard(base)
                 if (orphaned or passed) and not request.dont_filter:
                     request = request.replace(dont_filter=True)
@@ -441,7 +437,7 @@ class Learned:
         if (self.rules.apply(holder) == merged and holder not in self.skipped
                 and holder not in self.deferred):
             return True
-        return self.rules.served(via) or self._merged_in_flight(via)
+        return self.rules.served(via) or _merged_in_flight(self.rules, self._loading, via)
 
     def requeue(self) -> int:
         """Hand every request :meth:`changed` gives back to the engine; how many."""
@@ -482,6 +478,17 @@ def _unchecked(rules: ProtocolRules, holders: dict[str, str], via: str,
         if not any(_folder(u) == folder for u in rules.confirmations(identity)):
             out.add((identity, folder))
     return out
+
+
+def _merged_in_flight(rules: ProtocolRules, loading: Counter[str], base: str) -> bool:
+    """True if *rules* merge *base* with a request in flight (*loading*: keys before
+    the rules; scheduled as another key before the rule was known): a duplicate,
+    as the dupefilter would have said had the rule been known then."""
+    if not loading:
+        return False
+    merged = rules.apply(base)
+    return merged != base and any(
+        other != base and rules.apply(other) == merged for other in loading)
 
 
 def _say_stopped(rules: ProtocolRules) -> None:

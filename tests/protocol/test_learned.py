@@ -362,6 +362,31 @@ def test_at_the_close_what_no_page_stands_for_is_fetched() -> None:
     assert learned.unstood() == []
 
 
+def test_a_spelling_served_here_is_not_fetched_again_while_a_copy_of_it_is_kept() -> None:
+    """In breadth-first order a spelling served before a rule was learned is met again
+    after it, under several keys: one copy is kept (a duplicate of the key another
+    spelling now holds), and another one (here with a fragment) reaches the
+    downloader: it is skipped (``refetch-avoided``), the spelling was served; it
+    was fetched again before (534 URLs twice on the session-id site)."""
+    rules = ProtocolRules()
+    df = protocol_filter(rules)
+    learned = df.learned
+    assert learned is not None
+    first = scheduled(df, f"{B}/i?id=6&sid=a")
+    assert not learned.stale(first)
+    learned.observe_content(f"{B}/i?id=6&sid=a", D(6))  # served
+    learned.fetched(first)
+    for n in (1, 2):  # drop-param:sid learned from other pages
+        rules.observe_content(f"{B}/i?id={n}", D(n))
+        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+    scheduled(df, f"{B}/i?id=6&sid=b")  # holds the key /i?id=6 now
+    assert df.request_seen(Request(f"{B}/i?id=6&sid=a"))  # kept (or sampled)
+    base = f"{B}/i?id=6&sid=a"
+    assert base in learned.skipped or base in learned.sampled
+    assert learned.stale(Request(f"{B}/i?id=6&sid=a#top"))
+    assert rules.events["refetch-avoided"] == 1
+
+
 def test_a_spelling_served_here_is_not_fetched_again_when_rules_move_its_key() -> None:
     """The filter keys ``?sid=a`` apart while no rule is known; once drop-param:sid is
     learned, a link to that same spelling has a new key (``/i?id=6``) and passes the
@@ -385,3 +410,22 @@ def test_a_spelling_served_here_is_not_fetched_again_when_rules_move_its_key() -
     replayed = scheduled(df, f"{B}/i?id=8&sid=b")
     learned.observe_content(f"{B}/i?id=8&sid=b", D(8), replayed=True)
     assert not learned.stale(replayed)
+
+
+def test_a_kept_request_whose_own_key_the_filter_has_comes_back_past_it() -> None:
+    """When its rule stops, a kept request comes back with ``dont_filter`` if the
+    filter has its own key (another copy passed under it before: a copy in the
+    fleet's queue, a spelling met before the rule), else it would be dropped as a
+    duplicate of itself and its page lost; without, it keeps the filter's checks."""
+    rules, df = learned_filter()
+    learned = df.learned
+    assert learned is not None and learned.seen is not None
+    assert not df.request_seen(Request(f"{B}/p/5/"))
+    for alias in ("replytocom=1", "replytocom=2"):
+        assert df.request_seen(Request(f"{B}/p/5/?{alias}"))
+    assert {f"{B}/p/5/?replytocom=1", f"{B}/p/5/?replytocom=2"} <= set(learned.skipped)
+    rules.observe_content(f"{B}/p/3/?replytocom=9", D(99))  # another page: the rule
+    rules.observe_content(f"{B}/p/3/", D(3))  # is wrong, revoked
+    df.seen_add(df.fingerprint(Request(f"{B}/p/5/?replytocom=1")))  # its own key, seen
+    back = {r.url: r.dont_filter for r in learned.changed()}
+    assert back == {f"{B}/p/5/?replytocom=1": True, f"{B}/p/5/?replytocom=2": False}, back
