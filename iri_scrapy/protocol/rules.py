@@ -86,6 +86,7 @@ from iri_scrapy.protocol.transforms import (
     Identity,
     candidates,
     classify,
+    covers,
     join_uri,
     pair_rules,
     param_names,
@@ -243,22 +244,27 @@ class ProtocolRules(RuleBook):
         if new is None:  # *uri* may be what earlier aliases map to
             earlier = images.get(uri)
             if earlier is not None:
-                self._compare(identity, earlier[0], digest, uri, earlier[1])
+                self._compare(identity, earlier[0], digest, uri, earlier[1], earlier[1])
             return
         target = self._digests.get(new)
         if target is not None:
-            self._compare(identity, target, digest, new, uri)
+            self._compare(identity, target, digest, new, uri, uri)
         earlier = images.get(new)
         if earlier is None:
             images[new] = (digest, uri)
         elif earlier[1] != uri and (earlier[0] != digest or vary(identity, earlier[1], uri)):
             self._compare(identity, earlier[0], digest, new, uri)
 
-    def _compare(self, identity: Identity, a: bytes, b: bytes, image: str, uri: str) -> None:
+    def _compare(self, identity: Identity, a: bytes, b: bytes, image: str, uri: str,
+                 alias: str | None = None) -> None:
+        """Content *a* and *b* of two URIs *identity* maps to *image*: different
+        refutes it; equal confirms it, if *alias* (the one of them that is not the
+        image, when one is) holds all it drops (:func:`covers`)."""
         if a != b:
             self._against(identity, content=True)
-        else:  # a trap grows without end: each longer spelling is a confirmation
-            self._confirm(identity, uri if identity[1] == REPEAT else image)
+        elif alias is None or covers(identity, alias):  # a trap grows without end:
+            self._confirm(identity, uri if identity[1] == REPEAT else image)  # each
+            # longer spelling is a confirmation
 
     def observe_content(self, uri: str, digest: bytes) -> None:
         """Record that the canonical URI *uri* served (2xx) content of *digest*

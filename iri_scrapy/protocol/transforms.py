@@ -144,6 +144,19 @@ def vary(identity: Identity, a: str, b: str) -> bool:
     return True
 
 
+def covers(identity: Identity, alias: str) -> bool:
+    """Whether equal content at *alias* and at its image under *identity* confirms the
+    whole rule: a ``drop-param`` naming several parameters is confirmed only by an
+    alias holding every one of them (``?ref=l1`` says nothing about dropping
+    ``color``: a ``drop-param:color&ref`` confirmed so merged colour variants).
+    Other kinds change one fixed part: True."""
+    if identity[1] != DROP_PARAM:
+        return True
+    parts = split_uri(alias)
+    names = set(param_parts(identity[2])[0].split("&"))
+    return parts is not None and names <= set(map(param_name, query_pairs(parts[4] or "")))
+
+
 def without_params(parts: Parts, param: str) -> Parts | None:
     """*parts* without the query parameters *param* names (``"a&b"``, optionally
     ``"@/prefix"`` restricting it to paths under a Clean-param prefix), or None

@@ -87,7 +87,8 @@ def crawl(rules: ProtocolRules, linked: list[str], choices: Any, concurrency: in
         if flying:
             actions.append("end")
         if not actions:
-            back = learned.settle(everything=True)  # the crawl is idle
+            # the crawl is idle: what the middleware's spider_idle gives back
+            back = learned.settle(everything=True) + learned.unstood()
             if not back:
                 return fetched
             queue.extend(back)

@@ -285,3 +285,21 @@ def test_a_parameter_named_with_an_at_sign_can_be_dropped() -> None:
     assert vary(rule, f"{ROUNDUP}?@startwith=0", f"{ROUNDUP}?@startwith=50")
     # a name that would read as a Clean-param prefix is never a rule's name
     assert classify(f"{ROUNDUP}?a=1&x@/y=2", f"{ROUNDUP}?a=1") is None
+
+
+def test_a_rule_dropping_several_parameters_is_confirmed_only_where_each_was_there() -> None:
+    """``drop-param:color&ref`` (a colour variant declaring the standard item canonical)
+    is not confirmed by pages that only had ``ref``: it would merge the colour
+    variants, whose content no fetch compared (a recrawl starting with such rules
+    lost the standard item behind its blue variant).  ``drop-param:ref`` is."""
+    from iri_scrapy.protocol.rules import ProtocolRules
+
+    s = "http://shop.test"
+    rules = ProtocolRules()
+    assert rules.observe_canonical(f"{s}/i?id=2&color=blue&ref=l1", f"{s}/i?id=2")
+    for n in (1, 3, 4):
+        rules.observe_content(f"{s}/i?id={n}", bytes([n]) * 16)
+        rules.observe_content(f"{s}/i?id={n}&ref=l1", bytes([n]) * 16)
+    assert rules.apply(f"{s}/i?id=5&ref=l2") == f"{s}/i?id=5"  # drop-param:ref
+    assert rules.apply(f"{s}/i?id=2&color=blue") == f"{s}/i?id=2&color=blue"
+    assert rules.apply(f"{s}/i?id=2&color=blue&ref=l1") == f"{s}/i?id=2&color=blue"
