@@ -362,12 +362,9 @@ def test_at_the_close_what_no_page_stands_for_is_fetched() -> None:
     assert learned.unstood() == []
 
 
-def test_a_spelling_served_here_is_not_fetched_again_while_a_copy_of_it_is_kept() -> None:
-    """In breadth-first order a spelling served before a rule was learned is met again
-    after it, under several keys: one copy is kept (a duplicate of the key another
-    spelling now holds), and another one (here with a fragment) reaches the
-    downloader: it is skipped (``refetch-avoided``), the spelling was served; it
-    was fetched again before (534 URLs twice on the session-id site)."""
+def _served_then_sid_rule() -> tuple[ProtocolRules, IRIDupeFilter, Learned]:
+    """``?id=6&sid=a`` scheduled and served while no rule is known, then
+    drop-param:sid learned from other pages."""
     rules = ProtocolRules()
     df = protocol_filter(rules)
     learned = df.learned
@@ -376,9 +373,19 @@ def test_a_spelling_served_here_is_not_fetched_again_while_a_copy_of_it_is_kept(
     assert not learned.stale(first)
     learned.observe_content(f"{B}/i?id=6&sid=a", D(6))  # served
     learned.fetched(first)
-    for n in (1, 2):  # drop-param:sid learned from other pages
+    for n in (1, 2):
         rules.observe_content(f"{B}/i?id={n}", D(n))
         rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+    return rules, df, learned
+
+
+def test_a_spelling_served_here_is_not_fetched_again_while_a_copy_of_it_is_kept() -> None:
+    """In breadth-first order a spelling served before a rule was learned is met again
+    after it, under several keys: one copy is kept (a duplicate of the key another
+    spelling now holds), and another one (here with a fragment) reaches the
+    downloader: it is skipped (``refetch-avoided``), the spelling was served; it
+    was fetched again before (534 URLs twice on the session-id site)."""
+    rules, df, learned = _served_then_sid_rule()
     scheduled(df, f"{B}/i?id=6&sid=b")  # holds the key /i?id=6 now
     assert df.request_seen(Request(f"{B}/i?id=6&sid=a"))  # kept (or sampled)
     base = f"{B}/i?id=6&sid=a"
@@ -393,17 +400,7 @@ def test_a_spelling_served_here_is_not_fetched_again_when_rules_move_its_key() -
     filter: the downloader skips it (``refetch-avoided``), it was served. A page an
     earlier run served (replayed from the frontier's store) is no such proof: the
     spider may never have had it, and the request the frontier gave back is fetched."""
-    rules = ProtocolRules()
-    df = protocol_filter(rules)
-    learned = df.learned
-    assert learned is not None
-    first = scheduled(df, f"{B}/i?id=6&sid=a")
-    assert not learned.stale(first)
-    learned.observe_content(f"{B}/i?id=6&sid=a", D(6))  # served
-    learned.fetched(first)
-    for n in (1, 2):  # drop-param:sid learned from other pages
-        rules.observe_content(f"{B}/i?id={n}", D(n))
-        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+    rules, df, learned = _served_then_sid_rule()
     again = scheduled(df, f"{B}/i?id=6&sid=a")  # the same spelling: a new key now
     assert learned.stale(again)
     assert rules.events["refetch-avoided"] == 1
