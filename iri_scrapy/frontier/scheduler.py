@@ -190,9 +190,13 @@ class FrontierScheduler(Scheduler):
         intent = ""
         if not request.dont_filter:
             intent = backend.intent(request, data)
+            marks = len(request.meta)
             if self.df.request_seen(request):
                 self.df.log(request, self.spider)
                 return False
+            if data is not None and len(request.meta) != marks:
+                # the filter marked it (its key, a rule's sample): queued with the marks
+                data = self._serialize(backend, request)
         if not backend.intents:
             data = self._serialize(backend, request)
         stats = self.stats

@@ -116,6 +116,28 @@ def test_rules_and_skipped_written_and_read_back_by_a_second_worker(
     c.close("finished")
 
 
+def test_the_queued_record_carries_what_the_dupefilter_marked(redis_server: RedisServer) -> None:
+    """The record is written before the dupefilter decides (its intent), and the
+    filter marks the request it lets through: the key it added, or a learned rule's
+    sample.  The record queued carries the marks: a sample queued unmarked is the
+    same record as the alias queued before the rule, so Redis kept one of them,
+    which the download then dropped as the sample's duplicate: a page lost."""
+    _, a = open_worker(redis_server.url)
+    teach_add_slash(a)
+    learned(a).rules.sample_every = 1  # the second merge is a sample
+    skip_alias(a, "c")
+    assert a.enqueue_request(Request(f"{HOST}/d/"))
+    assert a.enqueue_request(Request(f"{HOST}/d"))  # a sample of add-slash
+    popped = {}
+    while (request := a.next_request()) is not None:
+        popped[request.url] = request.meta
+        a.answered(request)
+    assert set(popped) == {f"{HOST}/c/", f"{HOST}/d/", f"{HOST}/d"}
+    assert all("iri_keyed" in meta for url, meta in popped.items() if url != f"{HOST}/d")
+    assert popped[f"{HOST}/d"].get("iri_protocol_sample") is True
+    a.close("finished")
+
+
 def test_a_damaged_value_is_set_aside_and_learning_starts_afresh(
         redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
     client = redis_server.client()
