@@ -166,31 +166,37 @@ class Learned:
         request is kept, or sampled, as :meth:`duplicate` does.
         """
         meta = request.meta
-        if (request.dont_filter and not meta.get(META_DEFERRED)) or meta.get(META_SAMPLE):
-            return False
+        sample = bool(meta.get(META_SAMPLE))
+        if not sample and request.dont_filter and not meta.get(META_DEFERRED):
+            return False  # the spider's own dont_filter: always fetched
         # stamped here if not yet: a request read back from the frontier's store (a
         # fleet worker's lease, a resumed JOBDIR) is a new object, with no stamp
         stamp = self.stamper.stamp_for(request)
         if stamp is None or stamp.base is None:
             return False
         base = stamp.base
-        if request.method == "GET" and base not in self.replayed and (
-                self.rules.was_served(base) or base in self._loading):
+        if request.method == "GET" and (self._served_here(base) or base in self._loading):
             # this very spelling was served here (or is in flight): the filter let it
             # through again only because rules learned since gave it another key
-            # (or another spelling of its base is kept). A page an earlier run or
-            # another worker served is no such proof: it may have been killed
-            # before its spider had the response, and the frontier gave it back.
+            # (or another spelling of its base is kept); a sample of it would
+            # compare nothing new (the page itself is compared when served)
             self.rules.events["refetch-avoided"] += 1
             return True
-        if base in self.skipped or base in self.sampled:
+        if sample:
             return False
         # kept from here, it passed the filter under its own key: given back past it
+        # (a copy of this spelling kept already stands for it: one request per key,
+        # as the filter would have said had the rule been known when it was added)
         if self.rules.served(base) or _merged_in_flight(self.rules, self._loading, base):
             self._passed.add(base)
             return self.duplicate(request)
+        if base in self.sampled:
+            return False
+        kept = base in self.skipped
         alias = self.rules.served_alias(base)
-        if alias is None or self._sampled(base, alias, request):
+        if alias is None or (not kept and self._sampled(base, alias, request)):
+            if kept:  # no page stands for its key: this spelling is fetched now,
+                self._release(base)  # and its kept copy has nothing left to give back
             return False
         self._passed.add(base)
         self.keep(base, alias, base, request)  # given back if the alias stops mapping here
@@ -211,12 +217,17 @@ class Learned:
         so a crash loses nothing either.
         """
         meta = request.meta
-        if meta.get(META_SAMPLE) or (request.dont_filter and not meta.get(META_DEFERRED)):
+        sample = bool(meta.get(META_SAMPLE))
+        if not sample and request.dont_filter and not meta.get(META_DEFERRED):
             return False
         stamp = self.stamper.stamp_for(request)  # see stale()
         if stamp is None or stamp.base is None:
             return False
         base = stamp.base
+        if sample:  # never deferred; in flight (another request of base waits for it)
+            self._fetching[request] = (base, [])
+            self._loading[base] += 1
+            return False
         pending = self.rules.pending(base)
         if pending and not meta.get(META_DEFERRED) and not self._useful(pending):
             merged = self.rules.apply(pending[0][1])  # its key once the rule is in force
@@ -315,6 +326,19 @@ class Learned:
                 self.crawler.engine.crawl(request)
         return len(requests)
 
+    def _served_here(self, base: str) -> bool:
+        """Whether this process was served *base* itself (2xx).  A page an earlier
+        run or another worker served is no such proof: it may have been killed
+        before its spider had the response, and the frontier gave it back."""
+        return base not in self.replayed and self.rules.was_served(base)
+
+    def _release(self, base: str) -> None:
+        """Forget the kept request of *base* (its spelling is fetched after all)."""
+        del self.skipped[base]
+        self._passed.discard(base)
+        if self.sink is not None:
+            self.sink.release(base)
+
     def keep(self, base: str, via: str, merged: str, request: Request) -> None:
         """Keep a skipped request while ``rules.apply(via) == merged`` (and store it)."""
         if base in self.skipped:
@@ -406,6 +430,8 @@ class Learned:
             key = self.rules.apply(via)
             if key == self.rules.apply(merged) and key in served:  # (rules learned
                 # since may have moved both on: still one resource, a page served)
+                if self._served_here(base):
+                    continue  # its own spelling was served: no sample of anything
                 groups = _unchecked(self.rules, self._holders, via, merged) - checked
                 if not groups:
                     continue
