@@ -181,8 +181,9 @@ def aliases(unreserved: Mapping[str, str], canonical_escape: str,
     if MODULE is None:
         return
     table = bytes(1 if f"{octet:02X}" in unreserved else 0 for octet in range(128))
-    if any(unreserved.get(f"{octet:02X}", chr(octet)) != chr(octet) for octet in range(128)) or any(
-            table[octet] == kept for octet, kept in enumerate(escape_table(canonical_escape)[:128])):
+    canonical = escape_table(canonical_escape)
+    if any(unreserved.get(f"{octet:02X}", chr(octet)) != chr(octet)
+           or table[octet] == canonical[octet] for octet in range(128)):
         raise ValueError("the unreserved octets and the canonical escapes disagree")
     MODULE.configure_aliases(table, tuple(bit for bit, _ in rung_bits))
     ALIAS_RUNG_KEYS = tuple(rung.key for _, rung in rung_bits)

@@ -17,9 +17,10 @@ climbs the ladder) and the loop goes on after it.  So the order of first
 spellings, the output, the rejects and the statistics are the streaming path's,
 byte for byte (tests/store/test_dedupe_batch.py), and a rung statistic never
 costs a second climb: the loop finds a line's rungs with its key, and a line of
-the reference is climbed once.  Without the native module, or with options the loop does not know (a level below SCHEME,
-NFC, the query heuristics, a written form other than the URI, the samples of
-``--report``), :func:`ready` is false and every line takes the streaming path.
+the reference is climbed once.  Without the native module, or with options the
+loop does not know (a level below SCHEME, NFC, the query heuristics, a written
+form other than the URI, the samples of ``--report``), :func:`ready` is false and
+every line takes the streaming path.
 """
 
 from __future__ import annotations
