@@ -3,9 +3,10 @@ streaming path's output, rejects and statistics, byte for byte.
 
 ``iri-scrapy dedupe`` is run in this process twice on the same input, once through the
 native batch loop and once with it turned off (every line through ``Deduper.process``),
-over generated corpora, mutations of them (the aliases a dump holds, and single-character
-edits) and the edges of line reading (CRLF, a byte order mark, a last line without line
-feed, a lone CR, blank lines, bytes that are not UTF-8); and once more with
+over generated corpora and the inputs of the vector files in tests/data, mutations of
+them (the aliases a dump holds, and single-character edits) and the edges of line
+reading (CRLF, a byte order mark, a last line without line feed, a lone CR, blank
+lines, bytes that are not UTF-8); and once more with
 ``IRISCRAPY_NATIVE=0`` in a subprocess (the pure-Python path).  The native BLAKE2b and
 seen-set are checked against hashlib and ``FingerprintSet``.
 """
@@ -29,6 +30,7 @@ from iri_scrapy.core import native
 from iri_scrapy.store import dedupe_batch
 from iri_scrapy.store.dedupe import FRAGMENT, Deduper, fingerprint
 from iri_scrapy.store.fpstore import FingerprintSet
+from tests.core.test_native import _texts
 from tests.support.generated_urls import KINDS, lines
 
 pytestmark = pytest.mark.skipif(native.MODULE is None, reason="native fast path not built")
@@ -115,6 +117,28 @@ def test_the_batch_path_writes_what_the_streaming_path_writes(
     assert batch[1] == stream[1]
     assert batch[2] == stream[2]
     assert batch[2]["unique"] > 500 and batch[2]["duplicates"] > 500
+
+
+@pytest.mark.slow
+def test_the_vector_files_their_aliases_and_mutations(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inputs of the vector files in tests/data (the edge cases of many normalizers),
+    each with its aliases and a single-character mutation: the same output, rejects and
+    report through the batch loop as through the streaming path."""
+    rnd = random.Random(3987)
+    texts = [t for t in _texts() if "\n" not in t and "\r" not in t][:12_000]
+    raw = [t.encode("utf-8", "surrogateescape") for t in texts]
+    raw += [_mutate(t, rnd).encode("utf-8", "surrogateescape") for t in texts for _ in range(2)]
+    rnd.shuffle(raw)
+    path = tmp_path / "vectors.txt"
+    path.write_bytes(b"\n".join(raw) + b"\n")
+    for options in ([], ["--keep-fragment", "--canonical"]):
+        batch = _run(path, tmp_path, "batch", options)
+        with monkeypatch.context() as patch:
+            patch.setattr(dedupe_batch, "ready", lambda deduper: False)
+            stream = _run(path, tmp_path, "stream", options)
+        assert batch == stream, options
+        assert batch[2]["duplicates_by_rung"]["percent"] > 100
 
 
 def test_the_loop_keeps_the_common_aliases(monkeypatch: pytest.MonkeyPatch) -> None:
