@@ -1,5 +1,6 @@
 """The optional native extension (iri_scrapy/core/_fastpath.c, with the IRI path in
-_iripath.c and dedupe as a batch in _batch.c); the rest is in pyproject.toml.
+_iripath.c, dedupe as a batch in _batch.c and its alias rungs in _aliases.c); the rest
+is in pyproject.toml.
 
 ``optional=True``: without a C compiler the build goes on without it and the package is
 pure Python (same keys, slower; iri_scrapy.core.native).  abi3: one wheel per platform
@@ -12,9 +13,10 @@ setup(
     ext_modules=[
         Extension(
             "iri_scrapy.core._fastpath",
-            # _iripath.c: IRIs mapped to URIs; _batch.c: dedupe as a batch
+            # _iripath.c: IRIs mapped to URIs; _batch.c: dedupe as a batch, with the
+            # alias rungs of _aliases.c
             ["iri_scrapy/core/_fastpath.c", "iri_scrapy/core/_iripath.c",
-             "iri_scrapy/core/_batch.c"],
+             "iri_scrapy/core/_batch.c", "iri_scrapy/core/_aliases.c"],
             depends=["iri_scrapy/core/_fastpath.h"],
             define_macros=[("Py_LIMITED_API", "0x030A0000")],
             py_limited_api=True,

@@ -2,11 +2,12 @@
  *
  * Part of the optional _fastpath extension (see _fastpath.c).  dedupe_block() walks the
  * lines of a block of bytes; each line the fast path answers (already canonical ASCII:
- * fastpath_check) is fingerprinted here (BLAKE2b, RFC 7693, 8-byte digest read big-endian,
+ * fastpath_check), or else the common alias rungs (alias_key, _aliases.c: the key and
+ * the rungs that changed it, as ladder.fused_rungs), is fingerprinted here (BLAKE2b, RFC 7693, 8-byte digest read big-endian,
  * as iri_scrapy.store.dedupe.fingerprint) and added to a FingerprintTable, and written to
  * the output if it is the first of its resource.  At the first line it cannot answer it
  * stops and says where: the caller hands that line to the Python reference
- * (Deduper.process, which climbs the ladder) and calls again after it, so the order of
+ * (Deduper.process, which takes the fused pass or climbs the ladder) and calls again after it, so the order of
  * first spellings, the output and the statistics are those of the streaming path.
  * FingerprintTable is iri_scrapy.store.fpstore.FingerprintSet in C: the same segments,
  * growth and sizes, so the same memory figures.  Only the stable ABI (abi3, 3.10+).
@@ -374,15 +375,22 @@ out_append(outbuf *out, const char *s, size_t n)
 }
 
 /* dedupe_block(table, block, start, keep_fragment, write_key)
- *   -> (stop, next, out, first_simple, first_fragment, dup_simple, dup_fragment)
+ *   -> (stop, next, out, first, duplicates, first_by_rung, duplicates_by_rung)
  *
  * From offset start, each line of block (up to "\n"; the line less its end of line,
- * "\r\n" or "\n", as the CLI decodes it) that the fast path answers is counted: first
- * spelling (written to out, the line or with write_key its key, then "\n") or duplicate,
- * each under "simple" or, when its fragment was dropped, "fragment" (what
- * Deduper.add counts for a line whose rungs are none).  Stops before the first line it
- * cannot answer: [stop, next) is that line with its end of line (stop == len(block) at
- * the end).  A last line without "\n" keeps a final "\r" (then the reference answers). */
+ * "\r\n" or "\n", as the CLI decodes it) that the fast path answers, or else the alias
+ * rungs (alias_key, _aliases.c), is counted: first spelling (written to out, the line or
+ * with write_key its key, then "\n") or duplicate, and in the by_rung tuple of either
+ * under what Deduper.add counts: "simple" for a line no rung changed and whose fragment
+ * was kept, else each rung that changed it (in the order configure_aliases gave their
+ * bits) and "fragment" when its fragment was dropped (the tuples: simple, the
+ * ALIAS_RUNGS rungs, fragment).  Stops before the first line neither answers:
+ * [stop, next) is that line with its end of line (stop == len(block) at the end).  A
+ * last line without "\n" keeps a final "\r" (then the reference answers). */
+#if ALIAS_RUNGS != 4
+#error "dedupe_block builds its by_rung tuples for four alias rungs"
+#endif
+
 static PyObject *
 dedupe_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -414,7 +422,10 @@ dedupe_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int keep_fragment = PyObject_IsTrue(args[3]), write_key = PyObject_IsTrue(args[4]);
     if (keep_fragment < 0 || write_key < 0) return NULL;
     size_t n = (size_t)size, pos = (size_t)start, next = n;
-    Py_ssize_t counts[4] = {0, 0, 0, 0};  /* first simple, first fragment, dup simple, dup fragment */
+    Py_ssize_t lines[2] = {0, 0};  /* first spellings, duplicates */
+    Py_ssize_t rungs[2][ALIAS_RUNGS + 2];  /* of each: simple, the rungs, fragment */
+    memset(rungs, 0, sizeof rungs);
+    char scratch[ALIAS_MAX + 2];
     outbuf out = {NULL, 0, 0};
     while (pos < n) {
         const char *line = buf + pos;
@@ -422,22 +433,43 @@ dedupe_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         size_t len = nl ? (size_t)(nl - line) : n - pos;
         next = nl ? pos + len + 1 : n;
         if (nl && len && line[len - 1] == '\r') len--;
-        Py_ssize_t key = fastpath_check(line, len, keep_fragment);
-        if (key == FASTPATH_ERROR) goto fail;
-        if (key == FASTPATH_NO) break;
-        int added = table_add_value(table, fingerprint64(line, (size_t)key));
+        const char *key = line;
+        int mask = 0, fragment;
+        Py_ssize_t key_len = fastpath_check(line, len, keep_fragment);
+        if (key_len == FASTPATH_ERROR) goto fail;
+        if (key_len != FASTPATH_NO) {
+            fragment = !keep_fragment && (size_t)key_len < len;
+        } else {
+            key_len = alias_key(line, len, keep_fragment, scratch, &mask);
+            if (key_len == FASTPATH_ERROR) goto fail;
+            if (key_len == FASTPATH_NO) break;
+            key = scratch;
+            fragment = !keep_fragment && memchr(line, '#', len) != NULL;
+        }
+        int added = table_add_value(table, fingerprint64(key, (size_t)key_len));
         if (added < 0) goto fail;
-        int fragment = !keep_fragment && (size_t)key < len;
-        counts[(added ? 0 : 2) + fragment]++;
-        if (added && out_append(&out, line, write_key ? (size_t)key : len) < 0) goto fail;
+        Py_ssize_t *counts = rungs[added ? 0 : 1];
+        lines[added ? 0 : 1]++;
+        if (!mask && !fragment) counts[0]++;
+        for (int bit = 1; mask; bit <<= 1) {
+            if (!(mask & bit)) continue;
+            counts[1 + alias_rung_index(bit)]++;
+            mask &= ~bit;
+        }
+        if (fragment) counts[ALIAS_RUNGS + 1]++;
+        if (added && out_append(&out, write_key ? key : line,
+                                write_key ? (size_t)key_len : len) < 0)
+            goto fail;
         pos = next;
     }
     if (pos >= n) pos = next = n;
     PyObject *written = PyBytes_FromStringAndSize(out.data ? out.data : "", (Py_ssize_t)out.len);
     PyMem_Free(out.data);
     if (written == NULL) return NULL;
-    return Py_BuildValue("nnNnnnn", (Py_ssize_t)pos, (Py_ssize_t)next, written, counts[0],
-                         counts[1], counts[2], counts[3]);
+    return Py_BuildValue("nnNnn(nnnnnn)(nnnnnn)", (Py_ssize_t)pos, (Py_ssize_t)next, written,
+                         lines[0], lines[1], rungs[0][0], rungs[0][1], rungs[0][2], rungs[0][3],
+                         rungs[0][4], rungs[0][5], rungs[1][0], rungs[1][1], rungs[1][2],
+                         rungs[1][3], rungs[1][4], rungs[1][5]);
 fail:
     PyMem_Free(out.data);
     return NULL;

@@ -13,8 +13,8 @@
 #include <string.h>
 
 enum {
-    C_SCHEME_FIRST = 1, C_SCHEME = 2, C_HOST = 4, C_PATH = 8, C_QUERY = 16, C_NUMBER_END = 32,
-    C_NUMBER_START = 64,
+    C_SCHEME_FIRST = 1, C_SCHEME = 2, C_HOST = FASTPATH_HOST, C_PATH = FASTPATH_PATH,
+    C_QUERY = FASTPATH_QUERY, C_NUMBER_END = 32, C_NUMBER_START = 64,
 };
 
 typedef struct {
@@ -163,6 +163,23 @@ fastpath_check(const char *s, size_t n, int keep_fragment)
             && memcmp(known->port, s + port_start, port_len) == 0)
         return FASTPATH_NO;  /* the scheme's default port is dropped */
     return (Py_ssize_t)(fragment && !keep_fragment ? fragment : n);
+}
+
+int
+fastpath_in_class(unsigned char c, int which)
+{
+    return c < 128 && (classes[c] & which);
+}
+
+int
+fastpath_scheme(const char *s, size_t n, const char **port, size_t *port_len, int *dns)
+{
+    const scheme_entry *known = known_scheme(s, n);
+    if (known == NULL) return 0;
+    *port = known->port;
+    *port_len = known->port_len;
+    *dns = known->dns;
+    return 1;
 }
 
 int
@@ -415,6 +432,6 @@ PyMODINIT_FUNC
 PyInit__fastpath(void)
 {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && batch_init(m) < 0) Py_CLEAR(m);
+    if (m != NULL && (batch_init(m) < 0 || aliases_init(m) < 0)) Py_CLEAR(m);
     return m;
 }

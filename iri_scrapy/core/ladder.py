@@ -792,6 +792,10 @@ _RUNG_BITS = ((_CASE, Rung.CASE), (_PERCENT, Rung.PERCENT), (_PATH, Rung.PATH),
               (_SCHEME_BIT, Rung.SCHEME))
 
 
+# The native alias rungs (dedupe as a batch) count with these bits and decode these escapes.
+native.aliases(_UNRESERVED_OCTETS, CANONICAL_ESCAPE, _RUNG_BITS)
+
+
 @lru_cache(maxsize=1024)
 def _mask_rungs(mask: int) -> tuple[Rung, ...]:
     return tuple(rung for bit, rung in _RUNG_BITS if mask & bit)

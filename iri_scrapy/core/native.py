@@ -16,6 +16,12 @@ The IRI path (``_iripath.c``, in the same module) maps an IRI to its URI (RFC 39
 rule can refuse: its classes and DNS schemes come from here too, each code point's
 UTS 46 mapping and flags from ``hosts.code_point_facts`` (the ``idna`` package's
 tables), NFC and CheckBidi from ``unicodedata`` and ``idna`` themselves.
+
+The alias rungs (``_aliases.c``, for ``iri-scrapy dedupe``'s batch loop) give the key
+and the rungs of an ASCII URL the fast path refuses (case, percent-encoding, dot
+segments, default port, empty path: what ``ladder.fused_rungs`` gives), with the
+unreserved octets and the rungs' bits from the ladder (:func:`aliases`); every key
+they give must pass the fast path, the rest goes to the Python ladder.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import inspect
 import os
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
@@ -159,6 +165,30 @@ def iri_path(reference: IRIPath, *, classes: CharClasses) -> IRIPath:
     return native
 
 
+#: The keys of the rungs the native alias rungs count (``alias_key``'s mask bits, the
+#: middle of ``dedupe_block``'s by-rung tuples), in that order: set by :func:`aliases`.
+ALIAS_RUNG_KEYS: tuple[str, ...] = ()
+
+
+def aliases(unreserved: Mapping[str, str], canonical_escape: str,
+            rung_bits: tuple[tuple[int, Any], ...]) -> None:
+    """Hand the native alias rungs (``_aliases.c``) their definitions: *unreserved*
+    (``"7E"`` -> ``"~"``: the escapes the percent rung decodes, RFC 3986 2.3), checked
+    against *canonical_escape* (an uppercase escape is canonical exactly when it is not
+    decoded), and *rung_bits* (the fused pass's ``(bit, Rung)`` of the case, percent,
+    path and scheme rungs).  Nothing without the module."""
+    global ALIAS_RUNG_KEYS
+    if MODULE is None:
+        return
+    table = bytes(1 if f"{octet:02X}" in unreserved else 0 for octet in range(128))
+    canonical = escape_table(canonical_escape)
+    if any(unreserved.get(f"{octet:02X}", chr(octet)) != chr(octet)
+           or table[octet] == canonical[octet] for octet in range(128)):
+        raise ValueError("the unreserved octets and the canonical escapes disagree")
+    MODULE.configure_aliases(table, tuple(bit for bit, _ in rung_bits))
+    ALIAS_RUNG_KEYS = tuple(rung.key for _, rung in rung_bits)
+
+
 def clear_caches() -> None:
     """Forget the code points' facts the IRI path asked (benchmarks measure cold caches)."""
     if MODULE is not None:
@@ -185,9 +215,11 @@ def fingerprint_table() -> Any | None:
 
 
 #: ``dedupe_block(table, block, start, keep_fragment, write_key) -> (stop, next, out,
-#: first_simple, first_fragment, dup_simple, dup_fragment)``: the native batch loop of
+#: first, duplicates, first_by_rung, duplicates_by_rung)``: the native batch loop of
 #: ``iri-scrapy dedupe`` (``_batch.c``; :mod:`iri_scrapy.store.dedupe_batch`), or None.
-DedupeBlock = Callable[[Any, bytes, int, bool, bool], tuple[int, int, bytes, int, int, int, int]]
+#: The by-rung tuples count "simple", the :data:`ALIAS_RUNG_KEYS`, then the fragment.
+DedupeBlock = Callable[[Any, bytes, int, bool, bool],
+                       tuple[int, int, bytes, int, int, tuple[int, ...], tuple[int, ...]]]
 
 
 def dedupe_block() -> DedupeBlock | None:

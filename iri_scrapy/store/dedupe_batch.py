@@ -3,19 +3,24 @@
 :func:`run` gives a block of input lines to the native loop (``_batch.c``, through
 :func:`iri_scrapy.core.native.dedupe_block`), which answers every line already
 canonical at level SCHEME in URI form (the ladder's fast path, RFC 3987 section
-5.3, with no rung applied) without a Python object per line: the key, its 64-bit
-fingerprint (BLAKE2b, RFC 7693, as :func:`iri_scrapy.store.dedupe.fingerprint`)
-and the add to the :class:`~iri_scrapy.store.dedupe.Deduper`'s seen-set, the first
-spellings copied to the output, the counts under ``simple`` or ``fragment``.  At
-the first line it cannot answer it stops; that line goes to the caller (the
-streaming path, :meth:`Deduper.process`, which climbs the ladder) and the loop
-goes on after it.  So the order of first spellings, the output, the rejects and
-the statistics are the streaming path's, byte for byte (tests/store/
-test_dedupe_batch.py), and a rung statistic never costs a second climb: a line of
-the loop has none, and a line of the reference is climbed once.  Without the
-native module, or with options the loop does not know (a level below SCHEME,
-NFC, the query heuristics, a written form other than the URI, the samples of
-``--report``), :func:`ready` is false and every line takes the streaming path.
+5.3, with no rung applied) and every ASCII alias the common rungs make canonical
+(``_aliases.c``: case, percent-encoding, dot segments, default port, empty path;
+the key and rungs of ``ladder.fused_rungs``) without a Python object per line: the
+key, its 64-bit fingerprint (BLAKE2b, RFC 7693, as
+:func:`iri_scrapy.store.dedupe.fingerprint`) and the add to the
+:class:`~iri_scrapy.store.dedupe.Deduper`'s seen-set, the first spellings copied
+to the output, the counts under the rungs that changed the line (``simple`` for
+none, ``fragment`` for a dropped fragment).  At the first line it cannot answer
+(non-ASCII, an IP address or literal, userinfo, an A-label...) it stops; that
+line goes to the caller (the streaming path, :meth:`Deduper.process`, which
+climbs the ladder) and the loop goes on after it.  So the order of first
+spellings, the output, the rejects and the statistics are the streaming path's,
+byte for byte (tests/store/test_dedupe_batch.py), and a rung statistic never
+costs a second climb: the loop finds a line's rungs with its key, and a line of
+the reference is climbed once.  Without the native module, or with options the
+loop does not know (a level below SCHEME, NFC, the query heuristics, a written
+form other than the URI, the samples of ``--report``), :func:`ready` is false and
+every line takes the streaming path.
 """
 
 from __future__ import annotations
@@ -80,24 +85,23 @@ def run(deduper: Deduper, block: bytes, write: Callable[[bytes], object],
     assert loop is not None
     stats = deduper.stats
     table, keep_fragment, write_key = deduper.seen, deduper.keep_fragment, deduper.canonical
+    by_rung, first_by_rung = stats.by_rung, stats.first_by_rung
+    keys = ("simple", *native.ALIAS_RUNG_KEYS, FRAGMENT)
     rung_stats = deduper.rung_stats
     pos, end = 0, len(block)
     while pos < end:
-        stop, pos, out, first_simple, first_fragment, dup_simple, dup_fragment = loop(
+        stop, pos, out, first, dup, first_rungs, dup_rungs = loop(
             table, block, pos, keep_fragment, write_key)
         if out:
             write(out)
-        first = first_simple + first_fragment
-        dup = dup_simple + dup_fragment
         if first or dup:
             stats.lines += first + dup
             stats.unique += first
             stats.duplicates += dup
             if rung_stats:
-                stats.first_by_rung["simple"] += first_simple
-                stats.first_by_rung[FRAGMENT] += first_fragment
-                stats.by_rung["simple"] += dup_simple
-                stats.by_rung[FRAGMENT] += dup_fragment
+                for key, firsts, dups in zip(keys, first_rungs, dup_rungs, strict=True):
+                    first_by_rung[key] += firsts
+                    by_rung[key] += dups
         if stop < end:
             miss(block[stop:pos])
 

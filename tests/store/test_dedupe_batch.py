@@ -3,9 +3,10 @@ streaming path's output, rejects and statistics, byte for byte.
 
 ``iri-scrapy dedupe`` is run in this process twice on the same input, once through the
 native batch loop and once with it turned off (every line through ``Deduper.process``),
-over generated corpora, mutations of them (the aliases a dump holds, and single-character
-edits) and the edges of line reading (CRLF, a byte order mark, a last line without line
-feed, a lone CR, blank lines, bytes that are not UTF-8); and once more with
+over generated corpora and the inputs of the vector files in tests/data, mutations of
+them (the aliases a dump holds, and single-character edits) and the edges of line
+reading (CRLF, a byte order mark, a last line without line feed, a lone CR, blank
+lines, bytes that are not UTF-8); and once more with
 ``IRISCRAPY_NATIVE=0`` in a subprocess (the pure-Python path).  The native BLAKE2b and
 seen-set are checked against hashlib and ``FingerprintSet``.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from hashlib import blake2b
@@ -28,6 +30,7 @@ from iri_scrapy.core import native
 from iri_scrapy.store import dedupe_batch
 from iri_scrapy.store.dedupe import FRAGMENT, Deduper, fingerprint
 from iri_scrapy.store.fpstore import FingerprintSet
+from tests.core.test_native import _texts
 from tests.support.generated_urls import KINDS, lines
 
 pytestmark = pytest.mark.skipif(native.MODULE is None, reason="native fast path not built")
@@ -44,18 +47,26 @@ _EDGES = [
 ]
 
 
+#: The aliases a frontier dump holds (benchmarks/bench_dedupe.py makes the same kinds).
+_ALIASES = (
+    lambda u: u.upper(),
+    lambda u: u.replace("://", "://WWW.", 1),
+    lambda u: u + "#top",
+    lambda u: u.replace("/", "/./", 3),
+    lambda u: re.sub(r"^(https?://[^/?#]*)", lambda m: m.group(1) + (
+        ":443" if u.startswith("https") else ":0080"), u),
+    lambda u: re.sub(r"^([a-z]+)://([^/?#]*)/", r"\1://\2/a/../", u),
+    lambda u: u.replace("%2F", "%2f").replace("~", "%7e").replace("-", "%2d"),
+    lambda u: u.split("://", 1)[0].upper() + "://" + u.split("://", 1)[-1],
+)
+
+
 def _mutate(line: str, rnd: random.Random) -> str:
-    roll = rnd.randrange(8)
-    if roll == 0:
-        return line.upper()
-    if roll == 1:
-        return line.replace("://", "://WWW.", 1)
-    if roll == 2:
-        return line + "#top"
-    if roll == 3:
-        return line.replace("/", "/./", 3)
+    roll = rnd.randrange(len(_ALIASES) + 4)
+    if roll < len(_ALIASES):
+        return _ALIASES[roll](line)  # type: ignore[no-untyped-call]
     i = rnd.randrange(len(line) + 1)
-    return line[:i] + rnd.choice(_ALPHABET) + line[i + (roll == 4):]
+    return line[:i] + rnd.choice(_ALPHABET) + line[i + (roll == len(_ALIASES)):]
 
 
 def _corpus(tmp_path: Path, n: int = 400) -> Path:
@@ -106,6 +117,47 @@ def test_the_batch_path_writes_what_the_streaming_path_writes(
     assert batch[1] == stream[1]
     assert batch[2] == stream[2]
     assert batch[2]["unique"] > 500 and batch[2]["duplicates"] > 500
+
+
+@pytest.mark.slow
+def test_the_vector_files_their_aliases_and_mutations(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inputs of the vector files in tests/data (the edge cases of many normalizers),
+    each with its aliases and a single-character mutation: the same output, rejects and
+    report through the batch loop as through the streaming path."""
+    rnd = random.Random(3987)
+    texts = [t for t in _texts() if "\n" not in t and "\r" not in t][:12_000]
+    raw = [t.encode("utf-8", "surrogateescape") for t in texts]
+    raw += [_mutate(t, rnd).encode("utf-8", "surrogateescape") for t in texts for _ in range(2)]
+    rnd.shuffle(raw)
+    path = tmp_path / "vectors.txt"
+    path.write_bytes(b"\n".join(raw) + b"\n")
+    for options in ([], ["--keep-fragment", "--canonical"]):
+        batch = _run(path, tmp_path, "batch", options)
+        with monkeypatch.context() as patch:
+            patch.setattr(dedupe_batch, "ready", lambda deduper: False)
+            stream = _run(path, tmp_path, "stream", options)
+        assert batch == stream, options
+        assert batch[2]["duplicates_by_rung"]["percent"] > 100
+
+
+def test_the_loop_keeps_the_common_aliases(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Case, default and padded ports, escapes, dot segments, an empty path: decided in
+    the loop, counted under their rungs as the streaming path counts them."""
+    lines_in = [b"http://a.example/~x/y", b"HTTP://A.EXAMPLE:80/%7ex/./y#f",
+                b"http://a.example:0080/z/../~x/y", b"https://b.example", b"https://B.example:443/",
+                b"http://a.example/%2fq?%7e", b"http://a.example/%2Fq?~"]
+    missed: list[bytes] = []
+    batch = Deduper()
+    dedupe_batch.run(batch, b"\n".join(lines_in) + b"\n", lambda out: None, missed.append)
+    assert missed == []
+    stream = Deduper()
+    for line in lines_in:
+        stream.process(line.decode())
+    assert batch.stats == stream.stats
+    assert batch.stats.unique == 3 and batch.stats.first_by_rung["scheme"] == 1
+    assert batch.stats.by_rung == {**dict.fromkeys(batch.stats.by_rung, 0), "simple": 1,
+                                   "case": 2, "percent": 1, "path": 2, "scheme": 3, "fragment": 1}
 
 
 def test_blocks_cut_at_line_feeds_and_drop_the_bom_once(tmp_path: Path) -> None:
