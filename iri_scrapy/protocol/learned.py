@@ -21,14 +21,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
-from weakref import WeakKeyDictionary
 
 from iri_scrapy.plugin import compat  # noqa: F401  (checks the installed Scrapy first)
 from iri_scrapy.plugin.config import META_DEFERRED, META_KEYED, META_SAMPLE, IRIConfig
 from iri_scrapy.plugin.stamp import Stamper
+from iri_scrapy.protocol.inflight import InFlight
 from iri_scrapy.protocol.transforms import MAX_PAGES_PER_SCOPE, split_uri
 
 if TYPE_CHECKING:
@@ -88,13 +87,8 @@ class Learned:
         self.sampled: set[str] = set()
         self._revision = rules.revision
         self._published: dict[str, int] = {}
-        # rules being learned: per rule, the images of the fetches in flight it would
-        # rewrite, and how many of those fetches would confirm it
-        self._flying: dict[Identity, Counter[str]] = {}
-        self._confirming: Counter[Identity] = Counter()
-        self._fetching: WeakKeyDictionary[
-            Request, tuple[str, list[tuple[Identity, str, bool]]]] = WeakKeyDictionary()
-        self._loading: Counter[str] = Counter()  # keys before the rules, in flight
+        #: the fetches in flight (what each would teach the rules being learned)
+        self.flight = InFlight(rules)
         #: key -> (via, merged, request): deferred until their rules are decided
         self.deferred: dict[str, tuple[str, str, Request]] = {}
         #: (rule, folder) pairs a closing sample was taken for (:meth:`unstood`)
@@ -175,7 +169,7 @@ class Learned:
         if stamp is None or stamp.base is None:
             return False
         base = stamp.base
-        if request.method == "GET" and (self._served_here(base) or base in self._loading):
+        if request.method == "GET" and (self._served_here(base) or base in self.flight):
             # this very spelling was served here (or is in flight): the filter let it
             # through again only because rules learned since gave it another key
             # (or another spelling of its base is kept); a sample of it would
@@ -187,7 +181,7 @@ class Learned:
         # kept from here, it passed the filter under its own key: given back past it
         # (a copy of this spelling kept already stands for it: one request per key,
         # as the filter would have said had the rule been known when it was added)
-        if self.rules.served(base) or _merged_in_flight(self.rules, self._loading, base):
+        if self.rules.served(base) or self.flight.merged(base):
             self._passed.add(base)
             return self.duplicate(request)
         if base in self.sampled:
@@ -225,11 +219,10 @@ class Learned:
             return False
         base = stamp.base
         if sample:  # never deferred; in flight (another request of base waits for it)
-            self._fetching[request] = (base, [])
-            self._loading[base] += 1
+            self.flight.start(request, base, [])
             return False
         pending = self.rules.pending(base)
-        if pending and not meta.get(META_DEFERRED) and not self._useful(pending):
+        if pending and not meta.get(META_DEFERRED) and not self.flight.useful(pending):
             merged = self.rules.apply(pending[0][1])  # its key once the rule is in force
             if merged == self.rules.apply(base):
                 # the rule would not move it: it holds its key (stale() found no page
@@ -244,48 +237,12 @@ class Learned:
             self.rules.events["deferred"] += 1
             self.publish()
             return True
-        entry = []
-        for identity, image, seen in pending:
-            flying = self._flying.setdefault(identity, Counter())
-            confirming = seen + flying[image] == 1
-            flying[image] += 1
-            if confirming:
-                self._confirming[identity] += 1
-            entry.append((identity, image, confirming))
-        self._fetching[request] = (base, entry)
-        self._loading[base] += 1
-        return False
-
-    def _useful(self, pending: list[tuple[Identity, str, int]]) -> bool:
-        """Whether a fetch would teach one of the *pending* rules something: the
-        first of its image's resource, or a confirmation still wanted."""
-        for identity, image, seen in pending:
-            flying = self._flying.get(identity)
-            k = seen + (flying[image] if flying else 0)
-            if k == 0 or (k == 1 and self._confirming[identity] < self.rules.needed(identity)):
-                return True
+        self.flight.start(request, base, pending)
         return False
 
     def fetched(self, request: Request) -> None:
         """*request*, counted in flight by :meth:`defer`, is done (a response, an error)."""
-        fetching = self._fetching.pop(request, None)
-        if fetching is None:
-            return
-        base, entry = fetching
-        self._loading[base] -= 1
-        if self._loading[base] <= 0:
-            del self._loading[base]
-        for identity, image, confirming in entry:
-            flying = self._flying[identity]
-            flying[image] -= 1
-            if flying[image] <= 0:
-                del flying[image]
-            if not flying:
-                del self._flying[identity]
-            if confirming:
-                self._confirming[identity] -= 1
-                if self._confirming[identity] <= 0:
-                    del self._confirming[identity]
+        self.flight.done(request)
 
     def settle(self, *, everything: bool = False) -> list[Request]:
         """Decide the deferred requests whose rules moved: merged by a rule now in
@@ -300,7 +257,7 @@ class Learned:
         for base, (via, merged, request) in list(self.deferred.items()):
             in_force = self.rules.apply(via) == merged  # the rule it waited for
             if in_force and (self.rules.served(via)
-                             or _merged_in_flight(self.rules, self._loading, via)):
+                             or self.flight.merged(via)):
                 # a duplicate of a page served (or in flight), as stale() says; a
                 # key no request fetched is never a reason to drop one
                 del self.deferred[base]
@@ -308,7 +265,7 @@ class Learned:
                 self.rules.events["deferred_merged"] += 1
                 continue
             pending = self.rules.pending(base)
-            if everything or in_force or not pending or self._useful(pending):
+            if everything or in_force or not pending or self.flight.useful(pending):
                 del self.deferred[base]
                 if self.sink is not None:
                     self.sink.release(base)
@@ -463,7 +420,7 @@ class Learned:
         if (self.rules.apply(holder) == merged and holder not in self.skipped
                 and holder not in self.deferred):
             return True
-        return self.rules.served(via) or _merged_in_flight(self.rules, self._loading, via)
+        return self.rules.served(via) or self.flight.merged(via)
 
     def requeue(self) -> int:
         """Hand every request :meth:`changed` gives back to the engine; how many."""
@@ -504,17 +461,6 @@ def _unchecked(rules: ProtocolRules, holders: dict[str, str], via: str,
         if not any(_folder(u) == folder for u in rules.confirmations(identity)):
             out.add((identity, folder))
     return out
-
-
-def _merged_in_flight(rules: ProtocolRules, loading: Counter[str], base: str) -> bool:
-    """True if *rules* merge *base* with a request in flight (*loading*: keys before
-    the rules; scheduled as another key before the rule was known): a duplicate,
-    as the dupefilter would have said had the rule been known then."""
-    if not loading:
-        return False
-    merged = rules.apply(base)
-    return merged != base and any(
-        other != base and rules.apply(other) == merged for other in loading)
 
 
 def _say_stopped(rules: ProtocolRules) -> None:
