@@ -434,6 +434,28 @@ def test_a_spelling_scheduled_before_the_rule_is_not_fetched_while_a_copy_is_kep
     assert list(learned.skipped) == [f"{B}/i?id=6&sid=b"]  # given back if the rule stops
 
 
+def test_a_spelling_fetched_after_all_leaves_no_kept_copy_behind() -> None:
+    """A copy of a spelling is kept for a key no page stands for yet (its holder is
+    queued), and the copy scheduled before the rule reaches the download first: it
+    is fetched, and the kept copy goes (else it came back at the close, or when the
+    rule stopped, for a second fetch of the same URL); the holder is then a
+    duplicate of it."""
+    rules = ProtocolRules()
+    df = protocol_filter(rules)
+    learned = df.learned
+    assert learned is not None
+    early = scheduled(df, f"{B}/i?id=6&sid=b")  # its own key: no rule yet
+    for n in (1, 2):
+        rules.observe_content(f"{B}/i?id={n}", D(n))
+        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+    holder = scheduled(df, f"{B}/i?id=6&sid=a")  # the first of the key /i?id=6
+    assert df.request_seen(Request(f"{B}/i?id=6&sid=b"))  # kept: the holder stands for it
+    assert f"{B}/i?id=6&sid=b" in learned.skipped
+    assert not learned.stale(early) and not learned.defer(early)  # fetched after all
+    assert learned.skipped == {}
+    assert learned.stale(holder)  # a duplicate of it, in flight
+
+
 def test_a_sample_and_a_request_of_one_spelling_are_fetched_once() -> None:
     """A rule's sample is a request like any other at the download: a spelling in
     flight (or served here) is not fetched again for it, and a sample in flight
