@@ -39,8 +39,6 @@ from urllib.parse import unquote
 import idna
 
 from tests.support.localsite import LocalServer, LocalSite, Log, ProxyHandler
-from tests.support.localsite import serve_in_thread as serve_in_thread
-from tests.support.localsite import stop_serving as stop_serving
 from tests.support.site import DEMO_SITE, ResourceKey, Site, remove_dot_segments
 
 __all__ = [
