@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import time
 
-from tests.support.server import SiteServer, _Handler, _Server
+from tests.support.localsite import LocalServer
+from tests.support.server import SiteServer, _Handler
 from tests.support.site import Host, Link, Resource, Site
 
 __all__ = ["LARGE_HOST", "SlowSiteServer", "large_site", "page_name"]
@@ -68,28 +69,20 @@ def large_site(pages: int = 1500, fanout: int = 4, aliases: bool = True) -> Site
 
 
 class _SlowHandler(_Handler):
+    server: LocalServer[SlowSiteServer]
+
     def _answer(self, send_body: bool) -> None:
-        latency = getattr(self.server, "latency", 0.0)
+        latency = self.server.owner.latency
         if latency > 0 and not self.path.startswith("/_iri_scrapy/"):
             time.sleep(latency)
         super()._answer(send_body)
 
 
-class _SlowServer(_Server):
-    latency = 0.0
-
-
 class SlowSiteServer(SiteServer):
     """:class:`SiteServer` that waits *latency* seconds before answering each page."""
+
+    handler = _SlowHandler
 
     def __init__(self, site: Site, latency: float = 0.01, port: int = 0) -> None:
         super().__init__(site, port)
         self.latency = latency
-
-    def bind(self) -> SlowSiteServer:
-        if self._httpd is None:
-            httpd = _SlowServer(self._addr, self.site, self.hits)
-            httpd.RequestHandlerClass = _SlowHandler
-            httpd.latency = self.latency
-            self._httpd = httpd
-        return self

@@ -1,11 +1,11 @@
 """Generated messy sites with the ground truth in the server (issue 30): held-out evidence.
 
 :class:`GenSite` (*seed*, *noise*) serves one made-up site per seed from a
-forward proxy on ``127.0.0.1`` (the scaffolding of :mod:`tests.support.messy_site`)
-and knows which URL is which resource.  The seed draws the sizes, the words and
-which alias families appear; *noise* names the kinds of per-response noise drawn
-into every page (:data:`NOISE`, a catalogue of functions of a per-response random
-source), each at a place of the template the seed chooses.
+forward proxy on ``127.0.0.1`` (:mod:`tests.support.localsite`, the hit records of
+:mod:`tests.support.messy_site`) and knows which URL is which resource.  The seed
+draws the sizes, the words and which alias families appear; *noise* names the kinds
+of per-response noise drawn into every page (:data:`NOISE`, a catalogue of functions
+of a per-response random source), each at a place of the template the seed chooses.
 
 Families of aliases: a blog (``blog.sN.test``) and its ``www.`` mirror whose links
 carry a random ``sid`` per response (canonical ``<link>`` to the bare host), posts
@@ -31,16 +31,14 @@ from __future__ import annotations
 import html
 import random
 import re
-import threading
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from urllib.parse import parse_qsl, urldefrag, urljoin, urlsplit
 
-from tests.support.server import serve_in_thread, stop_serving
+from tests.support.localsite import LocalServer, LocalSite, Log, ProxyHandler
+from tests.support.messy_site import Hit
 
 __all__ = ["HELDOUT_NOISE", "HELDOUT_SEEDS", "NOISE", "TUNING_NOISE", "TUNING_SEEDS", "GenSite"]
 
@@ -415,36 +413,12 @@ class Renderer:
 
 # --------------------------------------------------------------------------- the server
 
-@dataclass(frozen=True)
-class Hit:
-    url: str
-    resource: str | None
-    status: int
-    robots: bool
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, owner: GenSite) -> None:
-        self.owner = owner
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 30
-    server: _Server
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        """Stay quiet."""
+class _Handler(ProxyHandler):
+    server: LocalServer[GenSite]
 
     def do_GET(self) -> None:  # noqa: N802
         owner = self.server.owner
-        target = self.path
-        url = target if target[:7].lower() == "http://" else \
-            f"http://{self.headers.get('Host') or ''}{target}"
+        url = self.request_url()
         rng = R()  # this response's noise
         sid = rng.choice(owner.sids)  # a session id: one of a few per site, as real ones
         result = owner.model.answer(url, sid)
@@ -462,17 +436,11 @@ class _Handler(BaseHTTPRequestHandler):
             headers.append(("Location", result.location))
         else:
             status, body, ctype = 404, b"<!DOCTYPE html><title>Not found</title>\n", "text/html"
-        owner.record(Hit(url, resource, status, urlsplit(url).path == "/robots.txt"))
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
+        owner._log.record(Hit(url, resource, status, urlsplit(url).path == "/robots.txt"))
+        self.respond(status, body, ctype, headers)
 
 
-class GenSite:
+class GenSite(LocalSite):
     """One seed's site on ``127.0.0.1`` (a forward proxy); a context manager.
 
     :meth:`reachable` is the ground truth (the model's link graph walked with a
@@ -480,7 +448,10 @@ class GenSite:
     requests answered (robots.txt apart), as :class:`~tests.support.messy_site.MessySite`.
     """
 
+    handler = _Handler
+
     def __init__(self, seed: int, noise: tuple[str, ...] | None = None) -> None:
+        super().__init__()
         self.model = Model(seed)
         if noise is None:
             pool = HELDOUT_NOISE if seed not in TUNING_SEEDS else TUNING_NOISE
@@ -490,23 +461,16 @@ class GenSite:
         self.noise = tuple(dict.fromkeys(noise))
         self.renderer = Renderer(self.model, self.noise)
         self.sids = tuple(_hex(R(seed * 13 + i), 16) for i in range(3))
-        self._lock = threading.Lock()
-        self._log: list[Hit] = []
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self.thread_name = f"iri-gen-site-{seed}"
+        self._log: Log[Hit] = Log()
         self._reach: dict[str, str | None] | None = None
 
     @property
     def start_urls(self) -> list[str]:
         return self.model.start_urls
 
-    def record(self, hit: Hit) -> None:
-        with self._lock:
-            self._log.append(hit)
-
     def log(self) -> list[Hit]:
-        with self._lock:
-            return list(self._log)
+        return self._log.entries()
 
     def reachable_urls(self) -> dict[str, str | None]:
         if self._reach is None:
@@ -555,21 +519,3 @@ class GenSite:
         return (f"seed {self.model.seed} noise {','.join(self.noise)}: {self.total_hits()} hits / "
                 f"{len(self.reachable())} resources = {self.ratio():.2f}; "
                 f"missed {len(self.missed())} {self.family_missed() or ''}")
-
-    @property
-    def proxy_url(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("the generated site is not running (use it as a context manager)")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def __enter__(self) -> GenSite:
-        self._httpd = _Server(self)
-        self._thread = serve_in_thread(self._httpd, f"iri-gen-site-{self.model.seed}")
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if self._httpd is not None:
-            stop_serving(self._httpd, self._thread)
-            self._httpd = None
-            self._thread = None

@@ -3,7 +3,7 @@
 Real sites are fetched several times per resource because of aliases no syntax rule
 can see (``?replytocom=``, ``?utm_*``, session ids, ``/index.php/x/``, ``?amp``,
 ``www.``, a missing trailing slash, calendar and search traps).  This module serves
-such a site from one :class:`~http.server.ThreadingHTTPServer` on ``127.0.0.1``,
+such a site from one :class:`~tests.support.localsite.LocalSite` on ``127.0.0.1``,
 acting as an HTTP forward proxy for its hosts (absolute-form request targets, or the
 ``Host`` header), quiet and bounded, and knows the truth: every URL it answers with
 a page maps to a **resource id** (a string; URLs with the same id are the same
@@ -76,11 +76,9 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from urllib.parse import parse_qsl, urldefrag, urlencode, urljoin, urlsplit
 
-from tests.support.server import serve_in_thread, stop_serving
+from tests.support.localsite import LocalServer, LocalSite, Log, ProxyHandler
 
 __all__ = [
     "MODES",
@@ -640,31 +638,13 @@ class Hit:
     at: float = field(default_factory=time.monotonic, compare=False)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, owner: MessySite) -> None:
-        self.owner = owner
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(ProxyHandler):
     server_version = "MessySite/1.0"
-    timeout = 30
-    server: _Server
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        """Stay quiet."""
+    server: LocalServer[MessySite]
 
     def do_GET(self) -> None:  # noqa: N802
         owner = self.server.owner
-        target = self.path
-        if target[:7].lower() == "http://":
-            url = target
-        else:
-            url = f"http://{self.headers.get('Host') or ''}{target}"
+        url = self.request_url()
         result = answer(owner.mode, url)
         headers: list[tuple[str, str]] = []
         if isinstance(result, Page):
@@ -685,17 +665,11 @@ class _Handler(BaseHTTPRequestHandler):
             resource = None
         split = _split(url)
         robots = split is not None and split[1] == "/robots.txt"
-        owner._record(Hit(url, resource, status, robots))
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
+        owner._log.record(Hit(url, resource, status, robots))
+        self.respond(status, body, ctype, headers)
 
 
-class MessySite:
+class MessySite(LocalSite):
     """The messy site on ``127.0.0.1``, a forward proxy in a daemon thread; a context manager.
 
     ::
@@ -713,14 +687,15 @@ class MessySite:
     "hits / distinct resources" figure of issue 23.
     """
 
+    handler = _Handler
+
     def __init__(self, mode: str = "messy") -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        super().__init__()
         self.mode = mode
-        self._lock = threading.Lock()
-        self._log: list[Hit] = []
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self.thread_name = f"iri-messy-site-{mode}"
+        self._log: Log[Hit] = Log()
         self._model: dict[str, str | None] | None = None
 
     # ---------------------------------------------------------------- model
@@ -784,19 +759,13 @@ class MessySite:
 
     # ---------------------------------------------------------------- hits
 
-    def _record(self, hit: Hit) -> None:
-        with self._lock:
-            self._log.append(hit)
-
     def log(self) -> list[Hit]:
         """Every request answered since the start (or :meth:`reset`), in order."""
-        with self._lock:
-            return list(self._log)
+        return self._log.entries()
 
     def reset(self) -> None:
         """Forget every hit (the model stays)."""
-        with self._lock:
-            self._log.clear()
+        self._log.reset()
 
     def hits(self) -> Counter[str]:
         """``200`` answers per resource id (robots.txt excluded)."""
@@ -842,35 +811,15 @@ class MessySite:
 
     # ---------------------------------------------------------------- serving
 
-    @property
-    def proxy_url(self) -> str:
-        """``http://127.0.0.1:PORT``: send every request through this proxy."""
-        if self._httpd is None:
-            raise RuntimeError("the messy site is not running (use it as a context manager)")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
     def get(self, url: str, timeout: float = 60) -> tuple[int, dict[str, str], bytes]:
         """GET *url* through the proxy (recorded like any request): status, headers, body."""
-        port = int(self.proxy_url.rsplit(":", 1)[1])
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             conn.request("GET", url)
             resp = conn.getresponse()
             return resp.status, dict(resp.getheaders()), resp.read()
         finally:
             conn.close()
-
-    def __enter__(self) -> MessySite:
-        self._httpd = _Server(self)
-        self._thread = serve_in_thread(self._httpd, f"iri-messy-site-{self.mode}")
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if self._httpd is not None:
-            stop_serving(self._httpd, self._thread)
-            self._httpd = None
-            self._thread = None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,17 +30,15 @@ import argparse
 import contextlib
 import json
 import string
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from urllib.parse import unquote
 
 import idna
 
+from tests.support.localsite import LocalServer, LocalSite, Log, ProxyHandler
 from tests.support.site import DEMO_SITE, ResourceKey, Site, remove_dot_segments
 
 __all__ = [
@@ -191,28 +189,13 @@ class Hit:
     """When the request arrived (``time.monotonic()``), for rate measurements."""
 
 
-class HitLog:
+class HitLog(Log[Hit]):
     """Thread-safe record of every request, in arrival order."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._hits: list[Hit] = []
-
-    def record(self, hit: Hit) -> None:
-        """Append *hit*."""
-        with self._lock:
-            self._hits.append(hit)
-
-    def reset(self) -> None:
-        """Forget every hit."""
-        with self._lock:
-            self._hits.clear()
 
     @property
     def hits(self) -> list[Hit]:
         """A copy of all hits, in order."""
-        with self._lock:
-            return list(self._hits)
+        return self.entries()
 
     @property
     def targets(self) -> list[str]:
@@ -247,25 +230,10 @@ class HitLog:
 # --------------------------------------------------------------------------- HTTP
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, addr: tuple[str, int], site: Site, hits: HitLog) -> None:
-        self.site = site
-        self.hits = hits
-        super().__init__(addr, _Handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(ProxyHandler):
     server_version = "IriAliasWeb/1.0"
-    timeout = 30  # idle keep-alive connections are closed after this
-    server: _Server
+    server: LocalServer[SiteServer]
     raw_requestline: bytes
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        """Stay quiet."""
 
     def parse_request(self) -> bool:
         """%-escape raw non-ASCII bytes of the request line before http.server splits it.
@@ -287,17 +255,6 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         self._answer(send_body=True)
 
-    def _send(self, status: int, body: bytes, send_body: bool, ctype: str,
-              location: str | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        if location is not None:
-            self.send_header("Location", location)
-        self.end_headers()
-        if send_body:
-            self.wfile.write(body)
-
     def _control(self, send_body: bool) -> bool:
         """Serve the control endpoints; True if the request was one."""
         if not self.path.startswith(CONTROL_PREFIX):
@@ -307,20 +264,20 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         action = self.path[len(CONTROL_PREFIX):]
         if action == "reset":
-            self.server.hits.reset()
+            self.server.owner.hits.reset()
             data: object = {"ok": True}
         elif action == "hits":
-            data = self.server.hits.to_json()
+            data = self.server.owner.hits.to_json()
         else:
             return False
         body = json.dumps(data, ensure_ascii=False).encode("utf-8")
-        self._send(200, body, send_body, "application/json")
+        self.respond(200, body, "application/json", send_body=send_body)
         return True
 
     def _answer(self, send_body: bool) -> None:
         if self._control(send_body):
             return
-        site = self.server.site
+        site = self.server.owner.site
         host_header = self.headers.get("Host")
         key = resolve_target(self.path, host_header)
         res = site.lookup(key) if key is not None else None
@@ -338,73 +295,27 @@ class _Handler(BaseHTTPRequestHandler):
             body = site.render(res)
         # Recorded before the answer is sent: a client that has its response (a
         # crawl that has finished) always finds the hit in the log.
-        self.server.hits.record(Hit(self.command, self.path, host_header, key, status))
-        self._send(status, body, send_body, html, location=location)
-
-def serve_in_thread(httpd: ThreadingHTTPServer, name: str) -> threading.Thread:
-    """Serve *httpd* in a started daemon thread (polling for shutdown every 0.1 s)."""
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                              name=name, daemon=True)
-    thread.start()
-    return thread
+        self.server.owner.hits.record(Hit(self.command, self.path, host_header, key, status))
+        headers = [] if location is None else [("Location", location)]
+        self.respond(status, body, html, headers, send_body)
 
 
-def stop_serving(httpd: ThreadingHTTPServer, thread: threading.Thread | None) -> None:
-    """Stop :func:`serve_in_thread`'s loop, close the socket, wait for the thread (5 s)."""
-    httpd.shutdown()
-    httpd.server_close()
-    if thread is not None:
-        thread.join(timeout=5)
-
-
-class SiteServer:
+class SiteServer(LocalSite):
     """The alias web on ``127.0.0.1``, in a daemon thread; a context manager."""
+
+    handler = _Handler
+    thread_name = "iri-alias-web"
 
     def __init__(self, site: Site = DEMO_SITE, port: int = 0, host: str = "127.0.0.1") -> None:
         if host not in _LOCAL_HOSTS:
             raise ValueError("the alias web only listens on the loopback interface")
+        super().__init__(port, host)
         self.site = site
         self.hits = HitLog()
-        self._addr = (host, port)
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        """The port actually bound (valid once started)."""
-        if self._httpd is None:
-            raise RuntimeError("server not started")
-        return int(self._httpd.server_address[1])
-
-    @property
-    def proxy_url(self) -> str:
-        """``http://127.0.0.1:PORT``, to use as an HTTP proxy."""
-        return f"http://127.0.0.1:{self.port}"
 
     def reset(self) -> None:
         """Clear the hit log."""
         self.hits.reset()
-
-    def bind(self) -> SiteServer:
-        """Bind the listening socket (so :attr:`port` is known); returns self."""
-        if self._httpd is None:
-            self._httpd = _Server(self._addr, self.site, self.hits)
-        return self
-
-    def start(self) -> SiteServer:
-        """Bind and serve in a daemon thread; returns self."""
-        if self._thread is None:
-            self.bind()
-            assert self._httpd is not None
-            self._thread = serve_in_thread(self._httpd, "iri-alias-web")
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        if self._httpd is not None:
-            stop_serving(self._httpd, self._thread)
-            self._httpd = None
-            self._thread = None
 
     def serve_forever(self) -> None:
         """Serve in the calling thread until interrupted (used by ``main``)."""
@@ -415,13 +326,6 @@ class SiteServer:
         finally:
             self._httpd.server_close()
             self._httpd = None
-
-    def __enter__(self) -> SiteServer:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 
 
 def serve_site(site: Site = DEMO_SITE, port: int = 0) -> SiteServer:

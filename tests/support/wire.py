@@ -21,15 +21,13 @@ query decoded (Unicode text), or with the raw target for raw routes.
 from __future__ import annotations
 
 import html
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from urllib.parse import unquote_to_bytes
 
 import idna
 
-from tests.support.server import Hit, HitLog, serve_in_thread, stop_serving
+from tests.support.localsite import LocalServer, LocalSite, ProxyHandler
+from tests.support.server import Hit, HitLog
 from tests.support.site import ResourceKey, remove_dot_segments
 
 __all__ = ["WireHost", "WirePage", "WireRoute", "WireSite", "WireServer", "RAW"]
@@ -151,35 +149,16 @@ class WireSite:
         return key, self._pages.get(key)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, addr: tuple[str, int], site: WireSite, hits: HitLog) -> None:
-        self.site = site
-        self.hits = hits
-        super().__init__(addr, _Handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(ProxyHandler):
     server_version = "IriWireWeb/1.0"
-    timeout = 30
-    server: _Server
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        """Stay quiet."""
+    server: LocalServer[WireServer]
 
     def do_GET(self) -> None:  # noqa: N802
-        raw = self.path.encode("latin-1")
-        if raw[:7].lower() == b"http://":
-            rest = raw[7:]
-            cut = min([i for i in (rest.find(b"/"), rest.find(b"?")) if i >= 0] or [len(rest)])
-            authority, rest = rest[:cut].decode("latin-1"), rest[cut:] or b"/"
-        else:
-            authority, rest = self.headers.get("Host") or "", raw
+        rest = self.request_url().encode("latin-1")[7:]
+        cut = min([i for i in (rest.find(b"/"), rest.find(b"?")) if i >= 0] or [len(rest)])
+        authority, rest = rest[:cut].decode("latin-1"), rest[cut:] or b"/"
         host = alabel(authority)
-        key, what = (None, None) if host is None else self.server.site.resolve(host, rest)
+        key, what = (None, None) if host is None else self.server.owner.site.resolve(host, rest)
         location = None
         ctype = "text/html; charset=utf-8"
         if isinstance(what, WireRoute):
@@ -195,41 +174,20 @@ class _Handler(BaseHTTPRequestHandler):
             body = b"<!DOCTYPE html><title>404 Not Found</title><h1>Not Found</h1>\n"
         else:
             body = b"<!DOCTYPE html><title>Moved</title>\n"
-        self.server.hits.record(Hit("GET", self.path, self.headers.get("Host"), key, status))
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        if location is not None:
-            self.send_header("Location", location)
-        self.end_headers()
-        self.wfile.write(body)
+        self.server.owner.hits.record(Hit("GET", self.path, self.headers.get("Host"), key, status))
+        self.respond(status, body, ctype, [] if location is None else [("Location", location)])
 
 
-class WireServer:
+class WireServer(LocalSite):
     """A :class:`WireSite` on ``127.0.0.1`` in a daemon thread; a context manager."""
 
+    handler = _Handler
+    thread_name = "iri-wire-web"
+
     def __init__(self, site: WireSite) -> None:
+        super().__init__()
         self.site = site
         self.hits = HitLog()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def proxy_url(self) -> str:
-        assert self._httpd is not None
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def reset(self) -> None:
         self.hits.reset()
-
-    def __enter__(self) -> WireServer:
-        self._httpd = _Server(("127.0.0.1", 0), self.site, self.hits)
-        self._thread = serve_in_thread(self._httpd, "iri-wire-web")
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if self._httpd is not None:
-            stop_serving(self._httpd, self._thread)
-            self._httpd = None
-
