@@ -31,8 +31,9 @@ import gzip as gzip_codec
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
+
+from tests.support.localsite import LocalServer, LocalSite, ProxyHandler
 
 HOST = "app.test"
 N = 14  # items per family
@@ -111,50 +112,42 @@ def answer(path: str, query: str, lie: bool,
     return None
 
 
-class AppSite:
+class _Handler(ProxyHandler):
+    server: LocalServer[AppSite]
+
+    def do_GET(self) -> None:  # noqa: N802
+        site = self.server.owner
+        url = urlsplit(self.path)
+        found = (answer(url.path, url.query, site.lie, site.alias_first)
+                 if url.hostname == HOST else None)
+        with site._lock:
+            site.hits += 1
+            if found is not None:
+                site.ok[found[0]] += 1
+        body = found[1] if found is not None else b"not found"
+        headers = []
+        if site.gzip and "gzip" in self.headers.get("Accept-Encoding", ""):
+            stamp = f"<p>served {time.time_ns() // 1_000_000}</p></body>".encode()
+            body = gzip_codec.compress(body.replace(b"</body>", stamp), mtime=0)
+            headers.append(("Content-Encoding", "gzip"))
+        self.respond(200 if found is not None else 404, body, "text/html; charset=utf-8",
+                     headers)
+
+
+class AppSite(LocalSite):
     """The site and its counts, served in a daemon thread; a context manager."""
 
+    handler = _Handler
+    thread_name = "app-site"
+
     def __init__(self, lie: bool = False, alias_first: bool = False, gzip: bool = False) -> None:
+        super().__init__()
         self.lie = lie
         self.gzip = gzip
         self.alias_first = alias_first
         self.ok: Counter[str] = Counter()
         self.hits = 0
         self._lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-                """Stay quiet."""
-
-            def do_GET(self) -> None:  # noqa: N802
-                url = urlsplit(self.path)
-                found = (answer(url.path, url.query, owner.lie, owner.alias_first)
-                         if url.hostname == HOST else None)
-                with owner._lock:
-                    owner.hits += 1
-                    if found is not None:
-                        owner.ok[found[0]] += 1
-                body = found[1] if found is not None else b"not found"
-                self.send_response(200 if found is not None else 404)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                if owner.gzip and "gzip" in self.headers.get("Accept-Encoding", ""):
-                    stamp = f"<p>served {time.time_ns() // 1_000_000}</p></body>".encode()
-                    body = gzip_codec.compress(body.replace(b"</body>", stamp), mtime=0)
-                    self.send_header("Content-Encoding", "gzip")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def proxy_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     start_urls = [f"http://{HOST}/"]
 
@@ -162,11 +155,3 @@ class AppSite:
         """The resources never served with 200."""
         with self._lock:
             return set(resources(self.lie)) - set(self.ok)
-
-    def __enter__(self) -> AppSite:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
+
+from tests.support.localsite import LocalServer, LocalSite, ProxyHandler
 
 HOST = "held.test"
 GOOD = 8  # /a/1../a/8: ?ref= is the same page
@@ -68,44 +69,34 @@ def answer(path: str, query: str) -> tuple[str, bytes] | None:
     return None
 
 
-class HeldSite:
+class _Handler(ProxyHandler):
+    server: LocalServer[HeldSite]
+
+    def do_GET(self) -> None:  # noqa: N802
+        site = self.server.owner
+        url = urlsplit(self.path)
+        found = answer(url.path, url.query) if url.hostname == HOST else None
+        if url.path == "/robots.txt":
+            found = None
+        with site._lock:
+            site.hits += 1
+            if found is not None:
+                site.ok[found[0]] += 1
+        body = found[1] if found is not None else b"not found"
+        self.respond(200 if found is not None else 404, body, "text/html; charset=utf-8")
+
+
+class HeldSite(LocalSite):
     """The site and its counts, served in a daemon thread; a context manager."""
 
+    handler = _Handler
+    thread_name = "held-site"
+
     def __init__(self) -> None:
+        super().__init__()
         self.ok: Counter[str] = Counter()
         self.hits = 0
         self._lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-                """Stay quiet."""
-
-            def do_GET(self) -> None:  # noqa: N802
-                url = urlsplit(self.path)
-                found = answer(url.path, url.query) if url.hostname == HOST else None
-                if url.path == "/robots.txt":
-                    found = None
-                with owner._lock:
-                    owner.hits += 1
-                    if found is not None:
-                        owner.ok[found[0]] += 1
-                body = found[1] if found is not None else b"not found"
-                self.send_response(200 if found is not None else 404)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def proxy_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     start_urls = [f"http://{HOST}/"]
 
@@ -118,11 +109,3 @@ class HeldSite:
         """How many distinct resources under *prefix* were served."""
         with self._lock:
             return sum(1 for r in self.ok if r.startswith(prefix))
-
-    def __enter__(self) -> HeldSite:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
