@@ -170,14 +170,6 @@ class RedisBackend:
         if not self.loss.checking:
             self.verify("after Redis answered again")
 
-    @property
-    def _gave_up(self) -> bool:
-        return self.retry.gave_up
-
-    @property
-    def _give_up_reason(self) -> str:
-        return self.retry.reason
-
     # --- loss: the epoch marker and the counts that must agree --------------------
 
     def verify(self, when: str) -> bool:
@@ -211,7 +203,7 @@ class RedisBackend:
         """True while this worker holds a usable Redis connection: opened, not
         closed or abandoned, not given up after ``IRI_REDIS_RETRY_SECONDS``, and the
         crawl's frontier not found lost."""
-        return self.queue.client is not None and not self._gave_up and self.lost is None
+        return self.queue.client is not None and not self.retry.gave_up and self.lost is None
 
     @property
     def usable(self) -> bool:
@@ -267,15 +259,9 @@ class RedisBackend:
             if protocol.requeued:
                 self._counts["protocol_requeued"] = protocol.requeued
         if self.connected:
-            self._leave(reason)
+            self.heart.leave(reason)
         elif self.lost is not None and self.queue.client is not None:
-            try:  # deregister, so that IRI_REDIS_FLUSH_ON_START is not held up by us
-                self.queue.call(
-                    "tick", self.queue.key_list("ready", "leases", "bodies", "workers",
-                                                "intents", "epoch", "clock"),
-                    [self.worker, self.lease_ms, "0"])
-            except Exception:  # noqa: BLE001 - it expires by itself
-                logger.debug("RedisIRIScheduler: could not deregister", exc_info=True)
+            self.heart.deregister()
         if self._memory:
             logger.warning("RedisIRIScheduler: %d requests held in this worker's memory "
                            "(unserializable, or scheduled once Redis could not take them) "
@@ -285,26 +271,6 @@ class RedisBackend:
             for name, value in self._counts.items():
                 stats.set_value(_PREFIX + name, value)
         self._close_client()
-
-    def _leave(self, reason: str) -> None:
-        """Acknowledge (``finished``: the engine is idle, every request out was
-        answered) or put back the leases of this worker, and deregister it."""
-        ledger = self.ledger
-        ledger.reap()
-        held = ledger.keys()
-        try:
-            if reason == "finished":
-                self._ack(held)
-                held = []
-            requeued, _, ready, leased = self.heart.tick(alive=False, members=held)
-            self.inc("released_on_close", len(held))
-            logger.info(
-                "RedisIRIScheduler: closing (%s): %d requests queued, %d leased to other "
-                "workers, %d of ours put back", reason, ready, leased, len(held),
-                extra={"spider": self.spider})
-        except Exception as exc:  # noqa: BLE001 - leases expire by themselves
-            logger.warning("RedisIRIScheduler: could not leave cleanly (%s): the leases "
-                           "of this worker expire in %.1f s", exc, self.lease_ms / 1000)
 
     def abandon(self) -> None:
         """Stop at once, as a killed worker does (module doc of :mod:`.redis_scheduler`)."""

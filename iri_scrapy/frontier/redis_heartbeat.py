@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from scrapy.exceptions import CloseSpider, DontCloseSpider
 
 from iri_scrapy.frontier.codec import REASON_REFUSED_RECORDS, RefusedRecord
-from iri_scrapy.frontier.redis_client import IRIRedisError
+from iri_scrapy.frontier.redis_client import IRIRedisError, RedisRetry
 from iri_scrapy.frontier.redis_loss import REASON_FRONTIER_LOST
 from iri_scrapy.frontier.redis_queue import text
 from iri_scrapy.plugin import compat  # noqa: F401 - checks the installed Scrapy first
@@ -79,9 +79,7 @@ class Ticked(Protocol):
     @property
     def base(self) -> str: ...
     @property
-    def _gave_up(self) -> bool: ...
-    @property
-    def _give_up_reason(self) -> str: ...
+    def retry(self) -> RedisRetry: ...
 
     def heartbeat(self) -> None: ...
     def _run(self, name: str, keys: list[str], args: list[Any]) -> Any: ...
@@ -144,6 +142,38 @@ class Heartbeat:
             self.recover_intent(field, recovered[i + 1])
         return requeued, recovered, ready, leased
 
+    def leave(self, reason: str) -> None:
+        """Acknowledge (``finished``: the engine is idle, every request out was
+        answered) or put back the leases of this worker, and deregister it."""
+        s = self.scheduler
+        ledger = s.ledger
+        ledger.reap()
+        held = ledger.keys()
+        try:
+            if reason == "finished":
+                s._ack(held)
+                held = []
+            _, _, ready, leased = self.tick(alive=False, members=held)
+            s._inc("released_on_close", len(held))
+            logger.info(
+                "RedisIRIScheduler: closing (%s): %d requests queued, %d leased to other "
+                "workers, %d of ours put back", reason, ready, leased, len(held),
+                extra={"spider": s.spider})
+        except Exception as exc:  # noqa: BLE001 - leases expire by themselves
+            logger.warning("RedisIRIScheduler: could not leave cleanly (%s): the leases "
+                           "of this worker expire in %.1f s", exc, s.lease_ms / 1000)
+
+    def deregister(self) -> None:
+        """Deregister this worker when its frontier was found lost (no lease put back
+        or checked), so that ``IRI_REDIS_FLUSH_ON_START`` is not held up by it."""
+        s = self.scheduler
+        try:
+            s.queue.call("tick", s.queue.key_list("ready", "leases", "bodies", "workers",
+                                                  "intents", "epoch", "clock"),
+                         [s.worker, s.lease_ms, "0"])
+        except Exception:  # noqa: BLE001 - it expires by itself
+            logger.debug("RedisIRIScheduler: could not deregister", exc_info=True)
+
     def recover_intent(self, field: str, data: bytes) -> None:
         """A dead worker's intent: enqueue it (after the dupefilter, whose answer is ambiguous)."""
         s = self.scheduler
@@ -176,7 +206,7 @@ class Heartbeat:
         try:
             self.tick()
         except Exception as exc:  # noqa: BLE001 - retried at the next tick
-            if s.lost is not None or s._gave_up:  # said once, closing
+            if s.lost is not None or s.retry.gave_up:  # said once, closing
                 return
             if not self._failing:
                 logger.warning("RedisIRIScheduler: heartbeat failed (%s)", exc)
@@ -200,8 +230,8 @@ class Heartbeat:
                 counts = None
         if s.lost is not None:  # never "finished" with the frontier lost
             raise CloseSpider(REASON_FRONTIER_LOST)
-        if s._gave_up:
-            raise CloseSpider(s._give_up_reason)
+        if s.retry.gave_up:
+            raise CloseSpider(s.retry.reason)
         if counts is None:
             return
         ready, leased = counts
