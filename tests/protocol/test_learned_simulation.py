@@ -114,6 +114,7 @@ def crawl(rules: ProtocolRules, linked: list[str], choices: Any, concurrency: in
     raise AssertionError("the simulated crawl did not end")
 
 
+@pytest.mark.own
 @pytest.mark.slow  # about 10 s: 200 generated crawls and recrawls
 @settings(max_examples=200)
 @given(linked=st.lists(links, min_size=1, max_size=40), concurrency=st.integers(1, 4),

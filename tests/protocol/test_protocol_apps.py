@@ -21,7 +21,7 @@ import pytest
 from tests.protocol.app_site import AppSite, resources
 from tests.support.crawl import run_crawl
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own]
 
 KINDS = ("query-form", "drop-pair", "alias-path")
 PROTOCOL: dict[str, Any] = {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_LEVEL": "protocol",

@@ -24,7 +24,7 @@ import pytest
 from tests.protocol.held_site import HeldSite, resources
 from tests.support.crawl import CrawlError, CrawlResult, run_crawl
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own]
 
 PROTOCOL: dict[str, Any] = {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_LEVEL": "protocol",
                             "CONCURRENT_REQUESTS": 2, "CONCURRENT_REQUESTS_PER_DOMAIN": 2}

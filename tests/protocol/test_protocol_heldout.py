@@ -19,7 +19,7 @@ import pytest
 from tests.support.crawl import run_crawl
 from tests.support.gen_site import HELDOUT_NOISE, TUNING_NOISE, GenSite
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.own]
 
 STOCK: dict[str, Any] = {"ROBOTSTXT_OBEY": True}
 PROTOCOL: dict[str, Any] = {**STOCK, "ADDONS": {"iri_scrapy.Addon": 0}, "IRI_LEVEL": "protocol"}

@@ -62,6 +62,7 @@ def test_messy_site_fetched_about_once_per_resource() -> None:
     assert applied >= 50
 
 
+@pytest.mark.own
 def test_wrong_site_costs_at_most_the_sampling() -> None:
     default, _ = crawl("wrong", ADDON)
     site, result = crawl("wrong", PROTOCOL)
@@ -72,6 +73,7 @@ def test_wrong_site_costs_at_most_the_sampling() -> None:
     assert result.stats.get("iri/protocol/counterexamples", 0) >= 1
 
 
+@pytest.mark.own
 def test_a_recrawl_starts_with_the_rules_learned(tmp_path: Path) -> None:
     rules_file = tmp_path / "rules.json"
     first, _ = crawl("messy", {**PROTOCOL, "IRI_PROTOCOL_RULES_FILE": str(rules_file)})

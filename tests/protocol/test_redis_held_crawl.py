@@ -30,7 +30,7 @@ from tests.support.crawl import CrawlError, run_crawl
 from tests.support.messy_site import MessySite
 from tests.support.redis_support import RedisServer
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.own]
 
 
 def _settings(redis: RedisServer, feed: Path, **extra: Any) -> dict[str, Any]:

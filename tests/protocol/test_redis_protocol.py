@@ -404,6 +404,7 @@ def _crawl(redis_url: str, **extra: Any) -> tuple[MessySite, Any]:
         return site, result
 
 
+@pytest.mark.own
 @pytest.mark.slow
 def test_a_recrawl_on_the_same_redis_keys_starts_with_the_rules_learned(
         redis_server: RedisServer) -> None:
@@ -450,6 +451,7 @@ def test_kill_9_and_resume_on_redis_keep_the_rules_and_lose_nothing(
         assert site.ratio() < 4.0, site.summary()  # stock: 4.00 without a kill
 
 
+@pytest.mark.own
 @pytest.mark.slow
 def test_two_workers_share_the_rules_and_lose_nothing(redis_server: RedisServer) -> None:
     from concurrent.futures import ThreadPoolExecutor
@@ -483,6 +485,7 @@ def test_two_workers_share_the_rules_and_lose_nothing(redis_server: RedisServer)
             assert applied, result.stats
 
 
+@pytest.mark.own
 @pytest.mark.slow
 def test_on_a_redis_cluster_the_keys_share_the_queue_slot(redis_cluster: Any) -> None:
     """The rules and skipped keys go with the queue's hash tag (one slot, one script)."""
