@@ -382,10 +382,12 @@ class IRIDupeFilter(BaseDupeFilter):
 
     # --- duplicates: stats and log -------------------------------------------
 
-    def decided_by(self, request: Request, first: str | None = None) -> str:
+    def decided_by(self, request: Request, first: str | None = None,
+                   key: str | None = None) -> str:
         """The rung that made *request* a duplicate (see ``iri/dupefilter/decided_by``).
 
-        *first*: the first spelling of its key, if known; else the key itself.
+        *first*: the first spelling of its key, if known; else the key itself
+        (*key*, if the caller has it: :func:`key_of` of the stamp's base).
         """
         stamp = self.stamper.stamp_of(request)
         if stamp is None or stamp.base is None or as_given(request.meta):
@@ -393,7 +395,7 @@ class IRIDupeFilter(BaseDupeFilter):
         written = stamp.spelling
         cfg = self.config
         if first is None:  # not kept: the key stands for it (rules and heuristics applied)
-            first = key_of(stamp.base, cfg, self.rules)
+            first = key if key is not None else key_of(stamp.base, cfg, self.rules)
             if first == stamp.base and stamp.canonical:  # equal as written, fragment aside
                 return "fragment" if written != stamp.base else "simple"
         if first == written:
@@ -402,13 +404,16 @@ class IRIDupeFilter(BaseDupeFilter):
             return _decided_cached(first, written, cfg)
         return _decided(first, written, cfg, self.rules)
 
-    def stock_key(self, stamp: Stamp | None, first: str | None) -> bytes | None:
+    def stock_key(self, stamp: Stamp | None, first: str | None,
+                  key: str | None = None) -> bytes | None:
         """The stock fingerprint (8 bytes) of a duplicate stock Scrapy's fingerprint
         tells apart from the first spelling of its key (*first*; None: the key
-        itself), which stock would have fetched as another page; else None."""
+        itself, *key* if the caller has it), which stock would have fetched as
+        another page; else None."""
         if stamp is None or stamp.base is None:
             return None
-        other = first if first is not None else key_of(stamp.base, self.config, self.rules)
+        other = (first if first is not None else key if key is not None
+                 else key_of(stamp.base, self.config, self.rules))
         written = stamp.spelling
         if other == written or strip_fragment(other) == strip_fragment(written):
             return None  # stock's fingerprint drops the fragment too
@@ -434,9 +439,12 @@ class IRIDupeFilter(BaseDupeFilter):
         fp = last[1] if last[0] is request else self.fingerprint(request)
         record = fp64(fp)
         first = self._first_seen.get(record)
-        rung = self.decided_by(request, first)
         stamp = self.stamper.stamp_of(request)
-        stock = self.stock_key(stamp, first)
+        key = None  # the key, computed once for both (the learned rules' apply is not free)
+        if first is None and stamp is not None and stamp.base is not None:
+            key = key_of(stamp.base, self.config, self.rules)
+        rung = self.decided_by(request, first, key)
+        stock = self.stock_key(stamp, first, key)
         new = stock is not None and self._stock_seen.add(int.from_bytes(stock, "big"))
         self._decided[rung] = self._decided.get(rung, 0) + 1
         stats = self.stats

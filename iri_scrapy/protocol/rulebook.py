@@ -86,12 +86,12 @@ class RuleBook:
         """The host rules in force for *uri*'s scope: ``(kind, parameter)``, in the
         order they are tried."""
         scope = host_key(strip_fragment(uri))
-        out = [
-            (kind, param)
-            for kind, param in self._scopes.get(scope, ())
-            if self._in_force((scope, kind, param))
-        ]
-        return sorted(out, key=lambda rule: (KINDS.index(rule[0]), rule[1]))
+        candidates = self._scopes.get(scope)
+        if not candidates:
+            return []
+        out = [(kind, param) for kind, param in candidates
+               if self._in_force((scope, kind, param))]
+        return sorted(out, key=lambda rule: (KINDS.index(rule[0]), rule[1])) if out else out
 
     def _in_force(self, identity: Identity) -> bool:
         """A host rule is used once ``min_evidence`` permanent redirects with no
@@ -137,11 +137,11 @@ class RuleBook:
         target = self._exact_target(uri)
         if target is not None:
             return target, None
+        rules = self.host_rules(uri)  # (most URIs: none, and no need to split them)
+        if not rules:
+            return uri, None
         parts = split_uri(uri)
         if parts is None:
-            return uri, None
-        rules = self.host_rules(uri)
-        if not rules:
             return uri, None
         names = [param for kind, param in rules if kind == DROP_PARAM]
         learned = [rule for rule in rules if rule[0] in PARAM_KINDS]
