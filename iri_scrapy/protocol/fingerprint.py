@@ -4,7 +4,7 @@ Two spellings are one resource only if a crawler gets the same from both: the
 visible text and the outlinks.  A :class:`Fingerprint` is a page cut into
 *blocks*, each a pair (label, content): a run of visible text between two
 block-level tags, labelled by its element path (tag names and classes without
-digits) and its first two words (digits read as ``#``); and every outlink and name
+digits) and its first two words (a number or token read as ``#``); and every outlink and name
 in an attribute (``href``, ``src``, ``data-*``, ``poster``, ``action``, ``title``,
 ``alt``, and the ``content`` of ``<meta>``), labelled by its element path and
 attribute, a URL cut into its path and one block per query parameter (labelled by
@@ -15,8 +15,9 @@ Which blocks change by chance is not guessed from a list of shapes: it is learne
 per site (:class:`Volatility`) from two fetches of one spelling
 (:meth:`Volatility.learn`), the "template diff" of Bar-Yossef and Rajagopalan
 (WWW 2002) applied to one page against itself: a block whose content changed has
-a volatile label; a block that appeared, vanished or was replaced by another label
-has a volatile element path (a rotating widget, a random list).  Two pages are the
+a volatile label; where the blocks that changed at one element path are not the
+same labels on both sides (blocks came, went, or were replaced by others: a
+rotating widget, a random list), that path is volatile.  Two pages are the
 same (:meth:`Volatility.same`) when every block one has and the other lacks has a
 volatile label or path, and they share at least one block.  Why not shingles or
 SimHash (Broder 1997, Charikar 2002, Manku et al. 2007): they estimate how much of
@@ -31,6 +32,7 @@ import hashlib
 import html
 import re
 from array import array
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -49,7 +51,7 @@ _HTML_START_RE = re.compile(r"\s*<[A-Za-z!?/]")
 _TOKEN_RE = re.compile(r"<(/?)([A-Za-z][^\s/>]*)([^>]*)>|<[!?/][^>]*>|([^<]+)|<")
 _ATTR_RE = re.compile(r"""([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]*)))?""")
 _CLASS_OK_RE = re.compile(r"[A-Za-z_-]+\Z")
-_DIGIT_RE = re.compile(r"\d")
+_PUNCTUATION = "\"'()[]{}<>.,:;!?*-_/|"
 _BLOCK_TAGS = frozenset({
     "address", "article", "aside", "blockquote", "body", "br", "button", "dd", "details",
     "dialog", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1",
@@ -65,6 +67,15 @@ _URL_ATTRS = frozenset({"href", "src", "poster", "action"})
 _NAME_ATTRS = frozenset({"title", "alt"})
 _MAX_DEPTH = 64
 _EXACT = -0x5EED  # the label of an opaque digest's one block (never volatile)
+
+
+def _shape(word: str) -> str:
+    """A word of a label: itself (lowercased) if it reads as a word (letters, one
+    case or capitalized, at most 15), else ``#`` (a number, a token)."""
+    word = word.strip(_PUNCTUATION)
+    if word.isalpha() and len(word) <= 15 and (word.islower() or word.istitle() or word.isupper()):
+        return word.lower()
+    return "#"
 
 
 def _h(*parts: object) -> int:
@@ -114,8 +125,9 @@ class _Blocks:
     def flush(self) -> None:
         if self.words:
             words = self.words
-            shape = [("#" if _DIGIT_RE.search(w) else w.lower()) for w in words[:2]]
-            label = _h(self.text_path, *shape)
+            first = _shape(words[0])
+            label = _h(self.text_path, first) if first != "#" else \
+                _h(self.text_path, first, _shape(words[1]) if len(words) > 1 else "")
             self.out.append((_h("", " ".join(words)), label, self.text_path))
             self.words = []
 
@@ -245,13 +257,14 @@ class Volatility:
         """Learn from two fetches *a*, *b* of one spelling; the blocks that changed."""
         only_a, only_b, _ = _unmatched(a, b)
         self.pairs += 1
-        for mine, theirs, fp, other in ((only_a, only_b, a, b), (only_b, only_a, b, a)):
-            others = {other.labels[k] for k in theirs}
+        sides: list[dict[int, Counter[int]]] = [{}, {}]
+        for side, mine, fp in ((sides[0], only_a, a), (sides[1], only_b, b)):
             for k in mine:
-                label = fp.labels[k]
-                self.labels.add(label)
-                if label not in others:
-                    self.paths.add(fp.paths[k])
+                self.labels.add(fp.labels[k])
+                side.setdefault(fp.paths[k], Counter())[fp.labels[k]] += 1
+        for path in sides[0].keys() | sides[1].keys():
+            if sides[0].get(path) != sides[1].get(path):  # blocks came, went, or changed label
+                self.paths.add(path)
         return len(only_a) + len(only_b)
 
     def _chance(self, fp: Fingerprint, k: int) -> bool:
