@@ -4,11 +4,12 @@ What changes between two responses of one resource differs from site to site
 (counters, render times, rotating widgets, random lists, tokens in links): no
 list of shapes anticipates it.  So the first HTML page of each *section* of a
 site (its hosts with and without ``www.``; a section is the first path segment)
-(of each host of the site) is fetched a second time, and the two fingerprints'
+(of each host of the site) is fetched a second time at once, and a third time a
+few seconds later (what moves with the clock), and the fingerprints'
 differences are what changes by chance there (:class:`~.fingerprint.Volatility`), at most
 :data:`MAX_CALIBRATIONS` sections per site.  Pages of a site served while one of
-its calibrations is in flight wait (:meth:`Calibration.hold`) and are judged when
-it lands: a comparison made before would count noise as a difference.  Pure
+its first calibrations is in flight wait (:meth:`Calibration.hold`) and are judged
+when it lands: a comparison made before would count noise as a difference.  Pure
 bookkeeping (no I/O, no Scrapy): the middleware fetches, this decides.
 """
 
@@ -46,6 +47,7 @@ class _Site:
     volatility: Volatility = field(default_factory=Volatility)
     sections: set[str] = field(default_factory=set)
     waiting: dict[str, Fingerprint] = field(default_factory=dict)  # section -> first fetch
+    firsts: dict[str, Fingerprint] = field(default_factory=dict)  # for the late calibration
     held: list[tuple[str, Fingerprint]] = field(default_factory=list)
 
 
@@ -70,8 +72,18 @@ class Calibration:
         if section in site.sections or len(site.sections) >= MAX_CALIBRATIONS or fp.empty:
             return None
         site.sections.add(section)
-        site.waiting[section] = fp
+        site.waiting[section] = site.firsts[section] = fp
         return section
+
+    def land_late(self, uri: str, section: str, fp: Fingerprint) -> bool:
+        """A later fetch of *section*'s first page served *fp*: what changed since
+        (a clock, a relative age) changes by chance too.  Holds nothing."""
+        site = self._sites.get(site_of(uri))
+        first = site.firsts.pop(section, None) if site is not None else None
+        if site is None or first is None:
+            return False
+        site.volatility.learn(first, fp)
+        return True
 
     def hold(self, uri: str, fp: Fingerprint) -> bool:
         """Keep (*uri*, *fp*) until the site's calibrations land; False if none is

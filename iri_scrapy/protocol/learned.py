@@ -135,6 +135,11 @@ class Learned:
         base = stamp.base
         if base in self.skipped or base in self.sampled:
             return False
+        if request.method == "GET" and (self.rules.was_served(base) or base in self._loading):
+            # this very spelling was served (or is in flight): the filter let it
+            # through again only because rules learned since gave it another key
+            self.rules.events["refetch-avoided"] += 1
+            return True
         if self.rules.served(base) or self._merged_in_flight(base):
             return self.duplicate(request)
         alias = self.rules.served_alias(base)

@@ -48,9 +48,10 @@ logger = logging.getLogger(__name__)
 
 #: ``meta`` key of a calibration fetch: the section it calibrates (:mod:`.calibration`).
 META_CALIBRATE = "iri_protocol_calibrate"
-#: Seconds between a section's first fetch and its calibration fetch: long enough
-#: for a clock shown to the second to move.
+#: Seconds between a section's first fetch and its late calibration fetch: long
+#: enough for a clock shown to the second to move.
 CALIBRATION_DELAY = 1.5
+LATE = "late:"
 
 
 class IRIProtocolMiddleware(IRILocationMiddleware):
@@ -139,7 +140,14 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
             served = retrieval_key(request.url)
         except IRIError:
             served = request.url
-        known, held = self.rules.calibration.land(served, section, fp)
+        if section.startswith(LATE):
+            known = fp is not None and self.rules.calibration.land_late(
+                served, section[len(LATE):], fp)
+            held: list[tuple[str, Fingerprint]] = []
+        else:
+            known, held = self.rules.calibration.land(served, section, fp)
+        if known and fp is not None:
+            self.rules.reconsider()
         for uri, page in held:
             self.rules.observe_content(uri, page)
         return known
@@ -159,13 +167,16 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         if not fp.empty and isinstance(response, HtmlResponse) and self._engine_running():
             section = calibration.start(served, fp)
             if section is not None:
-                again = Request(response.url, dont_filter=True, priority=request.priority + 1000,
-                                meta={META_CALIBRATE: section})
+                self.crawler.engine.crawl(Request(
+                    response.url, dont_filter=True, priority=request.priority + 1000,
+                    meta={META_CALIBRATE: section}))
+                late = Request(response.url, dont_filter=True, priority=request.priority + 1000,
+                               meta={META_CALIBRATE: LATE + section})
                 from twisted.internet import reactor
 
                 clock: Any = reactor  # (the installed reactor: IReactorTime)
                 self._timers[section] = clock.callLater(
-                    CALIBRATION_DELAY, self._fetch_again, section, again)
+                    CALIBRATION_DELAY, self._fetch_again, section, late)
         return calibration.hold(served, fp)
 
     def _fetch_again(self, section: str, request: Request) -> None:

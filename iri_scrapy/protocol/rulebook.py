@@ -68,6 +68,8 @@ class RuleBook:
         self.revision = 0
         self._confirmed: dict[Identity, list[str]] = {}  # images (or URIs) that confirmed it
         self._bad: Counter[Identity] = Counter()  # content counterexamples
+        #: per rule, the content counterexamples (URI, two pages) kept (:meth:`reconsider`)
+        self._refuting: dict[Identity, list[tuple[str, Fingerprint, Fingerprint]]] = {}
         self._origin: dict[Identity, str] = {}  # the source that nominated it
         self._candidates: dict[str, set[Identity]] = {}  # scope -> nominated rules
         self._images: dict[Identity, dict[str, tuple[Fingerprint, str]]] = {}

@@ -78,6 +78,7 @@ from iri_scrapy.protocol.transforms import (
     DROP_PARAM,
     KEPT_CONFIRMATIONS,
     MAX_PAGES_PER_SCOPE,
+    MAX_REFUTING,
     PER_DIGEST,
     PERMANENT,
     REDIRECT,
@@ -201,18 +202,39 @@ class ProtocolRules(RuleBook):
         for uri in self._keys.get(scope, [])[-BACKFILL:]:
             self._track(identity, uri, self._digests[uri])
 
-    def _against(self, identity: Identity, *, content: bool) -> None:
-        """Evidence against *identity*: content that differed in its scope (for
-        good), or (not *content*) a 2xx against a redirect policy."""
+    def _against(self, identity: Identity, *, content: bool,
+                 pair: tuple[str, Fingerprint, Fingerprint] | None = None) -> None:
+        """Evidence against *identity*: content that differed in its scope (*pair*:
+        the URI and the two pages; for good, unless the site's calibration later
+        shows the difference is chance: :meth:`reconsider`), or (not *content*) a
+        2xx against a redirect policy."""
         before = self._in_force(identity)
         if content:
             self._bad[identity] += 1
             self.events["counterexamples"] += 1
+            pairs = self._refuting.setdefault(identity, [])
+            if pair is not None and len(pairs) < MAX_REFUTING:
+                pairs.append(pair)
         else:
             self._contrary[identity] += 1
         if before and not self._in_force(identity):
             self.revision += 1
             self.events[f"{self._origin.get(identity, REDIRECT)}/revoked"] += 1
+
+    def reconsider(self) -> int:
+        """Withdraw the content counterexamples that what is now known to change by
+        chance explains (every one kept for a rule, and all its counterexamples
+        kept): a calibration that landed after them saw that noise (a clock that
+        had not moved between two fetches).  The number of rules cleared."""
+        cleared = 0
+        for identity, pairs in list(self._refuting.items()):
+            if (len(pairs) == self._bad[identity] and pairs
+                    and all(self.same(uri, a, b) for uri, a, b in pairs)):
+                del self._refuting[identity]
+                del self._bad[identity]
+                self.events["counterexamples/withdrawn"] += 1
+                cleared += 1
+        return cleared
 
     def _confirm(self, identity: Identity, unit: str) -> None:
         kept = self._confirmed.setdefault(identity, [])
@@ -257,7 +279,7 @@ class ProtocolRules(RuleBook):
     def _compare(self, identity: Identity, a: Fingerprint, b: Fingerprint, image: str,
                  uri: str) -> None:
         if not self.same(uri, a, b):
-            self._against(identity, content=True)
+            self._against(identity, content=True, pair=(uri, a, b))
         else:  # a trap grows without end: each longer spelling is a confirmation
             self._confirm(identity, uri if identity[1] == REPEAT else image)
 
@@ -293,7 +315,7 @@ class ProtocolRules(RuleBook):
             same.append(uri)
         for identity, image in self._potential(uri, parts):  # a rule content refutes
             if identity not in self._origin and not self.same(uri, self._digests[image], digest):
-                self._against(identity, content=True)
+                self._against(identity, content=True, pair=(uri, self._digests[image], digest))
         for twin in twins(parts):  # rules whose image is on this host (www., http)
             for identity in sorted(self._candidates.get(twin, ())):
                 self._track(identity, uri, digest)
