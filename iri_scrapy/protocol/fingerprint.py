@@ -48,7 +48,8 @@ _HIDDEN_RE = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _HTML_START_RE = re.compile(r"\s*<[A-Za-z!?/]")
-_TOKEN_RE = re.compile(r"<(/?)([A-Za-z][^\s/>]*)([^>]*)>|<[!?/][^>]*>|([^<]+)|<")
+# (a tag ends at the next "<" if no ">" comes first: each character is read once)
+_TOKEN_RE = re.compile(r"<(/?)([A-Za-z][^\s/<>]*)([^<>]*)>|<[!?/][^<>]*>|([^<]+)|<")
 _ATTR_RE = re.compile(r"""([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]*)))?""")
 _CLASS_OK_RE = re.compile(r"[A-Za-z_-]+\Z")
 _PUNCTUATION = "\"'()[]{}<>.,:;!?*-_/|"
@@ -179,7 +180,7 @@ class _Blocks:
         head, _, query = value.partition("?")
         label = _h(path, attr)
         self.out.append((_h("@", head), label, label))
-        for pair in query.split("&") if query else ():
+        for pair in dict.fromkeys(query.split("&")) if query else ():  # a repeated pair once
             name, _, val = pair.partition("=")
             sub = _h(label, name)
             self.out.append((_h("?", name, val), sub, sub))
