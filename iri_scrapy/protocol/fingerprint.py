@@ -51,6 +51,7 @@ _HTML_START_RE = re.compile(r"\s*<[A-Za-z!?/]")
 # (a tag ends at the next "<" if no ">" comes first: each character is read once)
 _TOKEN_RE = re.compile(r"<(/?)([A-Za-z][^\s/<>]*)([^<>]*)>|<[!?/][^<>]*>|([^<]+)|<")
 _ATTR_RE = re.compile(r"""([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]*)))?""")
+_KEPT_HINT_RE = re.compile(r"(?:href|src|data-|title|alt|content|action|poster)\s*=", re.I)
 _CLASS_OK_RE = re.compile(r"[A-Za-z_-]+\Z")
 _PUNCTUATION = "\"'()[]{}<>.,:;!?*-_/|"
 _BLOCK_TAGS = frozenset({
@@ -142,24 +143,28 @@ class _Blocks:
             self.words += words
 
     def start(self, tag: str, attrs: str) -> None:
-        if tag in _BLOCK_TAGS:
+        block = tag in _BLOCK_TAGS
+        if block:
             self.flush()
+        elif not attrs or _KEPT_HINT_RE.search(attrs) is None:
+            return  # an inline tag with nothing kept: not in the path (one look)
         path = self.stack[-1][1]
-        classes = ""
+        values: dict[str, str] = {}
         if attrs:
-            values = {}
             for m in _ATTR_RE.finditer(attrs):
                 name = m.group(1).lower()
                 if name not in values:
                     values[name] = m.group(2) or m.group(3) or m.group(4) or ""
+        if block:
             cls = values.get("class")
-            if cls:
-                classes = ".".join(sorted(c for c in cls.split() if _CLASS_OK_RE.match(c)))
+            classes = ".".join(sorted(c for c in cls.split() if _CLASS_OK_RE.match(c))) \
+                if cls else ""
             path = _h(path, tag, classes)
-            self.attributes(tag, path, values)
         else:
-            path = _h(path, tag, "")
-        if tag not in _VOID_TAGS and len(self.stack) < _MAX_DEPTH:
+            path = _h(path, tag)
+        if values:
+            self.attributes(tag, path, values)
+        if block and tag not in _VOID_TAGS and len(self.stack) < _MAX_DEPTH:
             self.stack.append((tag, path))
 
     def attributes(self, tag: str, path: int, values: dict[str, str]) -> None:
@@ -186,8 +191,9 @@ class _Blocks:
             self.out.append((_h("?", name, val), sub, sub))
 
     def end(self, tag: str) -> None:
-        if tag in _BLOCK_TAGS:
-            self.flush()
+        if tag not in _BLOCK_TAGS:
+            return  # inline elements are not in the path
+        self.flush()
         for i in range(len(self.stack) - 1, 0, -1):
             if self.stack[i][0] == tag:
                 del self.stack[i:]
