@@ -29,6 +29,7 @@ from weakref import WeakKeyDictionary
 from iri_scrapy.plugin import compat  # noqa: F401  (checks the installed Scrapy first)
 from iri_scrapy.plugin.config import META_DEFERRED, META_KEYED, META_SAMPLE, IRIConfig
 from iri_scrapy.plugin.stamp import Stamper
+from iri_scrapy.protocol.fingerprint import Fingerprint
 from iri_scrapy.protocol.transforms import MAX_PAGES_PER_SCOPE, split_uri
 
 if TYPE_CHECKING:
@@ -153,6 +154,11 @@ class Learned:
         base = stamp.base
         if base in self.skipped or base in self.sampled:
             return False
+        if request.method == "GET" and (self.rules.was_served(base) or base in self._loading):
+            # this very spelling was served (or is in flight): the filter let it
+            # through again only because rules learned since gave it another key
+            self.rules.events["refetch-avoided"] += 1
+            return True
         if self.rules.served(base) or self._merged_in_flight(base):
             return self.duplicate(request)
         alias = self.rules.served_alias(base)
@@ -345,13 +351,14 @@ class Learned:
         for key, base in holders.items():
             self._holders.setdefault(key, base)
 
-    def observe_content(self, uri: str, digest: bytes) -> None:
+    def observe_content(self, uri: str, digest: Fingerprint | bytes) -> None:
         """A 2xx page: its content evidence (:meth:`ProtocolRules.observe_content`),
         and kept by the frontier store (a resume compares samples with it)."""
         stopped = len(self.rules.stopped)
         self.rules.observe_content(uri, digest)
         if self.sink is not None:
-            self.sink.page(uri, digest)
+            fp = Fingerprint.exact(digest) if isinstance(digest, bytes) else digest
+            self.sink.page(uri, fp.to_record())
         if len(self.rules.stopped) > stopped:
             scope = next(reversed(self.rules.stopped))
             logger.warning(

@@ -1,0 +1,80 @@
+"""Server hits per resource on generated messy sites: stock Scrapy, level scheme, level protocol.
+
+Each seed of :mod:`tests.support.gen_site` is a site no one tuned the protocol
+level on (the held-out seeds and noise kinds; ``--tuning`` runs the tuning ones
+instead).  Each crawl (a subprocess, :func:`tests.support.crawl.run_crawl`,
+``ROBOTSTXT_OBEY``) runs against a fresh server, which knows which URL is which
+resource: printed per seed and setting are the server hits (robots.txt apart),
+the hits per reachable resource, the resources missed (per family of pages that
+must never merge: gallery, names, part numbers, order numbers, UUIDs, times,
+dates), and the protocol level's calibration and content counts.
+
+Run: ``python benchmarks/bench_protocol_heldout.py [--seeds 101 102 ...] [--tuning]
+[--settings stock scheme protocol]``.  Bounded: every crawl has a timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.crawl import run_crawl  # noqa: E402
+from tests.support.gen_site import (  # noqa: E402
+    HELDOUT_NOISE,
+    HELDOUT_SEEDS,
+    TUNING_NOISE,
+    TUNING_SEEDS,
+    GenSite,
+)
+
+ADDON: dict[str, Any] = {"ADDONS": {"iri_scrapy.Addon": 0}}
+SETTINGS: dict[str, dict[str, Any]] = {
+    "stock": {"ROBOTSTXT_OBEY": True},
+    "scheme": {**ADDON, "ROBOTSTXT_OBEY": True},
+    "protocol": {**ADDON, "ROBOTSTXT_OBEY": True, "IRI_LEVEL": "protocol"},
+}
+_SHOWN = ("calibration/fetched", "content/nominated", "content/learned", "counterexamples",
+          "canonical/learned", "clean-param/learned", "redirect/learned")
+
+
+def crawl(seed: int, setting: str, timeout: float) -> tuple[GenSite, dict[str, Any]]:
+    with GenSite(seed) as site:
+        result = run_crawl(SETTINGS[setting], site.start_urls, site.proxy_url, timeout=timeout)
+        site.reachable()
+        return site, result.stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+")
+    parser.add_argument("--tuning", action="store_true", help="the tuning seeds and noise")
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--timeout", type=float, default=300)
+    args = parser.parse_args(argv)
+    seeds = args.seeds or (TUNING_SEEDS if args.tuning else HELDOUT_SEEDS)
+    print(f"noise held out: {', '.join(HELDOUT_NOISE)}; tuning noise: {', '.join(TUNING_NOISE)}")
+    totals: dict[str, list[int]] = {s: [0, 0, 0] for s in args.settings}
+    for seed in seeds:
+        for setting in args.settings:
+            site, stats = crawl(seed, setting, args.timeout)
+            hits, resources, missed = site.total_hits(), len(site.reachable()), len(site.missed())
+            for i, n in enumerate((hits, resources, missed)):
+                totals[setting][i] += n
+            shown = " ".join(f"{k}={stats.get(f'iri/protocol/{k}', 0)}" for k in _SHOWN
+                             if setting == "protocol")
+            print(f"seed {seed:4d} {setting:8s} hits {hits:5d} / {resources:4d} resources = "
+                  f"{hits / resources:.2f}  missed {missed} {site.family_missed() or ''} {shown}"
+                  f"  [{','.join(site.noise)}]", flush=True)
+    print("all seeds:")
+    for setting, (hits, resources, missed) in totals.items():
+        print(f"  {setting:8s} {hits:6d} hits / {resources:5d} resources = "
+              f"{hits / max(1, resources):.3f} per resource, missed {missed}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
