@@ -6,7 +6,8 @@ two crawls run in rounds, the first of each round alternating (stock, plugin;
 plugin, stock; ...), so that drift on a shared machine weighs on both alike.
 
 Run: ``python benchmarks/bench_crawl.py [--runs N] [--site all|plain|big|demo|DIR]
-[--pages N] [--pin] [--instructions [--instr-pages N] [--settings stock|plugin]]``.
+[--pages N] [--pin] [--idiom follow|urljoin]
+[--instructions [--instr-pages N] [--settings stock|plugin]]``.
 ``big`` is the demo web plus ``--pages`` extra pages on one host, each linking
 to several aliases of its neighbours; ``plain`` is the same pages linked by
 their canonical URIs only, so that both crawls fetch the same pages and the
@@ -14,7 +15,9 @@ ratio is the plugin's own cost.  ``DIR``, any directory, is the real-site
 mode: the HTML tree is served as ``http://docs.example/`` by a static file
 server (:class:`tests.support.dirsite.DirServer`) and crawled within that
 host (``allowed_domains``), e.g. Debian's ``python3-doc``:
-``--site /usr/share/doc/python3/html``.
+``--site /usr/share/doc/python3/html``.  ``--idiom urljoin``: the spider follows
+``response.follow(response.urljoin(href))`` (a common idiom) instead of
+``response.follow(href)``.
 
 The main figure is the CPU time of the crawl process (user + system, from
 ``spider_opened`` to ``spider_closed``: start-up excluded) per request the
@@ -333,10 +336,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="also instructions per page under callgrind (plain, big)")
     parser.add_argument("--instr-pages", type=int, default=300,
                         help="N of --instructions: crawls of N and 2N pages")
+    parser.add_argument("--idiom", choices=("follow", "urljoin"), default="follow",
+                        help="the spider's links: response.follow(href), or "
+                             "response.follow(response.urljoin(href))")
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS),
                         help="--instructions on a DIR site: only these settings")
     args = parser.parse_args(argv)
     runs = max(0, min(args.runs, 15))
+    idiom = {"join_first": True} if args.idiom == "urljoin" else {}
     if runs == 0 and not args.instructions:
         parser.error("--runs 0: only with --instructions")
     crawl_cpu = None
@@ -358,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
                 return code
         server = DirServer(root, host=DIR_HOST)
         return run_site(str(root), server, [server.start_url], runs, args.timeout,
-                        spider_kwargs={"allowed_domains": [DIR_HOST]}, crawl_cpu=crawl_cpu)
+                        spider_kwargs={"allowed_domains": [DIR_HOST], **idiom},
+                        crawl_cpu=crawl_cpu)
     sites = ["plain", "big"] if args.site == "all" else [args.site]
     for site_name in sites:
         if site_name == "demo":
@@ -368,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         label = f"{site_name} resources={len(site.keys)}"
         if runs:
             code = run_site(label, serve_site(site), list(site.start_urls), runs, args.timeout,
-                            crawl_cpu=crawl_cpu)
+                            spider_kwargs=idiom or None, crawl_cpu=crawl_cpu)
             if code:
                 return code
         if args.instructions and site_name != "demo":

@@ -5,9 +5,17 @@ Run from the repository root::
     python benchmarks/bench_dupefilter.py [--repeat N] [--big]
 
 1. ``request_seen`` throughput on the URLs of ``../shared/corpus/urls_real.txt``
-   (relative to the repository): each filter gets fresh ``Request`` objects,
-   built before timing, the same URLs in the same order for both; the filters
-   run alternately, best of ``--repeat`` runs each, in one process.
+   (relative to the repository; ``--corpus`` another file): each filter gets
+   fresh ``Request`` objects, built before timing, the same URLs in the same
+   order for all; CPU time (``time.process_time``), the contenders interleaved
+   in one process (their order alternating per round), and the figure is the
+   median of the per-round ratios stock / ours (paired: a slow moment of a
+   shared machine weighs on the round's contenders alike).  Contenders:
+   Scrapy's ``RFPDupeFilter``, ``IRIDupeFilter`` and the entry + ``IRIDupeFilter``
+   (:func:`iri_scrapy.plugin.entry.enter` first: a request's whole path into
+   the scheduler).  ``--min-ratio R`` exits 1 below R (a regression check: the
+   five look-ups of the per-request cache per request that took the ratio from
+   2.6x to 1.6x would have failed ``--min-ratio 2.5``).
 2. Scale, over synthetic SHA-1 fingerprints at 100k, 1M, 3M and 10M (with
    ``--big`` also 30M and 100M; ``--max-size`` stops earlier): bytes per seen
    URL of the store alone (``tracemalloc``), at each size and in the worst case
@@ -29,6 +37,7 @@ import argparse
 import gc
 import hashlib
 import os
+import statistics
 import sys
 import time
 import tracemalloc
@@ -44,7 +53,9 @@ from scrapy.dupefilters import RFPDupeFilter  # noqa: E402
 from scrapy.utils.request import RequestFingerprinter  # noqa: E402
 
 from iri_scrapy.plugin.dupefilter import IRIDupeFilter  # noqa: E402
+from iri_scrapy.plugin.entry import enter  # noqa: E402
 from iri_scrapy.plugin.fingerprinter import IRIRequestFingerprinter  # noqa: E402
+from iri_scrapy.plugin.middleware import Canonicalizer  # noqa: E402
 from iri_scrapy.store.fpstore import FingerprintSet, fp64  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "urls_real.txt"
@@ -64,23 +75,28 @@ def load_urls(path: Path) -> list[str]:
     return urls
 
 
-def run(make_filter, urls: list[str], per_call: bool = False) -> tuple[float, int, float]:
-    """Seconds for request_seen over fresh Requests, duplicates, longest call.
+def run(make_filter, urls: list[str], per_call: bool = False,
+        entry: bool = False) -> tuple[float, int, float]:
+    """CPU seconds for request_seen over fresh Requests, duplicates, longest call.
 
+    *entry*: each request goes through the scheduler's entry first
+    (:func:`iri_scrapy.plugin.entry.enter`, as ``IRIScheduler.enqueue_request``
+    does), then ``request_seen``: the request's whole path into the frontier.
     The longest call (CPU time of each call) only when *per_call*: reading the
     clock twice per call costs about as much as a fast call, so the throughput
     rounds do not.
     """
     requests = [Request(u) for u in urls]
     df = make_filter()
+    canon = Canonicalizer(df.config, None, stamper=df.stamper) if entry else None
     gc.collect()
     gc.disable()
     try:
         seen = df.request_seen
-        pc, cpu = time.perf_counter, time.thread_time
+        cpu = time.process_time
         longest = 0.0
         dups = 0
-        start = pc()
+        start = cpu()
         if per_call:
             for r in requests:
                 t = cpu()
@@ -89,41 +105,70 @@ def run(make_filter, urls: list[str], per_call: bool = False) -> tuple[float, in
                 t = cpu() - t
                 if t > longest:
                     longest = t
+        elif canon is not None:
+            for r in requests:
+                if seen(enter(r, canon)):
+                    dups += 1
         else:
             for r in requests:
                 if seen(r):
                     dups += 1
-        elapsed = pc() - start
+        elapsed = cpu() - start
     finally:
         gc.enable()
     return elapsed, dups, longest
 
 
-def throughput(urls: list[str], repeat: int) -> None:
+STOCK = "scrapy RFPDupeFilter"
+
+
+def throughput(urls: list[str], repeat: int) -> float:
+    """request_seen side by side: CPU time, contenders interleaved (their order
+    alternating), one ratio per round (stock's time / ours in the same round),
+    the median ratio reported (the ratio of the medians and the best rounds too).
+    Returns the median paired ratio of IRIDupeFilter."""
+
     def scrapy_filter() -> RFPDupeFilter:
         return RFPDupeFilter(fingerprinter=RequestFingerprinter())
 
     def iri_filter() -> IRIDupeFilter:
         return IRIDupeFilter(fingerprinter=IRIRequestFingerprinter())
 
-    best = {"scrapy RFPDupeFilter": float("inf"), "IRIDupeFilter": float("inf")}
+    contenders = ((STOCK, scrapy_filter, False), ("IRIDupeFilter", iri_filter, False),
+                  ("entry + IRIDupeFilter", iri_filter, True))
+    times: dict[str, list[float]] = {name: [] for name, _, _ in contenders}
     dups = {}
-    longest = dict.fromkeys(best, 0.0)
-    contenders = (("scrapy RFPDupeFilter", scrapy_filter), ("IRIDupeFilter", iri_filter))
-    for _ in range(repeat):
-        for name, make in contenders:
-            elapsed, d, _ = run(make, urls)
-            best[name] = min(best[name], elapsed)
+    for round_ in range(repeat):
+        order = contenders if round_ % 2 == 0 else contenders[::-1]
+        for name, make, entry in order:
+            elapsed, d, _ = run(make, urls, entry=entry)
+            times[name].append(elapsed)
             dups[name] = d
-    for name, make in contenders:
-        longest[name] = run(make, urls, per_call=True)[2]
-    print(f"request_seen throughput, {len(urls):,} URLs of {CORPUS.name}, best of {repeat}:")
-    for name, elapsed in best.items():
-        print(f"  {name:<22} {len(urls) / elapsed:>10,.0f} requests/s"
-              f"  ({elapsed / len(urls) * 1e6:.2f} us/request, {dups[name]:,} duplicates, "
-              f"longest call {longest[name] * 1e3:.1f} ms CPU)")
-    ratio = best["scrapy RFPDupeFilter"] / best["IRIDupeFilter"]
-    print(f"  ratio IRIDupeFilter / RFPDupeFilter: {ratio:.2f}x (target >= 2x)")
+    longest = {name: run(make, urls, per_call=True)[2]
+               for name, make, entry in contenders if not entry}
+    print(f"request_seen, {len(urls):,} fresh requests (URLs of {CORPUS.name}), CPU time, "
+          f"{repeat} interleaved rounds (median; ratio = {STOCK}'s CPU / the contender's "
+          "in the same round):")
+    stock = times[STOCK]
+    result = 0.0
+    for name, _, _ in contenders:
+        mine = times[name]
+        med = statistics.median(mine)
+        line = (f"  {name:<22} {len(urls) / med:>10,.0f} requests/s"
+                f"  ({med / len(urls) * 1e6:.2f} us/request CPU, {dups[name]:,} duplicates")
+        if name in longest:
+            line += f", longest call {longest[name] * 1e3:.1f} ms CPU"
+        line += ")"
+        if name != STOCK:
+            paired = [a / b for a, b in zip(stock, mine, strict=True)]
+            ratio = statistics.median(paired)
+            line += (f"\n  {'':<22} paired ratio {ratio:.2f}x (rounds {min(paired):.2f}-"
+                     f"{max(paired):.2f}; ratio of medians "
+                     f"{statistics.median(stock) / med:.2f}x; target >= 2.5x)")
+            if name == "IRIDupeFilter":
+                result = ratio
+        print(line)
+    return result
 
 
 def _fp(i: int) -> bytes:
@@ -316,7 +361,11 @@ def scale(sizes: list[int], scrapy_up_to: int, reference: bool = True) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--corpus", type=Path, default=None, help="URLs, one a line")
+    parser.add_argument("--limit", type=int, default=0, help="the first N URLs only")
+    parser.add_argument("--min-ratio", type=float, default=0.0,
+                        help="exit 1 if request_seen's paired ratio is below this")
     parser.add_argument("--big", action="store_true", help="also 30M and 100M fingerprints")
     parser.add_argument("--max-size", type=int, default=0, help="stop at this size")
     parser.add_argument("--no-scale", action="store_true", help="throughput only")
@@ -325,11 +374,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="scale: FingerprintSet only, not the doubling table of before")
     args = parser.parse_args(argv)
     warnings.simplefilter("error")
+    global CORPUS
+    CORPUS = args.corpus or CORPUS
     if not CORPUS.exists():
         print(f"SKIP: corpus not found at {CORPUS}")
         return 0
     if not args.scale_only:
-        throughput(load_urls(CORPUS), args.repeat)
+        urls = load_urls(CORPUS)
+        ratio = throughput(urls[:args.limit] if args.limit else urls, args.repeat)
+        if ratio < args.min_ratio:
+            print(f"FAIL: request_seen {ratio:.2f}x RFPDupeFilter, below {args.min_ratio}x")
+            return 1
     if args.no_scale:
         return 0
     sizes = [100_000, 1_000_000, 3_000_000, 10_000_000]

@@ -14,6 +14,7 @@
 
 enum {
     C_SCHEME_FIRST = 1, C_SCHEME = 2, C_HOST = 4, C_PATH = 8, C_QUERY = 16, C_NUMBER_END = 32,
+    C_NUMBER_START = 64,
 };
 
 typedef struct {
@@ -67,6 +68,10 @@ host_ends_in_number(const char *host, size_t n)
     if (n == 0) return 0;
     unsigned char last = (unsigned char)host[n - 1];
     if (!(classes[last] & C_NUMBER_END)) return 0;  /* most hosts: ".com" */
+    /* the last label (less one trailing dot) must start as a number ("docs.example": no) */
+    size_t end = last == '.' ? n - 1 : n, start = end;
+    while (start > 0 && host[start - 1] != '.') start--;
+    if (start == end || !(classes[(unsigned char)host[start]] & C_NUMBER_START)) return 0;
     PyObject *text = PyUnicode_FromStringAndSize(host, (Py_ssize_t)n);
     if (text == NULL) return -1;
     PyObject *res = PyObject_CallFunctionObjArgs(ends_in_number, text, NULL);
@@ -177,6 +182,115 @@ fast_path(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return text;
 }
 
+/* normalize(iri, level=Level.SCHEME, *, form="uri", keep_fragment=True, nfc=False,
+ * rules=None) as the package's public function: the call the fast path answers (a str
+ * at level SCHEME, or PROTOCOL without rules, form "uri", no NFC) is answered here without
+ * entering Python; any other call, and any text the fast path does not answer, goes to
+ * the Python reference (ladder.normalize_reference) with the same arguments.  So the two
+ * give the same result and raise the same errors by construction; configure_entry()
+ * hands over the reference, the two fast levels and the reference's docstring. */
+static PyObject *entry_reference;   /* iri_scrapy.core.ladder.normalize_reference */
+static PyObject *entry_levels[2];   /* Level.SCHEME, Level.PROTOCOL */
+static PyMethodDef entry_def;       /* its ml_doc: the reference's, with its signature */
+
+/* The reference called with the entry's arguments (the slow path: a tuple and a dict,
+ * since vectorcall is not in the stable ABI before Python 3.12). */
+static PyObject *
+entry_delegate(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *tuple = PyTuple_New(nargs), *kwargs = NULL, *res = NULL;
+    if (tuple == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < nargs; k++) {
+        Py_INCREF(args[k]);
+        PyTuple_SetItem(tuple, k, args[k]);
+    }
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+    if (nkw > 0) {
+        kwargs = PyDict_New();
+        if (kwargs == NULL) goto done;
+        for (Py_ssize_t k = 0; k < nkw; k++) {
+            if (PyDict_SetItem(kwargs, PyTuple_GetItem(kwnames, k), args[nargs + k]) < 0) goto done;
+        }
+    }
+    res = PyObject_Call(entry_reference, tuple, kwargs);
+done:
+    Py_DECREF(tuple);
+    Py_XDECREF(kwargs);
+    return res;
+}
+
+static PyObject *
+entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)self;
+    if (entry_reference == NULL || !configured) {
+        PyErr_SetString(PyExc_RuntimeError, "iri_scrapy.core._fastpath is not configured");
+        return NULL;
+    }
+    PyObject *level = nargs == 2 ? args[1] : NULL, *keep = Py_True, *rules = Py_None;
+    int fast = nargs == 1 || nargs == 2;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+    for (Py_ssize_t k = 0; fast && k < nkw; k++) {
+        PyObject *name = PyTuple_GetItem(kwnames, k), *value = args[nargs + k];
+        if (PyUnicode_CompareWithASCIIString(name, "keep_fragment") == 0) {
+            keep = value;
+        } else if (PyUnicode_CompareWithASCIIString(name, "form") == 0) {
+            fast = PyUnicode_CheckExact(value) && PyUnicode_CompareWithASCIIString(value, "uri") == 0;
+        } else if (PyUnicode_CompareWithASCIIString(name, "nfc") == 0) {
+            fast = value == Py_False;
+        } else if (PyUnicode_CompareWithASCIIString(name, "rules") == 0) {
+            rules = value;
+        } else if (PyUnicode_CompareWithASCIIString(name, "level") == 0 && level == NULL) {
+            level = value;
+        } else {
+            fast = 0;  /* a repeated or unknown argument: the reference raises TypeError */
+        }
+    }
+    if (fast && level != NULL && level != entry_levels[0]
+            && !(level == entry_levels[1] && rules == Py_None))
+        fast = 0;
+    if (fast && PyUnicode_CheckExact(args[0])) {
+        PyObject *pair[2] = {args[0], keep};
+        PyObject *res = fast_path(NULL, pair, 2);
+        if (res != Py_None) return res;  /* the canonical text, or NULL on an error */
+        Py_DECREF(res);
+    }
+    return entry_delegate(args, nargs, kwnames);
+}
+
+static void
+replace(PyObject **slot, PyObject *value)
+{
+    PyObject *old = *slot;
+    Py_INCREF(value);
+    *slot = value;
+    Py_XDECREF(old);
+}
+
+/* configure_entry(reference, (Level.SCHEME, Level.PROTOCOL), doc, module) -> the entry */
+static PyObject *
+configure_entry(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *reference, *scheme, *protocol, *where;
+    const char *doc;
+    if (!PyArg_ParseTuple(args, "O(OO)sU", &reference, &scheme, &protocol, &doc, &where))
+        return NULL;
+    if (entry_def.ml_name == NULL) {  /* once: the function object keeps pointing at it */
+        char *copy = PyMem_Malloc(strlen(doc) + 1);
+        if (copy == NULL) return PyErr_NoMemory();
+        strcpy(copy, doc);
+        entry_def.ml_name = "normalize";
+        entry_def.ml_meth = (PyCFunction)(void (*)(void))entry;
+        entry_def.ml_flags = METH_FASTCALL | METH_KEYWORDS;
+        entry_def.ml_doc = copy;
+    }
+    replace(&entry_reference, reference);
+    replace(&entry_levels[0], scheme);
+    replace(&entry_levels[1], protocol);
+    return PyCFunction_NewEx(&entry_def, NULL, where);
+}
+
 static int
 read_bytes(PyObject *obj, unsigned char *out, Py_ssize_t want, const char *what)
 {
@@ -244,6 +358,8 @@ static PyMethodDef methods[] = {
     {"fast_path", (PyCFunction)(void (*)(void))fast_path, METH_FASTCALL,
      "fast_path(text, keep_fragment) -> str | None: text if already canonical (see ladder)."},
     {"configure", configure, METH_VARARGS, "Hand the fast path its tables (iri_scrapy.core.native)."},
+    {"configure_entry", configure_entry, METH_VARARGS,
+     "configure_entry(reference, levels, doc, module) -> normalize answered in C (see native)."},
     {NULL, NULL, 0, NULL},
 };
 

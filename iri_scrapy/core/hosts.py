@@ -515,6 +515,9 @@ def _ipv4_number(part: str) -> int | None:
 # octal or ``0x`` hexadecimal number; ``0x`` alone is 0), or of one with a trailing
 # dot: any other last character answers "no" at once (most hosts: ``.com``).
 NUMBER_END = frozenset("0123456789abcdefABCDEFxX.")
+# The first character of every IPv4 number (decimal, octal, ``0x`` hexadecimal): a last
+# label starting otherwise (``docs.example``, ``.de``) does not end in a number.
+NUMBER_START = frozenset("0123456789")
 
 
 def ends_in_number(host: str) -> bool:
@@ -524,7 +527,7 @@ def ends_in_number(host: str) -> bool:
         return False
     end = len(host) - 1 if host[-1] == "." else len(host)
     last = host[host.rfind(".", 0, end) + 1 : end]
-    if not last or not "0" <= last[0] <= "9":  # every IPv4 number starts with a digit
+    if not last or last[0] not in NUMBER_START:
         return False
     if last.isascii() and last.isdigit():
         return True

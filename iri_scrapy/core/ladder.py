@@ -977,7 +977,7 @@ def _locate(processed: str, index: int, written: str) -> int | None:
     return None
 
 
-def normalize(
+def normalize_reference(
     iri: str,
     level: Level | int | str = Level.SCHEME,
     *,
@@ -1001,6 +1001,10 @@ def normalize(
     5.3.1: the comparison "MUST NOT map IRIs to URIs"), mapped to a URI only
     when ``form="uri"`` asks for it; white space that dropping the fragment
     leaves at the end is data and stays, percent-encoded (see ``simple_text``).
+
+    With the native fast path built, ``normalize`` answers the calls the fast path
+    takes (a str at level SCHEME, form ``"uri"``) in C and hands every other call to
+    ``normalize_reference``, this function in Python (:func:`native.entry`).
 
     Idempotent for every level and form.  Raises :class:`IRIError` for text
     that has no canonical form (a host that fails IDNA, a non-numeric port, a
@@ -1033,6 +1037,12 @@ def normalize(
     except IRIError as exc:
         raise with_context(exc, iri) from None
     return climb_path(iri, NormalizeOptions(lvl, form, keep_fragment, nfc, rules))
+
+
+# The package's ``normalize``: normalize_reference, with the calls the native fast path
+# answers answered in C (native.entry); without the native module, the reference itself.
+# (A plain comment: autodoc then documents it by its docstring, the reference's.)
+normalize = native.entry(normalize_reference, (_SCHEME, _PROTOCOL))
 
 
 def simple_text(ref: IRIReference) -> str:

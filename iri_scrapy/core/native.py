@@ -6,29 +6,34 @@ works and :func:`fast_path` hands back the pure-Python reference, which gives th
 key for every input (tests/core/test_native.py, over the corpora and generated
 mutations).  The C code holds no rule of its own: its character classes, its table of
 canonical escapes (RFC 3986 6.2.2.1-2), the default ports and DNS schemes (RFC 3987
-5.3.3) and the URL Standard's "ends in a number" host check are all built here from the
-Python definitions and handed to it once.  ``IRISCRAPY_NATIVE=0`` in the environment
+5.3.3) and the URL Standard's "ends in a number" host check (its first and last
+characters as classes, the rest a call back) are all built here from the Python
+definitions and handed to it once.  ``IRISCRAPY_NATIVE=0`` in the environment
 turns it off (benchmarks, a bug report).  Design and figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
+import enum
+import inspect
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any, TypeVar
 
-from iri_scrapy.core.hosts import NUMBER_END, ends_in_number
+from iri_scrapy.core.hosts import NUMBER_END, NUMBER_START, ends_in_number
 from iri_scrapy.core.schemes import DEFAULT_PORTS, DNS_SCHEMES
 
 #: The environment variable that turns the native fast path off ("0").
 ENV = "IRISCRAPY_NATIVE"
 
 FastPath = Callable[[str, bool], "str | None"]
+Normalize = TypeVar("Normalize", bound=Callable[..., str])
 
 # The bits of the C module's class table (_fastpath.c, enum at its top).
-_SCHEME_FIRST, _SCHEME, _HOST, _PATH, _QUERY, _NUMBER_END = 1, 2, 4, 8, 16, 32
+_SCHEME_FIRST, _SCHEME, _HOST, _PATH, _QUERY, _NUMBER_END, _NUMBER_START = 1, 2, 4, 8, 16, 32, 64
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,8 @@ def class_table(classes: CharClasses) -> bytes:
                 table[code] |= bit
         if char in NUMBER_END:
             table[code] |= _NUMBER_END
+        if char in NUMBER_START:
+            table[code] |= _NUMBER_START
     return bytes(table)
 
 
@@ -95,6 +102,39 @@ def fast_path(reference: FastPath, *, classes: CharClasses, canonical_escape: st
                      ends_in_number)
     native: FastPath = MODULE.fast_path
     return native
+
+
+def entry(reference: Normalize, levels: tuple[Any, Any]) -> Normalize:
+    """*reference* (``normalize``) as a C function that answers the fast path's calls itself.
+
+    The calls the fast path answers (a str at level SCHEME, or PROTOCOL without rules;
+    form "uri"; no NFC) cost one C call instead of a Python one; every other call goes
+    to *reference* with the same arguments, so results and errors are the reference's.
+    *levels* are the two fast levels (``Level.SCHEME``, ``Level.PROTOCOL``).  Without the
+    module, *reference* itself.  The C function carries the reference's docstring and
+    signature (``__text_signature__``), module and name, and pickles by reference.
+    """
+    if MODULE is None:
+        return reference
+    doc = f"normalize{_text_signature(reference)}\n--\n\n{inspect.getdoc(reference)}"
+    function: Normalize = MODULE.configure_entry(reference, levels, doc, reference.__module__)
+    return function
+
+
+def _text_signature(function: Callable[..., Any]) -> str:
+    """*function*'s signature as ``inspect`` reads it back from a C docstring."""
+    parts, star = [], False
+    for param in inspect.signature(function).parameters.values():
+        if param.kind is param.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
+        text = param.name
+        if param.default is not param.empty:
+            value = param.default
+            text += "=" + (f"{type(value).__name__}.{value.name}" if isinstance(value, enum.Enum)
+                           else repr(value))
+        parts.append(text)
+    return "(" + ", ".join(parts) + ")"
 
 
 def enabled() -> bool:

@@ -221,8 +221,8 @@ class IRIRequestFingerprinter:
         a request the plugin has already canonicalized is not canonicalized again.
         """
         verbatim = as_given(request.meta)
-        cached = self.stamper.cached(request)
-        entry: _Entry | None = cached.keyed if cached is not None else None
+        cached = self.stamper.entry(request)  # the one look-up of the request's cache
+        entry: _Entry | None = cached.keyed
         if entry is not None and entry.verbatim == verbatim:
             if entry.base is None:
                 return entry.fp
@@ -238,7 +238,10 @@ class IRIRequestFingerprinter:
             base = None
             key = request.url
         else:
-            base = self.stamper.stamp_for(request).base
+            stamp = cached.stamp
+            if stamp is None or stamp.url != request.url:
+                stamp = self.stamper.stamp(request, cached=cached)
+            base = stamp.base
             if base is None:
                 key = request.url
             else:
@@ -246,7 +249,7 @@ class IRIRequestFingerprinter:
                 if self.rules is None:
                     base = None
         fp = self._hash(request, key)
-        self.stamper.entry(request).keyed = _Entry(verbatim, base, key, fp)
+        cached.keyed = _Entry(verbatim, base, key, fp)
         return fp
 
     def _keyed(self, request: Request) -> _Entry:

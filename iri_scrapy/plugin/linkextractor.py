@@ -56,7 +56,7 @@ from w3lib.url import safe_url_string
 
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.hrefs import needs_preprocessing
-from iri_scrapy.core.ladder import Level, normalize
+from iri_scrapy.core.ladder import Level, fast_path, normalize
 from iri_scrapy.core.resolve import resolve
 from iri_scrapy.plugin.compat import LinkRequestCrawlSpider
 from iri_scrapy.plugin.config import META_ORIGINAL, META_VERBATIM
@@ -244,8 +244,10 @@ class IRILinkExtractor(LxmlLinkExtractor):
             if url is None:
                 continue
             try:
-                # resolve again: process_value may return a relative reference
-                uri = fetch_form(resolve(response_url, url), response_encoding)
+                if isinstance(url, str) and url.isascii() and fast_path(url, True) is not None:
+                    uri = url  # already its own resolution and fetch form: one native call
+                else:  # resolve again: process_value may return a relative reference
+                    uri = fetch_form(resolve(response_url, url), response_encoding)
             except IRIError as exc:
                 stock.append((el, value, href, (error_reason(exc), str(exc))))
                 continue

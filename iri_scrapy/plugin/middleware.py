@@ -53,7 +53,7 @@ from w3lib.url import safe_url_string
 
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.hrefs import needs_preprocessing
-from iri_scrapy.core.ladder import retrieval_key
+from iri_scrapy.core.ladder import fast_path, retrieval_key
 from iri_scrapy.core.query import split_fragment, strip_fragment
 from iri_scrapy.core.resolve import resolve
 from iri_scrapy.plugin import compat  # checks the installed Scrapy first
@@ -381,6 +381,16 @@ class IRIFollowMixin:
         state = response_state(self)
         state.tried = url
         state.joined = state.last = None
+        if (not state.stock and isinstance(url, str) and url.isascii()
+                and fast_path(url, True) is not None):
+            # an absolute URI already in fetch form (what the idiom
+            # ``follow(urljoin(href))`` hands back, most absolute links): one native
+            # call.  The browser's reading, the resolution (RFC 3986 5.2.2: an absolute
+            # reference without dot segments is its own target) and the fetch form
+            # leave it as it is (tests/core/test_native.py, both paths).
+            state.joined = url
+            state.last = (url, url)
+            return url
         if isinstance(url, str) and not state.as_written and needs_preprocessing(url):
             url = browser_href(url, base_url(self) if isinstance(self, TextResponse)
                                else str(self.url))  # type: ignore[attr-defined]

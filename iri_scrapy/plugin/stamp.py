@@ -22,9 +22,10 @@ that entered no scheduler).  The result is a
   request gives both; below ``scheme`` or with ``IRI_NFC`` it is a second
   ``normalize`` of the spelling at the configured level.  ``None``: keyed as given.
 
-Stamps live in the crawl's one per-request cache, the stamper's (a
-``WeakKeyDictionary`` keyed by the request, beside the fingerprint the
-fingerprinter keyed it on: :class:`Cached`), not in ``request.meta``: meta goes
+Stamps live in the crawl's one per-request cache, the stamper's (weak keys:
+gone with the request, beside the fingerprint the fingerprinter keyed it on:
+:class:`Cached`; one look-up per request on the dupefilter's path, see
+:meth:`Stamper.entry`), not in ``request.meta``: meta goes
 through the frontier codec (JSON, see
 :mod:`iri_scrapy.frontier.codec`) and to other processes, and a stamp there
 would be trusted after the URL or the options changed.  A request read back
@@ -41,7 +42,7 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any, NamedTuple
-from weakref import WeakKeyDictionary
+from weakref import ref
 
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import Level, fast_path, normalize
@@ -148,13 +149,22 @@ class Stamper:
         self._fast_key = config.level >= Level.SCHEME and not config.nfc
         self._keep = config.keep_fragments
         self._level = min(config.level, Level.SCHEME)
-        #: the crawl's one per-request cache: request -> :class:`Cached` (weak keys:
-        #: gone with the request)
-        self._cache: WeakKeyDictionary[Request, Cached] = WeakKeyDictionary()
+        #: the crawl's one per-request cache: weak reference to the request ->
+        #: :class:`Cached`, the entry gone with the request.  What ``WeakKeyDictionary``
+        #: does, read inline: its ``get`` is a Python call around the same dict look-up,
+        #: and the dupefilter's path made five of them per request (the ``request_seen``
+        #: regression of issue 32; ``benchmarks/bench_dupefilter.py``).
+        self._cache: dict[ref[Request], Cached] = {}
+        pop = self._cache.pop
+
+        def forget(gone: ref[Request]) -> None:
+            pop(gone, None)
+
+        self._forget = forget
 
     def stamp_of(self, request: Request) -> Stamp | None:
         """The stamp of *request*, or None if it has none or its URL changed since."""
-        cached = self._cache.get(request)
+        cached = self._cache.get(ref(request))
         if cached is not None:
             stamp = cached.stamp
             if stamp is not None and stamp.url == request.url:
@@ -163,19 +173,21 @@ class Stamper:
 
     def cached(self, request: Request) -> Cached | None:
         """What the cache holds for *request* (None: nothing yet)."""
-        return self._cache.get(request)
+        return self._cache.get(ref(request))
 
     def entry(self, request: Request) -> Cached:
-        """What the cache holds for *request*, made empty on first use."""
-        cached = self._cache.get(request)
+        """What the cache holds for *request*, made empty on first use (one look-up:
+        the fingerprinter reads and writes the stamp and its key through it)."""
+        cached = self._cache.get(ref(request))
         if cached is None:
-            cached = self._cache[request] = Cached(None)
+            cached = self._cache[ref(request, self._forget)] = Cached(None)
         return cached
 
-    def _put(self, request: Request, stamp: Stamp) -> None:
-        cached = self._cache.get(request)
+    def _put(self, request: Request, stamp: Stamp, cached: Cached | None = None) -> None:
         if cached is None:
-            self._cache[request] = Cached(stamp)
+            cached = self._cache.get(ref(request))
+        if cached is None:
+            self._cache[ref(request, self._forget)] = Cached(stamp)
         else:
             cached.stamp = stamp
 
@@ -208,11 +220,12 @@ class Stamper:
         return self.key_base(url, wire)
 
     def stamp(self, request: Request, spelling: str | None = None,
-              wire: str | None = None) -> Stamp:
+              wire: str | None = None, cached: Cached | None = None) -> Stamp:
         """Stamp *request* (its URL written as *spelling*, default ``request.url``).
 
         *wire*, when the caller has just computed the fetch form (``follow()``),
-        saves the ``normalize``.  A URL with no canonical form is counted and
+        saves the ``normalize``; *cached*, the request's :meth:`entry` when the
+        caller holds it, a look-up.  A URL with no canonical form is counted and
         logged here (the first one as a warning) and stamped with ``wire=None``.
         """
         url = request.url
@@ -228,7 +241,7 @@ class Stamper:
                     self.unnormalizable(url, exc)
             base = None if wire is None else self.key_base(spelling, wire)
             stamp = Stamp(url, spelling, wire, base)
-        self._put(request, stamp)
+        self._put(request, stamp, cached)
         return stamp
 
     def stamp_link(self, request: Request, spelling: str, wire: str) -> None:
@@ -242,7 +255,8 @@ class Stamper:
         else:
             base = self.key_base(spelling, wire)
         # a request follow() has just made: nothing cached for it yet
-        self._cache[request] = Cached(_new_stamp(Stamp, (wire, spelling, wire, base)))
+        self._cache[ref(request, self._forget)] = Cached(
+            _new_stamp(Stamp, (wire, spelling, wire, base)))
 
     def restamp(self, request: Request, stamp: Stamp) -> Stamp:
         """Carry *stamp* over to *request*, a copy whose URL is the stamp's wire form
@@ -253,7 +267,11 @@ class Stamper:
 
     def stamp_for(self, request: Request) -> Stamp:
         """The stamp of *request*, stamping it if it has none (or a stale one)."""
-        return self.stamp_of(request) or self.stamp(request)
+        cached = self.entry(request)
+        stamp = cached.stamp
+        if stamp is not None and stamp.url == request.url:
+            return stamp
+        return self.stamp(request, cached=cached)
 
     def unnormalizable(self, url: str, exc: IRIError) -> None:
         """Count and log a URL that has no canonical form (first as a WARNING)."""

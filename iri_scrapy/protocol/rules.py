@@ -90,6 +90,7 @@ from iri_scrapy.protocol.transforms import (
     join_uri,
     pair_rules,
     param_names,
+    rule_name,
     scope_of,
     split_uri,
     twins,
@@ -355,7 +356,7 @@ class ProtocolRules(RuleBook):
         *scope_uri*: a rule dropping *names* (together) under *prefix*, used once
         ``min_evidence`` pages confirmed it."""
         parts = split_uri(strip_fragment(scope_uri))
-        wanted = sorted({name for name in names if name and "&" not in name and "@" not in name})
+        wanted = sorted({name for name in names if rule_name(name)})
         if parts is None or not wanted:
             return
         param = "&".join(wanted) + (f"@{prefix}" if prefix not in ("", "/", "*") else "")

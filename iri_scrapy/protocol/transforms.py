@@ -84,7 +84,28 @@ def host_key(uri: str) -> str:
 
 
 def param_names(query: str) -> set[str]:
-    return {param_name(pair) for pair in query_pairs(query)}
+    """The names of the parameters of *query* a ``drop-param`` rule can name (not
+    those holding ``@/`` or ``@*``, where a Clean-param prefix would start)."""
+    return {name for name in map(param_name, query_pairs(query)) if rule_name(name)}
+
+
+def rule_name(name: str) -> bool:
+    """True if a ``drop-param`` rule can name the query parameter *name*: not empty,
+    no ``&`` (it joins names), no ``@/`` or ``@*`` (they start a prefix).  A plain
+    ``@`` is fine: Roundup names its list parameters ``@sort``, ``@startwith``..."""
+    return bool(name) and "&" not in name and "@/" not in name and "@*" not in name
+
+
+def param_parts(param: str) -> tuple[str, str]:
+    """The names and the Clean-param prefix of a ``drop-param`` parameter
+    (``"a&b@/prefix"`` -> ``("a&b", "/prefix")``): the prefix starts at the first
+    ``@`` followed by ``/`` or ``*``."""
+    at = param.find("@")
+    while at >= 0:
+        if param[at + 1:at + 2] in ("/", "*"):
+            return param[:at], param[at + 1:]
+        at = param.find("@", at + 1)
+    return param, ""
 
 
 def vary(identity: Identity, a: str, b: str) -> bool:
@@ -101,7 +122,7 @@ def vary(identity: Identity, a: str, b: str) -> bool:
     if pa is None or pb is None:
         return False
     qa, qb = pa[4] or "", pb[4] or ""
-    for name in identity[2].split("@", 1)[0].split("&"):
+    for name in param_parts(identity[2])[0].split("&"):
         va = sorted(p for p in query_pairs(qa) if param_name(p) == name)
         vb = sorted(p for p in query_pairs(qb) if param_name(p) == name)
         if va == vb:
@@ -114,7 +135,7 @@ def without_params(parts: Parts, param: str) -> Parts | None:
     ``"@/prefix"`` restricting it to paths under a Clean-param prefix), or None
     if none of them is there."""
     scheme, authority, path, sep, query = parts
-    names, _, prefix = param.partition("@")
+    names, prefix = param_parts(param)
     if not query or not in_clean_param_scope(prefix, path):
         return None
     pairs = query_pairs(query)
@@ -231,7 +252,7 @@ def pair_rules(a: str, b: str) -> list[Identity]:
         # (session ids): those dropped from both (another count is a trap, above)
         if va.keys() == vb.keys() and all(len(v) == 1 for v in (*va.values(), *vb.values())):
             differ = sorted(n for n in va if va[n] != vb[n])
-            if differ:
+            if differ and all(map(rule_name, differ)):
                 out.append((scope_of(pa), DROP_PARAM, "&".join(differ)))
     return out
 

@@ -19,6 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iri_scrapy.core import ladder, native
+from iri_scrapy.core.hrefs import needs_preprocessing
+from iri_scrapy.core.resolve import resolve
 from tests.support.generated_urls import KINDS, lines
 from tests.support.vectors import load
 
@@ -100,6 +102,9 @@ def test_agrees_with_the_reference_on_vectors_corpora_and_mutations() -> None:
     "http://a.com/\u00e9", "http://a.com/\ud800", "http://a.com:/", "http://a.com:80", "", "h",
     "http:/a", "http://", "http://@a/", "ws://a.com:80/", "wss://a.com:443/x", "ftp://a.com",
     "mailto://a", "file:///etc/passwd", "file://host/x#y",
+    # "ends in a number": the last label's first character is read in C
+    "http://docs.example/", "http://a.0xab/", "http://a.1e/", "http://a.e1/", "http://a.b./",
+    "http://a.1./", "http://0x/", "http://a.0x./", "http://1e./", "http://a.9f.e/",
 ])
 def test_agrees_on_edges(text: str) -> None:
     _agree(text)
@@ -109,6 +114,33 @@ def test_agrees_on_edges(text: str) -> None:
 @given(st.text(alphabet=_ALPHABET, max_size=40).map(lambda t: "http://" + t))
 def test_agrees_on_generated_text(text: str) -> None:
     _agree(text)
+
+
+#: Bases a link may be found on (resolution must not depend on them for the links below).
+_BASES = ("http://docs.example/library/os.html?q#f", "https://a.test/", "file:///a/b")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["native", "reference"])
+def test_a_canonical_absolute_link_is_its_own_resolution(path: str) -> None:
+    """``response.urljoin(href)`` answers an href the fast path calls canonical with the
+    href itself (one native call, plugin/middleware.py): the browser's reading leaves it
+    as it is and it resolves to itself on any base (RFC 3986 5.2.2: an absolute
+    reference without dot segments), so its fetch form, and key, are the reference's."""
+    if path == "native" and native.MODULE is None:
+        pytest.skip("native fast path not built")
+    fast = native.MODULE.fast_path if path == "native" else ladder.reference_fast_path
+    rnd = random.Random(3986)
+    checked = 0
+    for text in _texts():
+        for candidate in (text, *_mutations(text, rnd)):
+            if not candidate.isascii() or fast(candidate, True) is None:
+                continue
+            assert not needs_preprocessing(candidate), candidate
+            for base in _BASES:
+                assert resolve(base, candidate) == candidate, (base, candidate)
+            checked += 1
+    assert checked > 10_000
 
 
 def test_the_tables_come_from_the_python_definitions() -> None:
@@ -141,3 +173,56 @@ def test_without_the_extension_the_add_on_says_so_in_one_info_line(tmp_path: obj
     lines = [x for x in proc.stdout.splitlines() if "native fast path is off" in x]
     assert lines == ["iri_scrapy: the native fast path is off (IRISCRAPY_NATIVE=0): the same "
                      "keys, computed in pure Python"], proc.stdout
+
+
+def _outcome(fn: object, *args: object, **kwargs: object) -> object:
+    try:
+        return fn(*args, **kwargs)  # type: ignore[operator]
+    except (ValueError, TypeError) as exc:
+        return (type(exc), str(exc))
+
+
+#: The calls a user makes: the fast entry's own (level SCHEME, form "uri") and the ones it
+#: hands to the reference (other levels and forms, NFC, a level by name, unknown arguments).
+_CALLS: list[tuple[tuple[object, ...], dict[str, object]]] = [
+    ((), {}), ((), {"keep_fragment": False}), ((ladder.Level.SCHEME,), {"keep_fragment": True}),
+    ((), {"level": ladder.Level.PROTOCOL, "rules": None}), ((ladder.Level.SYNTAX,), {}),
+    (("scheme",), {"form": "iri"}), ((3,), {"form": "uri", "nfc": False}),
+    ((), {"nfc": True, "keep_fragment": False}), ((), {"form": "surt"}), ((), {"bogus": 1}),
+    ((ladder.Level.SCHEME,), {"level": ladder.Level.SCHEME}),
+]
+
+
+@pytestmark_native
+def test_normalize_is_the_c_entry_and_answers_as_the_reference() -> None:
+    """``normalize`` is the C entry (native.entry): every call gives what
+    ``normalize_reference`` gives, results and errors, over the vectors, the corpora
+    and their mutations."""
+    import iri_scrapy
+
+    assert iri_scrapy.normalize is ladder.normalize is not ladder.normalize_reference
+    rnd = random.Random(5)
+    checked = 0
+    for text in _texts():
+        for candidate in (text, *list(_mutations(text, rnd))[::4]):
+            for args, kwargs in _CALLS[:2] if checked % 7 else _CALLS:
+                got = _outcome(ladder.normalize, candidate, *args, **kwargs)
+                want = _outcome(ladder.normalize_reference, candidate, *args, **kwargs)
+                assert got == want, (candidate, args, kwargs)
+            checked += 1
+    assert checked > 20_000
+
+
+@pytestmark_native
+def test_the_c_entry_is_documented_and_pickled_as_the_reference() -> None:
+    import inspect
+    import pickle
+
+    entry, reference = ladder.normalize, ladder.normalize_reference
+    assert inspect.signature(entry).parameters.keys() == inspect.signature(reference).parameters.keys()
+    assert inspect.signature(entry).parameters["level"].default is ladder.Level.SCHEME
+    assert entry.__doc__ == inspect.getdoc(reference)
+    assert (entry.__module__, entry.__name__) == ("iri_scrapy.core.ladder", "normalize")
+    assert pickle.loads(pickle.dumps(entry)) is entry
+    assert _outcome(entry, b"http://a/") == _outcome(reference, b"http://a/")
+    assert _outcome(entry) == (TypeError, _outcome(reference)[1])  # type: ignore[index]

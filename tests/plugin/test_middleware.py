@@ -15,6 +15,7 @@ from iri_scrapy.addon import PRIORITIES, Addon
 from iri_scrapy.plugin import compat
 from iri_scrapy.plugin.location import IRILocationMiddleware
 from iri_scrapy.plugin.middleware import (
+    Canonicalizer,
     IRINormalizationMiddleware,
     IRISpiderMiddleware,
     iri_response_class,
@@ -192,6 +193,39 @@ def test_iri_response_follow_defeats_idna2003() -> None:
     assert stock.url == "http://strasse.example/"
     assert compat.apply_idna2008(stock) and stock.url == "http://xn--strae-oqa.example/"
     assert ours.urljoin("HTTP://WWW.Example.TEST:80/") == "http://www.example.test/"
+
+
+def test_a_canonical_absolute_link_takes_one_fast_path_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``follow(urljoin(href))``: the second ``urljoin`` (of the fetch form the first one
+    gave) and the link extractor's second resolution are one fast-path call, not a
+    resolution and a fetch form again; the request, its stamp and its key are the same
+    (tests/core/test_native.py proves a canonical absolute link is its own resolution)."""
+    from iri_scrapy.plugin import linkextractor, middleware
+
+    crawler = get_crawler(settings_dict=ADDON)
+    page = _page("http://docs.example/library/os.html",
+                 '<a href="../reference/Datamodel.html#object">x</a><a href="#top">y</a>')
+    ours = IRINormalizationMiddleware(crawler).process_response(page.request, page)
+    joined = [ours.urljoin(h) for h in ("../reference/Datamodel.html#object", "#top")]
+    assert joined == ["http://docs.example/reference/Datamodel.html#object",
+                      "http://docs.example/library/os.html#top"]
+    extracted = linkextractor.IRILinkExtractor().extract_links(ours)
+
+    def no_resolution(*args: Any) -> str:
+        raise AssertionError("resolved again")
+
+    monkeypatch.setattr(middleware, "resolve", no_resolution)
+    monkeypatch.setattr(middleware, "fetch_form", no_resolution)
+    requests = [ours.follow(url) for url in joined]
+    assert [r.url for r in requests] == joined
+    assert all("iri_original" not in r.meta for r in requests)
+    stamper = Canonicalizer.for_crawler(crawler).stamper
+    stamp = stamper.stamp_of(requests[1])
+    assert stamp is not None and stamp.spelling == stamp.wire == joined[1]
+    assert stamp.base == "http://docs.example/library/os.html"
+    monkeypatch.setattr(linkextractor, "fetch_form", no_resolution)
+    assert linkextractor.IRILinkExtractor().extract_links(ours) == extracted
 
 
 # --------------------------------------------------------------------------- offsite, protocol

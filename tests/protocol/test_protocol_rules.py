@@ -243,3 +243,45 @@ def test_protocol_rules_on_the_ladder() -> None:
     assert rules.apply("http://h.com/other") == "http://h.com/other"
     assert rules.apply("http://h.com/data") == "http://h.com/data/"  # exact pairs stay
     assert iri.normalize("http://h.com/data", Level.SCHEME, rules=rules) == "http://h.com/data"
+
+
+# --- query parameter names holding "@" (Roundup's @sort, @startwith...) ------------
+
+ROUNDUP = "http://tracker.test/issue"
+
+
+@pytest.mark.parametrize(
+    ("param", "expected"),
+    [
+        ("sid", ("sid", "")),
+        ("a&b@/shop", ("a&b", "/shop")),
+        ("a@*x", ("a", "*x")),
+        ("@startwith", ("@startwith", "")),
+        ("@sort&@startwith@/issue", ("@sort&@startwith", "/issue")),
+        ("a@b@/p", ("a@b", "/p")),
+    ],
+)
+def test_drop_param_names_may_hold_an_at_sign(param: str, expected: tuple[str, str]) -> None:
+    from iri_scrapy.protocol.transforms import param_parts
+
+    assert param_parts(param) == expected
+
+
+def test_a_parameter_named_with_an_at_sign_can_be_dropped() -> None:
+    from iri_scrapy.protocol.transforms import (
+        DROP_PARAM,
+        classify,
+        split_uri,
+        vary,
+        without_params,
+    )
+
+    parts = split_uri(f"{ROUNDUP}?a=1&@startwith=50")
+    assert parts is not None
+    assert without_params(parts, "@startwith") == split_uri(f"{ROUNDUP}?a=1")
+    assert classify(f"{ROUNDUP}?a=1&@s=", f"{ROUNDUP}?a=1") == (
+        "http://tracker.test", DROP_PARAM, "@s")
+    rule = ("http://tracker.test", DROP_PARAM, "@startwith")
+    assert vary(rule, f"{ROUNDUP}?@startwith=0", f"{ROUNDUP}?@startwith=50")
+    # a name that would read as a Clean-param prefix is never a rule's name
+    assert classify(f"{ROUNDUP}?a=1&x@/y=2", f"{ROUNDUP}?a=1") is None

@@ -8,7 +8,9 @@ The shortcuts must give exactly what the climb gives, so every example table run
 through each path (as yarl runs its quoting tests through both its C and Python
 quoters): ``via("climb", ...)`` is the rungs alone, ``via("fused", ...)`` the fused
 path where it applies and the climb where it declines, ``via("fast", ...)`` the
-whole chain.  The ``path`` fixture (tests/conftest.py) parametrizes a test over
+whole chain with the pure-Python fast path, and ``via("native", ...)`` the public
+``normalize`` itself when the native module is built (its C entry answers the fast
+path's calls and hands the rest to ``normalize_reference``).  The ``path`` fixture (tests/conftest.py) parametrizes a test over
 :data:`PATHS`.
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from iri_scrapy import IRIError, Level
+from iri_scrapy import IRIError, Level, normalize
 from iri_scrapy.core.ladder import (
     NormalizeOptions,
     RulesHook,
@@ -49,13 +51,16 @@ def via(
     rules: RulesHook | None = None,
 ) -> str:
     """``normalize(text, level, ...)`` computed by *path* (one of :data:`PATHS`)."""
+    if path == "native":
+        return normalize(text, level, form=form, keep_fragment=keep_fragment, nfc=nfc,
+                         rules=rules)
     options = NormalizeOptions(Level.coerce(level), form, keep_fragment, nfc, rules)
     lvl = options.level
-    if path in ("fast", "native") and form == "uri" and lvl >= Level.SCHEME and not nfc:
-        fast = _fast(path)(text, keep_fragment)
+    if path == "fast" and form == "uri" and lvl >= Level.SCHEME and not nfc:
+        fast = reference_fast_path(text, keep_fragment)
         if fast is not None:
             return rules.apply(fast) if rules is not None and lvl is Level.PROTOCOL else fast
-    if path in ("fast", "native", "fused") and lvl >= Level.SYNTAX and not nfc:
+    if path in ("fast", "fused") and lvl >= Level.SYNTAX and not nfc:
         try:
             uri = fused_path(text, lvl, keep_fragment)
             if uri is not None:

@@ -29,6 +29,7 @@ class AliasSpider(scrapy.Spider):
         *args: Any,
         link_extractor: str | None = None,
         request_factory: str | None = None,
+        join_first: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -43,6 +44,9 @@ class AliasSpider(scrapy.Spider):
         self.request_factory: Any = (
             load_object(request_factory) if request_factory else scrapy.Request
         )
+        #: the common idiom ``response.follow(response.urljoin(href))`` instead of
+        #: ``response.follow(href)``
+        self.join_first = join_first
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
         """Yield the page item, then a request for every link."""
@@ -59,7 +63,12 @@ class AliasSpider(scrapy.Spider):
                 for link in self.link_extractor.extract_links(response):
                     yield self.request_factory(link.url, callback=self.parse)
                 return
-            for href in response.css("a::attr(href)").getall():
+            hrefs = response.css("a::attr(href)").getall()
+            if self.join_first:
+                for href in hrefs:
+                    yield response.follow(response.urljoin(href), callback=self.parse)
+                return
+            for href in hrefs:
                 yield response.follow(href, callback=self.parse)
 
 
