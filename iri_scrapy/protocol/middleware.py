@@ -62,7 +62,8 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         context = CrawlContext.of(crawler)
         self.rules: ProtocolRules | None = context.rules
         self.learned: Learned | None = learned_of(context)
-        self._timers: dict[str, Any] = {}  # section -> the delayed call of its calibration
+        # section -> the delayed call of its late calibration, and its request
+        self._timers: dict[str, tuple[Any, Request]] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -115,10 +116,10 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         learned = self.learned
         assert learned is not None
         waiting = False
-        for section, timer in list(self._timers.items()):
+        for section, (timer, late) in list(self._timers.items()):
             if timer.active():
                 timer.cancel()
-                self._fetch_again(section, *timer.args[1:])
+                self._fetch_again(section, late)
                 waiting = True
         self._timers.clear()
         if learned.give_back(learned.settle(everything=True) + learned.unstood()) or waiting:
@@ -177,8 +178,8 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
                 from twisted.internet import reactor
 
                 clock: Any = reactor  # (the installed reactor: IReactorTime)
-                self._timers[section] = clock.callLater(
-                    CALIBRATION_DELAY, self._fetch_again, section, late)
+                self._timers[section] = (clock.callLater(
+                    CALIBRATION_DELAY, self._fetch_again, section, late), late)
         return calibration.hold(served, fp)
 
     def _fetch_again(self, section: str, request: Request) -> None:
