@@ -127,7 +127,7 @@ class ProtocolStore:
                 page = Fingerprint.from_record(record)
             except ValueError:
                 continue  # a page no sample can be compared with: only merges lost
-            self.learned.observe_content(uri, page)
+            self.learned.observe_content(uri, page, replayed=True)
 
     def _load_rules(self) -> bool:
         """Read the rules file; False if it was damaged (set aside, said)."""

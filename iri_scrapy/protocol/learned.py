@@ -98,6 +98,9 @@ class Learned:
         #: key -> the key before the rules of the request that added it to the
         #: filter, when a rule had moved it (:meth:`admitted`)
         self._holders: dict[str, str] = {}
+        #: pages an earlier run served (replayed from the frontier store), not
+        #: served again in this one (:meth:`observe_content`)
+        self.replayed: set[str] = set()
 
     def duplicate(self, request: Request) -> bool:
         """For the dupefilter, on a request whose key was seen: True to drop it.
@@ -154,9 +157,13 @@ class Learned:
         base = stamp.base
         if base in self.skipped or base in self.sampled:
             return False
-        if request.method == "GET" and (self.rules.was_served(base) or base in self._loading):
+        if request.method == "GET" and base not in self.replayed and (
+                self.rules.was_served(base) or base in self._loading):
             # this very spelling was served (or is in flight): the filter let it
             # through again only because rules learned since gave it another key
+            # (a page an earlier run served is no such proof: it may have been
+            # killed before its spider had the response, and the frontier gave
+            # the request back)
             self.rules.events["refetch-avoided"] += 1
             return True
         if self.rules.served(base) or self._merged_in_flight(base):
@@ -351,12 +358,18 @@ class Learned:
         for key, base in holders.items():
             self._holders.setdefault(key, base)
 
-    def observe_content(self, uri: str, digest: Fingerprint | bytes) -> None:
+    def observe_content(self, uri: str, digest: Fingerprint | bytes, *,
+                        replayed: bool = False) -> None:
         """A 2xx page: its content evidence (:meth:`ProtocolRules.observe_content`),
-        and kept by the frontier store (a resume compares samples with it)."""
+        and kept by the frontier store (a resume compares samples with it); with
+        *replayed*, a page an earlier run served, read back from that store."""
         stopped = len(self.rules.stopped)
         self.rules.observe_content(uri, digest)
-        if self.sink is not None:
+        if replayed:
+            self.replayed.add(uri)
+        elif self.replayed:
+            self.replayed.discard(uri)
+        if self.sink is not None and not replayed:
             fp = Fingerprint.exact(digest) if isinstance(digest, bytes) else digest
             self.sink.page(uri, fp.to_record())
         if len(self.rules.stopped) > stopped:
