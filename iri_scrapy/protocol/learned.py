@@ -79,7 +79,10 @@ class Learned:
         #: served first that a rule maps onto it
         self.skipped: dict[str, tuple[str, str, Request]] = {}
         self.sink: Sink | None = None
-        #: keys before the rules fetched as samples (each alias is counted once)
+        #: keys before the rules fetched as samples, or given back at the close
+        #: (:meth:`unstood`): each alias is counted, and fetched past the rules, once
+        #: (in a fleet the page a request held here stands for may be another
+        #: worker's, so its copies met again would be given back at every idle)
         self.sampled: set[str] = set()
         self._revision = rules.revision
         self._published: dict[str, int] = {}
@@ -408,7 +411,7 @@ class Learned:
                     continue
                 checked |= groups
                 sample = True
-                self.sampled.add(base)
+            self.sampled.add(base)
             del self.skipped[base]
             if self.sink is not None:
                 self.sink.release(base)

@@ -341,3 +341,19 @@ def test_at_the_close_what_no_page_stands_for_is_fetched() -> None:
     assert list(learned.skipped) == [held[1].url]
     assert rules.events["unstood"] == 1
     assert learned.unstood() == []
+
+
+def test_a_request_given_back_at_the_close_is_not_held_again() -> None:
+    """In a fleet the page a held request stands for may be another worker's: a
+    copy of a request :meth:`Learned.unstood` gave back, met again (the link on a
+    page fetched again), is a duplicate of that fetch, not held and given back
+    at every idle (the close would never come)."""
+    rules, df = learned_filter()
+    learned = df.learned
+    assert learned is not None
+    assert not df.request_seen(Request(f"{B}/p/5/"))
+    alias = f"{B}/p/5/?replytocom=1"
+    assert df.request_seen(Request(alias))
+    assert [r.url for r in learned.unstood()] == [alias]  # no page stood for it here
+    assert df.request_seen(Request(alias))  # the same link met again: dropped
+    assert learned.skipped == {} and learned.unstood() == []
