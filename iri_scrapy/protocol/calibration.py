@@ -2,15 +2,20 @@
 
 What changes between two responses of one resource differs from site to site
 (counters, render times, rotating widgets, random lists, tokens in links): no
-list of shapes anticipates it.  So the first HTML page of each *section* of a
-site (its hosts with and without ``www.``; a section is the first path segment)
-(of each host of the site) is fetched a second time at once, and a third time a
+list of shapes anticipates it.  So the first HTML page of each site (its hosts
+with and without ``www.``) is fetched a second time at once, and a third time a
 few seconds later (what moves with the clock), and the fingerprints'
-differences are what changes by chance there (:class:`~.fingerprint.Volatility`), at most
-:data:`MAX_CALIBRATIONS` sections per site.  Pages of a site served while one of
-its first calibrations is in flight wait (:meth:`Calibration.hold`) and are judged
-when it lands: a comparison made before would count noise as a difference.  Pure
-bookkeeping (no I/O, no Scrapy): the middleware fetches, this decides.
+differences are what changes by chance there (:class:`~.fingerprint.Volatility`).
+Pages of a site served while its first calibration is in flight wait
+(:meth:`Calibration.hold`) and are judged when it lands: a comparison made
+before would count the site's chrome noise as a difference.  Any other
+*section* (a host and its first path segment) is calibrated on demand
+(:meth:`Calibration.want`): when content first differs there under a candidate
+rule, the page that differed is fetched once more, and the counterexample is
+withdrawn if that shows the difference is chance (``ProtocolRules.reconsider``);
+a section whose aliases serve equal content costs no fetch.  At most
+:data:`MAX_CALIBRATIONS` sections per site.  Pure bookkeeping (no I/O, no
+Scrapy): the middleware fetches, this decides.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class _Site:
     waiting: dict[str, Fingerprint] = field(default_factory=dict)  # section -> first fetch
     firsts: dict[str, Fingerprint] = field(default_factory=dict)  # for the late calibration
     held: list[tuple[str, Fingerprint]] = field(default_factory=list)
+    lazy: dict[str, Fingerprint] = field(default_factory=dict)  # section -> its page
 
 
 class Calibration:
@@ -58,6 +64,8 @@ class Calibration:
         self._sites: dict[str, _Site] = {}
         #: pages not observed because too many were held
         self.dropped = 0
+        #: calibrations on demand to fetch: (URI, section) (:meth:`want`)
+        self.wanted: list[tuple[str, str]] = []
 
     def volatility(self, uri: str) -> Volatility:
         """What changes by chance on *uri*'s site (empty before any calibration)."""
@@ -65,14 +73,27 @@ class Calibration:
         return site.volatility if site is not None else Volatility()
 
     def start(self, uri: str, fp: Fingerprint) -> str | None:
-        """*uri* served *fp*: the section to calibrate by fetching *uri* again (its
-        first page, within the budget), or None."""
+        """*uri* served *fp*: the section to calibrate by fetching *uri* again (the
+        site's first page), or None."""
+        site = self._sites.setdefault(site_of(uri), _Site())
+        section = section_of(uri)
+        if site.sections or fp.empty:
+            return None
+        site.sections.add(section)
+        site.waiting[section] = site.firsts[section] = fp
+        return section
+
+    def want(self, uri: str, fp: Fingerprint) -> str | None:
+        """Content at *uri* (which served *fp*) differed from another page's: the
+        section to calibrate by fetching *uri* again (queued in :attr:`wanted`),
+        if it was not, within the budget; else None."""
         site = self._sites.setdefault(site_of(uri), _Site())
         section = section_of(uri)
         if section in site.sections or len(site.sections) >= MAX_CALIBRATIONS or fp.empty:
             return None
         site.sections.add(section)
-        site.waiting[section] = site.firsts[section] = fp
+        site.lazy[section] = fp
+        self.wanted.append((uri, section))
         return section
 
     def land_late(self, uri: str, section: str, fp: Fingerprint) -> bool:
@@ -103,6 +124,11 @@ class Calibration:
         learned): whether it was awaited (False: asked by another process, a
         resumed crawl), and the pages held that may be observed now."""
         site = self._sites.get(site_of(uri))
+        lazy = site.lazy.pop(section, None) if site is not None else None
+        if site is not None and lazy is not None:
+            if fp is not None:
+                site.volatility.learn(lazy, fp)
+            return True, []
         first = site.waiting.pop(section, None) if site is not None else None
         if site is None or first is None:
             return False, []

@@ -153,7 +153,21 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
             self.rules.reconsider()
         for uri, page in held:
             self.learned.observe_content(uri, page)  # type: ignore[union-attr]
+        self._fetch_wanted(request.priority)
         return known
+
+    def _fetch_wanted(self, priority: int) -> None:
+        """Fetch again each page whose section is calibrated on demand
+        (:meth:`~.calibration.Calibration.want`: its content differed under a
+        candidate rule), first in line."""
+        assert self.rules is not None
+        wanted = self.rules.calibration.wanted
+        if not wanted or not self._engine_running():
+            return
+        while wanted:
+            uri, section = wanted.pop()
+            self.crawler.engine.crawl(Request(uri, dont_filter=True, priority=priority + 1000,
+                                              meta={META_CALIBRATE: section}))
 
     def _engine_running(self) -> bool:
         try:
@@ -269,6 +283,7 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
             if target is not None:
                 rules.observe_canonical(served, target)
         self.learned.requeue()
+        self._fetch_wanted(request.priority)
         if request.meta.get(META_SAMPLE) and not digest.empty and not held and \
                 rules.same_content(served, digest):
             self._inc("iri/protocol/sample_dropped")

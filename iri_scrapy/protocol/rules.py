@@ -216,6 +216,9 @@ class ProtocolRules(RuleBook):
             pairs = self._refuting.setdefault(identity, [])
             if pair is not None and len(pairs) < MAX_REFUTING:
                 pairs.append(pair)
+                page = self._digests.get(pair[0])
+                if page is not None:  # is the difference chance? fetch it again to see
+                    self.calibration.want(pair[0], page)
         else:
             self._contrary[identity] += 1
         if before and not self._in_force(identity):
@@ -226,7 +229,10 @@ class ProtocolRules(RuleBook):
         """Withdraw the content counterexamples that what is now known to change by
         chance explains (every one kept for a rule, and all its counterexamples
         kept): a calibration that landed after them saw that noise (a clock that
-        had not moved between two fetches).  The number of rules cleared."""
+        had not moved between two fetches, a section calibrated only when its
+        content first differed).  A rule cleared that no source nominated is
+        nominated now (content showed its pair the same).  The number of rules
+        cleared."""
         cleared = 0
         for identity, pairs in list(self._refuting.items()):
             if (len(pairs) == self._bad[identity] and pairs
@@ -235,6 +241,8 @@ class ProtocolRules(RuleBook):
                 del self._bad[identity]
                 self.events["counterexamples/withdrawn"] += 1
                 cleared += 1
+                if identity not in self._origin:
+                    self._nominate(identity, CONTENT)
         return cleared
 
     def _confirm(self, identity: Identity, unit: str) -> None:
