@@ -161,7 +161,10 @@ class _Blocks:
         if self.words:
             words = self.words
             first = _shape(words[0])
-            label = _h(self.text_path, first) if first != "#" else \
+            # a run led by a word is known by its words wherever the markup puts
+            # it (an AMP copy of a page); one led by a number or token, by its place
+            label = _h("", first, _shape(words[1]) if len(words) > 1 else "") \
+                if first != "#" else \
                 _h(self.text_path, first, _shape(words[1]) if len(words) > 1 else "")
             self.out.append((_h("", " ".join(words)), label, self.text_path))
             self.words = []
