@@ -173,3 +173,38 @@ def test_calibration_holds_pages_until_it_lands() -> None:
     assert calibration.land("http://a.test/x/", section, None) == (False, [])  # not awaited
     assert calibration.volatility("http://www.a.test/").same(
         page("<p>y</p>", ("counter",)), page("<p>y</p>", ("counter",)))
+
+
+def test_a_section_is_calibrated_when_its_content_first_differs() -> None:
+    """Only a site's first page is calibrated at once; another section is fetched
+    again when content first differs there under a candidate rule (its own noise:
+    a widget the home page lacks), and the counterexample that shows as chance is
+    withdrawn, its rule nominated; a real difference stays a counterexample."""
+    host = "http://lazy.test"
+    rules = ProtocolRules()
+    site = rules.calibration
+    home = page("<h1>Home</h1>", ("counter",), random.Random(1))
+    assert site.start(f"{host}/", home) is not None
+    site.land(f"{host}/", section_of(f"{host}/"), page("<h1>Home</h1>", ("counter",),
+                                                      random.Random(2)))
+    assert site.start(f"{host}/item/1", home) is None  # one section at once per site
+
+    def item(n: int, seed: int) -> Fingerprint:  # the items' own widget: "related"
+        return page(f"<p>Item {n}</p>", ("counter", "related"), random.Random(seed))
+
+    rules.observe_content(f"{host}/item/1", item(1, 3))
+    rules.observe_content(f"{host}/item/1?s=x", item(1, 4))  # differs by chance only
+    assert rules.events["counterexamples"] == 1
+    assert site.wanted == [(f"{host}/item/1?s=x", "lazy.test/item")]
+    uri, section = site.wanted.pop()
+    assert site.land(uri, section, item(1, 5)) == (True, [])  # its second fetch
+    assert rules.reconsider() == 1 and rules.events["content/nominated"] == 1
+    rules.observe_content(f"{host}/item/2", item(2, 6))
+    rules.observe_content(f"{host}/item/2?s=y", item(2, 7))
+    rules.observe_content(f"{host}/item/3", item(3, 8))
+    rules.observe_content(f"{host}/item/3?s=z", item(3, 9))
+    assert rules.apply(f"{host}/item/9?s=q") == f"{host}/item/9"
+    rules.observe_content(f"{host}/item/4", item(4, 10))
+    rules.observe_content(f"{host}/item/4?s=w", item(44, 11))  # another resource
+    assert rules.apply(f"{host}/item/9?s=q") == f"{host}/item/9?s=q"  # refuted
+    assert site.wanted == []  # the section was calibrated once
