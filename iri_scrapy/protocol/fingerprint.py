@@ -3,8 +3,10 @@
 Two spellings are one resource only if a crawler gets the same from both: the
 visible text and the outlinks.  A :class:`Fingerprint` is a page cut into
 *blocks*, each a pair (label, content): a run of visible text between two
-block-level tags, labelled by its element path (tag names and classes without
-digits) and its first two words (a number or token read as ``#``); and every outlink and name
+block-level tags, labelled by its first word if it reads as a word (wherever the
+markup puts it: an AMP copy of a page has its text in other elements), else by
+its element path (tag names and classes without digits) and its first two words
+(a number or token read as ``#``); and every outlink and name
 in an attribute (``href``, ``src``, ``data-*``, ``poster``, ``action``, ``title``,
 ``alt``, and the ``content`` of ``<meta>``), labelled by its element path and
 attribute, a URL cut into its path and one block per query parameter (labelled by
@@ -163,8 +165,7 @@ class _Blocks:
             first = _shape(words[0])
             # a run led by a word is known by its words wherever the markup puts
             # it (an AMP copy of a page); one led by a number or token, by its place
-            label = _h("", first, _shape(words[1]) if len(words) > 1 else "") \
-                if first != "#" else \
+            label = _h("", first) if first != "#" else \
                 _h(self.text_path, first, _shape(words[1]) if len(words) > 1 else "")
             self.out.append((_h("", " ".join(words)), label, self.text_path))
             self.words = []
