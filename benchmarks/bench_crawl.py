@@ -6,7 +6,7 @@ two crawls run in rounds, the first of each round alternating (stock, plugin;
 plugin, stock; ...), so that drift on a shared machine weighs on both alike.
 
 Run: ``python benchmarks/bench_crawl.py [--runs N] [--site all|plain|big|demo|DIR]
-[--pages N] [--pin] [--idiom follow|urljoin]
+[--pages N] [--pin] [--idiom follow|urljoin] [--protocol]
 [--instructions [--instr-pages N] [--settings stock|plugin]]``.
 ``big`` is the demo web plus ``--pages`` extra pages on one host, each linking
 to several aliases of its neighbours; ``plain`` is the same pages linked by
@@ -17,7 +17,9 @@ server (:class:`tests.support.dirsite.DirServer`) and crawled within that
 host (``allowed_domains``), e.g. Debian's ``python3-doc``:
 ``--site /usr/share/doc/python3/html``.  ``--idiom urljoin``: the spider follows
 ``response.follow(response.urljoin(href))`` (a common idiom) instead of
-``response.follow(href)``.
+``response.follow(href)``.  ``--protocol``: the add-on at ``IRI_LEVEL =
+"protocol"`` against the add-on at its default level (the learned level's own
+cost; printed under the names plugin and stock).
 
 The main figure is the CPU time of the crawl process (user + system, from
 ``spider_opened`` to ``spider_closed``: start-up excluded) per request the
@@ -339,9 +341,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idiom", choices=("follow", "urljoin"), default="follow",
                         help="the spider's links: response.follow(href), or "
                              "response.follow(response.urljoin(href))")
+    parser.add_argument("--protocol", action="store_true",
+                        help="the protocol level (as 'plugin') against the default level "
+                             "(as 'stock'): the learned level's own cost")
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS),
                         help="--instructions on a DIR site: only these settings")
     args = parser.parse_args(argv)
+    if args.protocol:
+        SETTINGS["stock"] = dict(SETTINGS["plugin"])
+        SETTINGS["plugin"] = {**SETTINGS["plugin"], "IRI_LEVEL": "protocol"}
+        print("--protocol: 'stock' is the add-on at its default level, 'plugin' at level protocol")
     runs = max(0, min(args.runs, 15))
     idiom = {"join_first": True} if args.idiom == "urljoin" else {}
     if runs == 0 and not args.instructions:
