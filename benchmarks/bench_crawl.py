@@ -76,7 +76,7 @@ from tests.support.site import DEMO_SITE, Host, Link, Resource, Site  # noqa: E4
 #: The host a ``--site DIR`` tree is served as.
 DIR_HOST = "docs.example"
 
-SETTINGS = {
+SETTINGS: dict[str, dict[str, Any]] = {
     "stock": {},
     "plugin": {"ADDONS": {"iri_scrapy.Addon": 0}},
 }
