@@ -1,4 +1,5 @@
-"""The optional native fast path (iri_scrapy/core/_fastpath.c); the rest is in pyproject.toml.
+"""The optional native extension (iri_scrapy/core/_fastpath.c, with the IRI path in
+_iripath.c and dedupe as a batch in _batch.c); the rest is in pyproject.toml.
 
 ``optional=True``: without a C compiler the build goes on without it and the package is
 pure Python (same keys, slower; iri_scrapy.core.native).  abi3: one wheel per platform
@@ -11,7 +12,10 @@ setup(
     ext_modules=[
         Extension(
             "iri_scrapy.core._fastpath",
-            ["iri_scrapy/core/_fastpath.c"],
+            # _iripath.c: IRIs mapped to URIs; _batch.c: dedupe as a batch
+            ["iri_scrapy/core/_fastpath.c", "iri_scrapy/core/_iripath.c",
+             "iri_scrapy/core/_batch.c"],
+            depends=["iri_scrapy/core/_fastpath.h"],
             define_macros=[("Py_LIMITED_API", "0x030A0000")],
             py_limited_api=True,
             optional=True,

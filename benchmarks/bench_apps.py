@@ -30,7 +30,12 @@ Run from the repository root (Scrapy from this venv, the applications from
 theirs)::
 
     PYTHONPATH=$PWD python benchmarks/bench_apps.py --app-venv /tmp/appsvenv \
-        [--apps roundup,trac] [--workdir DIR] [--depth 3] [--pages 1500]
+        [--apps roundup,trac] [--workdir DIR] [--depth 3] [--pages 1500] [--no-compression]
+
+``--no-compression`` sets ``COMPRESSION_ENABLED = False`` in every crawl (no
+``Accept-Encoding: gzip``): Roundup gzips its pages, and the protocol level's
+content evidence is taken before Scrapy's ``HttpCompressionMiddleware`` decodes
+the body, so on a gzipped site it compares compressed bytes and never matches.
 """
 
 from __future__ import annotations
@@ -276,6 +281,7 @@ def child(config_path: str) -> None:
         "DEPTH_LIMIT": config["depth"], "CLOSESPIDER_PAGECOUNT": config["pages"],
         "DOWNLOAD_TIMEOUT": 120, "FEEDS": {str(out / "items.jsonl"): {"format": "jsonlines"}},
         **MODES[config["mode"]],
+        **({"COMPRESSION_ENABLED": False} if config.get("no_compression") else {}),
     }
     process = CrawlerProcess(settings)
     process.crawl(AppSpider)
@@ -283,12 +289,13 @@ def child(config_path: str) -> None:
 
 
 def crawl(mode: str, start: str, proxy: CountingProxy, work: Path, depth: int,
-          pages: int) -> dict[str, Any]:
+          pages: int, no_compression: bool = False) -> dict[str, Any]:
     """One crawl of *start* at *mode*; returns its hits, items and stats."""
     out = work / mode
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    config = {"mode": mode, "start": start, "out": str(out), "depth": depth, "pages": pages}
+    config = {"mode": mode, "start": start, "out": str(out), "depth": depth, "pages": pages,
+              "no_compression": no_compression}
     (out / "config.json").write_text(json.dumps(config))
     with proxy.lock:
         proxy.hits.clear()
@@ -434,6 +441,8 @@ def main() -> None:
                         help="where the applications and crawl outputs live (default: temp)")
     parser.add_argument("--depth", type=int, default=3, help="DEPTH_LIMIT")
     parser.add_argument("--pages", type=int, default=1500, help="CLOSESPIDER_PAGECOUNT")
+    parser.add_argument("--no-compression", action="store_true",
+                        help="COMPRESSION_ENABLED = False in every crawl (see the doc)")
     parser.add_argument("--port", type=int, default=18731,
                         help="first of the 4 loopback ports used (app, proxy per app)")
     args = parser.parse_args()
@@ -460,7 +469,8 @@ def main() -> None:
         proxy = CountingProxy(proxy_port, app_port)
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
         try:
-            results = {mode: crawl(mode, start, proxy, work / app, args.depth, args.pages)
+            results = {mode: crawl(mode, start, proxy, work / app, args.depth, args.pages,
+                                   args.no_compression)
                        for mode in MODES}
         finally:
             proxy.shutdown()

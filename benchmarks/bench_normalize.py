@@ -9,7 +9,8 @@ w3lib; iri_scrapy with cold caches (first pass); iri_scrapy with warm caches
 and, if the ``ada-url`` package is installed, ada's C++ WHATWG parser (``href``)
 as a reference point.  Rounds alternate the contenders so machine load affects
 all alike; short corpora get more rounds.  With the native fast path built
-(iri_scrapy.core.native), a cold pass with the pure-Python reference is timed too.
+(iri_scrapy.core.native, with its IRI path), a cold pass with the pure-Python reference
+is timed too.
 Printed: the median rate, and the median of each round's ratio to that round's
 w3lib pass.
 
@@ -77,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from iri_scrapy.core import ladder
 
     native_fast_path = ladder.fast_path  # the native one when it is built
+    native_iri_path = ladder.iri_path
 
     contenders: list[tuple[str, Callable[[str], object]]] = [("w3lib", canonicalize_url)]
     try:
@@ -116,12 +118,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 # the same, with the pure-Python fast path (a build without a compiler)
                 clear_caches()
                 ladder.fast_path = ladder.reference_fast_path
+                ladder.iri_path = ladder.reference_iri_path
                 try:
                     label = "iri_scrapy pure Python"
                     dt, errors[label] = timed_key(ladder.normalize_reference, urls)
                     measured[label] = len(urls) / dt
                 finally:
                     ladder.fast_path = native_fast_path
+                    ladder.iri_path = native_iri_path
             for name, fn in contenders[1:]:
                 dt, errors[name] = timed(fn, urls)
                 measured[name] = len(urls) / dt

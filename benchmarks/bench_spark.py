@@ -159,7 +159,7 @@ def _spark_jobs(spark: Any, path: Path, master: str, profile: bool) -> dict[str,
     def ours_cli() -> int:
         args = build_parser().parse_args(
             ["dedupe", str(path), f"--spark={master}", "-o", os.devnull, "-q"])
-        return cli_dedupe(args).unique
+        return cli_dedupe(args)[0].unique
 
     # A plain Python UDF, rows pickled one by one (useArrow=False: the same with or
     # without pandas, which Spark 4 needs for its Arrow-optimized plain UDFs).

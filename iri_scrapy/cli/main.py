@@ -45,6 +45,7 @@ from iri_scrapy.core.explain import explain as explain_iris
 from iri_scrapy.core.extras import install_hint
 from iri_scrapy.core.ladder import Level, NormalizeOptions, Rung, normalize
 from iri_scrapy.core.query import rewrite_query
+from iri_scrapy.store import dedupe_batch
 from iri_scrapy.store.dedupe import (
     FRAGMENT,
     FRAGMENT_LABEL,
@@ -689,20 +690,21 @@ class _Progress:
             except (OSError, ValueError, AttributeError):
                 pass
 
-    def _position(self) -> int | None:
+    def _position(self, behind: int = 0) -> int | None:
         if self.size is None or self.stream is None:
             return None
         try:
-            return self.stream.tell() - self.size[0]
+            return self.stream.tell() - behind - self.size[0]
         except (OSError, ValueError):
             self.size = None
             return None
 
-    def line(self, lines: int, unique: int, now: float) -> str:
-        """The progress line (without the carriage return)."""
+    def line(self, lines: int, unique: int, now: float, behind: int = 0) -> str:
+        """The progress line (without the carriage return); *behind*: bytes read but
+        not yet counted in *lines* (a block)."""
         elapsed = max(now - self.start, 1e-9)
         text = f"{lines:,} lines  {lines / elapsed:,.0f} lines/s  {unique:,} unique"
-        done = self._position()
+        done = self._position(behind)
         if done is None or self.size is None:
             return text
         total = self.size[1] - self.size[0]
@@ -714,12 +716,12 @@ class _Progress:
         left = _duration(elapsed * (1 - frac) / frac) if frac > 0 else "?"
         return f"{frac * 100:5.1f}% [{bar}] {left} left  {text}"
 
-    def update(self, lines: int, unique: int) -> None:
+    def update(self, lines: int, unique: int, behind: int = 0) -> None:
         now = time.monotonic()
         if now - self.last < 0.2:
             return
         self.last = now
-        line = self.line(lines, unique, now)
+        line = self.line(lines, unique, now, behind)
         if self.columns > 0:
             line = line[: self.columns]
         sys.stderr.write(f"\r{line}\x1b[K")
@@ -799,6 +801,39 @@ def _peak_rss_kib() -> int | None:
     return None
 
 
+def _dedupe_line(deduper: Deduper, raw: bytes, out: BinaryIO, rejects: BinaryIO | None) -> None:
+    """One line as read (with its end of line) through the streaming path."""
+    outcome, text = deduper.process(_decode(raw))
+    if outcome is Outcome.UNIQUE:
+        out.write(_encode(text))
+    elif outcome is Outcome.REJECT and rejects is not None:
+        rejects.write(raw if raw.endswith(b"\n") else raw + b"\n")
+
+
+def _dedupe_lines(deduper: Deduper, src: BinaryIO, out: BinaryIO, rejects: BinaryIO | None,
+                  progress: _Progress | None) -> None:
+    """The streaming path: one line at a time through :meth:`Deduper.process`."""
+    stats = deduper.stats
+    for raw in _raw_lines(src):
+        _dedupe_line(deduper, raw, out, rejects)
+        if progress is not None and not stats.lines & 0x1FFF:
+            progress.update(stats.lines, stats.unique)
+
+
+def _dedupe_blocks(deduper: Deduper, src: BinaryIO, out: BinaryIO, rejects: BinaryIO | None,
+                   progress: _Progress | None) -> None:
+    """The batch path (:mod:`iri_scrapy.store.dedupe_batch`): blocks through the native
+    loop, the lines it cannot answer through the streaming path; the same output."""
+    def miss(raw: bytes) -> None:
+        _dedupe_line(deduper, raw, out, rejects)
+
+    stats = deduper.stats
+    for block in dedupe_batch.blocks(src):
+        if progress is not None and stats.lines:  # the lines before this block
+            progress.update(stats.lines, stats.unique, behind=len(block))
+        dedupe_batch.run(deduper, block, out.write, miss)
+
+
 def cmd_dedupe(args: argparse.Namespace) -> int:
     """``iri-scrapy dedupe``."""
     if args.max_listed < 0:
@@ -827,17 +862,10 @@ def cmd_dedupe(args: argparse.Namespace) -> int:
     try:
         out = _open_out(args.output)
         rejects = open(args.rejects, "wb") if args.rejects else None  # noqa: SIM115
-        write = out.write
-        process = deduper.process
-        stats = deduper.stats
-        for raw in _raw_lines(src):
-            outcome, text = process(_decode(raw))
-            if outcome is Outcome.UNIQUE:
-                write(_encode(text))
-            elif outcome is Outcome.REJECT and rejects is not None:
-                rejects.write(raw if raw.endswith(b"\n") else raw + b"\n")
-            if show and not stats.lines & 0x1FFF:
-                progress.update(stats.lines, stats.unique)
+        if dedupe_batch.ready(deduper):
+            _dedupe_blocks(deduper, src, out, rejects, progress if show else None)
+        else:
+            _dedupe_lines(deduper, src, out, rejects, progress if show else None)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):
             raise

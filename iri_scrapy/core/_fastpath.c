@@ -8,8 +8,8 @@
  * are handed to configure() by iri_scrapy.core.native, built from the Python definitions.
  * Only the stable ABI (abi3, Python 3.10+) is used, so one wheel serves every version.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_fastpath.h"  /* Python.h first */
+
 #include <string.h>
 
 enum {
@@ -82,6 +82,95 @@ host_ends_in_number(const char *host, size_t n)
     return truth;
 }
 
+/* The length of the key of the n bytes at s if they are already canonical (less the
+ * fragment unless keep_fragment), FASTPATH_NO if not, FASTPATH_ERROR with an exception
+ * set.  Also used by the batch loop (_batch.c). */
+Py_ssize_t
+fastpath_check(const char *s, size_t n, int keep_fragment)
+{
+    size_t i = 0;
+    /* scheme "://" */
+    if (n == 0 || (unsigned char)s[0] >= 128 || !(classes[(unsigned char)s[0]] & C_SCHEME_FIRST))
+        return FASTPATH_NO;
+    for (i = 1; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_SCHEME); i++)
+        ;
+    size_t scheme_len = i;
+    if (i + 3 > n || s[i] != ':' || s[i + 1] != '/' || s[i + 2] != '/') return FASTPATH_NO;
+    i += 3;
+    /* host: a lowercase reg-name without escapes, not starting with "." */
+    size_t host_start = i;
+    if (i < n && s[i] == '.') return FASTPATH_NO;
+    for (; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_HOST); i++)
+        ;
+    size_t host_len = i - host_start;
+    if (host_len == 0) return FASTPATH_NO;
+    /* port: 1-5 digits, no leading zero */
+    size_t port_start = 0, port_len = 0;
+    if (i < n && s[i] == ':') {
+        i++;
+        port_start = i;
+        if (i >= n || s[i] < '1' || s[i] > '9') return FASTPATH_NO;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+            ;
+        port_len = i - port_start;
+        if (port_len > 5) return FASTPATH_NO;
+    }
+    if (i < n && s[i] != '/' && s[i] != '?' && s[i] != '#') return FASTPATH_NO;
+    size_t path_start = i, path_len = 0;
+    int has_path = 0;
+    if (i < n && s[i] == '/') {
+        has_path = 1;
+        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_PATH); i++)
+            ;
+        path_len = i - path_start;
+    }
+    if (i < n && s[i] == '?') {
+        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_QUERY); i++)
+            ;
+    }
+    size_t fragment = 0;  /* index of "#", 0 for none (it cannot be at 0) */
+    if (i < n && s[i] == '#') {
+        fragment = i;
+        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_QUERY); i++)
+            ;
+    }
+    if (i != n) return FASTPATH_NO;
+
+    const scheme_entry *known = known_scheme(s, scheme_len);
+    if (known != NULL && known->port_len) {
+        const char *host = s + host_start;
+        for (size_t k = 0; k + 1 < host_len; k++) {
+            if (host[k] == '.' && host[k + 1] == '.') return FASTPATH_NO;  /* an empty label */
+        }
+        int number = host_ends_in_number(host, host_len);
+        if (number < 0) return FASTPATH_ERROR;
+        if (number) return FASTPATH_NO;
+        if (port_len == 5 && memcmp(s + port_start, "65535", 5) > 0) return FASTPATH_NO;
+    }
+    /* every "%" starts a canonical escape: uppercase hex, not an unreserved octet */
+    for (const char *p = memchr(s, '%', n); p != NULL; p = memchr(p + 1, '%', n - (size_t)(p + 1 - s))) {
+        size_t at = (size_t)(p - s);
+        if (at + 2 >= n) return FASTPATH_NO;
+        int hi = hexval((unsigned char)s[at + 1]), lo = hexval((unsigned char)s[at + 2]);
+        if (hi < 0 || lo < 0 || !escape_ok[hi * 16 + lo]) return FASTPATH_NO;
+    }
+    if (has_path) {
+        if (has_dot_segment(s + path_start, path_len)) return FASTPATH_NO;
+    } else if (known != NULL && known->dns) {
+        return FASTPATH_NO;  /* the empty-path rule would write "/" (RFC 3987 5.3.3) */
+    }
+    if (port_len && known != NULL && known->port_len == port_len
+            && memcmp(known->port, s + port_start, port_len) == 0)
+        return FASTPATH_NO;  /* the scheme's default port is dropped */
+    return (Py_ssize_t)(fragment && !keep_fragment ? fragment : n);
+}
+
+int
+fastpath_ready(void)
+{
+    return configured;
+}
+
 static PyObject *
 fast_path(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -103,84 +192,19 @@ fast_path(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    size_t n = (size_t)size, i = 0;
-    /* scheme "://" */
-    if (n == 0 || (unsigned char)s[0] >= 128 || !(classes[(unsigned char)s[0]] & C_SCHEME_FIRST))
-        Py_RETURN_NONE;
-    for (i = 1; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_SCHEME); i++)
-        ;
-    size_t scheme_len = i;
-    if (i + 3 > n || s[i] != ':' || s[i + 1] != '/' || s[i + 2] != '/') Py_RETURN_NONE;
-    i += 3;
-    /* host: a lowercase reg-name without escapes, not starting with "." */
-    size_t host_start = i;
-    if (i < n && s[i] == '.') Py_RETURN_NONE;
-    for (; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_HOST); i++)
-        ;
-    size_t host_len = i - host_start;
-    if (host_len == 0) Py_RETURN_NONE;
-    /* port: 1-5 digits, no leading zero */
-    size_t port_start = 0, port_len = 0;
-    if (i < n && s[i] == ':') {
-        i++;
-        port_start = i;
-        if (i >= n || s[i] < '1' || s[i] > '9') Py_RETURN_NONE;
-        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
-            ;
-        port_len = i - port_start;
-        if (port_len > 5) Py_RETURN_NONE;
-    }
-    if (i < n && s[i] != '/' && s[i] != '?' && s[i] != '#') Py_RETURN_NONE;
-    size_t path_start = i, path_len = 0;
-    int has_path = 0;
-    if (i < n && s[i] == '/') {
-        has_path = 1;
-        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_PATH); i++)
-            ;
-        path_len = i - path_start;
-    }
-    if (i < n && s[i] == '?') {
-        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_QUERY); i++)
-            ;
-    }
-    size_t fragment = 0;  /* index of "#", 0 for none (it cannot be at 0) */
-    if (i < n && s[i] == '#') {
-        fragment = i;
-        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_QUERY); i++)
-            ;
-    }
-    if (i != n) Py_RETURN_NONE;
-
-    const scheme_entry *known = known_scheme(s, scheme_len);
-    if (known != NULL && known->port_len) {
-        const char *host = s + host_start;
-        for (size_t k = 0; k + 1 < host_len; k++) {
-            if (host[k] == '.' && host[k + 1] == '.') Py_RETURN_NONE;  /* an empty label */
-        }
-        int number = host_ends_in_number(host, host_len);
-        if (number < 0) return NULL;
-        if (number) Py_RETURN_NONE;
-        if (port_len == 5 && memcmp(s + port_start, "65535", 5) > 0) Py_RETURN_NONE;
-    }
-    /* every "%" starts a canonical escape: uppercase hex, not an unreserved octet */
-    for (const char *p = memchr(s, '%', n); p != NULL; p = memchr(p + 1, '%', n - (size_t)(p + 1 - s))) {
-        size_t at = (size_t)(p - s);
-        if (at + 2 >= n) Py_RETURN_NONE;
-        int hi = hexval((unsigned char)s[at + 1]), lo = hexval((unsigned char)s[at + 2]);
-        if (hi < 0 || lo < 0 || !escape_ok[hi * 16 + lo]) Py_RETURN_NONE;
-    }
-    if (has_path) {
-        if (has_dot_segment(s + path_start, path_len)) Py_RETURN_NONE;
-    } else if (known != NULL && known->dns) {
-        Py_RETURN_NONE;  /* the empty-path rule would write "/" (RFC 3987 5.3.3) */
-    }
-    if (port_len && known != NULL && known->port_len == port_len
-            && memcmp(known->port, s + port_start, port_len) == 0)
-        Py_RETURN_NONE;  /* the scheme's default port is dropped */
-    if (fragment && !keep_fragment) return PyUnicode_Substring(text, 0, (Py_ssize_t)fragment);
+    Py_ssize_t key = fastpath_check(s, (size_t)size, keep_fragment);
+    if (key == FASTPATH_ERROR) return NULL;
+    if (key == FASTPATH_NO) Py_RETURN_NONE;
+    if (key < size) return PyUnicode_Substring(text, 0, key);
     Py_INCREF(text);
     return text;
 }
+
+/* The IRI path (_iripath.c, compiled into this module): IRIs mapped to URIs for fast_path. */
+PyObject *iripath_iri_to_uri(PyObject *module, PyObject *text);
+PyObject *iripath_host_to_ascii(PyObject *module, PyObject *text);
+PyObject *iripath_configure(PyObject *module, PyObject *args);
+PyObject *iripath_clear(PyObject *module, PyObject *unused);
 
 /* normalize(iri, level=Level.SCHEME, *, form="uri", keep_fragment=True, nfc=False,
  * rules=None) as the package's public function: the call the fast path answers (a str
@@ -254,6 +278,18 @@ entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
         PyObject *res = fast_path(NULL, pair, 2);
         if (res != Py_None) return res;  /* the canonical text, or NULL on an error */
         Py_DECREF(res);
+        /* an IRI: its URI (the IRI path, _iripath.c) may be canonical */
+        PyObject *uri = iripath_iri_to_uri(NULL, args[0]);
+        if (uri == NULL) return NULL;
+        if (uri != Py_None) {
+            pair[0] = uri;
+            res = fast_path(NULL, pair, 2);
+            Py_DECREF(uri);
+            if (res != Py_None) return res;
+            Py_DECREF(res);
+        } else {
+            Py_DECREF(uri);
+        }
     }
     return entry_delegate(args, nargs, kwnames);
 }
@@ -360,6 +396,13 @@ static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, "Hand the fast path its tables (iri_scrapy.core.native)."},
     {"configure_entry", configure_entry, METH_VARARGS,
      "configure_entry(reference, levels, doc, module) -> normalize answered in C (see native)."},
+    {"iri_to_uri", iripath_iri_to_uri, METH_O,
+     "iri_to_uri(text) -> str | None: the URI of an IRI (RFC 3987 3.1), None: ask Python."},
+    {"host_to_ascii", iripath_host_to_ascii, METH_O,
+     "host_to_ascii(host) -> str | None: a DNS host with UTS 46 ToASCII, None: ask Python."},
+    {"configure_iri", iripath_configure, METH_VARARGS,
+     "Hand the IRI path its tables and callbacks (iri_scrapy.core.native)."},
+    {"clear_iri", iripath_clear, METH_NOARGS, "Forget the code points' facts (cold caches)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -371,5 +414,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__fastpath(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && batch_init(m) < 0) Py_CLEAR(m);
+    return m;
 }

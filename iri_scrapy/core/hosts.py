@@ -201,6 +201,33 @@ def _check_label_uts46(label: str) -> None:
     idna.check_bidi(label)
 
 
+# The flags of code_point_facts.
+FACT_MARK, FACT_RTL, FACT_CONTEXT = 1, 2, 4
+# The bidi classes that make a label a "bidi label" (RFC 5893 section 1.4), for which
+# idna.check_bidi applies the rule; for any other label it returns True at once.
+_RTL_CLASSES = frozenset(("R", "AL", "AN"))
+
+
+def code_point_facts(cp: int) -> tuple[str | None, int] | None:
+    """What :func:`_label_to_ascii` reads of one code point, for the native IRI path
+    (core/_iripath.c, which asks once per code point and keeps the answer): ``None`` if
+    the UTS 46 mapping disallows it (:func:`_map_char`), else its mapping (``None``:
+    itself) and flags: FACT_MARK, a combining mark (``idna.check_initial_combiner``
+    refuses one first in a label); FACT_RTL, a right-to-left or Arabic digit bidi class
+    (the label then goes through ``idna.check_bidi``); FACT_CONTEXT, a CONTEXTJ or
+    CONTEXTO code point (RFC 5892 rules).  The native path answers only a label none of
+    whose rules can refuse it, and leaves every other to this module."""
+    char = chr(cp)
+    try:
+        mapped = _map_char(char)
+    except (idna.IDNAError, UnicodeError, ValueError):
+        return None
+    flags = (FACT_MARK if unicodedata.category(char)[0] == "M" else 0) | (
+        FACT_RTL if unicodedata.bidirectional(char) in _RTL_CLASSES else 0) | (
+        FACT_CONTEXT if cp in _CONTEXT_RULES else 0)
+    return (None if mapped == char else mapped), flags
+
+
 def _to_ascii_cached(host: str) -> str | Exception:
     out = []
     for label in host.translate(_DOTS).split("."):

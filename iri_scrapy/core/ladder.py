@@ -652,13 +652,22 @@ def reference_fast_path(text: str, keep_fragment: bool) -> str | None:
 #: The fast path in use: the native one when it was built (and not turned off with
 #: ``IRISCRAPY_NATIVE=0``), else :func:`reference_fast_path`.  Callers pass ASCII text
 #: (non-ASCII text is never canonical in URI form; the native one would convert it).
+_FAST_CLASSES = native.CharClasses(
+    scheme_first=FAST_SCHEME_FIRST, scheme=FAST_SCHEME_CHARS, host=FAST_HOST_CHARS,
+    path=FAST_PATH_CHARS, query=FAST_QUERY_CHARS)
 fast_path = native.fast_path(
-    reference_fast_path,
-    classes=native.CharClasses(
-        scheme_first=FAST_SCHEME_FIRST, scheme=FAST_SCHEME_CHARS, host=FAST_HOST_CHARS,
-        path=FAST_PATH_CHARS, query=FAST_QUERY_CHARS),
-    canonical_escape=CANONICAL_ESCAPE,
-)
+    reference_fast_path, classes=_FAST_CLASSES, canonical_escape=CANONICAL_ESCAPE)
+
+
+def reference_iri_path(text: str) -> str | None:
+    """Pure Python has no IRI shortcut: a non-ASCII text takes the fused path."""
+    return None
+
+
+#: An IRI mapped to its URI (RFC 3987 3.1, ``mapping.iri_to_uri``) for :func:`fast_path`,
+#: or ``None`` (then the fused path answers): the native IRI path when it was built
+#: (:mod:`iri_scrapy.core.native`), which answers only where no rule can refuse.
+iri_path = native.iri_path(reference_iri_path, classes=_FAST_CLASSES)
 
 
 # --- fused path ----------------------------------------------------------------------
@@ -694,12 +703,36 @@ def _dns_host_chain(host: str) -> str:
 def fused_path(text: str, lvl: Level, keep_fragment: bool) -> str | None:
     """Levels SYNTAX to PROTOCOL (without NFC nor protocol rules) in one pass, in
     URI form; ``None`` means "climb the rungs" (RFC 3987 sections 5.3.2-5.3.3)."""
+    fused = _fused(text, lvl, keep_fragment, False)
+    return None if fused is None else fused[0]
+
+
+def fused_rungs(text: str, options: NormalizeOptions) -> tuple[str, tuple[Rung, ...]] | None:
+    """``canonical_and_rungs`` in one pass, for an ASCII URI with an authority and a
+    reg-name host at level SCHEME or PROTOCOL without rules (RFC 3987 5.3.2-5.3.3), the
+    key the fused path's; None: climb instead."""
+    if not text.isascii() or options.nfc or options.level < _SCHEME or (
+            options.rules is not None and options.level >= _PROTOCOL):
+        return None
+    fused = _fused(text, options.level, options.keep_fragment, True)
+    if fused is None or fused[1] < 0:
+        return None
+    return fused[0], _mask_rungs(fused[1])
+
+
+def _fused(text: str, lvl: Level, keep_fragment: bool, track: bool) -> tuple[str, int] | None:
+    """The fused path, and with *track* the mask of the rungs that changed a component
+    (-1: not tracked for this text, see :func:`fused_rungs`)."""
     scheme, authority, path, query, fragment = split_match(text.strip(WHITESPACE)).groups()
+    mask = 0
     if scheme is not None:
         if not scheme.islower():  # a scheme is ASCII and starts with a letter
             scheme = lower_ascii(scheme)
+            mask = _CASE
         if scheme == "mailto":
             return None
+    if track and (scheme is None or authority is None):
+        mask = -1
     scheme_based = lvl >= _SCHEME
     dns = scheme_based and scheme in DNS_SCHEMES
     out = [] if scheme is None else [scheme, ":"]
@@ -708,24 +741,84 @@ def fused_path(text: str, lvl: Level, keep_fragment: bool) -> str | None:
         out.append("//")
         if userinfo is not None:
             out += (_percent(userinfo, "userinfo"), "@")
+            if track and mask >= 0:
+                mask |= _text_rungs(userinfo, "userinfo")
         out.append(_dns_host_chain(host) if dns else _host_chain(host, False))
+        if track and mask >= 0:
+            mask = -1 if host.startswith("[") else mask | _host_rungs(host, dns)
         if port is not None:
-            port = encode_component(port, "port")
-            if scheme_based:
-                port = _canonical_port(scheme, port)
+            raw_port, encoded = port, encode_component(port, "port")
+            port = _canonical_port(scheme, encoded) if scheme_based else encoded
             if port is not None:
                 out += (":", port)
-    path = _percent_path(path, scheme is None and authority is None)
+            if track and mask >= 0:
+                mask |= (_PERCENT if encoded != raw_port else 0) | (
+                    _SCHEME_BIT if port != encoded else 0)
+    if track and mask >= 0:
+        case = _upper_pct(path) or ""
+        mask |= _CASE if case != path else 0
+        original, path = case, _percent_path(case, scheme is None and authority is None)
+        mask |= _PERCENT if path != original else 0
+    else:
+        path = _percent_path(path, scheme is None and authority is None)
     if "/." in path and (authority is not None or path.startswith("/")):
-        path = remove_dot_segments(path)
+        dotless = remove_dot_segments(path)
+        mask |= _PATH if dotless != path and mask >= 0 else 0
+        path = dotless
     if scheme_based and not path:
         path = scheme_path(scheme, authority is not None, path)
+        mask |= _SCHEME_BIT if path and mask >= 0 else 0
     out.append(path if authority is not None else guard_path(path, False))
     if query is not None:
         out += ("?", _percent(query, "query"))
+        if track and mask >= 0:
+            mask |= _text_rungs(query, "query")
     if fragment is not None and keep_fragment:
         out += ("#", _percent(fragment, "fragment"))
-    return "".join(out)
+        if track and mask >= 0:
+            mask |= _text_rungs(fragment, "fragment")
+    return "".join(out), mask
+
+
+# --- the rungs of one pass -----------------------------------------------------------
+#
+# What the climb's per-rung comparison (canonical_and_rungs) finds, computed in the fused
+# pass component by component: each component goes through the rungs' own functions in
+# ladder order, and a rung "changed the spelling" when it changed a component.
+# tests/core/test_fused_rungs.py checks key and rungs against the climb.
+
+_CASE, _PERCENT, _PATH, _SCHEME_BIT = 1, 2, 4, 8
+_RUNG_BITS = ((_CASE, Rung.CASE), (_PERCENT, Rung.PERCENT), (_PATH, Rung.PATH),
+              (_SCHEME_BIT, Rung.SCHEME))
+
+
+@lru_cache(maxsize=1024)
+def _mask_rungs(mask: int) -> tuple[Rung, ...]:
+    return tuple(rung for bit, rung in _RUNG_BITS if mask & bit)
+
+
+@lru_cache(maxsize=65536)
+def _host_rungs(host: str, dns: bool) -> int:
+    """The rungs that change a reg-name *host*: case, percent, and for a DNS scheme the
+    scheme rung (case_normalize, percent_normalize, scheme_normalize on the host)."""
+    mask = 0
+    if host:
+        after = _upper_pct(lower_ascii(host)) or ""
+        mask |= _CASE if after != host else 0
+        host, after = after, _percent_host(after) if after else after
+        mask |= _PERCENT if after != host else 0
+        host = after
+    if dns:
+        after = dns_wire_host(_dns_host(host) if host else host)
+        mask |= _SCHEME_BIT if after != host else 0
+    return mask
+
+
+def _text_rungs(value: str, component: str) -> int:
+    """The case and percent rungs on userinfo, query or fragment."""
+    case = _upper_pct(value) or ""
+    return (_CASE if case != value else 0) | (
+        _PERCENT if _percent(case, component) != case else 0)
 
 
 # --- the climb ---------------------------------------------------------------------
@@ -1017,9 +1110,10 @@ def normalize_reference(
     if form == "surt":  # the canonical URI reordered (iri_scrapy.core.surt, its defaults)
         return reorder(normalize(iri, lvl, form="uri", keep_fragment=keep_fragment, nfc=nfc,
                                  rules=rules))
-    # fast_path's pattern holds ASCII characters only: an IRI with others fails it.
-    if form == "uri" and lvl >= _SCHEME and not nfc and iri.__class__ is str and iri.isascii():
-        fast = fast_path(iri, keep_fragment)
+    # fast_path's pattern holds ASCII characters only: an IRI is first mapped to its URI.
+    if form == "uri" and lvl >= _SCHEME and not nfc and iri.__class__ is str:
+        uri = iri if iri.isascii() else iri_path(iri)
+        fast = None if uri is None else fast_path(uri, keep_fragment)
         if fast is not None:
             if lvl is _PROTOCOL and rules is not None:
                 return rules.apply(fast)
@@ -1149,6 +1243,13 @@ def canonical_and_rungs(text: str, options: NormalizeOptions) -> tuple[str, tupl
             return fast, ()
     if level is Level.SIMPLE:
         return climb_path(text, options), ()
+    try:
+        one_pass = fused_rungs(text, options)
+    except IRIError:
+        canonical(text, options)  # raise what normalize() raises (its index in text)
+        raise
+    if one_pass is not None:
+        return one_pass
     applied: list[Rung] = []
     try:
         steps = climb(text, options)
@@ -1194,3 +1295,4 @@ def clear_caches() -> None:
     """Empty the host caches of the ladder (benchmarks measure cold caches with it)."""
     for fn in (_host_chain, _dns_host_chain, _dns_host):
         fn.cache_clear()
+    native.clear_caches()

@@ -10,6 +10,12 @@ canonical escapes (RFC 3986 6.2.2.1-2), the default ports and DNS schemes (RFC 3
 characters as classes, the rest a call back) are all built here from the Python
 definitions and handed to it once.  ``IRISCRAPY_NATIVE=0`` in the environment
 turns it off (benchmarks, a bug report).  Design and figures: docs/benchmarks.md.
+
+The IRI path (``_iripath.c``, in the same module) maps an IRI to its URI (RFC 3987
+3.1: UTF-8 escapes, UTS 46 ToASCII hosts) for that test, and answers only what no
+rule can refuse: its classes and DNS schemes come from here too, each code point's
+UTS 46 mapping and flags from ``hosts.code_point_facts`` (the ``idna`` package's
+tables), NFC and CheckBidi from ``unicodedata`` and ``idna`` themselves.
 """
 
 from __future__ import annotations
@@ -18,12 +24,15 @@ import enum
 import inspect
 import os
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-from iri_scrapy.core.hosts import NUMBER_END, NUMBER_START, ends_in_number
+import idna
+
+from iri_scrapy.core.hosts import NUMBER_END, NUMBER_START, code_point_facts, ends_in_number
 from iri_scrapy.core.schemes import DEFAULT_PORTS, DNS_SCHEMES
 
 #: The environment variable that turns the native fast path off ("0").
@@ -31,6 +40,7 @@ ENV = "IRISCRAPY_NATIVE"
 
 FastPath = Callable[[str, bool], "str | None"]
 Normalize = TypeVar("Normalize", bound=Callable[..., str])
+IRIPath = Callable[[str], "str | None"]
 
 # The bits of the C module's class table (_fastpath.c, enum at its top).
 _SCHEME_FIRST, _SCHEME, _HOST, _PATH, _QUERY, _NUMBER_END, _NUMBER_START = 1, 2, 4, 8, 16, 32, 64
@@ -137,6 +147,24 @@ def _text_signature(function: Callable[..., Any]) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
+def iri_path(reference: IRIPath, *, classes: CharClasses) -> IRIPath:
+    """The native IRI path (an IRI to the URI of RFC 3987 3.1, or None) configured with
+    these classes, or *reference* without one."""
+    if MODULE is None:
+        return reference
+    bits = (_SCHEME_FIRST, _SCHEME, _HOST, _PATH, _QUERY)
+    MODULE.configure_iri(class_table(classes), bits, DNS_SCHEMES, code_point_facts,
+                         unicodedata.is_normalized, idna.check_bidi)
+    native: IRIPath = MODULE.iri_to_uri
+    return native
+
+
+def clear_caches() -> None:
+    """Forget the code points' facts the IRI path asked (benchmarks measure cold caches)."""
+    if MODULE is not None:
+        MODULE.clear_iri()
+
+
 def enabled() -> bool:
     """Whether keys are computed with the native fast path."""
     return MODULE is not None
@@ -147,3 +175,21 @@ def why_off() -> str:
     if os.environ.get(ENV, "1") == "0":
         return f"{ENV}=0"
     return "built without a C compiler"
+
+
+def fingerprint_table() -> Any | None:
+    """A new native set of 64-bit fingerprints (``FingerprintTable``: the same
+    segments, growth and memory as ``iri_scrapy.store.fpstore.FingerprintSet``,
+    the set :func:`dedupe_block` adds to), or None without the native module."""
+    return None if MODULE is None else MODULE.FingerprintTable()
+
+
+#: ``dedupe_block(table, block, start, keep_fragment, write_key) -> (stop, next, out,
+#: first_simple, first_fragment, dup_simple, dup_fragment)``: the native batch loop of
+#: ``iri-scrapy dedupe`` (``_batch.c``; :mod:`iri_scrapy.store.dedupe_batch`), or None.
+DedupeBlock = Callable[[Any, bytes, int, bool, bool], tuple[int, int, bytes, int, int, int, int]]
+
+
+def dedupe_block() -> DedupeBlock | None:
+    """The native batch loop (see :data:`DedupeBlock`), or None without the module."""
+    return None if MODULE is None else MODULE.dedupe_block  # type: ignore[no-any-return]

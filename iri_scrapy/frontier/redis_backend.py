@@ -373,6 +373,27 @@ class RedisBackend:
             raise IRIRedisError(f"the frontier is lost: {self.lost}")
         self.inc("enqueued")
 
+    def claim_held(self, field: str, request: Request) -> bool:
+        """Give back *request*, held by a learned rule as *field* of ``<base>:skipped``:
+        its record deleted and the request queued in one script (:mod:`.redis_queue`,
+        *claim*); False if another worker claimed it first.  Queued as it is: the
+        caller had the dupefilter decide first (:mod:`iri_scrapy.protocol.redis_store`)."""
+        codec = self.codec
+        assert codec is not None
+        data = codec.encode(request, drop_meta=(self.meta_key,))
+        member, rid, score = self.queue.new_entry(self.worker, request.priority)
+        claimed, clock = self._retrying(
+            lambda: self.queue.claim(field, member, rid, score, data))
+        if not claimed:
+            return False
+        if not self.loss.clock_ok(clock, "when giving back a held request"):
+            raise IRIRedisError(f"the frontier is lost: {self.lost}")
+        self.inc("enqueued")
+        if self.stats is not None:
+            self.stats.inc_value("scheduler/enqueued/redis")
+            self.stats.inc_value("scheduler/enqueued")
+        return True
+
     def keep(self, request: Request) -> None:
         self._memory.append(request)
 

@@ -35,7 +35,7 @@ FORMAT_VERSION = 2
 _MAX_PRIORITY = 1 << 40
 #: Every key of a crawl's queue: ``<base>:<name>``.
 KEY_NAMES = ("meta", "ready", "bodies", "leases", "workers", "intents", "refused", "epoch",
-             "clock", "rules", "skipped")
+             "clock", "rules", "skipped", "holders", "pages")
 
 # A lease is the member "<worker> <score> <queue member>" of the leases ZSET (score: the
 # deadline): it says who holds it and how to put it back, with no other key to update.
@@ -178,6 +178,17 @@ return 0
 """
 
 
+# KEYS: skipped, ready, bodies, clock; ARGV: field, queue member, id, score, body
+# -> {1, clock}: the held request's record deleted and the request queued, in one
+# step (a kill between the two cannot lose it); {0, 0}: another worker claimed it
+CLAIM_SCRIPT = """
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return {0, 0} end
+redis.call('HSET', KEYS[3], ARGV[3], ARGV[5])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[2])
+return {1, redis.call('INCR', KEYS[4])}
+"""
+
+
 _SCRIPTS = {
     "enqueue": ENQUEUE_SCRIPT,
     "lease": LEASE_SCRIPT,
@@ -186,6 +197,7 @@ _SCRIPTS = {
     "epoch": EPOCH_SCRIPT,
     "check": CHECK_SCRIPT,
     "lost": LOST_SCRIPT,
+    "claim": CLAIM_SCRIPT,
 }
 
 
@@ -276,6 +288,15 @@ class RedisQueue:
         and *rid*); the crawl's clock."""
         return int(self.call("enqueue", self.key_list("ready", "bodies", "intents", "clock"),
                              [member, rid, score, data, intent]))
+
+    def claim(self, field: str, member: str, rid: str, score: int,
+              data: bytes) -> tuple[bool, int]:
+        """Give back the held request of *field* of ``<base>:skipped`` (the *claim*
+        script): True and the crawl's clock if this call deleted its record and
+        queued it, False if another worker had."""
+        claimed, clock = self.call("claim", self.key_list("skipped", "ready", "bodies", "clock"),
+                                   [field, member, rid, score, data])
+        return bool(int(claimed)), int(clock)
 
     def lease(self, worker: str, lease_ms: int) -> tuple[str, Any, int]:
         """Lease the first queued request to *worker* (the *lease* script): its member

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-    from iri_scrapy.frontier.codec import RequestCodec
+    from iri_scrapy.frontier.codec import RefusedRecord, RequestCodec
     from iri_scrapy.frontier.redis_heartbeat import Heartbeat
     from iri_scrapy.frontier.redis_loss import LossWatch
     from iri_scrapy.frontier.redis_queue import RedisQueue
@@ -64,6 +64,7 @@ class Opening(Protocol):
     redis_params: dict[str, Any]
     cluster: bool
     flush_on_start: bool
+    worker: str
     meta_key: str
 
     @property
@@ -87,6 +88,8 @@ class Opening(Protocol):
     def _frontier_lost(self, what: str) -> None: ...
     def _close_client(self) -> None: ...
     def enqueue_request(self, request: Request) -> bool: ...
+    def claim_held(self, field: str, request: Request) -> bool: ...
+    def _refused(self, exc: RefusedRecord, record: str) -> None: ...
 
 
 def open_redis(b: Opening, spider_name: str) -> bool:
@@ -170,12 +173,16 @@ def open_protocol(b: Opening, learned: Any) -> tuple[Any, list[Request]] | None:
     contains = getattr(b.df, "__contains__", None)  # no side effect (IRIDupeFilter)
     crawler = b.crawler
     assert crawler is not None
+    keys = b.queue.keys
     protocol = CrawlContext.of(crawler).protocol.redis_store(
-        rules_key=b.queue.keys["rules"], skipped_key=b.queue.keys["skipped"],
-        refused_key=b.queue.keys["refused"], codec=b.codec,
-        learned=learned, call=lambda fn: b._retrying(lambda: fn(b.queue.client)),
+        rules_key=keys["rules"], skipped_key=keys["skipped"], refused_key=keys["refused"],
+        pages_key=keys["pages"], holders_key=keys["holders"], worker=b.worker,
+        codec=b.codec, learned=learned,
+        call=lambda fn: b._retrying(lambda: fn(b.queue.client)),
         lost=b._frontier_lost, schedule=lambda request: _schedule_again(b, request),
+        claim=b.claim_held, refused=b._refused,
         seen=None if contains is None else lambda request: bool(contains(request)),
+        filtered=lambda request: bool(b.df.request_seen(request)),
         drop_meta=(b.meta_key,))
     try:
         return protocol, protocol.open()

@@ -277,7 +277,7 @@ class SqliteBackend:
         if store.in_transaction:
             # every answer so far is on disk before another request goes out, so
             # the rows a kill leaves pending are at most the ones handed out
-            store.commit()
+            self.writer.write()
             if store.failed is not None:
                 self.queue.unpop(request)  # not handed out: stays queued
                 self.writer.check()

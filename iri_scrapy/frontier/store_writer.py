@@ -108,11 +108,18 @@ class StoreWriter:
     def commit(self) -> None:
         self._commit_call = None
         self._reap()
+        if self._store() is not None:
+            self.write()
+            self.check()
+
+    def write(self) -> None:
+        """Commit the open transaction now, with what *before_commit* adds to it (the
+        staged feeds' bytes, ``spider.state``): every commit of the crawl goes through
+        here, so no answer is on disk without the state its callback left."""
         store = self._store()
         if store is not None:
             self._before_commit()
             store.commit()
-            self.check()
 
     def check(self) -> None:
         """After a commit: a failed write is retried with backoff, for at most
@@ -188,6 +195,7 @@ class StoreWriter:
         if store.failed is not None:
             return  # the retry loop commits (see check)
         try:
+            self.write()
             store.sync()
         except sqlite3.Error as exc:  # commits are in the log: keep syncing later
             if not self._sync_failed:

@@ -51,7 +51,9 @@ from pyspark.sql.functions import arrow_udf
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import Form, Level, normalize
 from iri_scrapy.core.query import rewrite_query
+from iri_scrapy.store import dedupe_batch
 from iri_scrapy.store.dedupe import (
+    FRAGMENT,
     RUNG_KEYS,
     Deduper,
     DedupeStats,
@@ -80,6 +82,8 @@ CLASSIFY_SCHEMA = T.StructType([
 #: Bit of each rung in the ``rungs`` mask.
 _BIT = {key: 1 << i for i, key in enumerate(RUNG_KEYS)}
 _MASK = {r: 1 << i for i, r in enumerate(RUNG_KEYS)}
+#: The rungs of a value the batch entry point answered whose fragment was dropped.
+_FRAGMENT_ONLY = (FRAGMENT,)
 
 #: What :func:`dedupe`'s pass gives each row: an array of these (column
 #: :data:`_PASS` once exploded).  ``kind``: 0 the first row of its resource in the
@@ -344,12 +348,22 @@ def _classify_batch(values: pa.Array, d: Deduper, cand_rungs: list[int], first_w
     batch = _values(values)
     stats.lines += len(batch)
     n = 0
-    for value in batch:
-        outcome, text, found, written = (
-            decide(value) if value.__class__ is str
-            else _NULL if value is None else decide(_text(value)))
+    # The batch entry point answers the canonical values in C (fingerprint included).
+    fast = dedupe_batch.fingerprints(d, batch) or [None] * len(batch)
+    keep_fragment = d.keep_fragment
+    found: tuple[str, ...]
+    for value, fast_fp in zip(batch, fast, strict=True):
+        if fast_fp is not None:
+            fp, outcome = fast_fp, None
+            text = written = dedupe_batch.fast_key(value, keep_fragment)
+            found = _FRAGMENT_ONLY if text is not value else ()
+        else:
+            outcome, text, found, written = (
+                decide(value) if value.__class__ is str
+                else _NULL if value is None else decide(_text(value)))
+            if outcome is None:
+                fp = fingerprint(text)
         if outcome is None:
-            fp = fingerprint(text)
             if first_wins and not add(fp, found):
                 ends.append(n)
                 continue

@@ -25,6 +25,7 @@ from iri_scrapy.protocol.transforms import (
     Identity,
     scope_of,
     split_uri,
+    valid_param,
 )
 
 #: The version of the document (:func:`to_data`).
@@ -77,6 +78,8 @@ def _host_rule(r: list[str]) -> Identity:
     parts = split_uri(r[0] + "/")
     if r[1] not in KINDS or parts is None or scope_of(parts) != r[0]:
         raise _fail(f"unknown kind or not a host in the rule {r}")
+    if not valid_param(r[1], r[2]):
+        raise _fail(f"not a parameter of its kind in the rule {r}")
     return (r[0], r[1], r[2])
 
 

@@ -101,8 +101,9 @@ class Learned:
         #: key -> the key before the rules of the request that added it to the
         #: filter, when a rule had moved it (:meth:`admitted`)
         self._holders: dict[str, str] = {}
-        #: pages an earlier run served (replayed from the frontier store), not
-        #: served again in this one (:meth:`observe_content`)
+        #: pages this process did not serve itself (an earlier run's, replayed from
+        #: the frontier store; another worker's), until it serves them
+        #: (:meth:`observe_content`)
         self.replayed: set[str] = set()
 
     def duplicate(self, request: Request) -> bool:
@@ -129,6 +130,8 @@ class Learned:
             if merged not in self._holders:
                 return True  # the same key without any learned rule: a plain duplicate
             # the key's holder is an alias a rule moved here: kept while that stands
+            if self._sampled(base, self._holders[merged], request):
+                return False
             self.keep(base, base, merged, request)
             self.publish()
             return True
@@ -138,6 +141,20 @@ class Learned:
             self.publish()
             return False
         self.keep(base, base, merged, request)
+        self.publish()
+        return True
+
+    def _sampled(self, base: str, alias: str, request: Request) -> bool:
+        """Whether *request* (key before the rules *base*), which rules merge only
+        because they map the *alias* served or scheduled first onto its key, is
+        fetched as a sample of those rules: counted as one of their merges
+        (:meth:`ProtocolRules.skip`), as a request they move is, else a wrong
+        rule met alias first would hold every page behind its alias unchecked."""
+        used = self.rules.trace(alias)[1]
+        if not used or self.rules.skip(used):
+            return False
+        self.sampled.add(base)
+        request.meta[META_SAMPLE] = True
         self.publish()
         return True
 
@@ -162,17 +179,17 @@ class Learned:
             return False
         if request.method == "GET" and base not in self.replayed and (
                 self.rules.was_served(base) or base in self._loading):
-            # this very spelling was served (or is in flight): the filter let it
-            # through again only because rules learned since gave it another key
-            # (a page an earlier run served is no such proof: it may have been
-            # killed before its spider had the response, and the frontier gave
-            # the request back)
+            # this very spelling was served here (or is in flight): the filter let it
+            # through again only because rules learned since gave it another key. A
+            # page an earlier run or another worker served is no such proof: it may
+            # have been killed before its spider had the response, and the frontier
+            # gave the request back.
             self.rules.events["refetch-avoided"] += 1
             return True
         if self.rules.served(base) or self._merged_in_flight(base):
             return self.duplicate(request)
         alias = self.rules.served_alias(base)
-        if alias is None:
+        if alias is None or self._sampled(base, alias, request):
             return False
         self.keep(base, alias, base, request)  # given back if the alias stops mapping here
         self.rules.events["alias-first"] += 1
@@ -306,8 +323,7 @@ class Learned:
             other != base and self.rules.apply(other) == merged for other in self._loading)
 
     def keep(self, base: str, via: str, merged: str, request: Request) -> None:
-        """Keep a skipped request while ``rules.apply(via) == merged`` (and hand it
-        to the persistence hook)."""
+        """Keep a skipped request while ``rules.apply(via) == merged`` (and store it)."""
         if base in self.skipped:
             return
         self.skipped[base] = (via, merged, request)
@@ -365,7 +381,7 @@ class Learned:
                         replayed: bool = False) -> None:
         """A 2xx page: its content evidence (:meth:`ProtocolRules.observe_content`),
         and kept by the frontier store (a resume compares samples with it); with
-        *replayed*, a page an earlier run served, read back from that store."""
+        *replayed*, a page this process did not serve (read back from the store)."""
         stopped = len(self.rules.stopped)
         self.rules.observe_content(uri, digest)
         if replayed:
@@ -376,13 +392,7 @@ class Learned:
             fp = Fingerprint.exact(digest) if isinstance(digest, bytes) else digest
             self.sink.page(uri, fp.to_record())
         if len(self.rules.stopped) > stopped:
-            scope = next(reversed(self.rules.stopped))
-            logger.warning(
-                "IRI protocol: %(scope)s reached a bound (%(bound)s: %(n)d pages compared "
-                "per host); the learned level stops for this host: no rule is applied "
-                "there any more, and what its rules held back is fetched",
-                {"scope": scope, "bound": self.rules.stopped[scope],
-                 "n": MAX_PAGES_PER_SCOPE})
+            _say_stopped(self.rules)
             self.publish()
 
     def unstood(self) -> list[Request]:
@@ -406,7 +416,7 @@ class Learned:
             key = self.rules.apply(via)
             if key == self.rules.apply(merged) and key in served:  # (rules learned
                 # since may have moved both on: still one resource, a page served)
-                groups = self._unchecked(via, merged) - checked
+                groups = _unchecked(self.rules, self._holders, via, merged) - checked
                 if not groups:
                     continue
                 checked |= groups
@@ -427,21 +437,6 @@ class Learned:
             self.publish()
         return back
 
-    def _unchecked(self, via: str, merged: str) -> set[tuple[Identity, str]]:
-        """The (rule, folder) pairs of a held request's merge with no confirmation
-        of the rule in the folder of the key it was merged into: rules learned
-        from content, canonical links or Clean-param (a redirect is the server's
-        own word; a trap's every longer spelling confirms it)."""
-        probe = via if via != merged else self._holders.get(merged, via)
-        folder = _folder(merged)
-        out = set()
-        for identity in self.rules.trace(probe)[1]:
-            if self.rules.origin(identity) == "redirect" or identity[1] == "collapse-repeat":
-                continue
-            if not any(_folder(u) == folder for u in self.rules.confirmations(identity)):
-                out.add((identity, folder))
-        return out
-
     def _backed(self, via: str, merged: str) -> bool:
         """True if something still stands for a request kept as a duplicate of
         *merged*: a page served under that key, a request in flight, or the request
@@ -457,17 +452,14 @@ class Learned:
     def requeue(self) -> int:
         """Hand every request :meth:`changed` gives back to the engine; how many."""
         requests = self.changed()
-        if requests and self.crawler is not None:
-            engine = self.crawler.engine  # requests change only while the crawl runs
+        if requests:
             for request in requests:
                 request.meta.pop(META_SAMPLE, None)
-                engine.crawl(request)
-        if requests:
             logger.info("IRI protocol: a learned rule was revoked; %(n)d request(s) it had "
                         "skipped are scheduled again", {"n": len(requests)})
             self.rules.events["requeued"] += len(requests)
         self.publish()
-        return len(requests)
+        return self.give_back(requests)
 
     def publish(self) -> None:
         """The learner's counts as ``iri/protocol/<source>/<event>`` stats."""
@@ -478,6 +470,34 @@ class Learned:
             if self._published.get(event) != count:
                 self._published[event] = count
                 stats.set_value(f"iri/protocol/{event}", count)
+
+
+def _unchecked(rules: ProtocolRules, holders: dict[str, str], via: str,
+              merged: str) -> set[tuple[Identity, str]]:
+    """The (rule, folder) pairs of a held request's merge with no confirmation
+    of the rule in the folder of the key it was merged into: rules learned
+    from content, canonical links or Clean-param (a redirect is the server's
+    own word; a trap's every longer spelling confirms it).  *holders*: key ->
+    the spelling that holds it (:meth:`Learned.admitted`)."""
+    probe = via if via != merged else holders.get(merged, via)
+    folder = _folder(merged)
+    out = set()
+    for identity in rules.trace(probe)[1]:
+        if rules.origin(identity) == "redirect" or identity[1] == "collapse-repeat":
+            continue
+        if not any(_folder(u) == folder for u in rules.confirmations(identity)):
+            out.add((identity, folder))
+    return out
+
+
+def _say_stopped(rules: ProtocolRules) -> None:
+    """The WARNING of a host that reached the pages bound (the level stops there)."""
+    scope = next(reversed(rules.stopped))
+    logger.warning(
+        "IRI protocol: %(scope)s reached a bound (%(bound)s: %(n)d pages compared "
+        "per host); the learned level stops for this host: no rule is applied "
+        "there any more, and what its rules held back is fetched",
+        {"scope": scope, "bound": rules.stopped[scope], "n": MAX_PAGES_PER_SCOPE})
 
 
 def _folder(uri: str) -> str:

@@ -28,6 +28,7 @@ from iri_scrapy.plugin.config import META_PENDING, META_SAMPLE
 from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.links import browser_href
 from iri_scrapy.plugin.location import IRILocationMiddleware, decode_location
+from iri_scrapy.protocol.decoded import decoded
 from iri_scrapy.protocol.evidence import (
     canonical_from_html,
     canonical_from_link_headers,
@@ -64,6 +65,7 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         self.learned: Learned | None = learned_of(context)
         # section -> the delayed call of its late calibration, and its request
         self._timers: dict[str, tuple[Any, Request]] = {}
+        self.max_size = crawler.settings.getint("DOWNLOAD_MAXSIZE")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -254,10 +256,19 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
 
         A sample (``meta["iri_protocol_sample"]``) whose content confirmed its
         rules is dropped here (``IgnoreRequest``): the spider has had that
-        resource.  One that did not confirm them goes on to the spider.
+        resource.  One that did not confirm them goes on to the spider.  The body
+        is read as the spider will get it (:mod:`.decoded`: this middleware runs
+        before ``HttpCompressionMiddleware``); one that cannot be decoded is no
+        evidence.
         """
         assert self.rules is not None and self.learned is not None
         rules = self.rules
+        page = decoded(response, request.meta.get("download_maxsize", self.max_size))
+        if page is None:
+            self._inc("iri/protocol/content/undecodable")
+            self.learned.requeue()
+            return
+        response = page
         text = response.text if isinstance(response, TextResponse) else None
         digest = (fingerprint(text) if text is not None else Fingerprint.exact(
             hashlib.blake2b(response.body, digest_size=16).digest()))

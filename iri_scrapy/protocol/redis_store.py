@@ -1,4 +1,4 @@
-"""The protocol rung's state in Redis, for a fleet: learned rules and what they skipped.
+"""The protocol rung's state in Redis, for a fleet: learned rules, what they hold back.
 
 At ``IRI_LEVEL = "protocol"`` :class:`~iri_scrapy.RedisIRIScheduler` keeps, beside
 the crawl's queue (same ``<base>``: the canonicalization version is in it):
@@ -8,7 +8,7 @@ the crawl's queue (same ``<base>``: the canonicalization version is in it):
   5.3.4).  Read back as data only (:meth:`ProtocolRules.from_data` checks every
   field; a damaged value is copied to ``<base>:rules:damaged``, one WARNING, and
   learning starts afresh: that loses no page).  Every worker writes what it
-  learned every few seconds while it changes, before a skip when it last wrote
+  learned every second while it changes, before a skip when it last wrote
   more than a second ago (a resume finds the rules that justify what was
   skipped), and at close, merged with what is
   there (:func:`~.store.merge_rules_data`: counterexamples win) by a
@@ -23,11 +23,16 @@ the crawl's queue (same ``<base>``: the canonicalization version is in it):
   record (:mod:`.store`: a :mod:`iri_scrapy.frontier.codec` record, never a pickle),
   written before the dupefilter drops the request; plus a marker field.  At
   open, every record whose merge no longer holds under the rules loaded is
-  claimed (``HDEL``) and scheduled again (``dont_filter``: a kept request may
-  have its own key in the seen-set); a record this worker gave back (its own
-  revocation, a deferred request decided) is deleted; when the fleet's document
-  shows a rule revoked by another worker, the records it no longer merges are
-  claimed and scheduled again.
+  claimed: deleted and its request queued in one script (the back-end's
+  ``claim_held``; ``dont_filter`` when a kept request may have its own key in
+  the seen-set); a record this worker gave back (its own revocation, a
+  deferred request decided) is deleted once the request is queued; when the
+  fleet's document shows a rule revoked by another worker, the records it no
+  longer merges are claimed.  A record that cannot be read back is a refused
+  record (the crawl closes ``iri_frontier_refused_records``, exit status 1).
+* ``<base>:holders`` and ``<base>:pages``: the keys' holders and the pages'
+  digests (:mod:`.redis_evidence`), the other facts a held request's fate
+  depends on; replayed at open, and the pages shared with the fleet at once.
 
 Both keys exist from the first worker's open on; either one vanishing while the
 crawl runs (a Redis restarted empty, an eviction) closes the crawl as the
@@ -45,9 +50,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from iri_scrapy.core.ladder import CANONICALIZATION_VERSION
+from iri_scrapy.frontier.codec import RefusedRecord
 from iri_scrapy.frontier.redis_client import IRIRedisError
 from iri_scrapy.frontier.redis_queue import MARKER, ProtocolStateLost
+from iri_scrapy.plugin.config import META_SAMPLE
 from iri_scrapy.protocol.document import RulesDataError
+from iri_scrapy.protocol.fingerprint import Fingerprint
+from iri_scrapy.protocol.redis_evidence import FleetEvidence, Page
 from iri_scrapy.protocol.rules import ProtocolRules
 from iri_scrapy.protocol.store import (
     SKIPPED_ERRORS,
@@ -72,8 +81,14 @@ _T = TypeVar("_T")
 
 #: The version of ``<base>:rules``'s wrapper document.
 FORMAT = 1
-#: Seconds between two looks at (and writes of) the fleet's rules.
-SAVE_EVERY = 5.0
+#: Seconds between two looks at (and writes of) the fleet's rules, at the least:
+#: the sooner a worker adopts the others' rules, the fewer keys the workers give
+#: one resource (a resource fetched twice), and the fewer requests given back.
+SAVE_EVERY = 1.0
+#: The share of a worker's time the looks may take at most: one that took *d*
+#: seconds (a large document merged and adopted) is followed by the next after
+#: ``d / SYNC_SHARE`` seconds at the soonest.
+SYNC_SHARE = 0.1
 #: A skip writes the rules first if they were last written this many seconds ago
 #: (a worker killed then resumes with the rules that justify what it skipped).
 SAVE_AFTER_SKIP = 1.0
@@ -124,6 +139,44 @@ def _in_force(doc: dict[str, Any] | None, min_evidence: int) -> frozenset[tuple[
     return frozenset(out)
 
 
+def _held_records(call: Call[Any], skipped_key: str) -> list[tuple[bytes, bytes]]:
+    """The (field, record) pairs of *skipped_key*, its marker left out."""
+    def scan(c: Any) -> list[tuple[bytes, bytes]]:
+        return list(c.hscan_iter(skipped_key, count=1000))
+
+    marker = MARKER.encode()
+    return [(field, value) for field, value in call(scan) if field != marker]
+
+
+def read_held(codec: RequestCodec, call: Call[Any], skipped_key: str, refused_key: str,
+              refused: Callable[[RefusedRecord, str], None]) -> tuple[dict[str, Kept],
+                                                                      dict[str, str]]:
+    """The held requests of *skipped_key* and the holders their records name.  A
+    record that cannot be read back is *refused* (one ERROR per kind; the crawl
+    closes ``iri_frontier_refused_records``, exit status 1) and moved to
+    *refused_key*, never executed."""
+    out: dict[str, Kept] = {}
+    holders: dict[str, str] = {}
+    aside: dict[bytes, bytes] = {}
+    for field, value in _held_records(call, skipped_key):
+        try:
+            base, kept, holder = read_skipped_record(codec, value)
+        except SKIPPED_ERRORS as exc:
+            aside[field] = value
+            why = exc if isinstance(exc, RefusedRecord) else RefusedRecord(
+                "shape", f"not a held request's record ({exc!r})")
+            refused(why, f"protocol-skipped:{_text(field)} of {skipped_key}")
+            continue
+        out[base] = kept
+        if holder:
+            holders[kept[1]] = holder
+    if aside:
+        call(lambda c: c.hset(refused_key, mapping={
+            b"protocol-skipped:" + f: v for f, v in aside.items()}))
+        call(lambda c: c.hdel(skipped_key, *aside))
+    return out, holders
+
+
 class RedisProtocolStore:
     """The two keys above for one worker (see the module doc).
 
@@ -134,9 +187,13 @@ class RedisProtocolStore:
     """
 
     def __init__(self, *, rules_key: str, skipped_key: str, refused_key: str,
+                 pages_key: str, holders_key: str, worker: str,
                  codec: RequestCodec, learned: Learned, call: Call[Any],
                  lost: Callable[[str], None], schedule: Callable[[Request], None],
+                 claim: Callable[[str, Request], bool],
+                 refused: Callable[[RefusedRecord, str], None],
                  seen: Callable[[Request], bool] | None = None,
+                 filtered: Callable[[Request], bool] | None = None,
                  drop_meta: tuple[str, ...] = ()) -> None:
         self.rules_key = rules_key
         self.skipped_key = skipped_key
@@ -146,8 +203,15 @@ class RedisProtocolStore:
         self._call = call
         self._lost = lost
         self._schedule = schedule
+        self._claim_one = claim
+        self._refused = refused
+        #: The pages' digests and the keys' holders (:mod:`.redis_evidence`).
+        self.evidence = FleetEvidence(pages_key=pages_key, holders_key=holders_key,
+                                      worker=worker, call=call)
         #: The dupefilter's ``request in df`` (see :func:`resume`).
         self.seen = seen
+        #: The dupefilter's ``request_seen`` (records the key; True: a duplicate).
+        self._filtered = filtered
         self.drop_meta = drop_meta
         #: The fleet's document as last read or written (validated), its text and SHA-1.
         self.remote: dict[str, Any] | None = None
@@ -164,6 +228,7 @@ class RedisProtocolStore:
         self._closing = False
         self._script: Any = None
         self._saved_at = 0.0
+        self._next_sync = 0.0
         self._loop: Any = None
         self.failed = False
         #: Records claimed and scheduled again (at open, and from the fleet's revocations).
@@ -184,10 +249,20 @@ class RedisProtocolStore:
         learned = self.learned
         if value is not None:
             self._read_fleet(value)
+        damaged = value is not None and self.remote is None
         if self.remote is not None:
             learned.rules.load(merge_rules_data(learned.rules.to_data(), self.remote))
-        kept = self._read_skipped()
-        again = self._claim(resume(learned, kept, self.seen, self._holders))
+        if not damaged:
+            self._replay(self.evidence.poll())  # what samples compare with
+        kept, self._holders = read_held(self.codec, self._call, self.skipped_key,
+                                        self.refused_key, self._refused)
+        self._holders.update(self.evidence.holders())
+        # (with the rules damaged, before the pages replay: nothing merges any more,
+        # so everything they skipped is given back, past the dupefilter, as JOBDIR does)
+        given = resume(learned, kept, None if damaged else self.seen, self._holders)
+        again = self._claim(given)
+        if damaged:
+            self._replay(self.evidence.poll())
         self._written = {base for base in kept if base in learned.skipped}
         self._in_force = _in_force(self.remote, learned.rules.min_evidence)
         self._looked_at = self._taken = self._remote_text
@@ -195,18 +270,30 @@ class RedisProtocolStore:
         learned.sink = self
         if again:
             logger.info("IRI protocol: %(n)d request(s) skipped by rules that no longer hold "
-                        "are scheduled again", {"n": len(again)})
+                        "are scheduled again", {"n": again})
         if kept or self.remote is not None:
             logger.info("IRI protocol: %(rules)d learned rule(s) and %(kept)d skipped "
                         "request(s) read from %(key)s", {
                             "rules": len(learned.rules.to_data()["rules"]),
                             "kept": len(kept), "key": self.rules_key})
-        self.requeued += len(again)
+        self.requeued += again
         from twisted.internet.task import LoopingCall
 
-        self._loop = LoopingCall(self.sync)
+        self._loop = LoopingCall(self._tick)
         self._loop.start(SAVE_EVERY, now=False)
-        return again
+        return []  # given back in Redis's queue already (:meth:`_claim`)
+
+    def _replay(self, pages: list[Page]) -> None:
+        """Pages served by other workers (or an earlier run) observed as this
+        worker's own: the fleet's content evidence (:mod:`.redis_evidence`)."""
+        if not pages:
+            return
+        for uri, record in pages:  # already in the log: not written again
+            try:
+                page = Fingerprint.from_record(record)
+            except ValueError:
+                continue  # a page no sample can be compared with: only merges lost
+            self.learned.observe_content(uri, page, replayed=True)
 
     def _read_fleet(self, value: bytes) -> None:
         """The fleet's document from *value*; a damaged one is set aside (WARNING)."""
@@ -236,51 +323,26 @@ class RedisProtocolStore:
         self.remote = doc
         self._remote_text = _text(value)
 
-    def _read_skipped(self) -> dict[str, Kept]:
-        out: dict[str, Kept] = {}
-        self._holders = {}
-        refused: dict[bytes, bytes] = {}
-
-        def scan(c: Any) -> list[tuple[bytes, bytes]]:
-            return list(c.hscan_iter(self.skipped_key, count=1000))
-
-        for field, value in self._call(scan):
-            if field == MARKER.encode():
-                continue
-            try:
-                base, kept, holder = read_skipped_record(self.codec, value)
-            except SKIPPED_ERRORS:
-                refused[field] = value
-                continue
-            out[base] = kept
-            if holder:
-                self._holders[kept[1]] = holder
-        if refused:  # kept aside with the queue's refused records, never executed
-            self._call(lambda c: c.hset(self.refused_key, mapping={
-                b"protocol-skipped:" + f: v for f, v in refused.items()}))
-            self._call(lambda c: c.hdel(self.skipped_key, *refused))
-            logger.warning("IRI protocol: %(n)d record(s) of %(key)s could not be read back; "
-                           "moved to %(refused)s (the requests they stand for are not "
-                           "scheduled again)", {"n": len(refused), "key": self.skipped_key,
-                                                "refused": self.refused_key})
-        return out
-
-    def _claim(self, given: list[tuple[str, Request]]) -> list[Request]:
-        """Of *given* (what :func:`resume` gave back), the requests whose record this
-        worker deleted first (another worker that deleted one schedules it)."""
-        out: list[Request] = []
-        for i in range(0, len(given), 1000):
-            chunk = given[i:i + 1000]
-
-            def each(c: Any, chunk: list[tuple[str, Request]] = chunk) -> list[Any]:
-                pipe = c.pipeline(transaction=False)
-                for base, _ in chunk:
-                    pipe.hdel(self.skipped_key, base)
-                return list(pipe.execute())
-
-            deleted = self._call(each)
-            out += [request for (_, request), n in zip(chunk, deleted, strict=True) if n]
-        return out
+    def _claim(self, given: list[tuple[str, Request]]) -> int:
+        """Give back *given* (held records: their field, the request to queue): each
+        record deleted and its request queued in one script (the back-end's
+        ``claim_held``), so a kill between the two loses nothing; how many this
+        worker claimed (another worker that claimed one queued it)."""
+        n = 0
+        for base, request in given:
+            if not request.dont_filter and self._filtered is not None and self._filtered(
+                    request):
+                # as the dupefilter decides for any request: kept again by the rules
+                # (its record stays), or a duplicate of the request admitted under its
+                # key, which the seen-set holds (a kill before the HDEL gives it back
+                # again); anything else is queued, never dropped
+                if base in self.learned.skipped:
+                    continue
+                if self.seen is not None and self.seen(request):
+                    self._hdel([base])
+                    continue
+            n += self._claim_one(base, request)
+        return n
 
     def _hdel(self, fields: list[Any]) -> int:
         """``HDEL`` of *fields* from the skipped requests: how many were there."""
@@ -317,18 +379,40 @@ class RedisProtocolStore:
         """:attr:`Learned.sink`: a record given back is deleted at the next :meth:`sync`."""
 
     def holder(self, key: str, base: str | None) -> None:
-        """:attr:`Learned.sink`: a key's holder is kept only in the held records here
-        (a holder that admitted no held request yet is not stored in Redis)."""
+        """:attr:`Learned.sink`: a key's holder, in ``<base>:holders``."""
+        if self.failed:
+            return
+        try:
+            self.evidence.holder(key, base)
+        except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
+            self.failed = True
 
     def page(self, uri: str, digest: bytes) -> None:
-        """:attr:`Learned.sink`: the pages' digests are not kept in Redis (a sample
-        after a restart compares only with pages fetched since)."""
+        """:attr:`Learned.sink`: a 2xx page's fingerprint record appended to ``<base>:pages``; the
+        pages the other workers appended since are observed here at once."""
+        if self.failed:
+            return
+        try:
+            others = self.evidence.page(uri, digest)
+        except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
+            self.failed = True
+            return
+        self._replay(others)
+
+    def _tick(self) -> None:
+        """:meth:`sync` every :data:`SAVE_EVERY` seconds, or less often when it costs
+        more than :data:`SYNC_SHARE` of the time."""
+        start = time.monotonic()
+        if start < self._next_sync:
+            return
+        self.sync()
+        self._next_sync = start + (time.monotonic() - start) / SYNC_SHARE
 
     def sync(self) -> None:
         """Delete the records this worker scheduled again; merge and write the rules
         if they changed (here or in the fleet); re-queue what the fleet's
-        revocations un-merge; adopt the fleet's new rules (:meth:`_take_in`);
-        notice the keys gone."""
+        revocations un-merge; adopt the fleet's new rules (:meth:`_take_in`) and
+        observe the pages other workers served since; notice the keys gone."""
         if self.failed:
             return
         try:
@@ -343,6 +427,8 @@ class RedisProtocolStore:
                 self._fleet_revocations()
                 if not self._closing:
                     self._take_in()
+                    self._replay(self.evidence.poll())
+                    self._requeue()  # what the fleet's pages refuted
         except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
             self.failed = True
         except Exception:  # a bug: loud, and no more writes (what is in Redis stays)
@@ -395,14 +481,8 @@ class RedisProtocolStore:
         if not stopped or self.remote is None:
             return
         check = ProtocolRules.from_data(self.remote, min_evidence=min_evidence)
-
-        def scan(c: Any) -> list[tuple[bytes, bytes]]:
-            return list(c.hscan_iter(self.skipped_key, count=1000))
-
         n = 0
-        for field, value in self._call(scan):
-            if field == MARKER.encode():
-                continue
+        for field, value in _held_records(self._call, self.skipped_key):
             try:
                 row = json.loads(value)
                 via, merged = str(row["via"]), str(row["merged"])
@@ -415,12 +495,11 @@ class RedisProtocolStore:
             except SKIPPED_ERRORS:
                 continue  # read at the next open, and set aside then
             base = _text(field)
-            if not self._hdel([field]):
+            # given back past this worker's dupefilter: it may still hold the rule
+            if not self._claim_one(base, given_back(request)):
                 continue  # another worker claimed it
             self._written.discard(base)
             self.learned.skipped.pop(base, None)
-            # given back past this worker's dupefilter: it may still hold the rule
-            self._schedule(given_back(request))
             n += 1
         if n:
             self.requeued += n
@@ -428,6 +507,21 @@ class RedisProtocolStore:
             self.learned.publish()
             logger.info("IRI protocol: a rule was revoked in the fleet; %(n)d request(s) "
                         "it had skipped are scheduled again", {"n": n})
+
+    def _requeue(self) -> None:
+        """What :meth:`Learned.changed` gives back after evidence from the fleet's
+        pages (the middleware does this after a page of this worker's)."""
+        again = self.learned.changed()
+        for request in again:
+            request.meta.pop(META_SAMPLE, None)
+            self._schedule(request)
+        if again:
+            self.requeued += len(again)
+            self.learned.rules.events["requeued"] += len(again)
+            logger.info("IRI protocol: a rule was refuted by a page of another worker; "
+                        "%(n)d request(s) it had skipped here are scheduled again",
+                        {"n": len(again)})
+            self.learned.publish()
 
     def _take_in(self) -> None:
         """The fleet's document, when it changed since last adopted, folded into the
@@ -451,16 +545,16 @@ class RedisProtocolStore:
         stored = [(base, request) for base, request in given if base in self._written]
         unstored = [request for base, request in given if base not in self._written]
         # a stored record another worker claimed first is scheduled there, not here
-        requests = self._claim(stored) + unstored
-        self._written.difference_update(gone)
-        for request in requests:
+        self._written.difference_update(gone)  # (a request kept again is written again)
+        n = self._claim([(base, given_back(request, past_filter=False))
+                         for base, request in stored]) + len(unstored)
+        for request in unstored:
             self._schedule(given_back(request, past_filter=False))
-        if requests:
-            self.requeued += len(requests)
-            learned.rules.events["requeued"] += len(requests)
+        if n:
+            self.requeued += n
+            learned.rules.events["requeued"] += n
             logger.info("IRI protocol: a rule was revoked by the fleet's evidence; %(n)d "
-                        "request(s) it had skipped here are scheduled again",
-                        {"n": len(requests)})
+                        "request(s) it had skipped here are scheduled again", {"n": n})
         learned.publish()
 
     # --- close -----------------------------------------------------------------------

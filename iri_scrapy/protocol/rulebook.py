@@ -23,6 +23,7 @@ from iri_scrapy.protocol.transforms import (
     DROP_PARAM,
     KINDS,
     MAX_STEPS,
+    PARAM_KINDS,
     REDIRECT,
     REMOVE,
     REPEAT,
@@ -149,7 +150,8 @@ class RuleBook:
         if not rules:
             return uri, None
         names = [param for kind, param in rules if kind == DROP_PARAM]
-        for kind, param, new in candidates(parts, True, names):
+        learned = [rule for rule in rules if rule[0] in PARAM_KINDS]
+        for kind, param, new in candidates(parts, True, names, learned):
             if (kind, param) in rules:
                 out = join_uri(new)
                 if out not in self._away or self._exact_target(out) is not None:  # not a dead end
@@ -282,7 +284,8 @@ class RuleBook:
         if parts is None:
             return uri
         kind, param = identity[1], identity[2]
-        for k, p, out in candidates(parts, True, (param,) if kind == DROP_PARAM else ()):
+        for k, p, out in candidates(parts, True, (param,) if kind == DROP_PARAM else (),
+                                    ((kind, param),) if kind in PARAM_KINDS else ()):
             if k == kind and p == param:
                 return join_uri(out)
         return uri

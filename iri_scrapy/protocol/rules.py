@@ -66,7 +66,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from iri_scrapy.core.query import strip_fragment
+from iri_scrapy.core.query import param_name, strip_fragment
 from iri_scrapy.protocol import document
 from iri_scrapy.protocol.fingerprint import Fingerprint
 from iri_scrapy.protocol.rulebook import RuleBook
@@ -75,6 +75,7 @@ from iri_scrapy.protocol.transforms import (
     CANONICAL,
     CLEAN_PARAM,
     CONTENT,
+    DROP_PAIR,
     DROP_PARAM,
     KEPT_CONFIRMATIONS,
     MAX_PAGES_PER_SCOPE,
@@ -319,8 +320,10 @@ class ProtocolRules(RuleBook):
         same = self._by_digest.setdefault(self.calibration.volatility(uri).digest(digest), [])
         for other in same:
             if other != uri and self.same(uri, self._digests[other], digest):
-                for identity in pair_rules(uri, other):
-                    self._nominate(identity, CONTENT)
+                nominated = pair_rules(uri, other)
+                for identity in nominated:
+                    if not self._subsumed(identity, nominated):
+                        self._nominate(identity, CONTENT)
         if uri not in same and len(same) < PER_DIGEST:
             same.append(uri)
         for identity, image in self._potential(uri, parts):  # a rule content refutes
@@ -329,6 +332,15 @@ class ProtocolRules(RuleBook):
         for twin in twins(parts):  # rules whose image is on this host (www., http)
             for identity in sorted(self._candidates.get(twin, ())):
                 self._track(identity, uri, digest)
+
+    def _subsumed(self, identity: Identity, nominated: list[Identity]) -> bool:
+        """A ``drop-pair:NAME=VALUE`` waits while ``drop-param:NAME`` (the
+        parameter whatever its value), nominated by the same pair, is not
+        refuted: one rule, not two, when the value does not matter."""
+        if identity[1] != DROP_PAIR:
+            return False
+        broader = (identity[0], DROP_PARAM, param_name(identity[2]))
+        return broader in nominated and not self._bad[broader]
 
     def stop_scope(self, scope: str, bound: str) -> None:
         """A bound (*bound*: ``"pages"``, :data:`MAX_PAGES_PER_SCOPE`) was reached in

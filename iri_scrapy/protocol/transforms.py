@@ -3,7 +3,12 @@
 Each *kind* of rule is one transform of a URI split as ``scheme "://" authority
 path ["?" query]`` (RFC 3986 section 3): one trailing slash added or removed, a
 query parameter dropped, an ``index.*`` segment dropped, ``www.`` removed or
-added, ``http`` -> ``https``, repeated segments collapsed.  Pure functions: which
+added, ``http`` -> ``https``, repeated segments collapsed; and the aliases web
+applications make, each learned from content: one path's query in a normal form
+(pairs in name order, empty pairs dropped, chosen percent-encoded reserved
+characters decoded: RFC 3986 sections 2.2 and 6.2.2.2 leave these to the
+server, so each is part of the rule only where content showed it), a pair at its
+default value dropped, one path served under another.  Pure functions: which
 kinds apply to a URI (:func:`candidates`), which kind turns one URI into another
 (:func:`classify`), which kinds two URIs with equal content suggest
 (:func:`pair_rules`).  The rules themselves are :mod:`.rulebook` and
@@ -28,8 +33,19 @@ ADD, REMOVE = "add-slash", "remove-slash"
 DROP_PARAM, DROP_INDEX = "drop-param", "drop-index"
 DROP_SCRIPT, REPEAT = "drop-script", "collapse-repeat"
 REMOVE_WWW, ADD_WWW, HTTPS = "remove-www", "add-www", "https"
+QUERY_FORM, DROP_PAIR, ALIAS_PATH = "query-form", "drop-pair", "alias-path"
 #: The kinds of rule, in the order :meth:`ProtocolRules.apply` tries host rules.
-KINDS = (HTTPS, REMOVE_WWW, ADD_WWW, DROP_SCRIPT, DROP_INDEX, REPEAT, DROP_PARAM, ADD, REMOVE)
+KINDS = (HTTPS, REMOVE_WWW, ADD_WWW, DROP_SCRIPT, DROP_INDEX, ALIAS_PATH, REPEAT, DROP_PARAM,
+         DROP_PAIR, QUERY_FORM, ADD, REMOVE)
+#: The kinds whose parameter names what they change (not read off the URI):
+#: :func:`candidates` yields them only for the rules it is given.
+PARAM_KINDS = frozenset({QUERY_FORM, DROP_PAIR, ALIAS_PATH})
+#: Reserved characters a ``query-form`` rule may decode (RFC 3986 section 2.2: the
+#: sub-delims and gen-delims allowed as data in a query, section 3.4, less those
+#: that cut it: ``&``, ``=``, ``#``; ``[`` and ``]`` are not allowed there).
+DECODABLE = {f"%{ord(c):02X}": c for c in "!$'()*+,;:@/?"}
+#: The longest parameter of a rule (a rules document's strings are bounded anyway).
+MAX_PARAM = 2048
 #: Where a rule's evidence comes from (see the module doc).
 REDIRECT, CANONICAL, CLEAN_PARAM, CONTENT = "redirect", "canonical", "clean-param", "content"
 SOURCES = (REDIRECT, CANONICAL, CLEAN_PARAM, CONTENT)
@@ -145,6 +161,94 @@ def without_params(parts: Parts, param: str) -> Parts | None:
     return scheme, authority, path, "?" if kept else "", join_query(kept)
 
 
+def query_form(query: str, ops: Collection[str]) -> str:
+    """*query* in the normal form *ops* name (a ``query-form`` rule's tokens):
+    each ``%XX`` token decoded (:data:`DECODABLE`), ``empty`` drops the pairs
+    with an empty value (``a=``) and the empty pairs (``&&``), ``order`` puts
+    the pairs in name order (stable: the values of one name keep their order).
+    One pass per token and a sort: no pattern is matched."""
+    for token in ops:
+        char = DECODABLE.get(token)
+        if char is not None:
+            query = query.replace(token, char).replace(token.lower(), char)
+    pairs = query_pairs(query)
+    if "empty" in ops:
+        pairs = [p for p in pairs if p and p != param_name(p) + "="]
+    if "order" in ops:
+        pairs = sorted(pairs, key=param_name)
+    return join_query(pairs)
+
+
+def form_spec(qa: str, qb: str) -> str | None:
+    """The fewest ``query-form`` tokens under which the queries *qa* and *qb*
+    have one normal form (``"empty+order+%2C"``), or None if none does (or they
+    are equal).  A ``%XX`` token is a candidate only if it occurs in one of them."""
+    if qa == qb:
+        return None
+    upper = (qa + "&" + qb).upper()
+    ops = ["empty", "order", *sorted(t for t in DECODABLE if t in upper)]
+    if query_form(qa, ops) != query_form(qb, ops):
+        return None
+    for token in list(ops):
+        fewer = [t for t in ops if t != token]
+        if query_form(qa, fewer) == query_form(qb, fewer):
+            ops = fewer
+    return "+".join(ops) or None
+
+
+def param_path(param: str) -> tuple[str, str]:
+    """A ``query-form`` parameter cut at its first ``@``: ``(tokens, path)``."""
+    spec, _, path = param.partition("@")
+    return spec, path
+
+
+def valid_param(kind: str, param: str) -> bool:
+    """Whether *param* is a well-formed parameter of a *kind* rule (a rules
+    document's rules are checked whole at load)."""
+    if len(param) > MAX_PARAM:
+        return False
+    if kind == QUERY_FORM:
+        spec, path = param_path(param)
+        tokens = spec.split("+")
+        return (path.startswith("/") and "?" not in path and "#" not in path
+                and len(set(tokens)) == len(tokens)
+                and all(t in ("empty", "order") or t in DECODABLE for t in tokens))
+    if kind == DROP_PAIR:
+        name, eq, _ = param.partition("=")
+        return bool(eq) and rule_name(name) and "#" not in param
+    if kind == ALIAS_PATH:
+        old, sep, new = param.partition(">")
+        return (bool(sep) and old != new and all(
+            p.startswith("/") and not any(c in p for c in "?#> ") for p in (old, new)))
+    return True
+
+
+def _param_kind(parts: Parts, kind: str, param: str) -> Parts | None:
+    """*parts* changed by the rule ``kind:param`` of :data:`PARAM_KINDS`, or None
+    if it does not apply (or changes nothing)."""
+    scheme, authority, path, sep, query = parts
+    if kind == QUERY_FORM:
+        spec, where = param_path(param)
+        if path != where or not query:
+            return None
+        new = query_form(query, spec.split("+"))
+        if new == query:
+            return None
+        return scheme, authority, path, "?" if new else "", new
+    if kind == DROP_PAIR:
+        if not query:
+            return None
+        pairs = query_pairs(query)
+        kept = [p for p in pairs if p != param]
+        if len(kept) == len(pairs):
+            return None
+        return scheme, authority, path, "?" if kept else "", join_query(kept)
+    if kind == ALIAS_PATH:
+        old, _, new_path = param.partition(">")
+        return (scheme, authority, new_path, sep, query) if path == old else None
+    return None
+
+
 def collapse(path: str, query: str) -> tuple[str, str]:
     """A path without consecutive repeated segments (``/a/next/next/`` -> ``/a/next/``)
     and a query without repeated identical pairs (``q=x&q=x`` -> ``q=x``): the
@@ -164,7 +268,8 @@ def collapse(path: str, query: str) -> tuple[str, str]:
 
 
 def candidates(
-    parts: Parts, host_rule: bool, names: Collection[str] = ()
+    parts: Parts, host_rule: bool, names: Collection[str] = (),
+    rules: Collection[tuple[str, str]] = (),
 ) -> Iterator[tuple[str, str, Parts]]:
     """``(kind, parameter, new parts)`` for every kind that applies to *parts*.
 
@@ -172,7 +277,8 @@ def candidates(
     not on a last segment with a ``.``); else where an exact rule may.  A
     rule's output is outside its own domain (one rule never applies twice).
     ``drop-param`` only for the parameters *names* given (``"a"``, ``"a&b"``,
-    ``"a&b@/prefix"``; each costs the length of the query).
+    ``"a&b@/prefix"``; each costs the length of the query); the kinds of
+    :data:`PARAM_KINDS` only for the ``(kind, parameter)`` *rules* given.
     """
     scheme, authority, path, sep, query = parts
     if scheme == "http" and ":" not in authority.rsplit("@", 1)[-1]:
@@ -190,6 +296,11 @@ def candidates(
     last = path[path.rfind("/") + 1 :]
     if last.startswith("index.") and len(last) > 6:
         yield DROP_INDEX, last, (scheme, authority, path[: -len(last)], sep, query)
+    for kind, param in sorted(rules):
+        if kind == ALIAS_PATH:
+            moved = _param_kind(parts, kind, param)
+            if moved is not None:
+                yield kind, param, moved
     new_path, new_query = collapse(path, query)
     if new_path != path or new_query != query:
         yield REPEAT, "", (scheme, authority, new_path, sep, new_query)
@@ -198,6 +309,12 @@ def candidates(
             dropped = without_params(parts, param)
             if dropped is not None:
                 yield DROP_PARAM, param, dropped
+    if sep and query:
+        for kind, param in sorted(rules, key=lambda r: (r[0] != DROP_PAIR, r)):
+            if kind in (DROP_PAIR, QUERY_FORM):
+                changed = _param_kind(parts, kind, param)
+                if changed is not None:
+                    yield kind, param, changed
     if path and last and (not host_rule or "." not in last):
         yield ADD, "", (scheme, authority, path + "/", sep, query)
     if len(path) > 1 and path.endswith("/") and path[-2] != "/":
@@ -214,7 +331,36 @@ def classify(source: str, target: str) -> Identity | None:
     for kind, param, new in candidates(parts, False, params):
         if new == goal:
             return scope_of(parts), kind, param
+    spec = form_spec(parts[4], goal[4]) if parts[:3] == goal[:3] and parts[4] else None
+    if spec is not None and query_form(parts[4], spec.split("+")) == goal[4]:
+        return scope_of(parts), QUERY_FORM, f"{spec}@{parts[2]}"
     return None
+
+
+def app_rules(pa: Parts, pb: Parts) -> Iterator[Identity]:
+    """The rules of :data:`PARAM_KINDS` under which two URIs of one scope with
+    equal content are one: one query in two normal forms (``query-form`` on
+    their path), one pair more (``drop-pair``), or one query under two paths
+    one of which is an ancestor of the other (``alias-path``, to the shorter:
+    a section served at its default child, ``/wiki`` and ``/wiki/WikiStart``;
+    siblings with equal content, two empty items, are never one)."""
+    scope = scope_of(pa)
+    if pa[2] == pb[2]:
+        spec = form_spec(pa[4], pb[4])
+        if spec is not None and valid_param(QUERY_FORM, f"{spec}@{pa[2]}"):
+            yield scope, QUERY_FORM, f"{spec}@{pa[2]}"
+        for x, y in ((pa[4], pb[4]), (pb[4], pa[4])):
+            xs, ys = query_pairs(x) if x else [], query_pairs(y) if y else []
+            if len(xs) == len(ys) + 1:
+                extra = [p for p in xs if p not in ys]
+                if (len(extra) == 1 and [p for p in xs if p != extra[0]] == ys
+                        and valid_param(DROP_PAIR, extra[0])):
+                    yield scope, DROP_PAIR, extra[0]
+    elif pa[3:] == pb[3:]:
+        short, long = sorted((pa[2], pb[2]), key=lambda p: (len(p), p))
+        if long.startswith(short.rstrip("/") + "/") and valid_param(
+                ALIAS_PATH, f"{long}>{short}"):
+            yield scope, ALIAS_PATH, f"{long}>{short}"
 
 
 def twins(parts: Parts) -> tuple[str, ...]:
@@ -231,8 +377,9 @@ def twins(parts: Parts) -> tuple[str, ...]:
 def pair_rules(a: str, b: str) -> list[Identity]:
     """The host rules under which two URIs with equal content are one: one
     transform from one to the other (slash towards a directory, ``www.``
-    removed, http -> https, parameters dropped), or, between two URIs with the
-    same parameters, those whose values differ dropped from both."""
+    removed, http -> https, parameters dropped, :func:`app_rules`' kinds), or,
+    between two URIs with the same parameters, those whose values differ
+    dropped from both."""
     out = []
     for source, target in ((a, b), (b, a)):
         identity = classify(source, target)
@@ -241,6 +388,9 @@ def pair_rules(a: str, b: str) -> list[Identity]:
         ):
             out.append(identity)
     pa, pb = split_uri(a), split_uri(b)
+    if pa is not None and pb is not None and pa[:2] == pb[:2]:
+        out.extend(i for i in app_rules(pa, pb) if i not in out and (
+            i[1] != ALIAS_PATH or not out))
     if pa is not None and pb is not None and pa[:3] == pb[:3] and pa[4] and pb[4]:
         va: dict[str, list[str]] = {}
         vb: dict[str, list[str]] = {}

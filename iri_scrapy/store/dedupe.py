@@ -41,6 +41,7 @@ from functools import lru_cache
 from hashlib import blake2b
 from typing import Any
 
+from iri_scrapy.core import native
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import (
     Form,
@@ -314,7 +315,9 @@ class Deduper:
         self.form: Form = form
         self.max_rejects = max_rejects
         self.rung_stats = rung_stats
-        self.seen = FingerprintSet()
+        #: The seen-set: the native one when built (the batch loop adds to it too).
+        table = native.fingerprint_table()
+        self.seen: Any = FingerprintSet() if table is None else table
         # The key: URI form (the form only changes what is written out).
         self.options = NormalizeOptions(self.level, "uri", keep_fragment, nfc)
         self.out_options = NormalizeOptions(self.level, form, keep_fragment, nfc)

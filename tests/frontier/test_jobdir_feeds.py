@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from scrapy import Request
 
 from tests.frontier.test_frontier import make_project, run_until, stat_of
 from tests.support.bigsite import SlowSiteServer, large_site
@@ -232,3 +233,31 @@ def test_feeds_that_cannot_take_part_are_named(tmp_path: Path) -> None:
     # without JOBDIR nothing changes
     plain = get_crawler(Spider, {"ADDONS": {"iri_scrapy.Addon": 0}, "FEEDS": feeds})
     assert plain.settings.getwithbase("FEED_STORAGES")["file"] != STORAGE_PATH
+
+
+def test_no_commit_puts_an_answer_on_disk_without_its_state(tmp_path: Path) -> None:
+    """The commit that ``next_request`` makes before handing out another request (and the
+    sync loop's) takes ``spider.state`` too: an answer on disk always comes with the
+    state its callback left, so a kill right after it loses no count."""
+    import sqlite3
+
+    from iri_scrapy.frontier.sqlite_schema import meta_get
+    from iri_scrapy.store.frontier_file import FILENAME
+    from tests.frontier.test_frontier import open_scheduler
+
+    crawler, scheduler = open_scheduler(tmp_path, IRI_FRONTIER_MAX_INFLIGHT=0)
+    spider = crawler.spider
+    spider.state = {}
+    for i in range(3):
+        assert scheduler.enqueue_request(Request(f"http://e.com/{i}"))
+    first = scheduler.next_request()
+    assert first is not None
+    spider.state["pages"] = 1  # its callback ran
+    scheduler.answered(first)
+    assert scheduler.next_request() is not None  # commits the answer first
+    conn = sqlite3.connect(tmp_path / FILENAME)
+    try:
+        assert json.loads(meta_get(conn, "spider_state") or "null") == {"pages": 1}
+    finally:
+        conn.close()
+        scheduler.close("shutdown")

@@ -86,6 +86,25 @@ def test_samples_per_rule_each_alias_once() -> None:
     assert rules.events["content/sampled"] == 3
 
 
+def test_pages_held_behind_an_alias_met_first_are_sampled_too() -> None:
+    """An alias fetched first holds its page's key: the page itself, linked later,
+    is held by the rule that moved the alias (merged == its own key), and counts
+    as one of that rule's merges; without that count, a wrong rule met alias
+    first held every page behind its alias unchecked (and a closing sample is
+    taken only where no confirmation is)."""
+    rules, df = learned_filter(sample_every=3)
+    learned = df.learned
+    assert learned is not None
+    verdicts = []
+    for n in range(10, 34):
+        assert not df.request_seen(Request(f"{B}/p/{n}/?replytocom=1"))  # the holder
+        page = Request(f"{B}/p/{n}/")
+        verdicts.append((df.request_seen(page), bool(page.meta.get(META_SAMPLE))))
+    assert [i + 1 for i, (seen, _) in enumerate(verdicts) if not seen] == [6, 12, 24]
+    assert all(sample for seen, sample in verdicts if not seen)
+    assert rules.events["content/sampled"] == 3
+
+
 # --- deferral: aliases that would only re-confirm a rule being learned --------
 
 
@@ -357,3 +376,28 @@ def test_a_request_given_back_at_the_close_is_not_held_again() -> None:
     assert [r.url for r in learned.unstood()] == [alias]  # no page stood for it here
     assert df.request_seen(Request(alias))  # the same link met again: dropped
     assert learned.skipped == {} and learned.unstood() == []
+
+
+def test_a_spelling_served_here_is_not_fetched_again_when_rules_move_its_key() -> None:
+    """The filter keys ``?sid=a`` apart while no rule is known; once drop-param:sid is
+    learned, a link to that same spelling has a new key (``/i?id=6``) and passes the
+    filter: the downloader skips it (``refetch-avoided``), it was served. A page an
+    earlier run served (replayed from the frontier's store) is no such proof: the
+    spider may never have had it, and the request the frontier gave back is fetched."""
+    rules = ProtocolRules()
+    df = protocol_filter(rules)
+    learned = df.learned
+    assert learned is not None
+    first = scheduled(df, f"{B}/i?id=6&sid=a")
+    assert not learned.stale(first)
+    learned.observe_content(f"{B}/i?id=6&sid=a", D(6))  # served
+    learned.fetched(first)
+    for n in (1, 2):  # drop-param:sid learned from other pages
+        rules.observe_content(f"{B}/i?id={n}", D(n))
+        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+    again = scheduled(df, f"{B}/i?id=6&sid=a")  # the same spelling: a new key now
+    assert learned.stale(again)
+    assert rules.events["refetch-avoided"] == 1
+    replayed = scheduled(df, f"{B}/i?id=8&sid=b")
+    learned.observe_content(f"{B}/i?id=8&sid=b", D(8), replayed=True)
+    assert not learned.stale(replayed)

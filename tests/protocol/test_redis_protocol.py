@@ -446,17 +446,19 @@ def test_two_workers_share_the_rules_and_lose_nothing(redis_server: RedisServer)
         for result in results:
             assert result.finish_reason == "finished", result.stderr[-2000:]
         assert site.missed() == set(), sorted(site.missed())
-        # running workers share the queue, the seen-set, revocations and (on each
-        # 5 s tick) each other's rules: 1.37x to 1.63x over 12 runs (1.37x to 1.61x over 5
-        # runs without adopting rules while running: on this small site the
-        # duplicates are the aliases both workers fetch while learning, before a
-        # tick, and each worker's content evidence is its own); one worker alone
-        # 1.14x, stock 4.00
+        # running workers share the queue, the seen-set, revocations, (on each 1 s
+        # tick) each other's rules and (at once) each other's pages: 1.17x to 1.21x
+        # over 16 runs (1.37x to 1.82x when each worker's content evidence was its
+        # own); one worker alone 1.15x, stock 4.00 (test_redis_held_crawl.py)
         assert site.ratio() < 2.0, site.summary()
         assert all(r.stats.get("downloader/request_count") for r in results)
-        adopted = sum(v for r in results for k, v in r.stats.items()
-                      if k.startswith("iri/protocol/") and k.endswith("/adopted"))
-        assert adopted, "no worker adopted a rule another learned while running"
+        # each worker merges with rules: its own, adopted from the fleet's document
+        # (``.../adopted``), or learned from the fleet's pages (then nothing is new
+        # to adopt: adopting is checked by the unit tests above)
+        for result in results:
+            applied = sum(v for k, v in result.stats.items()
+                          if k.startswith("iri/protocol/") and k.endswith("/applied"))
+            assert applied, result.stats
 
 
 @pytest.mark.slow

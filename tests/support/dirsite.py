@@ -6,6 +6,9 @@ whose host is *host* (absolute-form, through the proxy, or origin-form with
 that ``Host``) is served from the file its %-decoded path names under *root*
 (a directory: its ``index.html``); anything else is a 404.  Files are read
 once and kept in memory, so the server costs the crawl as little as possible.
+*rewrite*, if given, turns each HTML file's bytes into what is served (called once
+per file with its path), e.g. to give every link a session id the server ignores
+(``benchmarks/bench_sid.py``).
 Hits are recorded in a :class:`~tests.support.server.HitLog`.
 
 Like the rest of :mod:`tests.support`, nothing here imports the IRI core.
@@ -17,6 +20,7 @@ import mimetypes
 import os
 import sys
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -32,6 +36,8 @@ from tests.support.server import (
 
 __all__ = ["DirServer"]
 
+Rewrite = Callable[[str, bytes], bytes]
+
 _NOT_FOUND = b"<!DOCTYPE html><title>404 Not Found</title><h1>Not Found</h1>\n"
 
 
@@ -39,8 +45,10 @@ class _DirHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, addr: tuple[str, int], root: Path, host: str, hits: HitLog) -> None:
+    def __init__(self, addr: tuple[str, int], root: Path, host: str, hits: HitLog,
+                 rewrite: Rewrite | None = None) -> None:
         self.root = root
+        self.rewrite = rewrite
         self.host = host
         self.hits = hits
         self.files: dict[str, tuple[bytes, str] | None] = {}
@@ -67,7 +75,10 @@ class _DirHTTPServer(ThreadingHTTPServer):
                 ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
                 if ctype.startswith("text/"):
                     ctype += "; charset=utf-8"
-                found = (target.read_bytes(), ctype)
+                body = target.read_bytes()
+                if self.rewrite is not None and ctype.startswith("text/html"):
+                    body = self.rewrite(path, body)
+                found = (body, ctype)
         with self.files_lock:
             self.files[path] = found
         return found
@@ -101,11 +112,12 @@ class DirServer:
     """Serve *root* as ``http://<host>/`` on ``127.0.0.1`` (a proxy); a context manager."""
 
     def __init__(self, root: str | os.PathLike[str], host: str = "site.example",
-                 port: int = 0) -> None:
+                 port: int = 0, rewrite: Rewrite | None = None) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise NotADirectoryError(str(root))
         self.host = host
+        self.rewrite = rewrite
         self.hits = HitLog()
         self._addr = ("127.0.0.1", port)
         self._httpd: _DirHTTPServer | None = None
@@ -128,7 +140,7 @@ class DirServer:
         self.hits.reset()
 
     def __enter__(self) -> DirServer:
-        self._httpd = _DirHTTPServer(self._addr, self.root, self.host, self.hits)
+        self._httpd = _DirHTTPServer(self._addr, self.root, self.host, self.hits, self.rewrite)
         self._thread = serve_in_thread(self._httpd, "iri-dir-site")
         return self
 

@@ -2,7 +2,8 @@
 
 ``normalize`` tries the fast path (``fast_path``: the native one of
 :mod:`iri_scrapy.core.native` when it is built, else the regular expression of
-``reference_fast_path``), then the fused
+``reference_fast_path``; a non-ASCII text first mapped to its URI by the native IRI
+path, ``iri_path``, where it is built), then the fused
 one-pass pipeline (``fused_path``), then the climb of the rungs (``climb_path``).
 The shortcuts must give exactly what the climb gives, so every example table runs
 through each path (as yarl runs its quoting tests through both its C and Python
@@ -36,8 +37,15 @@ PATHS = ("climb", "fused", "fast", "native") if NATIVE is not None else ("climb"
 def _fast(path: str) -> Callable[[str, bool], str | None]:
     if path == "native":
         assert NATIVE is not None
-        return NATIVE.fast_path  # type: ignore[no-any-return]
+        return _native_fast
     return reference_fast_path
+
+
+def _native_fast(text: str, keep_fragment: bool) -> str | None:
+    """The native fast path, an IRI first mapped to its URI by the native IRI path."""
+    assert NATIVE is not None
+    uri = text if text.isascii() else NATIVE.iri_to_uri(text)
+    return None if uri is None else NATIVE.fast_path(uri, keep_fragment)  # type: ignore[no-any-return]
 
 
 def via(

@@ -1,0 +1,522 @@
+/* Dedupe as a batch: the key, its fingerprint and the seen-set in one loop over a block.
+ *
+ * Part of the optional _fastpath extension (see _fastpath.c).  dedupe_block() walks the
+ * lines of a block of bytes; each line the fast path answers (already canonical ASCII:
+ * fastpath_check) is fingerprinted here (BLAKE2b, RFC 7693, 8-byte digest read big-endian,
+ * as iri_scrapy.store.dedupe.fingerprint) and added to a FingerprintTable, and written to
+ * the output if it is the first of its resource.  At the first line it cannot answer it
+ * stops and says where: the caller hands that line to the Python reference
+ * (Deduper.process, which climbs the ladder) and calls again after it, so the order of
+ * first spellings, the output and the statistics are those of the streaming path.
+ * FingerprintTable is iri_scrapy.store.fpstore.FingerprintSet in C: the same segments,
+ * growth and sizes, so the same memory figures.  Only the stable ABI (abi3, 3.10+).
+ */
+#include "_fastpath.h"  /* Python.h first */
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- BLAKE2b with an 8-byte digest, no key (RFC 7693) ---------------------------------- */
+
+static const uint64_t blake2b_iv[8] = {
+    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
+    0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
+};
+
+static const uint8_t blake2b_sigma[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+};
+
+#define ROTR64(x, n) (((x) >> (n)) | ((x) << (64 - (n))))
+#define G(a, b, c, d, x, y) do {                      \
+        v[a] = v[a] + v[b] + (x); v[d] = ROTR64(v[d] ^ v[a], 32); \
+        v[c] = v[c] + v[d]; v[b] = ROTR64(v[b] ^ v[c], 24);       \
+        v[a] = v[a] + v[b] + (y); v[d] = ROTR64(v[d] ^ v[a], 16); \
+        v[c] = v[c] + v[d]; v[b] = ROTR64(v[b] ^ v[c], 63);       \
+    } while (0)
+
+static uint64_t
+load64(const unsigned char *p)
+{
+    uint64_t w = 0;
+    for (int k = 7; k >= 0; k--) w = (w << 8) | p[k];
+    return w;
+}
+
+static void
+blake2b_compress(uint64_t h[8], const unsigned char block[128], uint64_t t, int last)
+{
+    uint64_t m[16], v[16];
+    for (int k = 0; k < 16; k++) m[k] = load64(block + 8 * k);
+    for (int k = 0; k < 8; k++) {
+        v[k] = h[k];
+        v[k + 8] = blake2b_iv[k];
+    }
+    v[12] ^= t;  /* the counter's high word stays 0: lines are far below 2**64 bytes */
+    if (last) v[14] = ~v[14];
+    for (int r = 0; r < 12; r++) {
+        const uint8_t *s = blake2b_sigma[r];
+        G(0, 4, 8, 12, m[s[0]], m[s[1]]);
+        G(1, 5, 9, 13, m[s[2]], m[s[3]]);
+        G(2, 6, 10, 14, m[s[4]], m[s[5]]);
+        G(3, 7, 11, 15, m[s[6]], m[s[7]]);
+        G(0, 5, 10, 15, m[s[8]], m[s[9]]);
+        G(1, 6, 11, 12, m[s[10]], m[s[11]]);
+        G(2, 7, 8, 13, m[s[12]], m[s[13]]);
+        G(3, 4, 9, 14, m[s[14]], m[s[15]]);
+    }
+    for (int k = 0; k < 8; k++) h[k] ^= v[k] ^ v[k + 8];
+}
+
+/* int.from_bytes(blake2b(data, digest_size=8).digest(), "big") */
+static uint64_t
+fingerprint64(const char *data, size_t n)
+{
+    uint64_t h[8];
+    memcpy(h, blake2b_iv, sizeof h);
+    h[0] ^= 0x01010000ULL | 8;  /* depth 1, fanout 1, no key, digest length 8 */
+    unsigned char block[128];
+    uint64_t t = 0;
+    while (n > 128) {
+        t += 128;
+        blake2b_compress(h, (const unsigned char *)data, t, 0);
+        data += 128;
+        n -= 128;
+    }
+    memset(block, 0, sizeof block);
+    memcpy(block, data, n);
+    blake2b_compress(h, block, t + n, 1);
+    uint64_t big = 0;  /* the digest is h[0] little-endian; read it big-endian */
+    for (int k = 0; k < 8; k++) big = (big << 8) | ((h[0] >> (8 * k)) & 0xFF);
+    return big;
+}
+
+/* --- FingerprintTable: fpstore.FingerprintSet in C ------------------------------------ */
+
+#define SEGMENT_BITS 12
+#define SEGMENTS (1 << SEGMENT_BITS)
+#define LOW52 0xFFFFFFFFFFFFFULL
+#define MIN_SEGMENT_SLOTS 4
+
+typedef struct {
+    uint64_t *slots;
+    size_t size;
+    Py_ssize_t room;  /* adds left before the segment grows */
+} segment;
+
+typedef struct {
+    PyObject_HEAD
+    segment *segs;
+    size_t len, total, peak;  /* values, slots of all segments, most slots at once */
+} table_object;
+
+/* floor((low52 * size) / 2**52) without overflow for size < 2**38 (fpstore's first slot). */
+static size_t
+first_slot(uint64_t value, size_t size)
+{
+    uint64_t low = value & LOW52, hi = low >> 26, lo = low & ((1ULL << 26) - 1);
+    return (size_t)((hi * size + ((lo * size) >> 26)) >> 26);
+}
+
+static size_t
+grown(size_t slots)
+{
+    return slots < 128 ? 2 * slots : ((slots * 5) / 4 + 3) & ~(size_t)3;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Segment s rebuilt 1/4 larger (fpstore's _grow and _placed: sorted values, no probing). */
+static int
+grow_segment(table_object *self, size_t s)
+{
+    segment *seg = &self->segs[s];
+    size_t size = grown(seg->size), count = 0;
+    uint64_t *values = PyMem_Malloc(seg->size * sizeof(uint64_t));
+    uint64_t *fresh = PyMem_Calloc(size, sizeof(uint64_t));
+    if (values == NULL || fresh == NULL) {
+        PyMem_Free(values);
+        PyMem_Free(fresh);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t k = 0; k < seg->size; k++)
+        if (seg->slots[k]) values[count++] = seg->slots[k];
+    qsort(values, count, sizeof(uint64_t), cmp_u64);
+    size_t last = 0, n_wrapped = 0;
+    int any = 0;
+    for (size_t k = 0; k < count; k++) {
+        size_t i = first_slot(values[k], size);
+        if (any && i <= last) {
+            i = last + 1;
+            if (i == size) {
+                values[n_wrapped++] = values[k];  /* k >= n_wrapped: safe in place */
+                continue;
+            }
+        }
+        fresh[i] = values[k];
+        last = i;
+        any = 1;
+    }
+    for (size_t k = 0; k < n_wrapped; k++) {
+        size_t i = 0;
+        while (fresh[i]) i++;
+        fresh[i] = values[k];
+    }
+    PyMem_Free(values);
+    if (self->total + size > self->peak) self->peak = self->total + size;
+    self->total += size - seg->size;
+    PyMem_Free(seg->slots);
+    seg->slots = fresh;
+    seg->room = (Py_ssize_t)((size * 3) / 4) - (Py_ssize_t)count;
+    seg->size = size;
+    return 0;
+}
+
+/* 1 if value was new, 0 if it was there, -1 on error (no memory). */
+static int
+table_add_value(table_object *self, uint64_t value)
+{
+    if (!value) value = 1;
+    size_t s = (size_t)(value >> (64 - SEGMENT_BITS));
+    segment *seg = &self->segs[s];
+    size_t size = seg->size, i = first_slot(value, size);
+    for (;;) {
+        uint64_t slot = seg->slots[i];
+        if (slot == value) return 0;
+        if (!slot) break;
+        if (++i == size) i = 0;
+    }
+    seg->slots[i] = value;
+    self->len++;
+    if (--seg->room < 0 && grow_segment(self, s) < 0) return -1;
+    return 1;
+}
+
+static int
+table_has_value(table_object *self, uint64_t value)
+{
+    if (!value) value = 1;
+    segment *seg = &self->segs[value >> (64 - SEGMENT_BITS)];
+    size_t size = seg->size, i = first_slot(value, size);
+    for (;;) {
+        uint64_t slot = seg->slots[i];
+        if (slot == value) return 1;
+        if (!slot) return 0;
+        if (++i == size) i = 0;
+    }
+}
+
+static PyObject *table_type;  /* the heap type, for the isinstance check of dedupe_block */
+
+static PyObject *
+table_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if (!PyArg_ParseTuple(args, "") || (kwds != NULL && PyObject_Length(kwds) > 0)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "FingerprintTable()");
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    table_object *self = (table_object *)alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->segs = PyMem_Calloc(SEGMENTS, sizeof(segment));
+    if (self->segs == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (size_t s = 0; s < SEGMENTS; s++) {
+        self->segs[s].slots = PyMem_Calloc(MIN_SEGMENT_SLOTS, sizeof(uint64_t));
+        if (self->segs[s].slots == NULL) {
+            Py_DECREF(self);
+            return PyErr_NoMemory();
+        }
+        self->segs[s].size = MIN_SEGMENT_SLOTS;
+        self->segs[s].room = (MIN_SEGMENT_SLOTS * 3) / 4;
+    }
+    self->total = self->peak = (size_t)SEGMENTS * MIN_SEGMENT_SLOTS;
+    return (PyObject *)self;
+}
+
+static void
+table_dealloc(PyObject *obj)
+{
+    table_object *self = (table_object *)obj;
+    PyTypeObject *type = Py_TYPE(obj);
+    if (self->segs != NULL) {
+        for (size_t s = 0; s < SEGMENTS; s++) PyMem_Free(self->segs[s].slots);
+        PyMem_Free(self->segs);
+    }
+    freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    tp_free(obj);
+    Py_DECREF(type);
+}
+
+static int
+as_u64(PyObject *obj, uint64_t *out)
+{
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static PyObject *
+table_add(PyObject *obj, PyObject *value)
+{
+    uint64_t v;
+    if (as_u64(value, &v) < 0) return NULL;
+    int added = table_add_value((table_object *)obj, v);
+    if (added < 0) return NULL;
+    return PyBool_FromLong(added);
+}
+
+static int
+table_contains(PyObject *obj, PyObject *value)
+{
+    if (!PyLong_Check(value)) return 0;
+    uint64_t v;
+    if (as_u64(value, &v) < 0) {  /* negative or too large: not a record */
+        PyErr_Clear();
+        return 0;
+    }
+    return table_has_value((table_object *)obj, v);
+}
+
+static Py_ssize_t
+table_len(PyObject *obj)
+{
+    return (Py_ssize_t)((table_object *)obj)->len;
+}
+
+static PyObject *
+table_nbytes(PyObject *obj, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSize_t(8 * ((table_object *)obj)->total);
+}
+
+static PyObject *
+table_peak_nbytes(PyObject *obj, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSize_t(8 * ((table_object *)obj)->peak);
+}
+
+static PyMethodDef table_methods[] = {
+    {"add", table_add, METH_O, "add(value) -> bool: True if the 64-bit value was new."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef table_getset[] = {
+    {"nbytes", table_nbytes, NULL, "Bytes held by the tables.", NULL},
+    {"peak_nbytes", table_peak_nbytes, NULL, "The most bytes the tables held at once.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot table_slots[] = {
+    {Py_tp_new, table_new},
+    {Py_tp_dealloc, table_dealloc},
+    {Py_tp_methods, table_methods},
+    {Py_tp_getset, table_getset},
+    {Py_sq_contains, table_contains},
+    {Py_sq_length, table_len},
+    {Py_tp_doc, "A set of 64-bit fingerprints: iri_scrapy.store.fpstore.FingerprintSet in C."},
+    {0, NULL},
+};
+
+static PyType_Spec table_spec = {
+    "iri_scrapy.core._fastpath.FingerprintTable", sizeof(table_object), 0, Py_TPFLAGS_DEFAULT,
+    table_slots,
+};
+
+/* --- the loop ------------------------------------------------------------------------ */
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} outbuf;
+
+static int
+out_append(outbuf *out, const char *s, size_t n)
+{
+    if (out->len + n + 1 > out->cap) {
+        size_t cap = out->cap ? out->cap : 65536;
+        while (out->len + n + 1 > cap) cap *= 2;
+        char *data = PyMem_Realloc(out->data, cap);
+        if (data == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        out->data = data;
+        out->cap = cap;
+    }
+    memcpy(out->data + out->len, s, n);
+    out->data[out->len + n] = '\n';
+    out->len += n + 1;
+    return 0;
+}
+
+/* dedupe_block(table, block, start, keep_fragment, write_key)
+ *   -> (stop, next, out, first_simple, first_fragment, dup_simple, dup_fragment)
+ *
+ * From offset start, each line of block (up to "\n"; the line less its end of line,
+ * "\r\n" or "\n", as the CLI decodes it) that the fast path answers is counted: first
+ * spelling (written to out, the line or with write_key its key, then "\n") or duplicate,
+ * each under "simple" or, when its fragment was dropped, "fragment" (what
+ * Deduper.add counts for a line whose rungs are none).  Stops before the first line it
+ * cannot answer: [stop, next) is that line with its end of line (stop == len(block) at
+ * the end).  A last line without "\n" keeps a final "\r" (then the reference answers). */
+static PyObject *
+dedupe_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "dedupe_block(table, block, start, keep_fragment, write_key)");
+        return NULL;
+    }
+    if (!fastpath_ready()) {
+        PyErr_SetString(PyExc_RuntimeError, "iri_scrapy.core._fastpath is not configured");
+        return NULL;
+    }
+    int is_table = PyObject_IsInstance(args[0], table_type);
+    if (is_table <= 0) {
+        if (is_table == 0) PyErr_SetString(PyExc_TypeError, "a FingerprintTable is needed");
+        return NULL;
+    }
+    table_object *table = (table_object *)args[0];
+    char *buf;
+    Py_ssize_t size;
+    if (PyBytes_AsStringAndSize(args[1], &buf, &size) < 0) return NULL;
+    Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    if (start < 0 || start > size) {
+        PyErr_SetString(PyExc_ValueError, "start outside the block");
+        return NULL;
+    }
+    int keep_fragment = PyObject_IsTrue(args[3]), write_key = PyObject_IsTrue(args[4]);
+    if (keep_fragment < 0 || write_key < 0) return NULL;
+    size_t n = (size_t)size, pos = (size_t)start, next = n;
+    Py_ssize_t counts[4] = {0, 0, 0, 0};  /* first simple, first fragment, dup simple, dup fragment */
+    outbuf out = {NULL, 0, 0};
+    while (pos < n) {
+        const char *line = buf + pos;
+        const char *nl = memchr(line, '\n', n - pos);
+        size_t len = nl ? (size_t)(nl - line) : n - pos;
+        next = nl ? pos + len + 1 : n;
+        if (nl && len && line[len - 1] == '\r') len--;
+        Py_ssize_t key = fastpath_check(line, len, keep_fragment);
+        if (key == FASTPATH_ERROR) goto fail;
+        if (key == FASTPATH_NO) break;
+        int added = table_add_value(table, fingerprint64(line, (size_t)key));
+        if (added < 0) goto fail;
+        int fragment = !keep_fragment && (size_t)key < len;
+        counts[(added ? 0 : 2) + fragment]++;
+        if (added && out_append(&out, line, write_key ? (size_t)key : len) < 0) goto fail;
+        pos = next;
+    }
+    if (pos >= n) pos = next = n;
+    PyObject *written = PyBytes_FromStringAndSize(out.data ? out.data : "", (Py_ssize_t)out.len);
+    PyMem_Free(out.data);
+    if (written == NULL) return NULL;
+    return Py_BuildValue("nnNnnnn", (Py_ssize_t)pos, (Py_ssize_t)next, written, counts[0],
+                         counts[1], counts[2], counts[3]);
+fail:
+    PyMem_Free(out.data);
+    return NULL;
+}
+
+/* fingerprint(data: bytes) -> int: as iri_scrapy.store.dedupe.fingerprint of its text. */
+static PyObject *
+fingerprint(PyObject *module, PyObject *data)
+{
+    (void)module;
+    char *buf;
+    Py_ssize_t size;
+    if (PyBytes_AsStringAndSize(data, &buf, &size) < 0) return NULL;
+    return PyLong_FromUnsignedLongLong(fingerprint64(buf, (size_t)size));
+}
+
+/* fingerprints(values: list, keep_fragment) -> list[int | None]: for each value a str
+ * the fast path answers, the fingerprint of its key (as fingerprint() of the key's
+ * bytes); None for every other value (the caller classifies it in Python). */
+static PyObject *
+fingerprints(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "fingerprints(values: list, keep_fragment)");
+        return NULL;
+    }
+    if (!fastpath_ready()) {
+        PyErr_SetString(PyExc_RuntimeError, "iri_scrapy.core._fastpath is not configured");
+        return NULL;
+    }
+    int keep_fragment = PyObject_IsTrue(args[1]);
+    if (keep_fragment < 0) return NULL;
+    Py_ssize_t count = PyList_Size(args[0]);
+    PyObject *result = PyList_New(count);
+    if (result == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *value = PyList_GetItem(args[0], k), *item = NULL;  /* borrowed */
+        Py_ssize_t size, key = FASTPATH_NO;
+        const char *s = PyUnicode_Check(value) ? PyUnicode_AsUTF8AndSize(value, &size) : NULL;
+        if (s == NULL) {
+            PyErr_Clear();  /* not a str, or a lone surrogate: the reference answers */
+        } else {
+            key = fastpath_check(s, (size_t)size, keep_fragment);
+            if (key == FASTPATH_ERROR) goto fail;
+        }
+        if (key == FASTPATH_NO) {
+            Py_INCREF(Py_None);
+            item = Py_None;
+        } else if ((item = PyLong_FromUnsignedLongLong(fingerprint64(s, (size_t)key))) == NULL) {
+            goto fail;
+        }
+        PyList_SetItem(result, k, item);  /* steals item */
+    }
+    return result;
+fail:
+    Py_DECREF(result);
+    return NULL;
+}
+
+static PyMethodDef batch_methods[] = {
+    {"fingerprints", (PyCFunction)(void (*)(void))fingerprints, METH_FASTCALL,
+     "fingerprints(values, keep_fragment) -> list: see _batch.c."},
+    {"dedupe_block", (PyCFunction)(void (*)(void))dedupe_block, METH_FASTCALL,
+     "dedupe_block(table, block, start, keep_fragment, write_key): see _batch.c."},
+    {"fingerprint", fingerprint, METH_O,
+     "fingerprint(data) -> int: BLAKE2b-64 of data, read big-endian."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+batch_init(PyObject *module)
+{
+    table_type = PyType_FromSpec(&table_spec);
+    if (table_type == NULL) return -1;
+    Py_INCREF(table_type);
+    if (PyModule_AddObject(module, "FingerprintTable", table_type) < 0) {
+        Py_DECREF(table_type);
+        return -1;
+    }
+    return PyModule_AddFunctions(module, batch_methods);
+}
