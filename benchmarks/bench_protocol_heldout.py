@@ -7,7 +7,7 @@ instead).  Each crawl (a subprocess, :func:`tests.support.crawl.run_crawl`,
 resource: printed per seed and setting are the server hits (robots.txt apart),
 the hits per reachable resource, the resources missed (per family of pages that
 must never merge: gallery, names, part numbers, order numbers, UUIDs, times,
-dates), and the protocol level's content and rule counts.
+dates), and the protocol level's calibration and content counts.
 
 Run: ``python benchmarks/bench_protocol_heldout.py [--seeds 101 102 ...] [--tuning]
 [--settings stock scheme protocol]``.  Bounded: every crawl has a timeout.
@@ -37,7 +37,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "scheme": {**ADDON, "ROBOTSTXT_OBEY": True},
     "protocol": {**ADDON, "ROBOTSTXT_OBEY": True, "IRI_LEVEL": "protocol"},
 }
-_SHOWN = ("content/nominated", "content/learned", "counterexamples",
+_SHOWN = ("calibration/fetched", "content/nominated", "content/learned", "counterexamples",
           "canonical/learned", "clean-param/learned", "redirect/learned")
 
 

@@ -2,16 +2,16 @@
 
 Section 5.3.4 lets a crawler regard two IRIs as equivalent once the protocol shows
 it.  Besides permanent redirects (:mod:`iri_scrapy.protocol.rules`) a server says so
-in four ways; this module reads them, as pure functions on text (no I/O, no
-Scrapy), for the learner that turns evidence into rules:
+in four ways; this module reads three of them, as pure functions on text (no I/O,
+no Scrapy), for the learner that turns evidence into rules:
 
 * ``Clean-param`` lines of robots.txt (Yandex's directive): :func:`parse_clean_param`;
 * ``<link rel="canonical">`` in an HTML head (RFC 6596 section 3; the HTML
   Standard's ``link`` element): :func:`canonical_from_html`;
 * ``Link: <...>; rel="canonical"`` response headers (RFC 8288 section 3,
   RFC 6596 section 3): :func:`canonical_from_link_headers`;
-* equal bodies under two URLs: :func:`content_digest`, a digest that ignores the
-  usual per-response noise (and says exactly which).
+* (the fourth, the same content under two URLs, is :mod:`.fingerprint`, compared
+  modulo what changes by chance on the site: :mod:`.calibration`).
 
 Everything here reads data from the network: no function raises on any input;
 what cannot be read is no evidence (None, or no rule), never a guess.
@@ -19,8 +19,6 @@ what cannot be read is no evidence (None, or no rule), never a guess.
 
 from __future__ import annotations
 
-import hashlib
-import html
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -327,229 +325,6 @@ def canonical_from_link_headers(values: Iterable[str]) -> str | None:
     except Exception:  # an iterable that fails: what it gave so far had no canonical
         return None
     return None
-
-
-# --------------------------------------------------------------------------- content digest
-
-_HTML_START_RE = re.compile(r"\s*<[A-Za-z!?/]")
-# Whichever comes first: a comment (to "-->" or the end), or a script/style/noscript/
-# template element with its contents (to its end tag or the end), as a tokenizer sees them.
-# (The loops are unrolled, [^-]* and [^<]*, which the engine runs far faster than .*?)
-_HIDDEN_RE = re.compile(
-    r"<(?=[!sSnNtT])(?:!--[^-]*(?:-(?!-!?>)[^-]*)*(?:--!?>|\Z)"
-    r"|(script|style|noscript|template)\b[^<>]*>[^<]*(?:<(?!/\1\s*>)[^<]*)*(?:</\1\s*>|\Z))",
-    re.IGNORECASE | re.DOTALL,
-)
-_MEDIA_TAGS = "img|iframe|video|audio|source|embed|amp-img|amp-iframe|amp-video|amp-audio|amp-anim"
-# (the lookahead lets most tags fail on their first letter: twice as fast)
-_KEPT_ATTR_TAG_RE = re.compile(
-    rf"<(?=[aeimsvAEIMSV])(?:(?:{_MEDIA_TAGS})\s|meta\s)[^<>]*>", re.IGNORECASE)
-_ATTR_RE = re.compile(r"""([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]*)))?""")
-_KEPT_META = frozenset({"description", "og:title", "og:description"})
-_TAG_RE = re.compile(r"<[A-Za-z/!?][^<>]*>")
-
-# The text's noise is found on its UTF-8 bytes, where bytes.translate is fast whatever
-# the script: ASCII whitespace becomes " " (runs collapsed), then a copy with every
-# digit turned into "0" is scanned for the shapes of dates, times and epochs with a
-# pattern that starts with the literal "0" (so the regex engine skips to the next
-# digit); each candidate is checked on the real digits.  Tokens are found on a copy
-# with letters and digits turned into "a" and every other byte into " ".
-_SPACE_TABLE = bytes.maketrans(b"\t\n\r\f\v", b"     ")
-_ZERO_TABLE = bytes.maketrans(b"123456789", b"000000000")
-_TOKEN_TABLE = bytes(
-    0x61 if chr(i).isascii() and chr(i).isalnum() else 0x2D if i == 0x2D else 0x20
-    for i in range(256)
-)
-_SPACES_RE = re.compile(rb"  +")
-_MONTHS = rb"Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
-_ZONE_NAMES = rb"(?:GMT|UTC?|[ECMP][SD]T|Z)(?![A-Za-z])"
-# The shapes, after the first digit (hence the lookbehind: not after a digit, ".", ":", "-").
-_SHAPE_RE = re.compile(
-    rb"0(?<![0.:\-]0)(?:"
-    rb"(?P<iso>000-00-00(?:[T ]0?0:00(?::00(?:[.,]0{1,9})?)?(?:Z|[+-]00:?00)?)?)(?![0\-])"
-    rb"|(?P<rfc>0? ?(?:" + _MONTHS + rb") 0000 0?0:00(?::00)?"
-    rb"(?: ?(?:[+-]0000|" + _ZONE_NAMES + rb"))?)"
-    rb"|(?P<time>0?:00(?::00(?:[.,]0{1,9})?)?)(?![0:])"
-    rb"|(?P<epoch>0{9}(?:000)?)(?!0)"
-    rb")"
-)
-_D = rb"[0-9]"
-_HOUR_MIN = rb"(?:[01]?" + _D + rb"|2[0-3]):[0-5]" + _D
-_TIME_OK = _HOUR_MIN + rb"(?::(?:[0-5]" + _D + rb"|60)(?:[.,]" + _D + rb"{1,9})?)?"
-_VALID = {
-    # ISO 8601 calendar date (month 01-12, day 01-31), time and zone
-    "iso": re.compile(
-        _D + rb"{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]" + _D + rb"|3[01])"
-        rb"(?:[T ]" + _TIME_OK + rb"(?:Z|[+-](?:[01]" + _D + rb"|2[0-3]):?[0-5]" + _D + rb")?)?"),
-    # RFC 5322 section 3.3 date-time (its day of week, if any, is found before it)
-    "rfc": re.compile(
-        rb"(?:0?[1-9]|[12]" + _D + rb"|3[01]) ?(?:" + _MONTHS + rb") " + _D + rb"{4} "
-        + _HOUR_MIN + rb"(?::(?:[0-5]" + _D + rb"|60))?"
-        rb"(?: ?(?:[+-]" + _D + rb"{4}|" + _ZONE_NAMES + rb"))?"),
-    "time": re.compile(_TIME_OK),
-    # epoch seconds 1000000000-4999999999 (2001-2128), or milliseconds in that span
-    "epoch": re.compile(rb"[1-4]" + _D + rb"{9}(?:" + _D + rb"{3})?"),
-}
-_DAY_BEFORE_RE = re.compile(rb"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), ?\Z")
-# Literal prefixes, the engine's fast search: a run of 16 letters or digits (found
-# at its start, the first place 16 occur in a row); a UUID's middle.
-_TOKEN_RE = re.compile(rb"aaaaaaaaaaaaaaaaa*")
-_UUID_MIDDLE_RE = re.compile(rb"-aaaa-aaaa-aaaa-")
-_UUID_RE = re.compile(rb"[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}")
-_MASK = b"\x00"
-
-
-def _noise_spans(text: bytes) -> list[tuple[int, int]]:
-    """The spans of *text* (whitespace already collapsed) to mask, sorted, merged."""
-    spans: list[tuple[int, int]] = []
-    for m in _SHAPE_RE.finditer(text.translate(_ZERO_TABLE)):
-        kind = m.lastgroup or ""
-        start, end = m.span()
-        valid = _VALID[kind].match(text, start, end)  # the longest valid head of the shape
-        if valid is None:
-            continue
-        if kind == "rfc":
-            day = _DAY_BEFORE_RE.search(text, max(0, start - 6), start)
-            if day is not None:
-                start = day.start()
-        spans.append((start, valid.end()))
-    tokens = text.translate(_TOKEN_TABLE)
-    for m in _TOKEN_RE.finditer(tokens):
-        start, end = m.span()
-        if not text[start:end].isdigit() and not text[start:end].isalpha():
-            spans.append((start, end))
-    if b"-" in text:
-        for m in _UUID_MIDDLE_RE.finditer(tokens):
-            start, end = m.start() - 8, m.end() + 12
-            if (start >= 0 and _UUID_RE.fullmatch(text, start, end) is not None
-                    and tokens[start - 1:start] != b"a" and tokens[end:end + 1] != b"a"):
-                spans.append((start, end))
-    if len(spans) < 2:
-        return spans
-    spans.sort()
-    merged = [spans[0]]
-    for start, end in spans[1:]:
-        if start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _masked(text: bytes) -> bytes:
-    """*text* with ASCII whitespace runs collapsed to one space and its noise masked."""
-    text = _SPACES_RE.sub(b" ", text.translate(_SPACE_TABLE)).strip(b" ")
-    spans = _noise_spans(text)
-    if not spans:
-        return text
-    pieces: list[bytes] = []
-    last = 0
-    for start, end in spans:
-        pieces += (text[last:start], _MASK)
-        last = end
-    pieces.append(text[last:])
-    return b"".join(pieces)
-
-
-def _kept_attributes(match: re.Match[str]) -> str:
-    """The content an attribute carries in a media or ``<meta>`` tag, as text."""
-    tag = match.group(0)
-    attrs: dict[str, str] = {}
-    for m in _ATTR_RE.finditer(tag, 1):
-        attrs.setdefault(lower_ascii(m.group(1)), m.group(2) or m.group(3) or m.group(4) or "")
-    if tag[1:5].lower() == "meta":
-        name = lower_ascii(attrs.get("name") or attrs.get("property") or "")
-        return f" {attrs.get('content', '')} " if name in _KEPT_META else " "
-    return f" {attrs.get('src', '')} "
-
-
-def _content_bytes(body: str) -> bytes:
-    if not isinstance(body, str):
-        return b""
-    for bom in _BOMS:
-        if body.startswith(bom):
-            body = body[len(bom):]
-    if _HTML_START_RE.match(body):
-        body = _HIDDEN_RE.sub(" ", body)
-        body = _KEPT_ATTR_TAG_RE.sub(_kept_attributes, body)
-        body = _TAG_RE.sub(" ", body)
-        if "&" in body:
-            body = html.unescape(body)
-    if "\xa0" in body:
-        body = body.replace("\xa0", " ")
-    return _masked(body.encode("utf-8", "surrogatepass"))
-
-
-def content_text(body: str) -> str:
-    """The text :func:`content_digest` hashes: *body* with its noise removed or masked
-    (each masked token becomes one NUL), whitespace collapsed to single spaces."""
-    return _content_bytes(body).decode("utf-8", "surrogatepass")
-
-
-def content_digest(body: str) -> bytes:
-    """A 16-byte digest (BLAKE2b) of what a page says, equal for two responses of the
-    same resource despite the usual per-response noise: evidence that two URLs serve
-    one resource (RFC 3987 section 5.3.4, "the protocol teaches").
-
-    A body whose first non-blank character is ``<`` is markup (HTML, XHTML, XML); in it:
-
-    * removed with their contents: HTML comments and ``<script>``, ``<style>``,
-      ``<noscript>``, ``<template>`` elements (nonces, inline JSON state, analytics);
-    * tags dropped, text kept, character references decoded: markup variants of one
-      text (an AMP page and its plain page, other attribute order, classes, ids)
-      digest equal; with the tags go every attribute, so ``<input type=hidden>``
-      values and ``<meta name=csrf-token content=...>`` never count;
-    * two kinds of attribute are kept, as text, because they are content: the ``src``
-      of embedded media (``img``, ``iframe``, ``video``, ``audio``, ``source``,
-      ``embed`` and their ``amp-`` forms: two photo pages with the same caption
-      differ by their image) and the ``content`` of ``<meta name=description>``,
-      ``og:title``, ``og:description`` (what differs between two pages of one
-      script-rendered site).
-
-    Then, in the text (of markup, or of any other body: plain text, JSON), ASCII
-    whitespace and no-break spaces are collapsed to single spaces, and each of these
-    is masked to one placeholder (a NUL); the dates, times and epochs only where they
-    do not follow a digit, ``.``, ``:`` or ``-``:
-
-    * ISO 8601 calendar dates (month 01-12, day 01-31), with an optional time and
-      zone (``2024-05-01``, ``2024-05-01T12:00:00.5+02:00``, ``2024-05-01 12:00``);
-    * RFC 5322 section 3.3 / RFC 1123 date-times, day of week included
-      (``Mon, 01 Jan 2024 12:00:00 GMT``, ``5 Nov 2024 09:07 +0100``);
-    * times of day ``H:MM``, ``HH:MM``, ``HH:MM:SS[.fff]`` (hours 0-23, minutes and
-      seconds 0-59);
-    * UUIDs (RFC 9562: 8-4-4-4-12 hex digits);
-    * epoch times: runs of exactly 10 digits from 1000000000 to 4999999999 (seconds,
-      years 2001-2128) or 13 digits from 1000000000000 to 4999999999999
-      (milliseconds), not after a ``.`` (a decimal fraction);
-    * tokens: runs of 16 or more ASCII letters and digits with at least one of each:
-      hex and base64 session ids, CSRF tokens, cache-busters, ISO 8601 basic
-      date-times (``20240501T120000Z``).
-
-    Never masked: words (a run of letters alone, however long), numbers of up to 9
-    digits (ids, prices, page numbers, years alone), 11- and 12-digit and over
-    13-digit numbers, 10- and 13-digit ones outside the epoch span (from 5000000000
-    up, so most phone numbers; ISBN-13s, 978... and 979...), invalid dates and times
-    (``2024-13-01``, ``76:68``), other date spellings (``05/01/2024``, ``1 May
-    2024`` without a time), and tokens cut by any other character (``-``, ``_``,
-    ``/``, ``+``, ``=``, ``.``) into pieces under 16 characters (slugs, product
-    names, paths; a base64 token cut so keeps its pieces: its pages then digest
-    apart, a missed merge, never a false one).
-
-    False-merge risk: two different pages whose texts differ only in masked tokens
-    digest equal: a day page of a calendar with no events but its date, two
-    listings that differ only by a 16+ character code (a VIN, a hash), pages that
-    differ only in a time (a match score "21:15", a verse "3:16"), in a 10-digit
-    number that reads as an epoch (a phone number "2125551234"), in an attribute
-    other than those kept (a link's href, an image's ``data-src``) or in what a
-    script renders.  A body with no text left (an empty page, a script-only shell)
-    digests to :data:`EMPTY_DIGEST`, which says nothing about the resource.  So one equal
-    digest is a candidate, not proof: the learner confirms it N times and samples.
-    """
-    return hashlib.blake2b(_content_bytes(body), digest_size=16).digest()
-
-
-#: The digest of a body with no text left: no evidence that two URLs are one resource.
-EMPTY_DIGEST = hashlib.blake2b(b"", digest_size=16).digest()
 
 
 # --------------------------------------------------------------------------- hosts

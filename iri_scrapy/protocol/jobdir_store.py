@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from iri_scrapy.frontier.codec import RequestCodec
 from iri_scrapy.protocol.document import RulesDataError
+from iri_scrapy.protocol.fingerprint import Fingerprint
 from iri_scrapy.protocol.learned import write_rules
 from iri_scrapy.protocol.store import (
     SKIPPED_ERRORS,
@@ -121,8 +122,12 @@ class ProtocolStore:
 
     def _replay(self, store: FrontierStore) -> None:
         """The pages' digests into the rules (what samples compare with)."""
-        for uri, digest in store.protocol_rows(PAGE):
-            self.learned.observe_content(uri, digest, replayed=True)
+        for uri, record in store.protocol_rows(PAGE):
+            try:
+                page = Fingerprint.from_record(record)
+            except ValueError:
+                continue  # a page no sample can be compared with: only merges lost
+            self.learned.observe_content(uri, page, replayed=True)
 
     def _load_rules(self) -> bool:
         """Read the rules file; False if it was damaged (set aside, said)."""

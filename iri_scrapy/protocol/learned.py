@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from iri_scrapy.plugin import compat  # noqa: F401  (checks the installed Scrapy first)
 from iri_scrapy.plugin.config import META_DEFERRED, META_KEYED, META_SAMPLE, IRIConfig
 from iri_scrapy.plugin.stamp import Stamper
+from iri_scrapy.protocol.fingerprint import Fingerprint
 from iri_scrapy.protocol.inflight import InFlight
 from iri_scrapy.protocol.transforms import MAX_PAGES_PER_SCOPE, split_uri
 
@@ -83,7 +84,10 @@ class Learned:
         #: the dupefilter's ``request in df`` (no side effect), set by the filter
         self.seen: Callable[[Request], bool] | None = None
         self.sink: Sink | None = None
-        #: keys before the rules fetched as samples (each alias is counted once)
+        #: keys before the rules fetched as samples, or given back at the close
+        #: (:meth:`unstood`): each alias is counted, and fetched past the rules, once
+        #: (in a fleet the page a request held here stands for may be another
+        #: worker's, so its copies met again would be given back at every idle)
         self.sampled: set[str] = set()
         self._revision = rules.revision
         self._published: dict[str, int] = {}
@@ -350,7 +354,8 @@ class Learned:
         for key, base in holders.items():
             self._holders.setdefault(key, base)
 
-    def observe_content(self, uri: str, digest: bytes, *, replayed: bool = False) -> None:
+    def observe_content(self, uri: str, digest: Fingerprint | bytes, *,
+                        replayed: bool = False) -> None:
         """A 2xx page: its content evidence (:meth:`ProtocolRules.observe_content`),
         and kept by the frontier store (a resume compares samples with it); with
         *replayed*, a page this process did not serve (read back from the store)."""
@@ -361,7 +366,8 @@ class Learned:
         elif self.replayed:
             self.replayed.discard(uri)
         if self.sink is not None and not replayed:
-            self.sink.page(uri, digest)
+            fp = Fingerprint.exact(digest) if isinstance(digest, bytes) else digest
+            self.sink.page(uri, fp.to_record())
         if len(self.rules.stopped) > stopped:
             _say_stopped(self.rules)
             self.publish()
@@ -394,7 +400,7 @@ class Learned:
                     continue
                 checked |= groups
                 sample = True
-                self.sampled.add(base)
+            self.sampled.add(base)
             del self.skipped[base]
             if self.sink is not None:
                 self.sink.release(base)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from scrapy import signals
+from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, IgnoreRequest
-from scrapy.http import TextResponse
+from scrapy.http import HtmlResponse, TextResponse
 
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import Level, normalize, retrieval_key
@@ -30,16 +30,14 @@ from iri_scrapy.plugin.links import browser_href
 from iri_scrapy.plugin.location import IRILocationMiddleware, decode_location
 from iri_scrapy.protocol.decoded import decoded
 from iri_scrapy.protocol.evidence import (
-    EMPTY_DIGEST,
     canonical_from_html,
     canonical_from_link_headers,
-    content_digest,
     parse_clean_param,
 )
+from iri_scrapy.protocol.fingerprint import Fingerprint, fingerprint
 from iri_scrapy.protocol.learned import Learned, learned_of, write_rules
 
 if TYPE_CHECKING:
-    from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from typing_extensions import Self
@@ -48,6 +46,13 @@ if TYPE_CHECKING:
 
 
 logger = logging.getLogger(__name__)
+
+#: ``meta`` key of a calibration fetch: the section it calibrates (:mod:`.calibration`).
+META_CALIBRATE = "iri_protocol_calibrate"
+#: Seconds between a section's first fetch and its late calibration fetch: long
+#: enough for a clock shown to the second to move.
+CALIBRATION_DELAY = 1.5
+LATE = "late:"
 
 
 class IRIProtocolMiddleware(IRILocationMiddleware):
@@ -58,6 +63,8 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         context = CrawlContext.of(crawler)
         self.rules: ProtocolRules | None = context.rules
         self.learned: Learned | None = learned_of(context)
+        # section -> the delayed call of its late calibration, and its request
+        self._timers: dict[str, tuple[Any, Request]] = {}
         self.max_size = crawler.settings.getint("DOWNLOAD_MAXSIZE")
 
     @classmethod
@@ -106,16 +113,95 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
 
     def spider_idle(self) -> None:
         """Give back every deferred request, and every held one no page stands for
-        (:meth:`Learned.unstood`), before the crawl may end."""
+        (:meth:`Learned.unstood`), before the crawl may end; fetch the calibrations
+        still waiting for their delay now."""
         learned = self.learned
         assert learned is not None
-        if learned.give_back(learned.settle(everything=True) + learned.unstood()):
+        waiting = False
+        for section, (timer, late) in list(self._timers.items()):
+            if timer.active():
+                timer.cancel()
+                self._fetch_again(section, late)
+                waiting = True
+        self._timers.clear()
+        if learned.give_back(learned.settle(everything=True) + learned.unstood()) or waiting:
             raise DontCloseSpider
 
     def request_dropped(self, request: Request) -> None:
         """Learn the redirect that led to *request*, dropped by the scheduler."""
         if self.rules is not None and META_PENDING in request.meta:
             self._learn(request.meta.pop(META_PENDING))
+        self._calibrated(request, None)
+
+    def _calibrated(self, request: Request, fp: Fingerprint | None) -> bool:
+        """The calibration fetch *request* served *fp* (None: it failed, or was
+        not a 2xx): learn what changes by chance, then observe the pages held
+        meanwhile.  False if this process did not ask for it (a resumed crawl)."""
+        section = request.meta.pop(META_CALIBRATE, None)
+        if self.rules is None or not isinstance(section, str):
+            return False
+        self._inc(f"iri/protocol/calibration/{'fetched' if fp is not None else 'failed'}")
+        try:
+            served = retrieval_key(request.url)
+        except IRIError:
+            served = request.url
+        if section.startswith(LATE):
+            known = fp is not None and self.rules.calibration.land_late(
+                served, section[len(LATE):], fp)
+            held: list[tuple[str, Fingerprint]] = []
+        else:
+            known, held = self.rules.calibration.land(served, section, fp)
+        if known and fp is not None:
+            self.rules.reconsider()
+        for uri, page in held:
+            self.learned.observe_content(uri, page)  # type: ignore[union-attr]
+        self._fetch_wanted(request.priority)
+        return known
+
+    def _fetch_wanted(self, priority: int) -> None:
+        """Fetch again each page whose section is calibrated on demand
+        (:meth:`~.calibration.Calibration.want`: its content differed under a
+        candidate rule), first in line."""
+        assert self.rules is not None
+        wanted = self.rules.calibration.wanted
+        if not wanted or not self._engine_running():
+            return
+        while wanted:
+            uri, section = wanted.pop()
+            self.crawler.engine.crawl(Request(uri, dont_filter=True, priority=priority + 1000,
+                                              meta={META_CALIBRATE: section}))
+
+    def _engine_running(self) -> bool:
+        try:
+            return self.crawler.engine is not None
+        except RuntimeError:  # a middleware used outside a crawl (no engine yet)
+            return False
+
+    def _calibrate(self, request: Request, response: Response, served: str,
+                   fp: Fingerprint) -> bool:
+        """Start a calibration of *served*'s section if it is its first page (fetch
+        it again, first in line); True if the page waits for its site's calibrations."""
+        assert self.rules is not None
+        calibration = self.rules.calibration
+        if not fp.empty and isinstance(response, HtmlResponse) and self._engine_running():
+            section = calibration.start(served, fp)
+            if section is not None:
+                self.crawler.engine.crawl(Request(
+                    response.url, dont_filter=True, priority=request.priority + 1000,
+                    meta={META_CALIBRATE: section}))
+                late = Request(response.url, dont_filter=True, priority=request.priority + 1000,
+                               meta={META_CALIBRATE: LATE + section})
+                from twisted.internet import reactor
+
+                clock: Any = reactor  # (the installed reactor: IReactorTime)
+                self._timers[section] = (clock.callLater(
+                    CALIBRATION_DELAY, self._fetch_again, section, late), late)
+        return calibration.hold(served, fp)
+
+    def _fetch_again(self, section: str, request: Request) -> None:
+        """Fetch *request* (a calibration) now."""
+        self._timers.pop(section, None)
+        self.crawler.engine.crawl(request)
 
     def _learn(self, pending: list[object]) -> None:
         assert self.rules is not None
@@ -144,7 +230,9 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
                              {"kind": kind, "evidence": evidence})
 
     def _done(self, request: Request) -> None:
-        """A fetch answered or failed: what was deferred on it is looked at."""
+        """A fetch answered or failed: what was deferred on it is looked at (and a
+        calibration fetch that did not serve a page teaches nothing)."""
+        self._calibrated(request, None)
         if self.learned is not None:
             self.learned.fetched(request)
             self.learned.give_back(self.learned.settle())
@@ -182,9 +270,13 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
             return
         response = page
         text = response.text if isinstance(response, TextResponse) else None
-        digest = (content_digest(text) if text is not None
-                  else hashlib.blake2b(response.body, digest_size=16).digest())
-        if digest != EMPTY_DIGEST:  # an empty page says nothing about the resource
+        digest = (fingerprint(text) if text is not None else Fingerprint.exact(
+            hashlib.blake2b(response.body, digest_size=16).digest()))
+        if META_CALIBRATE in request.meta and self._calibrated(request, digest):
+            raise IgnoreRequest(f"IRI protocol: {served} fetched twice to learn what "
+                                "changes by chance on its site")
+        held = self._calibrate(request, response, served, digest)
+        if not digest.empty and not held:  # an empty page says nothing about the resource
             self.learned.observe_content(served, digest)
         if served.endswith("/robots.txt") and text is not None:
             for clean in parse_clean_param(text):
@@ -202,8 +294,9 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
             if target is not None:
                 rules.observe_canonical(served, target)
         self.learned.requeue()
-        if request.meta.get(META_SAMPLE) and digest != EMPTY_DIGEST and rules.same_content(
-                served, digest):
+        self._fetch_wanted(request.priority)
+        if request.meta.get(META_SAMPLE) and not digest.empty and not held and \
+                rules.same_content(served, digest):
             self._inc("iri/protocol/sample_dropped")
             raise IgnoreRequest(f"IRI protocol: {served} served the content of "
                                 f"{rules.apply(served)} (a sample that confirmed its rule)")

@@ -55,6 +55,7 @@ from iri_scrapy.frontier.redis_client import IRIRedisError
 from iri_scrapy.frontier.redis_queue import MARKER, ProtocolStateLost
 from iri_scrapy.plugin.config import META_SAMPLE
 from iri_scrapy.protocol.document import RulesDataError
+from iri_scrapy.protocol.fingerprint import Fingerprint
 from iri_scrapy.protocol.redis_evidence import FleetEvidence, Page
 from iri_scrapy.protocol.rules import ProtocolRules
 from iri_scrapy.protocol.store import (
@@ -287,8 +288,12 @@ class RedisProtocolStore:
         worker's own: the fleet's content evidence (:mod:`.redis_evidence`)."""
         if not pages:
             return
-        for uri, digest in pages:  # already in the log: not written again
-            self.learned.observe_content(uri, digest, replayed=True)
+        for uri, record in pages:  # already in the log: not written again
+            try:
+                page = Fingerprint.from_record(record)
+            except ValueError:
+                continue  # a page no sample can be compared with: only merges lost
+            self.learned.observe_content(uri, page, replayed=True)
 
     def _read_fleet(self, value: bytes) -> None:
         """The fleet's document from *value*; a damaged one is set aside (WARNING)."""
@@ -383,7 +388,7 @@ class RedisProtocolStore:
             self.failed = True
 
     def page(self, uri: str, digest: bytes) -> None:
-        """:attr:`Learned.sink`: a 2xx page's digest appended to ``<base>:pages``; the
+        """:attr:`Learned.sink`: a 2xx page's fingerprint record appended to ``<base>:pages``; the
         pages the other workers appended since are observed here at once."""
         if self.failed:
             return

@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 from iri_scrapy.core.query import split_fragment, strip_fragment
+from iri_scrapy.protocol.calibration import Calibration
+from iri_scrapy.protocol.fingerprint import Fingerprint
 from iri_scrapy.protocol.transforms import (
     ADD,
     ADD_WWW,
@@ -67,10 +69,14 @@ class RuleBook:
         self.revision = 0
         self._confirmed: dict[Identity, list[str]] = {}  # images (or URIs) that confirmed it
         self._bad: Counter[Identity] = Counter()  # content counterexamples
+        #: per rule, the content counterexamples (URI, two pages) kept (:meth:`reconsider`)
+        self._refuting: dict[Identity, list[tuple[str, Fingerprint, Fingerprint]]] = {}
         self._origin: dict[Identity, str] = {}  # the source that nominated it
         self._candidates: dict[str, set[Identity]] = {}  # scope -> nominated rules
-        self._images: dict[Identity, dict[str, tuple[bytes, str]]] = {}
-        self._digests: dict[str, bytes] = {}  # canonical URI -> digest of its content
+        self._images: dict[Identity, dict[str, tuple[Fingerprint, str]]] = {}
+        self._digests: dict[str, Fingerprint] = {}  # canonical URI -> its content
+        #: per site, what changes by chance (two fetches of one spelling)
+        self.calibration = Calibration()
         self._keys: dict[str, list[str]] = {}  # scope -> URIs with a digest, in order
         self._by_digest: dict[bytes, list[str]] = {}
         self._skips: Counter[Identity] = Counter()
@@ -284,15 +290,21 @@ class RuleBook:
                 return join_uri(out)
         return uri
 
-    def same_content(self, uri: str, digest: bytes) -> bool:
-        """True if another page already served *digest* under the key :meth:`apply`
-        gives *uri*, which rules moved (a sample that confirmed its rules)."""
+    def same(self, uri: str, a: Fingerprint, b: Fingerprint) -> bool:
+        """True if a crawler gets the same from *a* and *b*, pages of *uri*'s site
+        (what changes by chance there excused: :mod:`.calibration`)."""
+        return self.calibration.volatility(uri).same(a, b)
+
+    def same_content(self, uri: str, fp: Fingerprint) -> bool:
+        """True if another page already served the content *fp* under the key
+        :meth:`apply` gives *uri*, which rules moved (a sample that confirmed its rules)."""
         uri = strip_fragment(uri)
         key = self.apply(uri)
         if key == uri:
             return False
-        return any(other != uri and self.apply(other) == key
-                   for other in self._by_digest.get(digest, ()))
+        others = [key, *self._by_digest.get(self.calibration.volatility(uri).digest(fp), ())]
+        return any(other != uri and other in self._digests and self.apply(other) == key
+                   and self.same(uri, self._digests[other], fp) for other in others)
 
     def pending(self, uri: str) -> list[tuple[Identity, str, int]]:
         """The rules not yet in force (and with no content counterexample) that

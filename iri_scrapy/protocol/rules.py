@@ -68,6 +68,7 @@ from typing import Any
 
 from iri_scrapy.core.query import param_name, strip_fragment
 from iri_scrapy.protocol import document
+from iri_scrapy.protocol.fingerprint import Fingerprint
 from iri_scrapy.protocol.rulebook import RuleBook
 from iri_scrapy.protocol.transforms import (
     BACKFILL,
@@ -78,6 +79,7 @@ from iri_scrapy.protocol.transforms import (
     DROP_PARAM,
     KEPT_CONFIRMATIONS,
     MAX_PAGES_PER_SCOPE,
+    MAX_REFUTING,
     PER_DIGEST,
     PERMANENT,
     REDIRECT,
@@ -203,18 +205,47 @@ class ProtocolRules(RuleBook):
         for uri in self._keys.get(scope, [])[-BACKFILL:]:
             self._track(identity, uri, self._digests[uri])
 
-    def _against(self, identity: Identity, *, content: bool) -> None:
-        """Evidence against *identity*: content that differed in its scope (for
-        good), or (not *content*) a 2xx against a redirect policy."""
+    def _against(self, identity: Identity, *, content: bool,
+                 pair: tuple[str, Fingerprint, Fingerprint] | None = None) -> None:
+        """Evidence against *identity*: content that differed in its scope (*pair*:
+        the URI and the two pages; for good, unless the site's calibration later
+        shows the difference is chance: :meth:`reconsider`), or (not *content*) a
+        2xx against a redirect policy."""
         before = self._in_force(identity)
         if content:
             self._bad[identity] += 1
             self.events["counterexamples"] += 1
+            pairs = self._refuting.setdefault(identity, [])
+            if pair is not None and len(pairs) < MAX_REFUTING:
+                pairs.append(pair)
+                page = self._digests.get(pair[0])
+                if page is not None:  # is the difference chance? fetch it again to see
+                    self.calibration.want(pair[0], page)
         else:
             self._contrary[identity] += 1
         if before and not self._in_force(identity):
             self.revision += 1
             self.events[f"{self._origin.get(identity, REDIRECT)}/revoked"] += 1
+
+    def reconsider(self) -> int:
+        """Withdraw the content counterexamples that what is now known to change by
+        chance explains (every one kept for a rule, and all its counterexamples
+        kept): a calibration that landed after them saw that noise (a clock that
+        had not moved between two fetches, a section calibrated only when its
+        content first differed).  A rule cleared that no source nominated is
+        nominated now (content showed its pair the same).  The number of rules
+        cleared."""
+        cleared = 0
+        for identity, pairs in list(self._refuting.items()):
+            if (len(pairs) == self._bad[identity] and pairs
+                    and all(self.same(uri, a, b) for uri, a, b in pairs)):
+                del self._refuting[identity]
+                del self._bad[identity]
+                self.events["counterexamples/withdrawn"] += 1
+                cleared += 1
+                if identity not in self._origin:
+                    self._nominate(identity, CONTENT)
+        return cleared
 
     def _confirm(self, identity: Identity, unit: str) -> None:
         kept = self._confirmed.setdefault(identity, [])
@@ -229,7 +260,7 @@ class ProtocolRules(RuleBook):
         elif self._in_force(identity):
             self.events[f"{source}/learned"] += 1
 
-    def _track(self, identity: Identity, uri: str, digest: bytes) -> None:
+    def _track(self, identity: Identity, uri: str, digest: Fingerprint) -> None:
         """Compare the content at *uri* with the content of what *identity* maps
         it to (or of the aliases it maps to *uri*): equal confirms, different
         revokes for good."""
@@ -252,29 +283,33 @@ class ProtocolRules(RuleBook):
         earlier = images.get(new)
         if earlier is None:
             images[new] = (digest, uri)
-        elif earlier[1] != uri and (earlier[0] != digest or vary(identity, earlier[1], uri)):
+        elif earlier[1] != uri and (not self.same(uri, earlier[0], digest)
+                                    or vary(identity, earlier[1], uri)):
             self._compare(identity, earlier[0], digest, new, uri)
 
-    def _compare(self, identity: Identity, a: bytes, b: bytes, image: str, uri: str,
-                 alias: str | None = None) -> None:
+    def _compare(self, identity: Identity, a: Fingerprint, b: Fingerprint, image: str,
+                 uri: str, alias: str | None = None) -> None:
         """Content *a* and *b* of two URIs *identity* maps to *image*: different
-        refutes it; equal confirms it, if *alias* (the one of them that is not the
+        refutes it; the same confirms it, if *alias* (the one of them that is not the
         image, when one is) holds all it drops (:func:`covers`)."""
-        if a != b:
-            self._against(identity, content=True)
+        if not self.same(uri, a, b):
+            self._against(identity, content=True, pair=(uri, a, b))
         elif alias is None or covers(identity, alias):  # a trap grows without end:
             self._confirm(identity, uri if identity[1] == REPEAT else image)  # each
             # longer spelling is a confirmation
 
-    def observe_content(self, uri: str, digest: bytes) -> None:
-        """Record that the canonical URI *uri* served (2xx) content of *digest*
-        (a digest robust to per-response noise, e.g.
-        :func:`iri_scrapy.protocol.evidence.content_digest`).
+    def observe_content(self, uri: str, digest: Fingerprint | bytes) -> None:
+        """Record that the canonical URI *uri* served (2xx) the content *digest*
+        (:func:`iri_scrapy.protocol.fingerprint.fingerprint`; bytes: an opaque
+        digest, equal only to itself).
 
-        Two URIs with equal digests that differ by one kind of transform
-        nominate that rule (source ``content``); every rule nominated for the
-        scope is checked against the new page.
+        Two URIs whose content is the same (the blocks that do not change by
+        chance on the site, :mod:`.calibration`) and that differ by one kind of
+        transform nominate that rule (source ``content``); every rule nominated
+        for the scope is checked against the new page, by the same measure.
         """
+        if isinstance(digest, bytes):
+            digest = Fingerprint.exact(digest)
         uri = strip_fragment(uri)
         parts = split_uri(uri)
         if parts is None:
@@ -287,9 +322,9 @@ class ProtocolRules(RuleBook):
                 return
             keys.append(uri)
         self._digests[uri] = digest
-        same = self._by_digest.setdefault(digest, [])
+        same = self._by_digest.setdefault(self.calibration.volatility(uri).digest(digest), [])
         for other in same:
-            if other != uri:
+            if other != uri and self.same(uri, self._digests[other], digest):
                 nominated = pair_rules(uri, other)
                 for identity in nominated:
                     if not self._subsumed(identity, nominated):
@@ -297,8 +332,8 @@ class ProtocolRules(RuleBook):
         if uri not in same and len(same) < PER_DIGEST:
             same.append(uri)
         for identity, image in self._potential(uri, parts):  # a rule content refutes
-            if identity not in self._origin and self._digests[image] != digest:
-                self._against(identity, content=True)
+            if identity not in self._origin and not self.same(uri, self._digests[image], digest):
+                self._against(identity, content=True, pair=(uri, self._digests[image], digest))
         for twin in twins(parts):  # rules whose image is on this host (www., http)
             for identity in sorted(self._candidates.get(twin, ())):
                 self._track(identity, uri, digest)

@@ -55,6 +55,8 @@ MAX_PAGES_PER_SCOPE = 50_000
 BACKFILL = 5_000
 #: URIs kept per content digest, to find pairs of aliases.
 PER_DIGEST = 16
+#: Content counterexamples kept per rule, to withdraw them if calibration explains them.
+MAX_REFUTING = 4
 #: Confirmations kept per rule (what is exported; the count saturates there).
 KEPT_CONFIRMATIONS = 64
 #: Confirmations beyond this many (plus one) do not space a rule's samples further.

@@ -362,6 +362,22 @@ def test_at_the_close_what_no_page_stands_for_is_fetched() -> None:
     assert learned.unstood() == []
 
 
+def test_a_request_given_back_at_the_close_is_not_held_again() -> None:
+    """In a fleet the page a held request stands for may be another worker's: a
+    copy of a request :meth:`Learned.unstood` gave back, met again (the link on a
+    page fetched again), is a duplicate of that fetch, not held and given back
+    at every idle (the close would never come)."""
+    rules, df = learned_filter()
+    learned = df.learned
+    assert learned is not None
+    assert not df.request_seen(Request(f"{B}/p/5/"))
+    alias = f"{B}/p/5/?replytocom=1"
+    assert df.request_seen(Request(alias))
+    assert [r.url for r in learned.unstood()] == [alias]  # no page stood for it here
+    assert df.request_seen(Request(alias))  # the same link met again: dropped
+    assert learned.skipped == {} and learned.unstood() == []
+
+
 def _served_then_sid_rule() -> tuple[ProtocolRules, IRIDupeFilter, Learned]:
     """``?id=6&sid=a`` scheduled and served while no rule is known, then
     drop-param:sid learned from other pages."""

@@ -5,9 +5,10 @@ its noise drawn mostly from the held-out kinds, beside stock Scrapy on a fresh
 server: nothing missed at level protocol (the gallery whose items are only in
 ``href``/``data-src``, the listing whose names are only in ``title=``, the pages
 that differ only in a part number, an order number, a UUID, a time or a date),
-and no more server hits than stock's (within the few that the random session
-ids of each response move from run to run).  Figures (how far from the issue's 1.15
-hits per resource): ``benchmarks/bench_protocol_heldout.py``.
+and fewer server hits than stock's: content evidence (the near-duplicate measure,
+calibrated on the site) merges aliases no list of noise patterns anticipated.
+Figures (how far from the issue's 1.15 hits per resource):
+``benchmarks/bench_protocol_heldout.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ PROTOCOL: dict[str, Any] = {**STOCK, "ADDONS": {"iri_scrapy.Addon": 0}, "IRI_LEV
 NOISE = (*HELDOUT_NOISE[:4], TUNING_NOISE[0])
 
 
-def test_a_held_out_site_loses_nothing_and_costs_no_more_than_stock() -> None:
+def test_a_held_out_site_loses_nothing_and_saves_fetches() -> None:
     with GenSite(201, NOISE) as stock:
         run_crawl(STOCK, stock.start_urls, stock.proxy_url)
     with GenSite(201, NOISE) as site:
@@ -35,6 +36,6 @@ def test_a_held_out_site_loses_nothing_and_costs_no_more_than_stock() -> None:
         assert result.finish_reason == "finished"
         assert stock.missed() == set(), stock.family_missed()
         assert site.missed() == set(), site.family_missed()
-        # the random session ids of each response and the crawl's order make stock's own
-        # count move from run to run (468-484 here): "no more than stock" within that
-        assert site.total_hits() <= 1.06 * stock.total_hits(), (site.summary(), stock.summary())
+        assert site.total_hits() < 0.8 * stock.total_hits(), (site.summary(), stock.summary())
+        assert result.stats["iri/protocol/calibration/fetched"] >= 2
+        assert result.stats.get("iri/protocol/content/learned", 0) >= 1

@@ -1,0 +1,141 @@
+"""Per-site calibration of content evidence: two fetches of one spelling (RFC 3987 section 5.3.4).
+
+What changes between two responses of one resource differs from site to site
+(counters, render times, rotating widgets, random lists, tokens in links): no
+list of shapes anticipates it.  So the first HTML page of each site (its hosts
+with and without ``www.``) is fetched a second time at once, and a third time a
+few seconds later (what moves with the clock), and the fingerprints'
+differences are what changes by chance there (:class:`~.fingerprint.Volatility`).
+Pages of a site served while its first calibration is in flight wait
+(:meth:`Calibration.hold`) and are judged when it lands: a comparison made
+before would count the site's chrome noise as a difference.  Any other
+*section* (a host and its first path segment) is calibrated on demand
+(:meth:`Calibration.want`): when content first differs there under a candidate
+rule, the page that differed is fetched once more, and the counterexample is
+withdrawn if that shows the difference is chance (``ProtocolRules.reconsider``);
+a section whose aliases serve equal content costs no fetch.  At most
+:data:`MAX_CALIBRATIONS` sections per site.  Pure bookkeeping (no I/O, no
+Scrapy): the middleware fetches, this decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from iri_scrapy.protocol.fingerprint import Fingerprint, Volatility
+from iri_scrapy.protocol.transforms import split_uri
+
+#: Sections of one site calibrated (each costs one extra fetch).
+MAX_CALIBRATIONS = 8
+#: Pages held per site while a calibration is in flight (beyond: not observed).
+MAX_HELD = 512
+
+
+def site_of(uri: str) -> str:
+    """The site of a canonical URI: its authority without a leading ``www.``."""
+    parts = split_uri(uri)
+    authority = parts[1] if parts is not None else uri
+    return authority[4:] if authority.startswith("www.") else authority
+
+
+def section_of(uri: str) -> str:
+    """The host and first path segment of *uri* (what one calibration covers)."""
+    parts = split_uri(uri)
+    if parts is None:
+        return uri
+    first = parts[2][1:].split("/", 1)[0] if parts[2].count("/") > 1 else ""
+    return f"{parts[1]}/{first}"
+
+
+@dataclass
+class _Site:
+    volatility: Volatility = field(default_factory=Volatility)
+    sections: set[str] = field(default_factory=set)
+    waiting: dict[str, Fingerprint] = field(default_factory=dict)  # section -> first fetch
+    firsts: dict[str, Fingerprint] = field(default_factory=dict)  # for the late calibration
+    held: list[tuple[str, Fingerprint]] = field(default_factory=list)
+    lazy: dict[str, Fingerprint] = field(default_factory=dict)  # section -> its page
+
+
+class Calibration:
+    """Per site: what changes by chance, and the calibrations in flight."""
+
+    def __init__(self) -> None:
+        self._sites: dict[str, _Site] = {}
+        #: pages not observed because too many were held
+        self.dropped = 0
+        #: calibrations on demand to fetch: (URI, section) (:meth:`want`)
+        self.wanted: list[tuple[str, str]] = []
+
+    def volatility(self, uri: str) -> Volatility:
+        """What changes by chance on *uri*'s site (empty before any calibration)."""
+        site = self._sites.get(site_of(uri))
+        return site.volatility if site is not None else Volatility()
+
+    def start(self, uri: str, fp: Fingerprint) -> str | None:
+        """*uri* served *fp*: the section to calibrate by fetching *uri* again (the
+        site's first page), or None."""
+        site = self._sites.setdefault(site_of(uri), _Site())
+        section = section_of(uri)
+        if site.sections or fp.empty:
+            return None
+        site.sections.add(section)
+        site.waiting[section] = site.firsts[section] = fp
+        return section
+
+    def want(self, uri: str, fp: Fingerprint) -> str | None:
+        """Content at *uri* (which served *fp*) differed from another page's: the
+        section to calibrate by fetching *uri* again (queued in :attr:`wanted`),
+        if it was not, within the budget; else None."""
+        site = self._sites.setdefault(site_of(uri), _Site())
+        section = section_of(uri)
+        if section in site.sections or len(site.sections) >= MAX_CALIBRATIONS or fp.empty:
+            return None
+        site.sections.add(section)
+        site.lazy[section] = fp
+        self.wanted.append((uri, section))
+        return section
+
+    def land_late(self, uri: str, section: str, fp: Fingerprint) -> bool:
+        """A later fetch of *section*'s first page served *fp*: what changed since
+        (a clock, a relative age) changes by chance too.  Holds nothing."""
+        site = self._sites.get(site_of(uri))
+        first = site.firsts.pop(section, None) if site is not None else None
+        if site is None or first is None:
+            return False
+        site.volatility.learn(first, fp)
+        return True
+
+    def hold(self, uri: str, fp: Fingerprint) -> bool:
+        """Keep (*uri*, *fp*) until the site's calibrations land; False if none is
+        in flight (observe it now)."""
+        site = self._sites.get(site_of(uri))
+        if site is None or not site.waiting:
+            return False
+        if len(site.held) < MAX_HELD:
+            site.held.append((uri, fp))
+        else:
+            self.dropped += 1
+        return True
+
+    def land(self, uri: str, section: str,
+             fp: Fingerprint | None) -> tuple[bool, list[tuple[str, Fingerprint]]]:
+        """The second fetch of *section* served *fp* (None: it failed, nothing is
+        learned): whether it was awaited (False: asked by another process, a
+        resumed crawl), and the pages held that may be observed now."""
+        site = self._sites.get(site_of(uri))
+        lazy = site.lazy.pop(section, None) if site is not None else None
+        if site is not None and lazy is not None:
+            if fp is not None:
+                site.volatility.learn(lazy, fp)
+            return True, []
+        first = site.waiting.pop(section, None) if site is not None else None
+        if site is None or first is None:
+            return False, []
+        if fp is not None:
+            site.volatility.learn(first, fp)
+        if site.waiting:
+            return True, []
+        held, site.held = site.held, []
+        return True, held
+
