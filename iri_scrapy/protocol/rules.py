@@ -63,6 +63,7 @@ is made of are :mod:`.transforms`; the document is :mod:`.document`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -98,6 +99,8 @@ from iri_scrapy.protocol.transforms import (
     twins,
     vary,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class ProtocolRules(RuleBook):
@@ -189,6 +192,7 @@ class ProtocolRules(RuleBook):
         self.revision += 1  # what the exact rule merged is looked at again
         if before and not self._in_force(identity):
             self.events[f"{self._origin.get(identity, REDIRECT)}/revoked"] += 1
+            logger.debug("IRI protocol rule revoked: %s", self.describe(identity))
         return 1
 
     # --- evidence other than redirects ----------------------------------------
@@ -259,6 +263,7 @@ class ProtocolRules(RuleBook):
             self.events[f"{source}/verified"] += 1
         elif self._in_force(identity):
             self.events[f"{source}/learned"] += 1
+            logger.debug("IRI protocol rule in force (%s): %s", source, self.describe(identity))
 
     def _track(self, identity: Identity, uri: str, digest: Fingerprint) -> None:
         """Compare the content at *uri* with the content of what *identity* maps

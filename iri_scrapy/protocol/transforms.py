@@ -34,9 +34,12 @@ DROP_PARAM, DROP_INDEX = "drop-param", "drop-index"
 DROP_SCRIPT, REPEAT = "drop-script", "collapse-repeat"
 REMOVE_WWW, ADD_WWW, HTTPS = "remove-www", "add-www", "https"
 QUERY_FORM, DROP_PAIR, ALIAS_PATH = "query-form", "drop-pair", "alias-path"
-#: The kinds of rule, in the order :meth:`ProtocolRules.apply` tries host rules.
-KINDS = (HTTPS, REMOVE_WWW, ADD_WWW, DROP_SCRIPT, DROP_INDEX, ALIAS_PATH, REPEAT, DROP_PARAM,
-         DROP_PAIR, QUERY_FORM, ADD, REMOVE)
+#: The kinds of rule, in the order :meth:`ProtocolRules.apply` tries host rules: those
+#: that move a URI to another host (scheme, ``www.``) last, so that a host's own rules
+#: apply before the URI leaves it (``www.`` links with a session id the bare host's links
+#: never carry: drop-param:sid of the ``www.`` host, then remove-www).
+KINDS = (DROP_SCRIPT, DROP_INDEX, ALIAS_PATH, REPEAT, DROP_PARAM, DROP_PAIR, QUERY_FORM, ADD,
+         REMOVE, HTTPS, REMOVE_WWW, ADD_WWW)
 #: The kinds whose parameter names what they change (not read off the URI):
 #: :func:`candidates` yields them only for the rules it is given.
 PARAM_KINDS = frozenset({QUERY_FORM, DROP_PAIR, ALIAS_PATH})
@@ -294,15 +297,6 @@ def candidates(
     :data:`PARAM_KINDS` only for the ``(kind, parameter)`` *rules* given.
     """
     scheme, authority, path, sep, query = parts
-    if scheme == "http" and ":" not in authority.rsplit("@", 1)[-1]:
-        yield HTTPS, "", ("https", authority, path, sep, query)
-    if "@" not in authority:
-        if authority.startswith("www.") and "." in authority[4:]:
-            yield REMOVE_WWW, "", (scheme, authority[4:], path, sep, query)
-        elif not authority.startswith("www.") and "." in authority and not (
-            authority.startswith("[") or authority.replace(".", "").replace(":", "").isdigit()
-        ):
-            yield ADD_WWW, "", (scheme, "www." + authority, path, sep, query)
     first, slash, rest = path[1:].partition("/")
     if slash and first.startswith("index.") and len(first) > 6:
         yield DROP_SCRIPT, first, (scheme, authority, "/" + rest, sep, query)
@@ -332,6 +326,17 @@ def candidates(
         yield ADD, "", (scheme, authority, path + "/", sep, query)
     if len(path) > 1 and path.endswith("/") and path[-2] != "/":
         yield REMOVE, "", (scheme, authority, path[:-1], sep, query)
+    # last, the kinds that move the URI to another host (KINDS' order): a host's own
+    # rules apply before the URI leaves it
+    if scheme == "http" and ":" not in authority.rsplit("@", 1)[-1]:
+        yield HTTPS, "", ("https", authority, path, sep, query)
+    if "@" not in authority:
+        if authority.startswith("www.") and "." in authority[4:]:
+            yield REMOVE_WWW, "", (scheme, authority[4:], path, sep, query)
+        elif not authority.startswith("www.") and "." in authority and not (
+            authority.startswith("[") or authority.replace(".", "").replace(":", "").isdigit()
+        ):
+            yield ADD_WWW, "", (scheme, "www." + authority, path, sep, query)
 
 
 def classify(source: str, target: str) -> Identity | None:

@@ -78,6 +78,14 @@ VECTORS: dict[str, list[tuple[str, list[Obs], str, str]]] = {
         ("www-twin", [page("http://www.blog.test/a/", 1), page(B + "/a/", 1),
                       page("http://www.blog.test/b/", 2), page(B + "/b/", 2)],
          "http://www.blog.test/c/", B + "/c/"),
+        # the www. twin's links carry a session id the bare host's never do: the twin's
+        # own drop-param:sid applies before remove-www moves the URI to the bare host
+        ("www-twin-with-its-own-session-ids",
+         [page("http://www.blog.test/a/", 1), page(B + "/a/", 1),
+          page("http://www.blog.test/b/", 2), page(B + "/b/", 2),
+          page("http://www.blog.test/a/?sid=x", 1), page("http://www.blog.test/a/?sid=y", 1),
+          page("http://www.blog.test/b/?sid=x", 2), page("http://www.blog.test/b/?sid=z", 2)],
+         "http://www.blog.test/c/?sid=q", B + "/c/"),
         ("script-prefix", [page(B + "/index.php/a/", 1), page(B + "/a/", 1),
                            page(B + "/index.php/b/", 2), page(B + "/b/", 2)],
          B + "/index.php/c/", B + "/c/"),
