@@ -7,7 +7,8 @@ instead).  Each crawl (a subprocess, :func:`tests.support.crawl.run_crawl`,
 resource: printed per seed and setting are the server hits (robots.txt apart),
 the hits per reachable resource, the resources missed (per family of pages that
 must never merge: gallery, names, part numbers, order numbers, UUIDs, times,
-dates), and the protocol level's calibration and content counts.
+dates), the fetches of a URL already fetched (calibration included), and the
+protocol level's calibration and content counts.
 
 Run: ``python benchmarks/bench_protocol_heldout.py [--seeds 101 102 ...] [--tuning]
 [--settings stock scheme protocol]``.  Bounded: every crawl has a timeout.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +68,11 @@ def main(argv: list[str] | None = None) -> int:
                 totals[setting][i] += n
             shown = " ".join(f"{k}={stats.get(f'iri/protocol/{k}', 0)}" for k in _SHOWN
                              if setting == "protocol")
+            urls = Counter(h.url for h in site.log() if not h.robots)
+            again = sum(n - 1 for n in urls.values() if n > 1)
             print(f"seed {seed:4d} {setting:8s} hits {hits:5d} / {resources:4d} resources = "
-                  f"{hits / resources:.2f}  missed {missed} {site.family_missed() or ''} {shown}"
+                  f"{hits / resources:.2f}  missed {missed} {site.family_missed() or ''} "
+                  f"same-URL refetches {again} {shown}"
                   f"  [{','.join(site.noise)}]", flush=True)
     print("all seeds:")
     for setting, (hits, resources, missed) in totals.items():

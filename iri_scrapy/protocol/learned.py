@@ -318,7 +318,9 @@ class Learned:
         nor one in flight; a colour variant wrongly merged with the standard item).
         One the filter has the key of (it passed the filter: kept at download by
         :meth:`stale`, or marked ``meta["iri_keyed"]``; or orphaned) comes back as
-        a copy with ``dont_filter``: the filter would drop it again."""
+        a copy with ``dont_filter``: the filter would drop it again.  One whose very
+        spelling this process was served (a copy met again after its fetch) is not
+        given back: its page is known (``refetch-avoided``)."""
         if self.rules.revision == self._revision and not force:
             return []
         self._revision = self.rules.revision
@@ -333,6 +335,9 @@ class Learned:
                 passed = (base in self._passed or META_KEYED in request.meta
                           or (self.seen is not None and self.seen(request)))
                 self._passed.discard(base)
+                if self._served_here(base):  # this very spelling was served here:
+                    self.rules.events["refetch-avoided"] += 1  # nothing to give back
+                    continue
                 if (orphaned or passed) and not request.dont_filter:
                     request = request.replace(dont_filter=True)
                 out.append(request)
