@@ -23,6 +23,7 @@ from iri_scrapy.protocol.transforms import (
     REDIRECT,
     SOURCES,
     Identity,
+    redirect_rules,
     scope_of,
     split_uri,
     valid_param,
@@ -115,8 +116,9 @@ def read_into(book: RuleBook, data: Any) -> None:
         _in_scope(source, i[0], row)
         book._exact[source] = (target, i)
         book._sources.setdefault(target, set()).add(source)
-        book._evidence[i] += 1
-        book._scopes.setdefault(i[0], set()).add(i[1:])
+        for rule in redirect_rules(i, source):  # the host's, and its section's
+            book._evidence[rule] += 1
+            book._scopes.setdefault(rule[0], set()).add(rule[1:])
     book._away = set(_strings(away, None, "away"))
     for entry in entries:
         if not isinstance(entry, dict):

@@ -93,6 +93,7 @@ from iri_scrapy.protocol.transforms import (
     join_uri,
     pair_rules,
     param_names,
+    redirect_rules,
     rule_name,
     scope_of,
     split_uri,
@@ -134,13 +135,15 @@ class ProtocolRules(RuleBook):
             return None
         self._exact[source] = (target, identity)
         self._sources.setdefault(target, set()).add(source)
-        self._evidence[identity] += 1
-        before = self._in_force(identity)
-        self._scopes.setdefault(identity[0], set()).add(identity[1:])
         self.learned[identity[1]] += 1
-        self._nominate(identity, REDIRECT)
-        if not before and self._in_force(identity):
-            self.events[f"{self._origin[identity]}/learned"] += 1
+        for rule in redirect_rules(identity, source):  # the host's, and its section's
+            before = self._in_force(rule)
+            self._evidence[rule] += 1
+            self._scopes.setdefault(rule[0], set()).add(rule[1:])
+            self._nominate(rule, REDIRECT)
+            if not before and self._in_force(rule):
+                self.events[f"{self._origin[rule]}/learned"] += 1
+                logger.debug("IRI protocol rule in force (redirect): %s", self.describe(rule))
         goal = split_uri(target)
         if goal is not None:  # a host rule that would send the target back is contradicted
             for kind, param, new in candidates(goal, True):  # (none adds a parameter)
@@ -186,13 +189,14 @@ class ProtocolRules(RuleBook):
         sources.discard(source)
         if not sources:
             del self._sources[target]
-        before = self._in_force(identity)
-        self._evidence[identity] -= 1
         self.revoked[identity[1]] += 1
         self.revision += 1  # what the exact rule merged is looked at again
-        if before and not self._in_force(identity):
-            self.events[f"{self._origin.get(identity, REDIRECT)}/revoked"] += 1
-            logger.debug("IRI protocol rule revoked: %s", self.describe(identity))
+        for rule in redirect_rules(identity, source):
+            before = self._in_force(rule)
+            self._evidence[rule] -= 1
+            if before and not self._in_force(rule):
+                self.events[f"{self._origin.get(rule, REDIRECT)}/revoked"] += 1
+                logger.debug("IRI protocol rule revoked: %s", self.describe(rule))
         return 1
 
     # --- evidence other than redirects ----------------------------------------

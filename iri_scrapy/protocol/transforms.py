@@ -218,6 +218,23 @@ def param_path(param: str) -> tuple[str, str]:
     return spec, path
 
 
+def redirect_rules(identity: Identity, source: str) -> list[Identity]:
+    """The host rules a permanent redirect of *source*, an instance of *identity*,
+    is evidence for: *identity*, and for a slash rule on a path below a first
+    segment, the same rule on that section alone (``add-slash:/post/``): a site's
+    posts may all redirect to their slash while a page at its root (``/home``) is
+    served without one, which refutes the host's rule but not the section's."""
+    if identity[1] not in (ADD, REMOVE) or identity[2]:
+        return [identity]
+    parts = split_uri(source)
+    if parts is None:
+        return [identity]
+    first, slash, rest = parts[2][1:].partition("/")
+    if not (slash and first and rest.strip("/")):
+        return [identity]
+    return [identity, (identity[0], identity[1], f"/{first}/")]
+
+
 def valid_param(kind: str, param: str) -> bool:
     """Whether *param* is a well-formed parameter of a *kind* rule (a rules
     document's rules are checked whole at load)."""
@@ -232,6 +249,9 @@ def valid_param(kind: str, param: str) -> bool:
     if kind == DROP_PAIR:
         name, eq, _ = param.partition("=")
         return bool(eq) and rule_name(name) and "#" not in param
+    if kind in (ADD, REMOVE):  # the host, or one section (first path segment)
+        return param == "" or (len(param) > 2 and param[0] == param[-1] == "/"
+                               and not any(c in param[1:-1] for c in "/?#"))
     if kind == ALIAS_PATH:
         old, sep, new = param.partition(">")
         return (bool(sep) and old != new and all(
@@ -322,10 +342,15 @@ def candidates(
                 changed = _param_kind(parts, kind, param)
                 if changed is not None:
                     yield kind, param, changed
+    section = f"/{first}/" if host_rule and slash and first else ""
     if path and last and (not host_rule or "." not in last):
         yield ADD, "", (scheme, authority, path + "/", sep, query)
+        if section and len(path) > len(section):
+            yield ADD, section, (scheme, authority, path + "/", sep, query)
     if len(path) > 1 and path.endswith("/") and path[-2] != "/":
         yield REMOVE, "", (scheme, authority, path[:-1], sep, query)
+        if section and len(path) > len(section):
+            yield REMOVE, section, (scheme, authority, path[:-1], sep, query)
     # last, the kinds that move the URI to another host (KINDS' order): a host's own
     # rules apply before the URI leaves it
     if scheme == "http" and ":" not in authority.rsplit("@", 1)[-1]:
