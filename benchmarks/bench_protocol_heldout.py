@@ -10,15 +10,20 @@ must never merge: gallery, names, part numbers, order numbers, UUIDs, times,
 dates), the fetches of a URL already fetched (calibration included), and the
 protocol level's calibration and content counts.
 
+With ``--workers N`` the add-on's crawls are N workers at once on one fresh
+``redis-server`` (a Redis fleet; stock Scrapy stays one process).
+
 Run: ``python benchmarks/bench_protocol_heldout.py [--seeds 101 102 ...] [--tuning]
-[--settings stock scheme protocol]``.  Bounded: every crawl has a timeout.
+[--settings stock scheme protocol] [--workers 2]``.  Bounded: every crawl has a timeout.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,7 @@ from tests.support.gen_site import (  # noqa: E402
     TUNING_SEEDS,
     GenSite,
 )
+from tests.support.redis_support import RedisServer  # noqa: E402
 
 ADDON: dict[str, Any] = {"ADDONS": {"iri_scrapy.Addon": 0}}
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -43,11 +49,27 @@ _SHOWN = ("calibration/fetched", "content/nominated", "content/learned", "counte
           "canonical/learned", "clean-param/learned", "redirect/learned")
 
 
-def crawl(seed: int, setting: str, timeout: float) -> tuple[GenSite, dict[str, Any]]:
+def crawl(seed: int, setting: str, timeout: float,
+          workers: int = 0) -> tuple[GenSite, dict[str, Any]]:
+    """One crawl of *seed*'s site; with *workers*, that many at once on one fresh
+    redis-server (a fleet: ``IRI_REDIS_URL``), their stats summed."""
     with GenSite(seed) as site:
-        result = run_crawl(SETTINGS[setting], site.start_urls, site.proxy_url, timeout=timeout)
+        if not workers:
+            result = run_crawl(SETTINGS[setting], site.start_urls, site.proxy_url,
+                               timeout=timeout)
+            site.reachable()
+            return site, result.stats
+        with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp)) as redis:
+            settings = {**SETTINGS[setting], "IRI_REDIS_URL": redis.url}
+            with ThreadPoolExecutor(workers) as pool:
+                results = list(pool.map(lambda _: run_crawl(
+                    settings, site.start_urls, site.proxy_url, timeout=timeout),
+                    range(workers)))
+        stats: Counter[str] = Counter()
+        for result in results:
+            stats.update({k: v for k, v in result.stats.items() if isinstance(v, int)})
         site.reachable()
-        return site, result.stats
+        return site, dict(stats)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,13 +78,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tuning", action="store_true", help="the tuning seeds and noise")
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--workers", type=int, default=0,
+                        help="crawl each site with N workers on one redis-server (the add-on "
+                             "settings only)")
     args = parser.parse_args(argv)
     seeds = args.seeds or (TUNING_SEEDS if args.tuning else HELDOUT_SEEDS)
     print(f"noise held out: {', '.join(HELDOUT_NOISE)}; tuning noise: {', '.join(TUNING_NOISE)}")
     totals: dict[str, list[int]] = {s: [0, 0, 0] for s in args.settings}
     for seed in seeds:
         for setting in args.settings:
-            site, stats = crawl(seed, setting, args.timeout)
+            site, stats = crawl(seed, setting, args.timeout,
+                                args.workers if setting != "stock" else 0)
             hits, resources, missed = site.total_hits(), len(site.reachable()), len(site.missed())
             for i, n in enumerate((hits, resources, missed)):
                 totals[setting][i] += n

@@ -51,10 +51,11 @@ def section_of(uri: str) -> str:
 class _Site:
     volatility: Volatility = field(default_factory=Volatility)
     sections: set[str] = field(default_factory=set)
-    waiting: dict[str, Fingerprint] = field(default_factory=dict)  # section -> first fetch
-    firsts: dict[str, Fingerprint] = field(default_factory=dict)  # for the late calibration
+    # section -> (URI, its first fetch): what a second fetch of that URI is compared with
+    waiting: dict[str, tuple[str, Fingerprint]] = field(default_factory=dict)
+    firsts: dict[str, tuple[str, Fingerprint]] = field(default_factory=dict)  # (the late one)
     held: list[tuple[str, Fingerprint]] = field(default_factory=list)
-    lazy: dict[str, Fingerprint] = field(default_factory=dict)  # section -> its page
+    lazy: dict[str, tuple[str, Fingerprint]] = field(default_factory=dict)  # (on demand)
 
 
 class Calibration:
@@ -80,7 +81,7 @@ class Calibration:
         if site.sections or fp.empty:
             return None
         site.sections.add(section)
-        site.waiting[section] = site.firsts[section] = fp
+        site.waiting[section] = site.firsts[section] = (uri, fp)
         return section
 
     def want(self, uri: str, fp: Fingerprint) -> str | None:
@@ -92,7 +93,7 @@ class Calibration:
         if section in site.sections or len(site.sections) >= MAX_CALIBRATIONS or fp.empty:
             return None
         site.sections.add(section)
-        site.lazy[section] = fp
+        site.lazy[section] = (uri, fp)
         self.wanted.append((uri, section))
         return section
 
@@ -100,7 +101,7 @@ class Calibration:
         """A later fetch of *section*'s first page served *fp*: what changed since
         (a clock, a relative age) changes by chance too.  Holds nothing."""
         site = self._sites.get(site_of(uri))
-        first = site.firsts.pop(section, None) if site is not None else None
+        first = _pop(site.firsts, section, uri) if site is not None else None
         if site is None or first is None:
             return False
         site.volatility.learn(first, fp)
@@ -122,14 +123,15 @@ class Calibration:
              fp: Fingerprint | None) -> tuple[bool, list[tuple[str, Fingerprint]]]:
         """The second fetch of *section* served *fp* (None: it failed, nothing is
         learned): whether it was awaited (False: asked by another process, a
-        resumed crawl), and the pages held that may be observed now."""
+        resumed crawl, another worker of a fleet, or of another URI of the
+        section), and the pages held that may be observed now."""
         site = self._sites.get(site_of(uri))
-        lazy = site.lazy.pop(section, None) if site is not None else None
+        lazy = _pop(site.lazy, section, uri) if site is not None else None
         if site is not None and lazy is not None:
             if fp is not None:
                 site.volatility.learn(lazy, fp)
             return True, []
-        first = site.waiting.pop(section, None) if site is not None else None
+        first = _pop(site.waiting, section, uri) if site is not None else None
         if site is None or first is None:
             return False, []
         if fp is not None:
@@ -139,3 +141,17 @@ class Calibration:
         held, site.held = site.held, []
         return True, held
 
+
+
+def _pop(entries: dict[str, tuple[str, Fingerprint]], section: str,
+         uri: str) -> Fingerprint | None:
+    """The first fetch *section* waits a second fetch of, if that is *uri*'s
+    (removed); else None, and nothing removed.  Only two fetches of one URI show
+    what changes by chance: in a fleet, a calibration one worker asked for may
+    be fetched by another, whose first page of the section is another page (all
+    that differs between two pages learned as chance merged a shop's items)."""
+    entry = entries.get(section)
+    if entry is None or entry[0] != uri:
+        return None
+    del entries[section]
+    return entry[1]

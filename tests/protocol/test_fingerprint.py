@@ -175,6 +175,27 @@ def test_calibration_holds_pages_until_it_lands() -> None:
         page("<p>y</p>", ("counter",)), page("<p>y</p>", ("counter",)))
 
 
+def test_only_a_second_fetch_of_the_same_uri_calibrates() -> None:
+    """In a fleet, the calibration fetch one worker asked for may be fetched by
+    another, whose first page of that section is another page: two pages' every
+    difference learned as chance made all a shop's items one (drop-param:id), and
+    pages were lost. A fetch of another URI of the section is no calibration."""
+    calibration = Calibration()
+    mine = page("<h1>Item list</h1><p>2</p>", ("counter",), random.Random(1))
+    theirs = page("<h1>Shop</h1><p>Welcome</p>", ("counter",), random.Random(2))
+    section = calibration.start("http://a.test/list?page=2", mine)
+    assert section is not None
+    assert calibration.land("http://a.test/", section, theirs) == (False, [])  # not mine
+    assert calibration.land_late("http://a.test/", section, theirs) is False
+    item1 = page("<p>Item 1</p>", ("counter",), random.Random(3))
+    item2 = page("<p>Item 2</p>", ("counter",), random.Random(4))
+    assert not calibration.volatility("http://a.test/").same(item1, item2)
+    again = page("<h1>Item list</h1><p>2</p>", ("counter",), random.Random(5))
+    assert calibration.land("http://a.test/list?page=2", section, again)[0]
+    assert calibration.land_late("http://a.test/list?page=2", section, again)
+    assert not calibration.volatility("http://a.test/").same(item1, item2)
+
+
 def test_a_section_is_calibrated_when_its_content_first_differs() -> None:
     """Only a site's first page is calibrated at once; another section is fetched
     again when content first differs there under a candidate rule (its own noise:
