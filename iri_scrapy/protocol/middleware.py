@@ -168,8 +168,19 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
             return
         while wanted:
             uri, section = wanted.pop()
-            self.crawler.engine.crawl(Request(uri, dont_filter=True, priority=priority + 1000,
-                                              meta={META_CALIBRATE: section}))
+            self._download(Request(uri, dont_filter=True, priority=priority + 1000,
+                                   meta={META_CALIBRATE: section}))
+
+    def _download(self, request: Request) -> None:
+        """Fetch the calibration *request* past the scheduler
+        (``engine.download_async()``, as robots.txt is): a measurement this process
+        makes, not a page of the crawl, it never enters the frontier (a ``JOBDIR``,
+        or a fleet's queue, where another worker would take it and this one would
+        wait for it in vain).  Landed, failed or refused: :meth:`_calibrated`."""
+        from scrapy.utils.defer import deferred_from_coro
+
+        d = deferred_from_coro(self.crawler.engine.download_async(request))
+        d.addBoth(lambda _: self._calibrated(request, None))  # (a no-op once landed)
 
     def _engine_running(self) -> bool:
         try:
@@ -186,7 +197,7 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         if not fp.empty and isinstance(response, HtmlResponse) and self._engine_running():
             section = calibration.start(served, fp)
             if section is not None:
-                self.crawler.engine.crawl(Request(
+                self._download(Request(
                     response.url, dont_filter=True, priority=request.priority + 1000,
                     meta={META_CALIBRATE: section}))
                 late = Request(response.url, dont_filter=True, priority=request.priority + 1000,
@@ -201,7 +212,7 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
     def _fetch_again(self, section: str, request: Request) -> None:
         """Fetch *request* (a calibration) now."""
         self._timers.pop(section, None)
-        self.crawler.engine.crawl(request)
+        self._download(request)
 
     def _learn(self, pending: list[object]) -> None:
         assert self.rules is not None
