@@ -226,7 +226,8 @@ PyObject *iripath_clear(PyObject *module, PyObject *unused);
 /* normalize(iri, level=Level.SCHEME, *, form="uri", keep_fragment=True, nfc=False,
  * rules=None) as the package's public function: the call the fast path answers (a str
  * at level SCHEME, or PROTOCOL without rules, form "uri", no NFC) is answered here without
- * entering Python; any other call, and any text the fast path does not answer, goes to
+ * entering Python, by the fast path, the IRI path or the alias rungs (_aliases.c, whose
+ * keys the fast path checks); any other call, and any text none answers, goes to
  * the Python reference (ladder.normalize_reference) with the same arguments.  So the two
  * give the same result and raise the same errors by construction; configure_entry()
  * hands over the reference, the two fast levels and the reference's docstring. */
@@ -258,6 +259,28 @@ done:
     Py_DECREF(tuple);
     Py_XDECREF(kwargs);
     return res;
+}
+
+/* The key of an ASCII text the fast path refuses by the common alias rungs (alias_key,
+ * _aliases.c: case, percent-encoding, dot segments, default port, empty path; the key
+ * it gives passed the fast path), or None: then the reference answers. */
+static PyObject *
+entry_alias(PyObject *text, PyObject *keep)
+{
+    int keep_fragment = PyObject_IsTrue(keep);
+    if (keep_fragment < 0) return NULL;
+    Py_ssize_t size;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &size);
+    if (s == NULL) {  /* a lone surrogate: the reference raises its error */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    char out[ALIAS_OUT];
+    int mask;
+    Py_ssize_t key = alias_key(s, (size_t)size, keep_fragment, out, &mask);
+    if (key == FASTPATH_ERROR) return NULL;
+    if (key == FASTPATH_NO) Py_RETURN_NONE;
+    return PyUnicode_FromStringAndSize(out, key);
 }
 
 static PyObject *
@@ -307,6 +330,9 @@ entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
         } else {
             Py_DECREF(uri);
         }
+        res = entry_alias(args[0], keep);
+        if (res != Py_None) return res;
+        Py_DECREF(res);
     }
     return entry_delegate(args, nargs, kwnames);
 }

@@ -793,7 +793,7 @@ _RUNG_BITS = ((_CASE, Rung.CASE), (_PERCENT, Rung.PERCENT), (_PATH, Rung.PATH),
 
 
 # The native alias rungs (dedupe as a batch) count with these bits and decode these escapes.
-native.aliases(_UNRESERVED_OCTETS, CANONICAL_ESCAPE, _RUNG_BITS)
+native.aliases(_UNRESERVED_OCTETS, CANONICAL_ESCAPE, encode_component, _RUNG_BITS)
 
 
 @lru_cache(maxsize=1024)
