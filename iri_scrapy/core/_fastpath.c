@@ -25,7 +25,7 @@ typedef struct {
     int dns;
 } scheme_entry;
 
-static unsigned char classes[128];
+static unsigned char classes[256];  /* the upper half: no class */
 static unsigned char escape_ok[256];
 static scheme_entry schemes[16];
 static size_t n_schemes;
@@ -49,15 +49,18 @@ known_scheme(const char *s, size_t n)
     return NULL;
 }
 
-/* "/." or "/.." followed by "/" or the end of the path: a dot segment (RFC 3986 5.2.4). */
+/* "/." or "/.." followed by "/" or the end of the path: a dot segment (RFC 3986 5.2.4).
+ * A path holds few dots: memchr finds them. */
 static int
 has_dot_segment(const char *p, size_t n)
 {
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (p[i] != '/' || p[i + 1] != '.') continue;
-        size_t j = i + 2;
-        if (j < n && p[j] == '.') j++;
-        if (j == n || p[j] == '/') return 1;
+    const char *end = p + n;
+    for (const char *dot = memchr(p, '.', n); dot != NULL;
+         dot = memchr(dot + 1, '.', (size_t)(end - dot - 1))) {
+        if (dot == p || dot[-1] != '/') continue;
+        const char *after = dot + 1;
+        if (after < end && *after == '.') after++;
+        if (after == end || *after == '/') return 1;
     }
     return 0;
 }
@@ -90,17 +93,16 @@ fastpath_check(const char *s, size_t n, int keep_fragment)
 {
     size_t i = 0;
     /* scheme "://" */
-    if (n == 0 || (unsigned char)s[0] >= 128 || !(classes[(unsigned char)s[0]] & C_SCHEME_FIRST))
+    if (n == 0 || !(classes[(unsigned char)s[0]] & C_SCHEME_FIRST))
         return FASTPATH_NO;
-    for (i = 1; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_SCHEME); i++)
+    for (i = 1; i < n && (classes[(unsigned char)s[i]] & C_SCHEME); i++)
         ;
     size_t scheme_len = i;
     if (i + 3 > n || s[i] != ':' || s[i + 1] != '/' || s[i + 2] != '/') return FASTPATH_NO;
     i += 3;
-    /* host: a lowercase reg-name without escapes, not starting with "." */
+    /* host: a lowercase reg-name without escapes */
     size_t host_start = i;
-    if (i < n && s[i] == '.') return FASTPATH_NO;
-    for (; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_HOST); i++)
+    for (; i < n && (classes[(unsigned char)s[i]] & C_HOST); i++)
         ;
     size_t host_len = i - host_start;
     if (host_len == 0) return FASTPATH_NO;
@@ -120,27 +122,29 @@ fastpath_check(const char *s, size_t n, int keep_fragment)
     int has_path = 0;
     if (i < n && s[i] == '/') {
         has_path = 1;
-        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_PATH); i++)
+        for (i++; i < n && (classes[(unsigned char)s[i]] & C_PATH); i++)
             ;
         path_len = i - path_start;
     }
     if (i < n && s[i] == '?') {
-        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_QUERY); i++)
+        for (i++; i < n && (classes[(unsigned char)s[i]] & C_QUERY); i++)
             ;
     }
     size_t fragment = 0;  /* index of "#", 0 for none (it cannot be at 0) */
     if (i < n && s[i] == '#') {
         fragment = i;
-        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_QUERY); i++)
+        for (i++; i < n && (classes[(unsigned char)s[i]] & C_QUERY); i++)
             ;
     }
     if (i != n) return FASTPATH_NO;
 
     const scheme_entry *known = known_scheme(s, scheme_len);
     if (known != NULL && known->port_len) {
-        const char *host = s + host_start;
-        for (size_t k = 0; k + 1 < host_len; k++) {
-            if (host[k] == '.' && host[k + 1] == '.') return FASTPATH_NO;  /* an empty label */
+        const char *host = s + host_start, *end = host + host_len;
+        if (host[0] == '.') return FASTPATH_NO;  /* an empty first label */
+        for (const char *dot = memchr(host, '.', host_len); dot != NULL && dot + 1 < end;
+             dot = memchr(dot + 1, '.', (size_t)(end - dot - 1))) {
+            if (dot[1] == '.') return FASTPATH_NO;  /* an empty label */
         }
         int number = host_ends_in_number(host, host_len);
         if (number < 0) return FASTPATH_ERROR;
@@ -168,7 +172,7 @@ fastpath_check(const char *s, size_t n, int keep_fragment)
 int
 fastpath_in_class(unsigned char c, int which)
 {
-    return c < 128 && (classes[c] & which);
+    return classes[c] & which;
 }
 
 int

@@ -105,9 +105,21 @@ def test_agrees_with_the_reference_on_vectors_corpora_and_mutations() -> None:
     # "ends in a number": the last label's first character is read in C
     "http://docs.example/", "http://a.0xab/", "http://a.1e/", "http://a.e1/", "http://a.b./",
     "http://a.1./", "http://0x/", "http://a.0x./", "http://1e./", "http://a.9f.e/",
+    # a host starting with a dot: an empty label only for a DNS scheme
+    "file://.git/HEAD", "file://.", "foo://.a/b", "foo://..a", "http://.a/b", "ws://./",
 ])
 def test_agrees_on_edges(text: str) -> None:
     _agree(text)
+
+
+@pytest.mark.parametrize("text", ["file://.git/HEAD", "file://.gitignore", "foo://.a./b"])
+def test_a_host_starting_with_a_dot_is_canonical_outside_dns(text: str) -> None:
+    """``file://.git/HEAD`` is its own key (no DNS rule reads its host): the fast path
+    answers it; for http the first label is empty and the reference refuses it."""
+    assert ladder.reference_fast_path(text, False) == text == ladder.normalize_reference(text)
+    assert ladder.reference_fast_path("http" + text[text.index(":"):], False) is None
+    if native.MODULE is not None:
+        _agree(text)
 
 
 @pytestmark_native
