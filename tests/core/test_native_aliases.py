@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from iri_scrapy.core import ladder, native
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import NormalizeOptions, Rung
-from tests.core.test_native import _mutations, _texts
+from tests.core.test_native import _mutations, _outcome, _texts
 
 pytestmark = pytest.mark.skipif(native.MODULE is None, reason="native fast path not built")
 
@@ -148,6 +148,18 @@ def test_what_the_alias_rungs_leave_to_python(text: str) -> None:
 def test_alias_rungs_on_generated_text(scheme: str, rest: str) -> None:
     _check(f"{scheme}://{rest}")
     _check(f"{scheme}://A.example{rest}")
+
+
+@given(st.sampled_from(["http", "HTTPS", "ws", "Ftp", "foo", "mailto", "file"]),
+       st.text(alphabet=_ALIAS_ALPHABET, max_size=40), st.booleans())
+@settings(max_examples=1500)
+def test_normalize_answers_generated_text_as_the_reference(scheme: str, rest: str,
+                                                          keep: bool) -> None:
+    """The C entry (fast path, then the alias rungs, then the reference) against the
+    reference alone, results and errors."""
+    for text in (f"{scheme}://{rest}", f"{scheme}://A.example{rest}"):
+        got = _outcome(ladder.normalize, text, keep_fragment=keep)
+        assert got == _outcome(ladder.normalize_reference, text, keep_fragment=keep), text
 
 
 def test_the_tables_come_from_the_ladder() -> None:
