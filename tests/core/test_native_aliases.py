@@ -152,7 +152,7 @@ def test_alias_rungs_on_generated_text(scheme: str, rest: str) -> None:
 
 @given(st.sampled_from(["http", "HTTPS", "ws", "Ftp", "foo", "mailto", "file"]),
        st.text(alphabet=_ALIAS_ALPHABET, max_size=40), st.booleans())
-@settings(max_examples=1500)
+@settings(max_examples=700)
 def test_normalize_answers_generated_text_as_the_reference(scheme: str, rest: str,
                                                           keep: bool) -> None:
     """The C entry (fast path, then the alias rungs, then the reference) against the
