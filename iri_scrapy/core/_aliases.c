@@ -1,4 +1,5 @@
-/* The common alias rungs of an ASCII URL in C, for dedupe as a batch (_batch.c).
+/* The common alias rungs of an ASCII URL in C, for dedupe as a batch (_batch.c) and the
+ * C normalize (_fastpath.c).
  *
  * Part of the optional _fastpath extension (see _fastpath.c).  alias_key() answers, for
  * an absolute ASCII URL with an authority, what ladder.fused_rungs answers: the key (RFC
@@ -8,15 +9,16 @@
  * printable ASCII characters a URI does not allow written as escapes, 3.1 step 2), dot
  * segments (RFC 3986 5.2.4, 5.3.2.4) and the scheme's default port, leading zeros of a
  * port and the empty path (5.3.3).  It holds no rule of its own either: the unreserved
- * octets, the escape of each character the percent rung encodes (mapping.encode_component
- * asked once per character) and the mask's bits come from the Python definitions (configure_aliases, from
- * iri_scrapy.core.native), the host and the schemes from the fast path's tables, and
- * every key it gives must pass the fast path's "already canonical?" test (fastpath_check)
- * -- which refuses what is not modelled here (an IPv4 address, an empty label, a port
- * above 65535...).  Everything else is FASTPATH_NO and goes to the Python reference:
- * a byte outside printable ASCII (a space inside is printable, one at either end is
- * stripped by the reference: refused), userinfo, an IP literal, an escape in the host, an
- * A-label ("xn--"), a "%" that starts no escape, mailto, a line over ALIAS_MAX bytes.
+ * octets, the characters the percent rung writes as escapes (mapping.encode_component,
+ * asked once per character) and the mask's bits come from the Python definitions
+ * (configure_aliases, from iri_scrapy.core.native), the host and the schemes from the
+ * fast path's tables, and every key it gives must pass the fast path's "already
+ * canonical?" test (fastpath_check) -- which refuses what is not modelled here (an IPv4
+ * address, an empty label, a port above 65535...).  Everything else is FASTPATH_NO and
+ * goes to the Python reference: a byte outside printable ASCII (a space inside is
+ * printable, one at either end is stripped by the reference: refused), userinfo, an IP
+ * literal, an escape in the host, an A-label ("xn--"), a "%" that starts no escape,
+ * mailto, a line over ALIAS_MAX bytes.
  * tests/core/test_native_aliases.py holds it to ladder.fused_rungs.
  */
 #include "_fastpath.h"  /* Python.h first */
@@ -231,7 +233,7 @@ Py_ssize_t
 alias_key(const char *s, size_t n, int keep_fragment, char *out, int *mask_out)
 {
     if (!configured || n == 0 || n > ALIAS_MAX) return FASTPATH_NO;
-    for (size_t k = 0; k < n; k++)  /* printable ASCII: nothing to strip or refuse */
+    for (size_t k = 0; k < n; k++)  /* printable ASCII and space: nothing to refuse */
         if ((unsigned char)s[k] < 0x20 || (unsigned char)s[k] > 0x7E) return FASTPATH_NO;
     if (s[0] == ' ' || s[n - 1] == ' ') return FASTPATH_NO;  /* stripped (parsing.WHITESPACE) */
     const char *colon = memchr(s, ':', n);
