@@ -245,6 +245,7 @@ PyObject *iripath_clear(PyObject *module, PyObject *unused);
  * hands over the reference, the two fast levels and the reference's docstring. */
 static PyObject *entry_reference;   /* iri_scrapy.core.ladder.normalize_reference */
 static PyObject *entry_levels[2];   /* Level.SCHEME, Level.PROTOCOL */
+static PyObject *keep_fragment_name; /* "keep_fragment", interned: a caller's keyword is it */
 static PyMethodDef entry_def;       /* its ml_doc: the reference's, with its signature */
 
 /* The reference called with the entry's arguments (the slow path: a tuple and a dict,
@@ -308,7 +309,8 @@ entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
     for (Py_ssize_t k = 0; fast && k < nkw; k++) {
         PyObject *name = PyTuple_GetItem(kwnames, k), *value = args[nargs + k];
-        if (PyUnicode_CompareWithASCIIString(name, "keep_fragment") == 0) {
+        if (name == keep_fragment_name
+                || PyUnicode_CompareWithASCIIString(name, "keep_fragment") == 0) {
             keep = value;
         } else if (PyUnicode_CompareWithASCIIString(name, "form") == 0) {
             fast = PyUnicode_CheckExact(value) && PyUnicode_CompareWithASCIIString(value, "uri") == 0;
@@ -375,6 +377,10 @@ configure_entry(PyObject *module, PyObject *args)
         entry_def.ml_meth = (PyCFunction)(void (*)(void))entry;
         entry_def.ml_flags = METH_FASTCALL | METH_KEYWORDS;
         entry_def.ml_doc = copy;
+    }
+    if (keep_fragment_name == NULL) {
+        keep_fragment_name = PyUnicode_InternFromString("keep_fragment");
+        if (keep_fragment_name == NULL) return NULL;
     }
     replace(&entry_reference, reference);
     replace(&entry_levels[0], scheme);

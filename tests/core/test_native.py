@@ -228,6 +228,18 @@ def test_normalize_is_the_c_entry_and_answers_as_the_reference() -> None:
 
 
 @pytestmark_native
+def test_the_c_entry_reads_a_keyword_that_is_not_interned() -> None:
+    """The entry compares a keyword's name by identity first (the interned name), then by
+    its text: a name built at run time is read the same."""
+    name = "".join(["keep_", "fragment"])  # a new str object, not the interned name
+    text = "http://a.example/p#f"
+    for keep in (False, True):
+        kwargs: dict[str, object] = {name: keep}
+        assert ladder.normalize(text, **kwargs) == ladder.normalize_reference(  # type: ignore[arg-type]
+            text, keep_fragment=keep)
+
+
+@pytestmark_native
 def test_the_c_entry_is_documented_and_pickled_as_the_reference() -> None:
     import inspect
     import pickle
