@@ -10,11 +10,13 @@ and, if the ``ada-url`` package is installed, ada's C++ WHATWG parser (``href``)
 as a reference point.  Rounds alternate the contenders so machine load affects
 all alike; short corpora get more rounds.  With the native fast path built
 (iri_scrapy.core.native, with its IRI path), a cold pass with the pure-Python reference
-is timed too.
-Printed: the median rate, and the median of each round's ratio to that round's
-w3lib pass.
+is timed too.  Times are the process's CPU time (``time.process_time``, as issue 32's
+figures: on a shared machine wall time also counts the time other jobs hold the CPU);
+``--wall`` times wall time instead.  Printed: the median rate and its spread (the lowest
+and highest round), the median of each round's ratio to that round's w3lib pass and,
+with ada-url, to that round's ada-url ``normalize_url`` pass.
 
-    python benchmarks/bench_normalize.py [--rounds 5] [CORPUS ...]
+    python benchmarks/bench_normalize.py [--rounds 5] [--wall] [CORPUS ...]
 """
 
 from __future__ import annotations
@@ -29,11 +31,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 DEFAULT_FILES = ("urls_real.txt", "iris_dev.txt")
+ADA = "ada_url normalize_url"
 
 
 def load(path: Path) -> list[str]:
     with path.open(encoding="utf-8") as f:
         return [line.strip().lstrip("\ufeff") for line in f if line.strip()]
+
+
+#: The clock the passes are timed with (``--wall``: time.perf_counter).
+clock = time.process_time
 
 
 def clear_caches() -> None:
@@ -45,33 +52,36 @@ def clear_caches() -> None:
 
 def timed(fn: Callable[[str], object], urls: Sequence[str]) -> tuple[float, int]:
     errors = 0
-    start = time.perf_counter()
+    start = clock()
     for u in urls:
         try:
             fn(u)
         except ValueError:
             errors += 1
-    return time.perf_counter() - start, errors
+    return clock() - start, errors
 
 
 def timed_key(fn: Callable[..., object], urls: Sequence[str]) -> tuple[float, int]:
     """:func:`timed` for ``fn(u, keep_fragment=False)``, called as a user calls it (no
     wrapper function: the loop is the same as the other contenders')."""
     errors = 0
-    start = time.perf_counter()
+    start = clock()
     for u in urls:
         try:
             fn(u, keep_fragment=False)
         except ValueError:
             errors += 1
-    return time.perf_counter() - start, errors
+    return clock() - start, errors
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("corpus", nargs="*", help="corpus files (default: urls_real.txt iris_dev.txt)")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--wall", action="store_true", help="wall time instead of CPU time")
     args = ap.parse_args(argv)
+    global clock
+    clock = time.perf_counter if args.wall else time.process_time
     from w3lib.url import canonicalize_url
 
     from iri_scrapy import normalize
@@ -88,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return ada_url.URL(u).href
 
         contenders.append(("ada_url (C++)", ada))
-        contenders.append(("ada_url normalize_url", ada_url.normalize_url))
+        contenders.append((ADA, ada_url.normalize_url))
     except ImportError:
         pass
 
@@ -97,13 +107,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         print(f"corpus not found: {', '.join(map(str, missing))}", file=sys.stderr)
         return 2
-    print(f"{'corpus':<16}{'contender':<26}{'URLs/s':>12}{'vs w3lib':>10}{'errors':>8}")
+    print(f"{'corpus':<16}{'contender':<26}{'URLs/s':>12}{'spread (min-max)':>24}"
+          f"{'vs w3lib':>10}{'vs ada':>8}{'errors':>8}")
     for path in paths:
         urls = load(path)
         # Short corpora pass in milliseconds: repeat so that each round lasts ~1 s.
         rounds = args.rounds * max(1, 20_000 // max(len(urls), 1))
         rates: dict[str, list[float]] = {}
         ratios: dict[str, list[float]] = {}
+        ada_ratios: dict[str, list[float]] = {}
         errors: dict[str, int] = {}
         for _ in range(rounds):
             clear_caches()
@@ -134,10 +146,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 # Paired with the w3lib pass of the same round: robust to drifts
                 # of the machine's speed between rounds.
                 ratios.setdefault(name, []).append(rate / measured["w3lib"])
+                if ADA in measured:
+                    ada_ratios.setdefault(name, []).append(rate / measured[ADA])
         for name, values in rates.items():
             rate = statistics.median(values)
             ratio = statistics.median(ratios[name])
-            print(f"{path.name:<16}{name:<26}{rate:>12,.0f}{ratio:>9.2f}x{errors[name]:>8}")
+            spread = f"{min(values):,.0f}-{max(values):,.0f}"
+            vs_ada = f"{statistics.median(ada_ratios[name]):.2f}x" if name in ada_ratios else "-"
+            print(f"{path.name:<16}{name:<26}{rate:>12,.0f}{spread:>24}{ratio:>9.2f}x{vs_ada:>8}"
+                  f"{errors[name]:>8}")
     return 0
 
 

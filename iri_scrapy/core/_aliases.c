@@ -1,19 +1,24 @@
-/* The common alias rungs of an ASCII URL in C, for dedupe as a batch (_batch.c).
+/* The common alias rungs of an ASCII URL in C, for dedupe as a batch (_batch.c) and the
+ * C normalize (_fastpath.c).
  *
  * Part of the optional _fastpath extension (see _fastpath.c).  alias_key() answers, for
  * an absolute ASCII URL with an authority, what ladder.fused_rungs answers: the key (RFC
  * 3987 5.3, level SCHEME, URI form) and the mask of the rungs that changed a component,
  * for the rungs the aliases of a dump need: case (scheme, host, the hex of escapes,
- * 5.3.2.1), percent-encoding (escapes of unreserved octets decoded, 5.3.2.3), dot
+ * 5.3.2.1), percent-encoding (escapes of unreserved octets decoded, 5.3.2.3, and the
+ * printable ASCII characters a URI does not allow written as escapes, 3.1 step 2), dot
  * segments (RFC 3986 5.2.4, 5.3.2.4) and the scheme's default port, leading zeros of a
  * port and the empty path (5.3.3).  It holds no rule of its own either: the unreserved
- * octets and the mask's bits come from the Python definitions (configure_aliases, from
- * iri_scrapy.core.native), the host and the schemes from the fast path's tables, and
- * every key it gives must pass the fast path's "already canonical?" test (fastpath_check)
- * -- which refuses what is not modelled here (an IPv4 address, an empty label, a port
- * above 65535...).  Everything else is FASTPATH_NO and goes to the Python reference:
- * a byte outside printable ASCII, userinfo, an IP literal, an escape in the host, an
- * A-label ("xn--"), a "%" that starts no escape, mailto, a line over ALIAS_MAX bytes.
+ * octets, the characters the percent rung writes as escapes (mapping.encode_component,
+ * asked once per character) and the mask's bits come from the Python definitions
+ * (configure_aliases, from iri_scrapy.core.native), the host and the schemes from the
+ * fast path's tables, and every key it gives must pass the fast path's "already
+ * canonical?" test (fastpath_check) -- which refuses what is not modelled here (an IPv4
+ * address, an empty label, a port above 65535...).  Everything else is FASTPATH_NO and
+ * goes to the Python reference: a byte outside printable ASCII (a space inside is
+ * printable, one at either end is stripped by the reference: refused), userinfo, an IP
+ * literal, an escape in the host, an A-label ("xn--"), a "%" that starts no escape,
+ * mailto, a line over ALIAS_MAX bytes.
  * tests/core/test_native_aliases.py holds it to ladder.fused_rungs.
  */
 #include "_fastpath.h"  /* Python.h first */
@@ -22,6 +27,7 @@
 #include <string.h>
 
 static unsigned char unreserved[128];  /* 1 where %XX of the octet is decoded (5.3.2.3) */
+static unsigned char encoded[128];     /* 1 where the percent rung writes the octet as %XX */
 static int rung_bits[ALIAS_RUNGS];     /* the ladder's bits: case, percent, path, scheme */
 static int configured;
 
@@ -48,9 +54,10 @@ alias_rung_index(int bit)
 
 /* s[i:end) (a path, query or kept fragment: the fast path's class which) copied to out
  * at *o through the case and percent rungs: each escape's hex uppercased (case, if it
- * was not), an escape of an unreserved octet decoded (percent).  -1 for a character out
- * of the class (the percent rung would encode it) or a "%" that starts no escape: then
- * the Python reference answers. */
+ * was not), an escape of an unreserved octet decoded and a character the percent rung
+ * encodes written as its escape (percent).  -1 for another character out of the class
+ * or a "%" that starts no escape: then the Python reference answers.  out holds 3 bytes
+ * for each of s (ALIAS_OUT). */
 static int
 copy_component(const char *s, size_t i, size_t end, int which, char *out, size_t *o,
                int *mask)
@@ -58,8 +65,17 @@ copy_component(const char *s, size_t i, size_t end, int which, char *out, size_t
     size_t k = *o;
     while (i < end) {
         for (; i < end && s[i] != '%'; i++) {
-            if (!fastpath_in_class((unsigned char)s[i], which)) return -1;
-            out[k++] = s[i];
+            unsigned char c = (unsigned char)s[i];
+            if (fastpath_in_class(c, which)) {
+                out[k++] = (char)c;
+            } else if (c < 128 && encoded[c]) {
+                out[k++] = '%';
+                out[k++] = HEX[c >> 4];
+                out[k++] = HEX[c & 15];
+                *mask |= rung_bits[R_PERCENT];
+            } else {
+                return -1;
+            }
         }
         if (i == end) break;
         if (i + 2 >= end) return -1;
@@ -137,8 +153,8 @@ path_rung(char *out, size_t start, size_t *o, int *mask)
     int dots = 0;
     for (size_t k = 0; k + 1 < n && !dots; k++) dots = path[k] == '/' && path[k + 1] == '.';
     if (!dots) return;
-    char fresh[ALIAS_MAX + 2];
-    uint16_t at[ALIAS_MAX + 2];
+    char fresh[ALIAS_OUT];
+    uint16_t at[ALIAS_OUT];
     size_t m = remove_dot_segments(path, n, fresh, at);
     if (m != n || memcmp(fresh, path, n) != 0) *mask |= rung_bits[R_PATH];
     memcpy(out + start, fresh, m);
@@ -217,8 +233,9 @@ Py_ssize_t
 alias_key(const char *s, size_t n, int keep_fragment, char *out, int *mask_out)
 {
     if (!configured || n == 0 || n > ALIAS_MAX) return FASTPATH_NO;
-    for (size_t k = 0; k < n; k++)  /* printable ASCII: nothing to strip or refuse */
-        if ((unsigned char)s[k] < 0x21 || (unsigned char)s[k] > 0x7E) return FASTPATH_NO;
+    for (size_t k = 0; k < n; k++)  /* printable ASCII and space: nothing to refuse */
+        if ((unsigned char)s[k] < 0x20 || (unsigned char)s[k] > 0x7E) return FASTPATH_NO;
+    if (s[0] == ' ' || s[n - 1] == ' ') return FASTPATH_NO;  /* stripped (parsing.WHITESPACE) */
     const char *colon = memchr(s, ':', n);
     if (colon == NULL) return FASTPATH_NO;
     size_t i = (size_t)(colon - s), o = 0;
@@ -271,19 +288,20 @@ alias_key(const char *s, size_t n, int keep_fragment, char *out, int *mask_out)
     return (Py_ssize_t)o;
 }
 
-/* configure_aliases(unreserved: bytes[128], bits: (case, percent, path, scheme)) */
+/* configure_aliases(unreserved: bytes[128], encoded: bytes[128], bits: (case, percent,
+ * path, scheme)) */
 static PyObject *
 configure_aliases(PyObject *module, PyObject *args)
 {
     (void)module;
-    const char *table;
-    Py_ssize_t len;
+    const char *table, *escaped;
+    Py_ssize_t len, escaped_len;
     int bits[ALIAS_RUNGS];
-    if (!PyArg_ParseTuple(args, "y#(iiii)", &table, &len, &bits[0], &bits[1], &bits[2],
-                          &bits[3]))
+    if (!PyArg_ParseTuple(args, "y#y#(iiii)", &table, &len, &escaped, &escaped_len, &bits[0],
+                          &bits[1], &bits[2], &bits[3]))
         return NULL;
-    if (len != 128) {
-        PyErr_SetString(PyExc_ValueError, "unreserved: 128 bytes");
+    if (len != 128 || escaped_len != 128) {
+        PyErr_SetString(PyExc_ValueError, "unreserved, encoded: 128 bytes each");
         return NULL;
     }
     for (int k = 0; k < ALIAS_RUNGS; k++) {
@@ -293,6 +311,7 @@ configure_aliases(PyObject *module, PyObject *args)
         }
     }
     memcpy(unreserved, table, 128);
+    memcpy(encoded, escaped, 128);
     memcpy(rung_bits, bits, sizeof rung_bits);
     configured = 1;
     Py_RETURN_NONE;
@@ -319,7 +338,7 @@ alias_key_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    char out[ALIAS_MAX + 2];
+    char out[ALIAS_OUT];
     int mask = 0;
     Py_ssize_t key = alias_key(s, (size_t)size, keep, out, &mask);
     if (key == FASTPATH_ERROR) return NULL;

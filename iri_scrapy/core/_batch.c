@@ -425,7 +425,7 @@ dedupe_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t lines[2] = {0, 0};  /* first spellings, duplicates */
     Py_ssize_t rungs[2][ALIAS_RUNGS + 2];  /* of each: simple, the rungs, fragment */
     memset(rungs, 0, sizeof rungs);
-    char scratch[ALIAS_MAX + 2];
+    char scratch[ALIAS_OUT];
     outbuf out = {NULL, 0, 0};
     while (pos < n) {
         const char *line = buf + pos;

@@ -25,7 +25,7 @@ typedef struct {
     int dns;
 } scheme_entry;
 
-static unsigned char classes[128];
+static unsigned char classes[256];  /* the upper half: no class */
 static unsigned char escape_ok[256];
 static scheme_entry schemes[16];
 static size_t n_schemes;
@@ -40,6 +40,19 @@ hexval(unsigned char c)
     return -1;  /* lowercase hex is not canonical (RFC 3986 6.2.2.1) */
 }
 
+/* The end of the run of s[i:n) in the class which (one bit): four bytes a step, their
+ * classes ANDed (the path and query are most of a URL), then byte by byte. */
+static inline size_t
+span(const char *s, size_t i, size_t n, int which)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    while (i + 4 <= n && (classes[u[i]] & classes[u[i + 1]] & classes[u[i + 2]]
+                          & classes[u[i + 3]] & which))
+        i += 4;
+    while (i < n && (classes[u[i]] & which)) i++;
+    return i;
+}
+
 static const scheme_entry *
 known_scheme(const char *s, size_t n)
 {
@@ -49,15 +62,18 @@ known_scheme(const char *s, size_t n)
     return NULL;
 }
 
-/* "/." or "/.." followed by "/" or the end of the path: a dot segment (RFC 3986 5.2.4). */
+/* "/." or "/.." followed by "/" or the end of the path: a dot segment (RFC 3986 5.2.4).
+ * A path holds few dots: memchr finds them. */
 static int
 has_dot_segment(const char *p, size_t n)
 {
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (p[i] != '/' || p[i + 1] != '.') continue;
-        size_t j = i + 2;
-        if (j < n && p[j] == '.') j++;
-        if (j == n || p[j] == '/') return 1;
+    const char *end = p + n;
+    for (const char *dot = memchr(p, '.', n); dot != NULL;
+         dot = memchr(dot + 1, '.', (size_t)(end - dot - 1))) {
+        if (dot == p || dot[-1] != '/') continue;
+        const char *after = dot + 1;
+        if (after < end && *after == '.') after++;
+        if (after == end || *after == '/') return 1;
     }
     return 0;
 }
@@ -90,18 +106,15 @@ fastpath_check(const char *s, size_t n, int keep_fragment)
 {
     size_t i = 0;
     /* scheme "://" */
-    if (n == 0 || (unsigned char)s[0] >= 128 || !(classes[(unsigned char)s[0]] & C_SCHEME_FIRST))
+    if (n == 0 || !(classes[(unsigned char)s[0]] & C_SCHEME_FIRST))
         return FASTPATH_NO;
-    for (i = 1; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_SCHEME); i++)
-        ;
+    i = span(s, 1, n, C_SCHEME);
     size_t scheme_len = i;
     if (i + 3 > n || s[i] != ':' || s[i + 1] != '/' || s[i + 2] != '/') return FASTPATH_NO;
     i += 3;
-    /* host: a lowercase reg-name without escapes, not starting with "." */
+    /* host: a lowercase reg-name without escapes */
     size_t host_start = i;
-    if (i < n && s[i] == '.') return FASTPATH_NO;
-    for (; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_HOST); i++)
-        ;
+    i = span(s, i, n, C_HOST);
     size_t host_len = i - host_start;
     if (host_len == 0) return FASTPATH_NO;
     /* port: 1-5 digits, no leading zero */
@@ -120,27 +133,26 @@ fastpath_check(const char *s, size_t n, int keep_fragment)
     int has_path = 0;
     if (i < n && s[i] == '/') {
         has_path = 1;
-        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_PATH); i++)
-            ;
+        i = span(s, i + 1, n, C_PATH);
         path_len = i - path_start;
     }
     if (i < n && s[i] == '?') {
-        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_QUERY); i++)
-            ;
+        i = span(s, i + 1, n, C_QUERY);
     }
     size_t fragment = 0;  /* index of "#", 0 for none (it cannot be at 0) */
     if (i < n && s[i] == '#') {
         fragment = i;
-        for (i++; i < n && (unsigned char)s[i] < 128 && (classes[(unsigned char)s[i]] & C_QUERY); i++)
-            ;
+        i = span(s, i + 1, n, C_QUERY);
     }
     if (i != n) return FASTPATH_NO;
 
     const scheme_entry *known = known_scheme(s, scheme_len);
     if (known != NULL && known->port_len) {
-        const char *host = s + host_start;
-        for (size_t k = 0; k + 1 < host_len; k++) {
-            if (host[k] == '.' && host[k + 1] == '.') return FASTPATH_NO;  /* an empty label */
+        const char *host = s + host_start, *end = host + host_len;
+        if (host[0] == '.') return FASTPATH_NO;  /* an empty first label */
+        for (const char *dot = memchr(host, '.', host_len); dot != NULL && dot + 1 < end;
+             dot = memchr(dot + 1, '.', (size_t)(end - dot - 1))) {
+            if (dot[1] == '.') return FASTPATH_NO;  /* an empty label */
         }
         int number = host_ends_in_number(host, host_len);
         if (number < 0) return FASTPATH_ERROR;
@@ -168,7 +180,7 @@ fastpath_check(const char *s, size_t n, int keep_fragment)
 int
 fastpath_in_class(unsigned char c, int which)
 {
-    return c < 128 && (classes[c] & which);
+    return classes[c] & which;
 }
 
 int
@@ -226,12 +238,14 @@ PyObject *iripath_clear(PyObject *module, PyObject *unused);
 /* normalize(iri, level=Level.SCHEME, *, form="uri", keep_fragment=True, nfc=False,
  * rules=None) as the package's public function: the call the fast path answers (a str
  * at level SCHEME, or PROTOCOL without rules, form "uri", no NFC) is answered here without
- * entering Python; any other call, and any text the fast path does not answer, goes to
+ * entering Python, by the fast path, the IRI path or the alias rungs (_aliases.c, whose
+ * keys the fast path checks); any other call, and any text none answers, goes to
  * the Python reference (ladder.normalize_reference) with the same arguments.  So the two
  * give the same result and raise the same errors by construction; configure_entry()
  * hands over the reference, the two fast levels and the reference's docstring. */
 static PyObject *entry_reference;   /* iri_scrapy.core.ladder.normalize_reference */
 static PyObject *entry_levels[2];   /* Level.SCHEME, Level.PROTOCOL */
+static PyObject *keep_fragment_name; /* "keep_fragment", interned: a caller's keyword is it */
 static PyMethodDef entry_def;       /* its ml_doc: the reference's, with its signature */
 
 /* The reference called with the entry's arguments (the slow path: a tuple and a dict,
@@ -260,6 +274,28 @@ done:
     return res;
 }
 
+/* The key of an ASCII text the fast path refuses by the common alias rungs (alias_key,
+ * _aliases.c: case, percent-encoding, dot segments, default port, empty path; the key
+ * it gives passed the fast path), or None: then the reference answers. */
+static PyObject *
+entry_alias(PyObject *text, PyObject *keep)
+{
+    int keep_fragment = PyObject_IsTrue(keep);
+    if (keep_fragment < 0) return NULL;
+    Py_ssize_t size;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &size);
+    if (s == NULL) {  /* a lone surrogate: the reference raises its error */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    char out[ALIAS_OUT];
+    int mask;
+    Py_ssize_t key = alias_key(s, (size_t)size, keep_fragment, out, &mask);
+    if (key == FASTPATH_ERROR) return NULL;
+    if (key == FASTPATH_NO) Py_RETURN_NONE;
+    return PyUnicode_FromStringAndSize(out, key);
+}
+
 static PyObject *
 entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -273,7 +309,8 @@ entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
     for (Py_ssize_t k = 0; fast && k < nkw; k++) {
         PyObject *name = PyTuple_GetItem(kwnames, k), *value = args[nargs + k];
-        if (PyUnicode_CompareWithASCIIString(name, "keep_fragment") == 0) {
+        if (name == keep_fragment_name
+                || PyUnicode_CompareWithASCIIString(name, "keep_fragment") == 0) {
             keep = value;
         } else if (PyUnicode_CompareWithASCIIString(name, "form") == 0) {
             fast = PyUnicode_CheckExact(value) && PyUnicode_CompareWithASCIIString(value, "uri") == 0;
@@ -307,6 +344,9 @@ entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
         } else {
             Py_DECREF(uri);
         }
+        res = entry_alias(args[0], keep);
+        if (res != Py_None) return res;
+        Py_DECREF(res);
     }
     return entry_delegate(args, nargs, kwnames);
 }
@@ -337,6 +377,10 @@ configure_entry(PyObject *module, PyObject *args)
         entry_def.ml_meth = (PyCFunction)(void (*)(void))entry;
         entry_def.ml_flags = METH_FASTCALL | METH_KEYWORDS;
         entry_def.ml_doc = copy;
+    }
+    if (keep_fragment_name == NULL) {
+        keep_fragment_name = PyUnicode_InternFromString("keep_fragment");
+        if (keep_fragment_name == NULL) return NULL;
     }
     replace(&entry_reference, reference);
     replace(&entry_levels[0], scheme);

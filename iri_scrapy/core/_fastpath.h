@@ -20,9 +20,11 @@ int fastpath_in_class(unsigned char c, int which);
 /* For a lowercase scheme with a scheme-based rule: 1 and its default port ("" if none)
  * and whether it uses DNS; 0 for another scheme. */
 int fastpath_scheme(const char *s, size_t n, const char **port, size_t *port_len, int *dns);
-/* The alias rungs of an ASCII URL (_aliases.c): its key written to out (at least
- * ALIAS_MAX + 1 bytes) and the mask of the rungs that changed it, or FASTPATH_NO. */
+/* The alias rungs of an ASCII URL (_aliases.c): its key written to out (ALIAS_OUT
+ * bytes: each character may become an escape) and the mask of the rungs that changed
+ * it, or FASTPATH_NO. */
 #define ALIAS_MAX 4096
+#define ALIAS_OUT (3 * ALIAS_MAX + 2)
 Py_ssize_t alias_key(const char *s, size_t n, int keep_fragment, char *out, int *mask);
 /* The number of alias rungs and the index (0 to ALIAS_RUNGS - 1) of each bit of a mask. */
 #define ALIAS_RUNGS 4

@@ -609,7 +609,7 @@ FAST_PATH_CHARS = _URI_CHARS
 FAST_QUERY_CHARS = _URI_CHARS + "?"  # query and fragment
 _FAST_RE = re.compile(
     "([" + FAST_SCHEME_FIRST + "][" + FAST_SCHEME_CHARS + "]*" + _PLUS + ")://"
-    "((?!\\.)[" + FAST_HOST_CHARS + "]+" + _PLUS + ")"
+    "([" + FAST_HOST_CHARS + "]+" + _PLUS + ")"
     "(?::([1-9][0-9]{0,4}))?"  # port without leading zeros
     "(/[" + FAST_PATH_CHARS + "]*" + _PLUS + ")?"  # path
     "(?:\\?[" + FAST_QUERY_CHARS + "]*" + _PLUS + ")?"  # query
@@ -630,8 +630,8 @@ def reference_fast_path(text: str, keep_fragment: bool) -> str | None:
     if m is None:
         return None
     scheme, host, port, path, fragment = m.groups()
-    if (".." in host or ends_in_number(host) or port is not None and len(port) == 5
-            and port > "65535") and scheme in DEFAULT_PORTS:
+    if (host[0] == "." or ".." in host or ends_in_number(host) or port is not None
+            and len(port) == 5 and port > "65535") and scheme in DEFAULT_PORTS:
         # refused by hosts.dns_wire_host (empty label, not an IPv4 address) or
         # check_dns_port; a valid IPv4 address is left to the fused path
         return None
@@ -793,7 +793,7 @@ _RUNG_BITS = ((_CASE, Rung.CASE), (_PERCENT, Rung.PERCENT), (_PATH, Rung.PATH),
 
 
 # The native alias rungs (dedupe as a batch) count with these bits and decode these escapes.
-native.aliases(_UNRESERVED_OCTETS, CANONICAL_ESCAPE, _RUNG_BITS)
+native.aliases(_UNRESERVED_OCTETS, CANONICAL_ESCAPE, encode_component, _RUNG_BITS)
 
 
 @lru_cache(maxsize=1024)

@@ -17,11 +17,12 @@ rule can refuse: its classes and DNS schemes come from here too, each code point
 UTS 46 mapping and flags from ``hosts.code_point_facts`` (the ``idna`` package's
 tables), NFC and CheckBidi from ``unicodedata`` and ``idna`` themselves.
 
-The alias rungs (``_aliases.c``, for ``iri-scrapy dedupe``'s batch loop) give the key
-and the rungs of an ASCII URL the fast path refuses (case, percent-encoding, dot
-segments, default port, empty path: what ``ladder.fused_rungs`` gives), with the
-unreserved octets and the rungs' bits from the ladder (:func:`aliases`); every key
-they give must pass the fast path, the rest goes to the Python ladder.
+The alias rungs (``_aliases.c``, for ``iri-scrapy dedupe``'s batch loop and the C
+``normalize``) give the key and the rungs of an ASCII URL the fast path refuses (case,
+percent-encoding, dot segments, default port, empty path: what ``ladder.fused_rungs``
+gives), with the unreserved octets, the characters the percent rung encodes and the
+rungs' bits from the ladder (:func:`aliases`); every key they give must pass the fast
+path, the rest goes to the Python ladder.
 """
 
 from __future__ import annotations
@@ -170,13 +171,30 @@ def iri_path(reference: IRIPath, *, classes: CharClasses) -> IRIPath:
 ALIAS_RUNG_KEYS: tuple[str, ...] = ()
 
 
-def aliases(unreserved: Mapping[str, str], canonical_escape: str,
+def encoded_table(encode: Callable[[str], str]) -> bytes:
+    """128 bytes: 1 where *encode* (the percent rung's mapping of a component, RFC 3987
+    3.1 step 2) writes that printable ASCII character as its escape ``%XX``, 0 where it
+    keeps it; anything else it might do is refused (ValueError)."""
+    table = bytearray(128)
+    for octet in range(0x20, 0x7F):
+        char = chr(octet)
+        written = encode(char)
+        if written == f"%{octet:02X}":
+            table[octet] = 1
+        elif written != char:
+            raise ValueError(f"the percent rung writes {char!r} as {written!r}")
+    return bytes(table)
+
+
+def aliases(unreserved: Mapping[str, str], canonical_escape: str, encode: Callable[[str], str],
             rung_bits: tuple[tuple[int, Any], ...]) -> None:
     """Hand the native alias rungs (``_aliases.c``) their definitions: *unreserved*
     (``"7E"`` -> ``"~"``: the escapes the percent rung decodes, RFC 3986 2.3), checked
     against *canonical_escape* (an uppercase escape is canonical exactly when it is not
-    decoded), and *rung_bits* (the fused pass's ``(bit, Rung)`` of the case, percent,
-    path and scheme rungs).  Nothing without the module."""
+    decoded), *encode* (``mapping.encode_component``: which printable characters the
+    percent rung writes as escapes, :func:`encoded_table`) and *rung_bits* (the fused
+    pass's ``(bit, Rung)`` of the case, percent, path and scheme rungs).  Nothing
+    without the module."""
     global ALIAS_RUNG_KEYS
     if MODULE is None:
         return
@@ -185,7 +203,7 @@ def aliases(unreserved: Mapping[str, str], canonical_escape: str,
     if any(unreserved.get(f"{octet:02X}", chr(octet)) != chr(octet)
            or table[octet] == canonical[octet] for octet in range(128)):
         raise ValueError("the unreserved octets and the canonical escapes disagree")
-    MODULE.configure_aliases(table, tuple(bit for bit, _ in rung_bits))
+    MODULE.configure_aliases(table, encoded_table(encode), tuple(bit for bit, _ in rung_bits))
     ALIAS_RUNG_KEYS = tuple(rung.key for _, rung in rung_bits)
 
 

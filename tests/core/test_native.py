@@ -28,7 +28,7 @@ _VECTOR_FILES = ["rfc3986_examples", "rfc3987_examples", "w3lib_canonicalize_url
                  "url_normalize", "urlcanon_whatwg", "whatwg_urltestdata", "addressable",
                  "hyperlink_iri", "nutch_basic_normalizer"]
 #: What the fast path looks at: delimiters, escapes, dots, digits, case, a non-ASCII letter.
-_ALPHABET = "aZz09:/?#%.@[]-_~!$&'()*+,;= \tAFfx\u00e9\x7f\x00"
+_ALPHABET = "aZz09:/?#%.@[]-_~!$&'()*+,;= \tAFfx\u00e9\x7f\x00\\\"{}|^`<>"
 
 
 def test_ci_builds_the_extension() -> None:
@@ -105,9 +105,22 @@ def test_agrees_with_the_reference_on_vectors_corpora_and_mutations() -> None:
     # "ends in a number": the last label's first character is read in C
     "http://docs.example/", "http://a.0xab/", "http://a.1e/", "http://a.e1/", "http://a.b./",
     "http://a.1./", "http://0x/", "http://a.0x./", "http://1e./", "http://a.9f.e/",
+    # a host starting with a dot: an empty label only for a DNS scheme
+    "file://.git/HEAD", "file://.", "foo://.a/b", "foo://..a", "http://.a/b", "ws://./",
 ])
 def test_agrees_on_edges(text: str) -> None:
     _agree(text)
+
+
+@pytest.mark.parametrize("text", ["file://.git/HEAD", "file://.gitignore", "foo://.a./b"])
+def test_a_host_starting_with_a_dot_is_canonical_outside_dns(text: str) -> None:
+    """``file://.git/HEAD`` is its own key (no DNS rule reads its host): the fast path
+    answers it; for http the first label is empty and the reference refuses it."""
+    climbed = ladder.climb_path(text, ladder.NormalizeOptions(keep_fragment=False))
+    assert ladder.reference_fast_path(text, False) == text == climbed
+    assert ladder.reference_fast_path("http" + text[text.index(":"):], False) is None
+    if native.MODULE is not None:
+        _agree(text)
 
 
 @pytestmark_native
@@ -127,12 +140,13 @@ def test_a_canonical_absolute_link_is_its_own_resolution(path: str) -> None:
     href itself (one native call, plugin/middleware.py): the browser's reading leaves it
     as it is and it resolves to itself on any base (RFC 3986 5.2.2: an absolute
     reference without dot segments), so its fetch form, and key, are the reference's."""
-    if path == "native" and native.MODULE is None:
+    module = native.MODULE
+    if path == "native" and module is None:
         pytest.skip("native fast path not built")
-    fast = native.MODULE.fast_path if path == "native" else ladder.reference_fast_path
+    fast = module.fast_path if module is not None and path == "native" else ladder.reference_fast_path
     rnd = random.Random(3986)
     checked = 0
-    for text in _texts():
+    for text in [*_texts(), "file://.git/HEAD", "file://.", "foo://.a./b"]:
         for candidate in (text, *_mutations(text, rnd)):
             if not candidate.isascii() or fast(candidate, True) is None:
                 continue
@@ -211,6 +225,18 @@ def test_normalize_is_the_c_entry_and_answers_as_the_reference() -> None:
                 assert got == want, (candidate, args, kwargs)
             checked += 1
     assert checked > 20_000
+
+
+@pytestmark_native
+def test_the_c_entry_reads_a_keyword_that_is_not_interned() -> None:
+    """The entry compares a keyword's name by identity first (the interned name), then by
+    its text: a name built at run time is read the same."""
+    name = "".join(["keep_", "fragment"])  # a new str object, not the interned name
+    text = "http://a.example/p#f"
+    for keep in (False, True):
+        kwargs: dict[str, object] = {name: keep}
+        assert ladder.normalize(text, **kwargs) == ladder.normalize_reference(  # type: ignore[arg-type]
+            text, keep_fragment=keep)
 
 
 @pytestmark_native

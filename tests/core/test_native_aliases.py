@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from iri_scrapy.core import ladder, native
 from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import NormalizeOptions, Rung
-from tests.core.test_native import _mutations, _texts
+from tests.core.test_native import _mutations, _outcome, _texts
 
 pytestmark = pytest.mark.skipif(native.MODULE is None, reason="native fast path not built")
 
-_ALIAS_ALPHABET = "aZ09:/.%7eEfF#?~-_@[]+ "
+_ALIAS_ALPHABET = "aZ09:/.%7eEfF#?~-_@[]+ \\\"{}|^`<>"
 
 
 def _python(text: str, keep: bool) -> tuple[str, tuple[Rung, ...]] | None:
@@ -113,6 +113,12 @@ def test_the_alias_rungs_answer_as_the_python_ladder() -> None:
     ("http://a.example/a/%2E%2E/b", "http://a.example/b", (Rung.PERCENT, Rung.PATH)),
     ("http://a.example/a/.b/#x", "http://a.example/a/.b/", ()),
     ("https://a.example:443?q", "https://a.example/?q", (Rung.SCHEME,)),
+    # the printable characters a URI does not allow, written as escapes (3.1 step 2)
+    ("http://a.example/ x", "http://a.example/%20x", (Rung.PERCENT,)),
+    ("http://a.example/a\\%7e b/?q={x}#f g", "http://a.example/a%5C~%20b/?q=%7Bx%7D",
+     (Rung.CASE, Rung.PERCENT)),
+    ("http://a.example/a|b/%2E%2E/c^d#x", "http://a.example/c%5Ed", (Rung.PERCENT, Rung.PATH)),
+    ("http://a.example/\"x\"#<b>", "http://a.example/%22x%22", (Rung.PERCENT,)),
 ])
 def test_alias_keys_and_rungs(text: str, key: str, rungs: tuple[Rung, ...]) -> None:
     assert native.MODULE is not None
@@ -125,7 +131,8 @@ def test_alias_keys_and_rungs(text: str, key: str, rungs: tuple[Rung, ...]) -> N
     "http://1.2.3.4:80/", "http://[::1]:80/", "http://u@a.example:80/", "http://XN--CAF-DMA.example/",
     "http://a.example/%zz", "http://a.example/%7", "http://caf\u00e9.example/", "mailto://A/",
     "http://a.example:99999/", "http://a.example:1x/", "http://a..example/", "http://a%41.example/",
-    "http://a.example/ x", "http://a.example/\x00", " http://a.example/", "file:///x/./y",
+    "http://a.example/x ", "http://a.example/[x]", 'http://"a.example/', "http://a.example/\x00",
+    " http://a.example/", "file:///x/./y",
     "http:/a.example/", "h%41ttp://a/", "http://a.example:0123456/", "http://A.example/" + "x" * 5000,
 ])
 def test_what_the_alias_rungs_leave_to_python(text: str) -> None:
@@ -143,9 +150,60 @@ def test_alias_rungs_on_generated_text(scheme: str, rest: str) -> None:
     _check(f"{scheme}://A.example{rest}")
 
 
+@given(st.sampled_from(["http", "HTTPS", "ws", "Ftp", "foo", "mailto", "file"]),
+       st.text(alphabet=_ALIAS_ALPHABET, max_size=40), st.booleans())
+@settings(max_examples=700)
+def test_normalize_answers_generated_text_as_the_reference(scheme: str, rest: str,
+                                                          keep: bool) -> None:
+    """The C entry (fast path, then the alias rungs, then the reference) against the
+    reference alone, results and errors."""
+    for text in (f"{scheme}://{rest}", f"{scheme}://A.example{rest}"):
+        got = _outcome(ladder.normalize, text, keep_fragment=keep)
+        assert got == _outcome(ladder.normalize_reference, text, keep_fragment=keep), text
+
+
 def test_the_tables_come_from_the_ladder() -> None:
     assert tuple(rung.key for _, rung in ladder._RUNG_BITS) == native.ALIAS_RUNG_KEYS
     wrong = dict(ladder._UNRESERVED_OCTETS)
     wrong["2F"] = "/"  # decoding "%2F" would change the meaning of the path
     with pytest.raises(ValueError, match="disagree"):
-        native.aliases(wrong, ladder.CANONICAL_ESCAPE, ladder._RUNG_BITS)
+        native.aliases(wrong, ladder.CANONICAL_ESCAPE, ladder.encode_component,
+                       ladder._RUNG_BITS)
+
+
+def test_the_encoded_characters_come_from_the_percent_rung() -> None:
+    table = native.encoded_table(ladder.encode_component)
+    assert [chr(c) for c in range(128) if table[c]] == list(' "<>\\^`{|}')
+    with pytest.raises(ValueError, match="writes"):
+        native.encoded_table(lambda char: "%" if char == "\\" else char)
+
+
+def _python_calls(text: str) -> list[str]:
+    """The Python functions ``normalize(text, keep_fragment=False)`` calls."""
+    import sys
+
+    calls: list[str] = []
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        if event == "call":
+            calls.append(frame.f_code.co_name)  # type: ignore[attr-defined]
+
+    sys.setprofile(profile)
+    try:
+        ladder.normalize(text, keep_fragment=False)
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("text", [
+    "HTTP://A.example:80/a/./b", "https://a.example/New\\%20Pages/x.html", "http://a.example/p#Main Story",
+    "http://a.example/?iid={headline=press}", "http://a.example/%7ex/..",
+])
+def test_normalize_answers_the_aliases_in_c(text: str) -> None:
+    """The C entry asks the alias rungs when the fast path refuses: no Python call, the
+    reference's key."""
+    assert _python_calls(text) == []
+    assert ladder.normalize(text, keep_fragment=False) == ladder.normalize_reference(
+        text, keep_fragment=False)
+    assert _python_calls('http://"a.example/') != []  # the reference answers the rest
