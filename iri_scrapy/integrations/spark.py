@@ -326,20 +326,33 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
 
 
 def _block(values: pa.Array) -> bytes:
-    """The lines the batch loop reads for a batch of values: each value a line ended by
-    LF, read as the CLI reads one (a final CR dropped: so for a binary value, as
-    :func:`_text`); a value that cannot be one line so (null, holding a LF, a string
-    ending in CR) is an empty line, which the loop leaves to the reference."""
+    """The lines the batch loop reads for a batch of values: each value a line, read as
+    the CLI reads one (a final CR dropped: so for a binary value, as :func:`_text`); a
+    value that cannot be one line so (null, holding a LF, a string ending in CR before
+    the LF) is an empty line, which the loop leaves to the reference."""
     import pyarrow.compute as pc
 
-    misfit = pc.or_kleene(pc.is_null(values), pc.match_substring(values, "\n"))
-    if not (pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)):
-        misfit = pc.or_kleene(misfit, pc.ends_with(values, "\r"))
+    binary = pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)
+    if not binary:
         values = values.cast(pa.large_binary() if pa.types.is_large_string(values.type)
                              else pa.binary())
-    lines = pc.if_else(pc.fill_null(misfit, True), pa.scalar(b"", values.type), values)
-    one = pa.ListArray.from_arrays(pa.array([0, len(lines)], pa.int32()), lines)
-    return bytes(pc.binary_join(one, b"\n")[0].as_py()) + b"\n"
+    empty = pa.scalar(b"", values.type)
+    block = _joined(pc.fill_null(values, empty) if values.null_count else values)
+    if block.count(b"\n") == len(values) - 1 and (binary or b"\r\n" not in block):
+        return block  # the common case: no value but a null is out of place
+    misfit = pc.or_kleene(pc.is_null(values), pc.match_substring(values, "\n"))
+    if not binary:
+        misfit = pc.or_kleene(misfit, pc.ends_with(values, "\r"))
+    return _joined(pc.if_else(pc.fill_null(misfit, True), empty, values))
+
+
+def _joined(values: pa.Array) -> bytes:
+    """The values joined by LF (in C)."""
+    import pyarrow.compute as pc
+
+    one = pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values)
+    joined: bytes = pc.binary_join(one, b"\n")[0].as_py()
+    return joined
 
 
 #: The Spark pass's rungs mask (bits of :data:`_MASK`) of each rungs byte of a record of
@@ -361,34 +374,35 @@ class _PassBatch:
     (:func:`iri_scrapy.store.dedupe_batch.records`) answers its lines, each line it
     leaves is classified by the reference (:meth:`Deduper.classify`, then
     :meth:`Deduper.add`), as the CLI's streaming path does; counted into the
-    :class:`Deduper`'s statistics and *cand_rungs* (the rungs of the candidates)."""
+    :class:`Deduper`'s statistics and *cand_rungs* (the rungs of the candidates).
+
+    Each row leaves a byte in each of the per-row streams (``counts``: its element
+    count, 0 or 1; ``kinds``; ``missed``: 1 for a row the reference classified), and 8
+    in ``fps``; the loop's records give those of its rows, and the fields of the
+    classified rows (fingerprint, rungs, key, written form, error) are put in place at
+    the end (``replace_with_mask``): no Python object per answered row."""
 
     def __init__(self, d: Deduper, cand_rungs: list[int], first_wins: bool,
                  with_keys: bool, form: Form | None) -> None:
         self.d, self.cand_rungs, self.first_wins = d, cand_rungs, first_wins
         self.with_keys, self.form = with_keys, form
+        self.write_key = with_keys or form is not None
         self.index = {k: RUNG_KEYS.index(k) for k in dedupe_batch.rung_keys()}
-        # The answered lines: their record bytes, joined at the end.
-        self.fps: list[bytes] = []
-        self.rungs: list[bytes] = []
-        self.added: list[bytes] = []
-        self.keys: list[bytes] = []
-        # The rows in order: (answered start, count) or the index of a classified row.
-        self.order: list[tuple[int, int] | int] = []
-        self.answered = 0
-        # The classified rows: element count (0 or 1) and the element's fields.
-        self.missed: list[list[Any]] = [[] for _ in range(7)]
+        self.streams: dict[str, list[bytes]] = {
+            k: [] for k in ("fps", "rungs", "counts", "kinds", "missed", "keys")}
+        self.rows = 0
+        # The classified rows' fields: fingerprint, rungs mask, key, written form, error.
+        self.classified: list[list[Any]] = [[] for _ in range(5)]
 
     def run(self, values: pa.Array) -> tuple[pa.Array, pa.StructArray]:
         """Per row its element count (int32), and the elements in row order."""
         d = self.d
         d.stats.lines += len(values)
-        if dedupe_batch.ready(d):
-            write_key = self.with_keys or self.form is not None
-            for answered in dedupe_batch.records(d, _block(values), write_key):
+        if len(values) and dedupe_batch.ready(d):
+            for answered in dedupe_batch.records(d, _block(values), self.write_key):
                 self._answered(answered)
                 if answered.miss:
-                    self._classify(values[self.answered + len(self.missed[0])].as_py())
+                    self._classify(values[self.rows].as_py())
         else:
             for value in values.to_pylist():
                 self._classify(value)
@@ -398,12 +412,15 @@ class _PassBatch:
         k = len(a.added)
         if not k:
             return
-        self.order.append((self.answered, k))
-        self.answered += k
-        self.fps.append(a.fps)
-        self.rungs.append(a.rungs)
-        self.added.append(a.added)
-        self.keys.append(a.keys)
+        self.rows += k
+        streams = self.streams
+        streams["fps"].append(a.fps)
+        streams["rungs"].append(a.rungs)
+        streams["counts"].append(a.added if self.first_wins else b"\x01" * k)
+        zeros = bytes(k)
+        streams["kinds"].append(zeros)
+        streams["missed"].append(zeros)
+        streams["keys"].append(a.keys)
         if self.first_wins:
             dedupe_batch.count(self.d, a.first, a.duplicates, a.first_rungs, a.duplicate_rungs)
             candidates = a.first_rungs
@@ -416,20 +433,20 @@ class _PassBatch:
                 self.cand_rungs[self.index[key]] += n
 
     def _classify(self, value: Any) -> None:
-        """A row the loop left, as :func:`_classify_batch` did every row."""
+        """A row the loop left, by the reference."""
         d, stats = self.d, self.d.stats
-        self.order.append(len(self.missed[0]))
+        self.rows += 1
         outcome, text, found, written = (
             d.classify(value) if value.__class__ is str
             else _NULL if value is None else d.classify(_text(value)))
-        row: list[Any] = [0, _REJECT, None, None, None, None, None]
+        count, kind = 0, _CANDIDATE
+        fields: list[Any] = [None] * 5
         if outcome is None:
             fp = fingerprint(text)
             if not self.first_wins:
                 stats.unique += 1
-            if self.first_wins and not d.add(fp, found):
-                row[0] = 0
-            else:
+            if not self.first_wins or d.add(fp, found):
+                count = 1
                 mask = 0
                 for rung in found:
                     mask |= _MASK[rung]
@@ -438,58 +455,57 @@ class _PassBatch:
                 elif d.rung_stats:
                     for i in range(1, len(RUNG_KEYS)):
                         self.cand_rungs[i] += mask >> i & 1
-                row = [1, _CANDIDATE, fp - (1 << 64) if fp >> 63 else fp,
-                       mask if d.rung_stats else None, text if self.with_keys else None,
-                       written if self.form is not None else None, None]
+                fields = [fp - (1 << 64) if fp >> 63 else fp, mask if d.rung_stats else None,
+                          text, written, None]
         elif outcome is Outcome.BLANK:
             stats.blank += 1
         else:
             stats.unparseable += 1
-            row = [1, _REJECT, None, None, None, None, text]
-        for column, item in zip(self.missed, row, strict=True):
+            count, kind = 1, _REJECT
+            fields[4] = text
+        streams = self.streams
+        streams["fps"].append(bytes(8))
+        streams["rungs"].append(b"\x00")
+        streams["counts"].append(b"\x01" if count else b"\x00")
+        streams["kinds"].append(b"\x01" if kind else b"\x00")
+        streams["missed"].append(b"\x01")
+        if self.write_key:
+            streams["keys"].append(b"\n")
+        for column, item in zip(self.classified, fields, strict=True):
             column.append(item)
 
     def _arrays(self) -> tuple[pa.Array, pa.StructArray]:
         import pyarrow.compute as pc
 
-        n = self.answered
-        added = pa.py_buffer(b"".join(self.added))
-        counts = (pa.Array.from_buffers(pa.uint8(), n, [None, added]).cast(pa.int32())
-                  if self.first_wins else pa.array([1] * n, pa.int32()))
-        keys = (pc.split_pattern(pa.array([b"".join(self.keys)[:-1]]), pattern=b"\n")
-                .flatten().cast(pa.string()) if n and (self.with_keys or self.form)
-                else pa.nulls(n, pa.string()))
+        n = self.rows
+        joined = {k: pa.py_buffer(b"".join(v)) for k, v in self.streams.items()}
+        counts = pa.Array.from_buffers(pa.uint8(), n, [None, joined["counts"]])
+        fps = pa.Array.from_buffers(pa.int64(), n, [None, joined["fps"]])
         rungs = (pc.take(_record_masks(), pa.Array.from_buffers(
-            pa.uint8(), n, [None, pa.py_buffer(b"".join(self.rungs))]))
-            if self.d.rung_stats else pa.nulls(n, pa.int32()))
-        answered = [
-            counts, pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(bytes(n))]),
-            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(b"".join(self.fps))]),
-            rungs, keys if self.with_keys else pa.nulls(n, pa.string()),
-            keys if self.form is not None else pa.nulls(n, pa.string()),
-            pa.nulls(n, pa.string())]
-        types = [pa.int32(), pa.int8(), pa.int64(), pa.int32(), pa.string(), pa.string(),
-                 pa.string()]
-        columns = answered
-        if self.missed[0]:
-            columns = [pa.concat_arrays([a, pa.array(m, t)])
-                       for a, m, t in zip(answered, self.missed, types, strict=True)]
-            order: list[int] = []
-            for part in self.order:
-                if isinstance(part, tuple):
-                    order.extend(range(part[0], part[0] + part[1]))
-                else:
-                    order.append(n + part)
-            columns = [c.take(pa.array(order, pa.int32())) for c in columns]
-        rows = len(columns[0])
-        has = pc.not_equal(columns[0], 0)
-        fields = [c.filter(has) for c in columns[1:]]
+            pa.uint8(), n, [None, joined["rungs"]])) if self.d.rung_stats
+            else pa.nulls(n, pa.int32()))
+        keys = (pc.split_pattern(pa.array([joined["keys"].to_pybytes()[:-1]]), pattern=b"\n")
+                .flatten().cast(pa.string()) if self.write_key and n
+                else pa.nulls(n, pa.string()))
+        columns = [fps, rungs, keys, keys, pa.nulls(n, pa.string())]
+        types = [pa.int64(), pa.int32(), pa.string(), pa.string(), pa.string()]
+        if self.classified[0]:
+            missed = pa.Array.from_buffers(pa.uint8(), n, [None, joined["missed"]]).cast(
+                pa.bool_())
+            columns = [pc.replace_with_mask(c, missed, pa.array(m, t))
+                       for c, m, t in zip(columns, self.classified, types, strict=True)]
+        if not self.with_keys:
+            columns[2] = pa.nulls(n, pa.string())
+        if self.form is None:
+            columns[3] = pa.nulls(n, pa.string())
+        kinds = pa.Array.from_buffers(pa.int8(), n, [None, joined["kinds"]])
+        has = pc.not_equal(counts, 0)
+        fields = [c.filter(has) for c in (kinds, *columns)]
         m = len(fields[0])
         elements = pa.StructArray.from_arrays(
             [*fields, pa.nulls(m, pa.int64()), pa.nulls(m, pa.int32())],
             fields=list(_ELEMENT_ARROW))
-        assert rows == n + len(self.missed[0])
-        return columns[0], elements
+        return counts.cast(pa.int32()), elements
 
 
 def _pass_array(counts: pa.Array, elements: pa.StructArray, counters: list[int],

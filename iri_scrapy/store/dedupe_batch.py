@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from iri_scrapy.core import native
 from iri_scrapy.core.ladder import Level
@@ -146,7 +146,7 @@ def records(deduper: Deduper, block: bytes, write_key: bool) -> Iterator[Answere
     *deduper*'s seen-set (not counted: see :func:`count`), each run of them one
     :class:`Answered`; the caller must classify the line after a run that says
     ``miss`` before it takes the next one."""
-    loop = native.dedupe_block()
+    loop: Callable[..., Any] | None = native.dedupe_block()  # with record: 10 items
     assert loop is not None
     table, keep_fragment = deduper.seen, deduper.keep_fragment
     pos, end = 0, len(block)

@@ -28,7 +28,7 @@ import pytest
 from iri_scrapy.cli import main as cli
 from iri_scrapy.core import native
 from iri_scrapy.store import dedupe_batch
-from iri_scrapy.store.dedupe import FRAGMENT, Deduper, fingerprint
+from iri_scrapy.store.dedupe import Deduper, fingerprint
 from iri_scrapy.store.fpstore import FingerprintSet
 from tests.core.test_native import _texts
 from tests.support.generated_urls import KINDS, lines
