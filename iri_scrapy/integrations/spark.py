@@ -16,7 +16,9 @@ keys are those of :func:`iri_scrapy.normalize`, row for row, and two lines are
 merged exactly when the CLI merges them.
 
 :func:`dedupe` makes one Python pass per partition (an iterator Arrow UDF: key,
-rung mask and fingerprint together; when the order column increases along each
+rung mask and fingerprint together, by the CLI's native batch loop,
+:func:`iri_scrapy.store.dedupe_batch.records`, when it can take the options, the
+lines it leaves by ``Deduper.classify``; when the order column increases along each
 partition, the partition's duplicates are dropped there, before any shuffle, by a
 per-partition :class:`~iri_scrapy.store.dedupe.Deduper`).  The pass gives each row an
 array of what leaves it, exploded by Spark: nothing for a duplicate or a blank

@@ -20,7 +20,10 @@ costs a second climb: the loop finds a line's rungs with its key, and a line of
 the reference is climbed once.  Without the native module, or with options the
 loop does not know (a level below SCHEME, NFC, the query heuristics, a written
 form other than the URI, the samples of ``--report``), :func:`ready` is false and
-every line takes the streaming path.
+every line takes the streaming path.  The Spark pass
+(:mod:`iri_scrapy.integrations.spark`) runs the same loop keeping a row per line
+(:func:`records`: each answered line's fingerprint, rungs and first-or-duplicate as
+bytes, the lines it leaves classified by the caller with :meth:`Deduper.classify`).
 """
 
 from __future__ import annotations
