@@ -40,7 +40,7 @@ shared by nothing.  They are a speed-up only: a cold cache gives the same keys.
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -357,18 +357,13 @@ def _joined(values: pa.Array) -> bytes:
     return joined
 
 
-#: The Spark pass's rungs mask (bits of :data:`_MASK`) of each rungs byte of a record of
-#: the batch loop (bit k: ``dedupe_batch.rung_keys()[k + 1]``), set at the first pass.
-_RECORD_MASKS: list[pa.Array] = []
-
-
+@cache
 def _record_masks() -> pa.Array:
-    if not _RECORD_MASKS:
-        keys = dedupe_batch.rung_keys()[1:]
-        _RECORD_MASKS.append(pa.array(
-            [sum(_MASK[k] for i, k in enumerate(keys) if bits >> i & 1)
-             for bits in range(1 << len(keys))], pa.int32()))
-    return _RECORD_MASKS[0]
+    """The Spark pass's rungs mask (bits of :data:`_MASK`) of each rungs byte of a record
+    of the batch loop (bit k: ``dedupe_batch.rung_keys()[k + 1]``)."""
+    keys = dedupe_batch.rung_keys()[1:]
+    return pa.array([sum(_MASK[k] for i, k in enumerate(keys) if bits >> i & 1)
+                     for bits in range(1 << len(keys))], pa.int32())
 
 
 class _PassBatch:
