@@ -355,7 +355,7 @@ typedef struct {
 } outbuf;
 
 static int
-out_append(outbuf *out, const char *s, size_t n)
+out_put(outbuf *out, const void *s, size_t n, int newline)
 {
     if (out->len + n + 1 > out->cap) {
         size_t cap = out->cap ? out->cap : 65536;
@@ -369,9 +369,25 @@ out_append(outbuf *out, const char *s, size_t n)
         out->cap = cap;
     }
     memcpy(out->data + out->len, s, n);
-    out->data[out->len + n] = '\n';
-    out->len += n + 1;
+    out->len += n;
+    if (newline) out->data[out->len++] = '\n';
     return 0;
+}
+
+static int
+out_append(outbuf *out, const char *s, size_t n)
+{
+    return out_put(out, s, n, 1);
+}
+
+/* The buffer as bytes (steals it: freed here). */
+static PyObject *
+out_bytes(outbuf *out)
+{
+    PyObject *bytes = PyBytes_FromStringAndSize(out->data ? out->data : "", (Py_ssize_t)out->len);
+    PyMem_Free(out->data);
+    out->data = NULL;
+    return bytes;
 }
 
 /* dedupe_block(table, block, start, keep_fragment, write_key)
@@ -386,7 +402,14 @@ out_append(outbuf *out, const char *s, size_t n)
  * bits) and "fragment" when its fragment was dropped (the tuples: simple, the
  * ALIAS_RUNGS rungs, fragment).  Stops before the first line neither answers:
  * [stop, next) is that line with its end of line (stop == len(block) at the end).  A
- * last line without "\n" keeps a final "\r" (then the reference answers). */
+ * last line without "\n" keeps a final "\r" (then the reference answers).
+ *
+ * dedupe_block(table, block, start, keep_fragment, write_key, True) records each line it
+ * answers (the Spark pass: a row per line) and returns three more bytes objects, one item
+ * per answered line in order: fps (its fingerprint, 8 bytes native-endian), rungs (1
+ * byte: bit k for the k-th alias rung that changed it, bit ALIAS_RUNGS for a dropped
+ * fragment) and added (1 byte: 1 if first of its resource); out then holds every
+ * answered line's key, each with "\n", when write_key, else nothing. */
 #if ALIAS_RUNGS != 4
 #error "dedupe_block builds its by_rung tuples for four alias rungs"
 #endif
@@ -395,9 +418,9 @@ static PyObject *
 dedupe_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 5) {
+    if (nargs != 5 && nargs != 6) {
         PyErr_SetString(PyExc_TypeError,
-                        "dedupe_block(table, block, start, keep_fragment, write_key)");
+                        "dedupe_block(table, block, start, keep_fragment, write_key[, record])");
         return NULL;
     }
     if (!fastpath_ready()) {
@@ -421,6 +444,9 @@ dedupe_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     int keep_fragment = PyObject_IsTrue(args[3]), write_key = PyObject_IsTrue(args[4]);
     if (keep_fragment < 0 || write_key < 0) return NULL;
+    int record = nargs == 6 ? PyObject_IsTrue(args[5]) : 0;
+    if (record < 0) return NULL;
+    outbuf fps = {NULL, 0, 0}, masks = {NULL, 0, 0}, news = {NULL, 0, 0};
     size_t n = (size_t)size, pos = (size_t)start, next = n;
     Py_ssize_t lines[2] = {0, 0};  /* first spellings, duplicates */
     Py_ssize_t rungs[2][ALIAS_RUNGS + 2];  /* of each: simple, the rungs, fragment */
@@ -446,32 +472,61 @@ dedupe_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             key = scratch;
             fragment = !keep_fragment && memchr(line, '#', len) != NULL;
         }
-        int added = table_add_value(table, fingerprint64(key, (size_t)key_len));
+        uint64_t fp = fingerprint64(key, (size_t)key_len);
+        int added = table_add_value(table, fp);
         if (added < 0) goto fail;
         Py_ssize_t *counts = rungs[added ? 0 : 1];
         lines[added ? 0 : 1]++;
         if (!mask && !fragment) counts[0]++;
+        unsigned char bits = fragment ? 1 << ALIAS_RUNGS : 0;  /* the record's rungs */
         for (int bit = 1; mask; bit <<= 1) {
             if (!(mask & bit)) continue;
-            counts[1 + alias_rung_index(bit)]++;
+            int k = alias_rung_index(bit);
+            counts[1 + k]++;
+            bits |= (unsigned char)(1 << k);
             mask &= ~bit;
         }
         if (fragment) counts[ALIAS_RUNGS + 1]++;
-        if (added && out_append(&out, write_key ? key : line,
-                                write_key ? (size_t)key_len : len) < 0)
+        if (record) {
+            unsigned char first = (unsigned char)added;
+            if (out_put(&fps, &fp, sizeof fp, 0) < 0 || out_put(&masks, &bits, 1, 0) < 0
+                || out_put(&news, &first, 1, 0) < 0
+                || (write_key && out_append(&out, key, (size_t)key_len) < 0))
+                goto fail;
+        } else if (added && out_append(&out, write_key ? key : line,
+                                       write_key ? (size_t)key_len : len) < 0) {
             goto fail;
+        }
         pos = next;
     }
     if (pos >= n) pos = next = n;
-    PyObject *written = PyBytes_FromStringAndSize(out.data ? out.data : "", (Py_ssize_t)out.len);
-    PyMem_Free(out.data);
-    if (written == NULL) return NULL;
+    PyObject *written = out_bytes(&out);
+    if (written == NULL) goto fail;
+    if (record) {
+        PyObject *fp_bytes = out_bytes(&fps), *mask_bytes = out_bytes(&masks);
+        PyObject *new_bytes = out_bytes(&news);
+        if (fp_bytes == NULL || mask_bytes == NULL || new_bytes == NULL) {
+            Py_DECREF(written);
+            Py_XDECREF(fp_bytes);
+            Py_XDECREF(mask_bytes);
+            Py_XDECREF(new_bytes);
+            return NULL;
+        }
+        return Py_BuildValue("nnNnn(nnnnnn)(nnnnnn)NNN", (Py_ssize_t)pos, (Py_ssize_t)next,
+                             written, lines[0], lines[1], rungs[0][0], rungs[0][1], rungs[0][2],
+                             rungs[0][3], rungs[0][4], rungs[0][5], rungs[1][0], rungs[1][1],
+                             rungs[1][2], rungs[1][3], rungs[1][4], rungs[1][5],
+                             fp_bytes, mask_bytes, new_bytes);
+    }
     return Py_BuildValue("nnNnn(nnnnnn)(nnnnnn)", (Py_ssize_t)pos, (Py_ssize_t)next, written,
                          lines[0], lines[1], rungs[0][0], rungs[0][1], rungs[0][2], rungs[0][3],
                          rungs[0][4], rungs[0][5], rungs[1][0], rungs[1][1], rungs[1][2],
                          rungs[1][3], rungs[1][4], rungs[1][5]);
 fail:
     PyMem_Free(out.data);
+    PyMem_Free(fps.data);
+    PyMem_Free(masks.data);
+    PyMem_Free(news.data);
     return NULL;
 }
 
@@ -486,55 +541,9 @@ fingerprint(PyObject *module, PyObject *data)
     return PyLong_FromUnsignedLongLong(fingerprint64(buf, (size_t)size));
 }
 
-/* fingerprints(values: list, keep_fragment) -> list[int | None]: for each value a str
- * the fast path answers, the fingerprint of its key (as fingerprint() of the key's
- * bytes); None for every other value (the caller classifies it in Python). */
-static PyObject *
-fingerprints(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)module;
-    if (nargs != 2 || !PyList_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "fingerprints(values: list, keep_fragment)");
-        return NULL;
-    }
-    if (!fastpath_ready()) {
-        PyErr_SetString(PyExc_RuntimeError, "iri_scrapy.core._fastpath is not configured");
-        return NULL;
-    }
-    int keep_fragment = PyObject_IsTrue(args[1]);
-    if (keep_fragment < 0) return NULL;
-    Py_ssize_t count = PyList_Size(args[0]);
-    PyObject *result = PyList_New(count);
-    if (result == NULL) return NULL;
-    for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *value = PyList_GetItem(args[0], k), *item = NULL;  /* borrowed */
-        Py_ssize_t size, key = FASTPATH_NO;
-        const char *s = PyUnicode_Check(value) ? PyUnicode_AsUTF8AndSize(value, &size) : NULL;
-        if (s == NULL) {
-            PyErr_Clear();  /* not a str, or a lone surrogate: the reference answers */
-        } else {
-            key = fastpath_check(s, (size_t)size, keep_fragment);
-            if (key == FASTPATH_ERROR) goto fail;
-        }
-        if (key == FASTPATH_NO) {
-            Py_INCREF(Py_None);
-            item = Py_None;
-        } else if ((item = PyLong_FromUnsignedLongLong(fingerprint64(s, (size_t)key))) == NULL) {
-            goto fail;
-        }
-        PyList_SetItem(result, k, item);  /* steals item */
-    }
-    return result;
-fail:
-    Py_DECREF(result);
-    return NULL;
-}
-
 static PyMethodDef batch_methods[] = {
-    {"fingerprints", (PyCFunction)(void (*)(void))fingerprints, METH_FASTCALL,
-     "fingerprints(values, keep_fragment) -> list: see _batch.c."},
     {"dedupe_block", (PyCFunction)(void (*)(void))dedupe_block, METH_FASTCALL,
-     "dedupe_block(table, block, start, keep_fragment, write_key): see _batch.c."},
+     "dedupe_block(table, block, start, keep_fragment, write_key[, record]): see _batch.c."},
     {"fingerprint", fingerprint, METH_O,
      "fingerprint(data) -> int: BLAKE2b-64 of data, read big-endian."},
     {NULL, NULL, 0, NULL},

@@ -236,6 +236,8 @@ def fingerprint_table() -> Any | None:
 #: first, duplicates, first_by_rung, duplicates_by_rung)``: the native batch loop of
 #: ``iri-scrapy dedupe`` (``_batch.c``; :mod:`iri_scrapy.store.dedupe_batch`), or None.
 #: The by-rung tuples count "simple", the :data:`ALIAS_RUNG_KEYS`, then the fragment.
+#: With a sixth argument true (record), three bytes objects follow: a fingerprint, a rungs
+#: byte and a first flag per answered line (:func:`iri_scrapy.store.dedupe_batch.records`).
 DedupeBlock = Callable[[Any, bytes, int, bool, bool],
                        tuple[int, int, bytes, int, int, tuple[int, ...], tuple[int, ...]]]
 

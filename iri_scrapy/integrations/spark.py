@@ -16,7 +16,9 @@ keys are those of :func:`iri_scrapy.normalize`, row for row, and two lines are
 merged exactly when the CLI merges them.
 
 :func:`dedupe` makes one Python pass per partition (an iterator Arrow UDF: key,
-rung mask and fingerprint together; when the order column increases along each
+rung mask and fingerprint together, by the CLI's native batch loop,
+:func:`iri_scrapy.store.dedupe_batch.records`, when it can take the options, the
+lines it leaves by ``Deduper.classify``; when the order column increases along each
 partition, the partition's duplicates are dropped there, before any shuffle, by a
 per-partition :class:`~iri_scrapy.store.dedupe.Deduper`).  The pass gives each row an
 array of what leaves it, exploded by Spark: nothing for a duplicate or a blank
@@ -38,7 +40,7 @@ shared by nothing.  They are a speed-up only: a cold cache gives the same keys.
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -53,7 +55,6 @@ from iri_scrapy.core.ladder import Form, Level, normalize
 from iri_scrapy.core.query import rewrite_query
 from iri_scrapy.store import dedupe_batch
 from iri_scrapy.store.dedupe import (
-    FRAGMENT,
     RUNG_KEYS,
     Deduper,
     DedupeStats,
@@ -82,8 +83,6 @@ CLASSIFY_SCHEMA = T.StructType([
 #: Bit of each rung in the ``rungs`` mask.
 _BIT = {key: 1 << i for i, key in enumerate(RUNG_KEYS)}
 _MASK = {r: 1 << i for i, r in enumerate(RUNG_KEYS)}
-#: The rungs of a value the batch entry point answered whose fragment was dropped.
-_FRAGMENT_ONLY = (FRAGMENT,)
 
 #: What :func:`dedupe`'s pass gives each row: an array of these (column
 #: :data:`_PASS` once exploded).  ``kind``: 0 the first row of its resource in the
@@ -292,10 +291,6 @@ def rung_names(mask: Column) -> Column:
     return F.when(mask.isNull(), F.lit(None)).otherwise(picked)
 
 
-def _signed(fp: int) -> int:
-    return fp - (1 << 64) if fp >> 63 else fp
-
-
 def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None,
                  with_rungs: bool, first_wins: bool, with_keys: bool = True,
                  query: _Query = _Query()) -> Any:
@@ -316,110 +311,218 @@ def _dedupe_pass(level: Level, keep_fragment: bool, nfc: bool, form: Form | None
         d = _deduper(level, keep_fragment, nfc, form, with_rungs, query)
         stats = d.stats
         cand_rungs = [0] * n_rungs
-        held: list[list[Any]] | None = None
+        held: tuple[pa.Array, pa.StructArray] | None = None
         for values in batches:
-            cols = _classify_batch(values, d, cand_rungs, first_wins, with_rungs,
-                                   with_keys, form)
+            batch = _PassBatch(d, cand_rungs, first_wins, with_keys, form).run(values)
             if held is not None:
-                yield _pass_array(held, [], 0)
-            held = cols
+                yield _pass_array(*held, [], 0)
+            held = batch
         if held is None:
             return
         ctx = TaskContext.get()
         counts = [stats.lines, stats.blank, stats.unparseable, stats.unique, stats.duplicates]
         counts += [stats.by_rung[k] for k in RUNG_KEYS] + cand_rungs
-        yield _pass_array(held, counts, ctx.partitionId() if ctx is not None else 0)
+        yield _pass_array(*held, counts, ctx.partitionId() if ctx is not None else 0)
 
     return run
 
 
-def _classify_batch(values: pa.Array, d: Deduper, cand_rungs: list[int], first_wins: bool,
-                    with_rungs: bool, with_keys: bool, form: Form | None) -> list[list[Any]]:
-    """The columns of one batch of :func:`_dedupe_pass` (counting into *d* and *cand_rungs*)."""
-    decide, add, stats = d.classify, d.add, d.stats
-    n_rungs = len(cand_rungs)
-    ends: list[int] = [0]  # the list offsets: element count before each row
-    kinds: list[int] = []
-    fps: list[int | None] = []
-    masks: list[int | None] = []
-    keys: list[str | None] = []
-    outs: list[str | None] = []
-    errors: list[str | None] = []
-    batch = _values(values)
-    stats.lines += len(batch)
-    n = 0
-    # The batch entry point answers the canonical values in C (fingerprint included).
-    fast = dedupe_batch.fingerprints(d, batch) or [None] * len(batch)
-    keep_fragment = d.keep_fragment
-    found: tuple[str, ...]
-    for value, fast_fp in zip(batch, fast, strict=True):
-        if fast_fp is not None:
-            fp, outcome = fast_fp, None
-            text = written = dedupe_batch.fast_key(value, keep_fragment)
-            found = _FRAGMENT_ONLY if text is not value else ()
+def _block(values: pa.Array) -> bytes:
+    """The lines the batch loop reads for a batch of values: each value a line, read as
+    the CLI reads one (a final CR dropped: so for a binary value, as :func:`_text`); a
+    value that cannot be one line so (null, holding a LF, a string ending in CR before
+    the LF) is an empty line, which the loop leaves to the reference."""
+    import pyarrow.compute as pc
+
+    binary = pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)
+    if not binary:
+        values = values.cast(pa.large_binary() if pa.types.is_large_string(values.type)
+                             else pa.binary())
+    empty = pa.scalar(b"", values.type)
+    block = _joined(pc.fill_null(values, empty) if values.null_count else values)
+    if block.count(b"\n") == len(values) - 1 and (binary or b"\r\n" not in block):
+        return block  # the common case: no value but a null is out of place
+    misfit = pc.or_kleene(pc.is_null(values), pc.match_substring(values, "\n"))
+    if not binary:
+        misfit = pc.or_kleene(misfit, pc.ends_with(values, "\r"))
+    return _joined(pc.if_else(pc.fill_null(misfit, True), empty, values))
+
+
+def _joined(values: pa.Array) -> bytes:
+    """The values joined by LF (in C)."""
+    import pyarrow.compute as pc
+
+    one = pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values)
+    joined: bytes = pc.binary_join(one, b"\n")[0].as_py()
+    return joined
+
+
+@cache
+def _record_masks() -> pa.Array:
+    """The Spark pass's rungs mask (bits of :data:`_MASK`) of each rungs byte of a record
+    of the batch loop (bit k: ``dedupe_batch.rung_keys()[k + 1]``)."""
+    keys = dedupe_batch.rung_keys()[1:]
+    return pa.array([sum(_MASK[k] for i, k in enumerate(keys) if bits >> i & 1)
+                     for bits in range(1 << len(keys))], pa.int32())
+
+
+class _PassBatch:
+    """One Arrow batch of :func:`_dedupe_pass`: the batch loop of ``iri-scrapy dedupe``
+    (:func:`iri_scrapy.store.dedupe_batch.records`) answers its lines, each line it
+    leaves is classified by the reference (:meth:`Deduper.classify`, then
+    :meth:`Deduper.add`), as the CLI's streaming path does; counted into the
+    :class:`Deduper`'s statistics and *cand_rungs* (the rungs of the candidates).
+
+    Each row leaves a byte in each of the per-row streams (``counts``: its element
+    count, 0 or 1; ``kinds``; ``missed``: 1 for a row the reference classified), and 8
+    in ``fps``; the loop's records give those of its rows, and the fields of the
+    classified rows (fingerprint, rungs, key, written form, error) are put in place at
+    the end (``replace_with_mask``): no Python object per answered row."""
+
+    def __init__(self, d: Deduper, cand_rungs: list[int], first_wins: bool,
+                 with_keys: bool, form: Form | None) -> None:
+        self.d, self.cand_rungs, self.first_wins = d, cand_rungs, first_wins
+        self.with_keys, self.form = with_keys, form
+        self.write_key = with_keys or form is not None
+        self.index = {k: RUNG_KEYS.index(k) for k in dedupe_batch.rung_keys()}
+        self.streams: dict[str, list[bytes]] = {
+            k: [] for k in ("fps", "rungs", "counts", "kinds", "missed", "keys")}
+        self.rows = 0
+        # The classified rows' fields: fingerprint, rungs mask, key, written form, error.
+        self.classified: list[list[Any]] = [[] for _ in range(5)]
+
+    def run(self, values: pa.Array) -> tuple[pa.Array, pa.StructArray]:
+        """Per row its element count (int32), and the elements in row order."""
+        d = self.d
+        d.stats.lines += len(values)
+        if len(values) and dedupe_batch.ready(d):
+            for answered in dedupe_batch.records(d, _block(values), self.write_key):
+                self._answered(answered)
+                if answered.miss:
+                    self._classify(values[self.rows].as_py())
         else:
-            outcome, text, found, written = (
-                decide(value) if value.__class__ is str
-                else _NULL if value is None else decide(_text(value)))
-            if outcome is None:
-                fp = fingerprint(text)
+            for value in values.to_pylist():
+                self._classify(value)
+        return self._arrays()
+
+    def _answered(self, a: dedupe_batch.Answered) -> None:
+        k = len(a.added)
+        if not k:
+            return
+        self.rows += k
+        streams = self.streams
+        streams["fps"].append(a.fps)
+        streams["rungs"].append(a.rungs)
+        streams["counts"].append(a.added if self.first_wins else b"\x01" * k)
+        zeros = bytes(k)
+        streams["kinds"].append(zeros)
+        streams["missed"].append(zeros)
+        streams["keys"].append(a.keys)
+        if self.first_wins:
+            dedupe_batch.count(self.d, a.first, a.duplicates, a.first_rungs, a.duplicate_rungs)
+            candidates = a.first_rungs
+        else:
+            self.d.stats.unique += a.first + a.duplicates
+            candidates = tuple(x + y for x, y in zip(a.first_rungs, a.duplicate_rungs,
+                                                      strict=True))
+        if self.d.rung_stats:
+            for key, n in zip(dedupe_batch.rung_keys(), candidates, strict=True):
+                self.cand_rungs[self.index[key]] += n
+
+    def _classify(self, value: Any) -> None:
+        """A row the loop left, by the reference."""
+        d, stats = self.d, self.d.stats
+        self.rows += 1
+        outcome, text, found, written = (
+            d.classify(value) if value.__class__ is str
+            else _NULL if value is None else d.classify(_text(value)))
+        count, kind = 0, _CANDIDATE
+        fields: list[Any] = [None] * 5
         if outcome is None:
-            if first_wins and not add(fp, found):
-                ends.append(n)
-                continue
-            if not first_wins:
+            fp = fingerprint(text)
+            if not self.first_wins:
                 stats.unique += 1
-            mask = 0
-            for rung in found:
-                mask |= _MASK[rung]
-            if with_rungs:
-                if mask:
-                    for i in range(1, n_rungs):
-                        if mask >> i & 1:
-                            cand_rungs[i] += 1
-                else:
-                    cand_rungs[0] += 1
-            n += 1
-            ends.append(n)
-            kinds.append(_CANDIDATE)
-            fps.append(_signed(fp))
-            masks.append(mask if with_rungs else None)
-            keys.append(text if with_keys else None)
-            outs.append(written if form is not None else None)
-            errors.append(None)
+            if not self.first_wins or d.add(fp, found):
+                count = 1
+                mask = 0
+                for rung in found:
+                    mask |= _MASK[rung]
+                if d.rung_stats and not mask:
+                    self.cand_rungs[0] += 1
+                elif d.rung_stats:
+                    for i in range(1, len(RUNG_KEYS)):
+                        self.cand_rungs[i] += mask >> i & 1
+                fields = [fp - (1 << 64) if fp >> 63 else fp, mask if d.rung_stats else None,
+                          text, written, None]
         elif outcome is Outcome.BLANK:
             stats.blank += 1
-            ends.append(n)
         else:
             stats.unparseable += 1
-            n += 1
-            ends.append(n)
-            kinds.append(_REJECT)
-            fps.append(None)
-            masks.append(None)
-            keys.append(None)
-            outs.append(None)
-            errors.append(text)
-    return [ends, kinds, fps, masks, keys, outs, errors]
+            count, kind = 1, _REJECT
+            fields[4] = text
+        streams = self.streams
+        streams["fps"].append(bytes(8))
+        streams["rungs"].append(b"\x00")
+        streams["counts"].append(b"\x01" if count else b"\x00")
+        streams["kinds"].append(b"\x01" if kind else b"\x00")
+        streams["missed"].append(b"\x01")
+        if self.write_key:
+            streams["keys"].append(b"\n")
+        for column, item in zip(self.classified, fields, strict=True):
+            column.append(item)
+
+    def _arrays(self) -> tuple[pa.Array, pa.StructArray]:
+        import pyarrow.compute as pc
+
+        n = self.rows
+        joined = {k: pa.py_buffer(b"".join(v)) for k, v in self.streams.items()}
+        counts = pa.Array.from_buffers(pa.uint8(), n, [None, joined["counts"]])
+        fps = pa.Array.from_buffers(pa.int64(), n, [None, joined["fps"]])
+        rungs = (pc.take(_record_masks(), pa.Array.from_buffers(
+            pa.uint8(), n, [None, joined["rungs"]])) if self.d.rung_stats
+            else pa.nulls(n, pa.int32()))
+        keys = (pc.split_pattern(pa.array([joined["keys"].to_pybytes()[:-1]]), pattern=b"\n")
+                .flatten().cast(pa.string()) if self.write_key and n
+                else pa.nulls(n, pa.string()))
+        columns = [fps, rungs, keys, keys, pa.nulls(n, pa.string())]
+        types = [pa.int64(), pa.int32(), pa.string(), pa.string(), pa.string()]
+        if self.classified[0]:
+            missed = pa.Array.from_buffers(pa.uint8(), n, [None, joined["missed"]]).cast(
+                pa.bool_())
+            columns = [pc.replace_with_mask(c, missed, pa.array(m, t))
+                       for c, m, t in zip(columns, self.classified, types, strict=True)]
+        if not self.with_keys:
+            columns[2] = pa.nulls(n, pa.string())
+        if self.form is None:
+            columns[3] = pa.nulls(n, pa.string())
+        kinds = pa.Array.from_buffers(pa.int8(), n, [None, joined["kinds"]])
+        has = pc.not_equal(counts, 0)
+        fields = [c.filter(has) for c in (kinds, *columns)]
+        m = len(fields[0])
+        elements = pa.StructArray.from_arrays(
+            [*fields, pa.nulls(m, pa.int64()), pa.nulls(m, pa.int32())],
+            fields=list(_ELEMENT_ARROW))
+        return counts.cast(pa.int32()), elements
 
 
-def _pass_array(cols: list[list[Any]], counts: list[int], part: int) -> pa.Array:
-    """The pass's arrays for one batch; *counts* become elements of its last row."""
-    ends, kinds, fps, masks, keys, outs, errors = cols
-    n, k = len(kinds), len(counts)
+def _pass_array(counts: pa.Array, elements: pa.StructArray, counters: list[int],
+                part: int) -> pa.Array:
+    """The pass's arrays for one batch (elements per row, the elements); *counters*
+    become elements of its last row."""
+    import pyarrow.compute as pc
+
+    k = len(counters)
+    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(counts)])
     if k:
-        ends[-1] += k
-        kinds = kinds + [_COUNTER] * k
-        fps = fps + list(range(k))
-        masks, keys, outs, errors = (c + [None] * k for c in (masks, keys, outs, errors))
-    elements = pa.StructArray.from_arrays(
-        [pa.array(kinds, pa.int8()), pa.array(fps, pa.int64()), pa.array(masks, pa.int32()),
-         pa.array(keys, pa.string()), pa.array(outs, pa.string()),
-         pa.array(errors, pa.string()),
-         pa.array([None] * n + counts, pa.int64()) if k else pa.nulls(n, pa.int64()),
-         pa.array([None] * n + [part] * k, pa.int32()) if k else pa.nulls(n, pa.int32())],
-        fields=list(_ELEMENT_ARROW))
-    return pa.ListArray.from_arrays(pa.array(ends, pa.int32()), elements)
+        offsets = pa.concat_arrays([offsets[:-1], pa.array(
+            [offsets[-1].as_py() + k], pa.int32())])
+        extra = pa.StructArray.from_arrays(
+            [pa.array([_COUNTER] * k, pa.int8()), pa.array(range(k), pa.int64()),
+             pa.nulls(k, pa.int32()), pa.nulls(k, pa.string()), pa.nulls(k, pa.string()),
+             pa.nulls(k, pa.string()), pa.array(counters, pa.int64()),
+             pa.array([part] * k, pa.int32())], fields=list(_ELEMENT_ARROW))
+        elements = pa.concat_arrays([elements, extra])
+    return pa.ListArray.from_arrays(offsets, elements)
 
 
 @dataclass

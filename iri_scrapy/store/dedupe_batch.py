@@ -20,12 +20,16 @@ costs a second climb: the loop finds a line's rungs with its key, and a line of
 the reference is climbed once.  Without the native module, or with options the
 loop does not know (a level below SCHEME, NFC, the query heuristics, a written
 form other than the URI, the samples of ``--report``), :func:`ready` is false and
-every line takes the streaming path.
+every line takes the streaming path.  The Spark pass
+(:mod:`iri_scrapy.integrations.spark`) runs the same loop keeping a row per line
+(:func:`records`: each answered line's fingerprint, rungs and first-or-duplicate as
+bytes, the lines it leaves classified by the caller with :meth:`Deduper.classify`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from iri_scrapy.core import native
@@ -83,46 +87,73 @@ def run(deduper: Deduper, block: bytes, write: Callable[[bytes], object],
     its end of line, to *miss*, in order, which must hand it to :meth:`Deduper.process`."""
     loop = native.dedupe_block()
     assert loop is not None
-    stats = deduper.stats
     table, keep_fragment, write_key = deduper.seen, deduper.keep_fragment, deduper.canonical
-    by_rung, first_by_rung = stats.by_rung, stats.first_by_rung
-    keys = ("simple", *native.ALIAS_RUNG_KEYS, FRAGMENT)
-    rung_stats = deduper.rung_stats
     pos, end = 0, len(block)
     while pos < end:
         stop, pos, out, first, dup, first_rungs, dup_rungs = loop(
             table, block, pos, keep_fragment, write_key)
         if out:
             write(out)
-        if first or dup:
-            stats.lines += first + dup
-            stats.unique += first
-            stats.duplicates += dup
-            if rung_stats:
-                for key, firsts, dups in zip(keys, first_rungs, dup_rungs, strict=True):
-                    first_by_rung[key] += firsts
-                    by_rung[key] += dups
+        deduper.stats.lines += first + dup
+        count(deduper, first, dup, first_rungs, dup_rungs)
         if stop < end:
             miss(block[stop:pos])
 
 
-def fingerprints(deduper: Deduper, values: list[Any]) -> list[int | None] | None:
-    """The batch entry point for a list of values (the Spark pass): for each ``str``
-    the native loop answers, the :func:`~iri_scrapy.store.dedupe.fingerprint` of its
-    key, else None (classify it with :meth:`Deduper.classify`); None for all when not
-    :func:`ready`.  The key of an answered value is the value less its fragment
-    (:func:`fast_key`), its rungs none (``fragment`` if that was dropped)."""
-    if not ready(deduper):
-        return None
-    assert native.MODULE is not None
-    result: list[int | None] = native.MODULE.fingerprints(values, deduper.keep_fragment)
-    return result
+def rung_keys() -> tuple[str, ...]:
+    """The rungs the loop's by-rung tuples count, in order: ``simple``, the alias
+    rungs, ``fragment``."""
+    return ("simple", *native.ALIAS_RUNG_KEYS, FRAGMENT)
 
 
-def fast_key(value: str, keep_fragment: bool) -> str:
-    """The key of a value :func:`fingerprints` answered: itself, less its fragment
-    unless kept (RFC 3987 section 5.1; the first ``#`` starts it, RFC 3986 3.5)."""
-    if keep_fragment:
-        return value
-    cut = value.find("#")
-    return value if cut < 0 else value[:cut]
+def count(deduper: Deduper, first: int, duplicates: int, first_rungs: tuple[int, ...],
+          duplicate_rungs: tuple[int, ...]) -> None:
+    """Count what the loop answered into *deduper*'s statistics, as :meth:`Deduper.add`
+    counts each line (not ``lines``: the caller counts them)."""
+    if not (first or duplicates):
+        return
+    stats = deduper.stats
+    stats.unique += first
+    stats.duplicates += duplicates
+    if deduper.rung_stats:
+        by_rung, first_by_rung = stats.by_rung, stats.first_by_rung
+        for key, firsts, dups in zip(rung_keys(), first_rungs, duplicate_rungs, strict=True):
+            first_by_rung[key] += firsts
+            by_rung[key] += dups
+
+
+@dataclass(frozen=True)
+class Answered:
+    """The lines one call of the loop answered, one item each, in order (the ``record``
+    mode of ``dedupe_block``): ``fps`` their fingerprints (8 bytes each, native
+    order), ``rungs`` a byte each (bit *k* for ``rung_keys()[k + 1]``: an alias rung,
+    or the dropped fragment), ``added`` a byte each (1 for the first of its resource),
+    ``keys`` each key with ``\\n`` (empty unless asked); *first*, *duplicates* and the
+    by-rung tuples as for :func:`count`; ``miss``: the line after them is not answered
+    (the caller classifies it with :meth:`Deduper.classify`)."""
+
+    fps: bytes
+    rungs: bytes
+    added: bytes
+    keys: bytes
+    first: int
+    duplicates: int
+    first_rungs: tuple[int, ...]
+    duplicate_rungs: tuple[int, ...]
+    miss: bool
+
+
+def records(deduper: Deduper, block: bytes, write_key: bool) -> Iterator[Answered]:
+    """The loop over *block* (:func:`ready` must be true) a line at a time for a caller
+    that keeps a row per line (the Spark pass): the lines it answers are added to
+    *deduper*'s seen-set (not counted: see :func:`count`), each run of them one
+    :class:`Answered`; the caller must classify the line after a run that says
+    ``miss`` before it takes the next one."""
+    loop: Callable[..., Any] | None = native.dedupe_block()  # with record: 10 items
+    assert loop is not None
+    table, keep_fragment = deduper.seen, deduper.keep_fragment
+    pos, end = 0, len(block)
+    while pos < end:
+        stop, pos, keys, first, dup, first_rungs, dup_rungs, fps, rungs, added = loop(
+            table, block, pos, keep_fragment, write_key, True)
+        yield Answered(fps, rungs, added, keys, first, dup, first_rungs, dup_rungs, stop < end)

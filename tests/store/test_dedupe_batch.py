@@ -28,7 +28,7 @@ import pytest
 from iri_scrapy.cli import main as cli
 from iri_scrapy.core import native
 from iri_scrapy.store import dedupe_batch
-from iri_scrapy.store.dedupe import FRAGMENT, Deduper, fingerprint
+from iri_scrapy.store.dedupe import Deduper, fingerprint
 from iri_scrapy.store.fpstore import FingerprintSet
 from tests.core.test_native import _texts
 from tests.support.generated_urls import KINDS, lines
@@ -220,25 +220,39 @@ def test_the_pure_python_path_writes_the_same(tmp_path: Path) -> None:
     assert outs[0] == outs[1]
 
 
-def test_the_list_entry_point_answers_as_classify(tmp_path: Path) -> None:
-    """``fingerprints`` (the Spark pass's entry point): each value it answers has the
-    fingerprint, key and rungs ``Deduper.classify`` gives it; it answers most."""
-    values: list[object] = [line.decode("utf-8", "surrogateescape")
-                            for line in _corpus(tmp_path).read_bytes().split(b"\n")]
-    values += [None, b"http://bytes.example/", "http://a.example/\ud800"]
+def test_the_record_mode_answers_each_line_as_classify_and_add(tmp_path: Path) -> None:
+    """``records`` (the Spark pass's entry point, a row per line): each line it answers
+    has the fingerprint, key and rungs ``Deduper.classify`` gives it and is first of its
+    resource exactly when ``Deduper.add`` says so; its counts are those of the CLI's
+    loop; the lines it leaves are the ones the CLI's loop leaves."""
+    block = _corpus(tmp_path).read_bytes() + b"\n".join(_EDGES[1:]) + b"\n"
+    keys = dedupe_batch.rung_keys()
     for keep in (False, True):
-        deduper = Deduper(keep_fragment=keep)
-        fps = dedupe_batch.fingerprints(deduper, values)
-        assert fps is not None and len(fps) == len(values)
-        answered = 0
-        for value, fp in zip(values, fps, strict=True):
-            if fp is None:
-                continue
-            assert isinstance(value, str)
-            outcome, key, rungs, _ = deduper.classify(value)
-            assert outcome is None and fp == fingerprint(key), value
-            assert dedupe_batch.fast_key(value, keep) == key
-            assert rungs == (() if keep or "#" not in value else (FRAGMENT,))
-            answered += 1
-        assert answered > len(values) // 4
-    assert dedupe_batch.fingerprints(Deduper(nfc=True), values) is None
+        batch, reference = Deduper(keep_fragment=keep), Deduper(keep_fragment=keep)
+        lines = block.split(b"\n")[:-1]
+        row = answered = 0
+        for got in dedupe_batch.records(batch, block, True):
+            key_lines = got.keys.split(b"\n")[:-1]
+            fps = [int.from_bytes(got.fps[i:i + 8], sys.byteorder)
+                   for i in range(0, len(got.fps), 8)]
+            assert len(fps) == len(got.rungs) == len(got.added) == len(key_lines)
+            for fp, bits, added, key in zip(fps, got.rungs, got.added, key_lines, strict=True):
+                line = lines[row].decode().removesuffix("\r")
+                outcome, text, rungs, _ = reference.classify(line)
+                assert outcome is None and fp == fingerprint(text) and key == text.encode()
+                assert rungs == tuple(k for i, k in enumerate(keys[1:]) if bits >> i & 1)
+                assert added == reference.add(fp, rungs)
+                row += 1
+            answered += len(fps)
+            dedupe_batch.count(batch, got.first, got.duplicates, got.first_rungs,
+                               got.duplicate_rungs)
+            if got.miss:  # the line the CLI's loop leaves too
+                outcome, text, rungs, _ = reference.classify(
+                    lines[row].decode("utf-8", "surrogateescape"))
+                if outcome is None:
+                    fp = fingerprint(text)
+                    assert batch.add(fp, rungs) == reference.add(fp, rungs)
+                row += 1
+        assert row == len(lines) and answered > len(lines) // 4
+        assert batch.stats.by_rung == reference.stats.by_rung
+        assert batch.stats.first_by_rung == reference.stats.first_by_rung
