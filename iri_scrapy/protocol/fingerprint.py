@@ -189,11 +189,13 @@ def _kind(head: str) -> tuple[int, str, str]:
     return _SKIP
 
 
-_kind_kept = lru_cache(maxsize=1 << 14)(_kind)  # a site's pages share most of their tags
+_kind_kept = lru_cache(maxsize=4096)(_kind)
 
 
 def _kind_of(head: str) -> tuple[int, str, str]:
-    return _kind_kept(head) if len(head) <= 256 else _kind(head)
+    """:func:`_kind`, kept from page to page for short tags (a site's pages share
+    most of their tags; at most 4,096 tags of 128 characters are kept)."""
+    return _kind_kept(head) if len(head) <= 128 else _kind(head)
 
 
 class _Blocks:
@@ -207,6 +209,7 @@ class _Blocks:
         # attributes); the hash of a label or a path (by what it hashes)
         self.tags: dict[tuple[int, str, str], tuple[int, list[tuple[int, int, int]]]] = {}
         self.hashes: dict[str, int] = {}
+        self.led: dict[str, int] = {}  # the label of a run led by a word, by that word
 
     def h(self, text: str) -> int:
         """:func:`_hs`, kept for the page (labels and paths repeat)."""
@@ -266,11 +269,13 @@ class _Blocks:
         path = self.stack[-1][1]
         # a run led by a word is known by its words wherever the markup puts
         # it (an AMP copy of a page); one led by a number or token, by its place
-        first = _shape(words[0])
-        if first != "#":
-            label = self.h("\x1f" + first)
-        else:
-            label = self.h(f"{path}\x1f#\x1f{_shape(words[1]) if len(words) > 1 else ''}")
+        label = self.led.get(words[0])
+        if label is None:
+            first = _shape(words[0])
+            if first != "#":
+                label = self.led[words[0]] = self.h("\x1f" + first)
+            else:
+                label = self.h(f"{path}\x1f#\x1f{_shape(words[1]) if len(words) > 1 else ''}")
         self.out.append((_hs("\x1f" + " ".join(words)), label, path))
 
     def start(self, tag: str, attrs: str, block: bool) -> None:

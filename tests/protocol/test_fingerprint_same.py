@@ -121,6 +121,21 @@ def test_any_text(body: str) -> None:
     assert_same("<p>" + body)
 
 
+def test_tags_seen_on_another_page_and_long_tags() -> None:
+    """What a tag is, is kept from one page to the next (short tags): the same
+    tag under other parents, and tags too long to keep, give what they gave."""
+    long_attr = "x" * 200
+    pages = [
+        '<div class="a b"><a href="/p?q=1" title="T">x</a><span class=pre>y</span></div>',
+        '<ul><li><div class="a b"><a href="/p?q=1" title="T">x</a></div></li></ul>',
+        f'<p><a data-{long_attr}="/z" href="/y">t</a><div {long_attr} class=c>u</div></p>',
+        f'<p>a < b > c <{long_attr} d<e>f</p><img src=/i.png alt="An image">',
+        "<p>one<p>two</P><LI>three</li><BlockQuote class=q>four</blockquote>",
+    ]
+    for body in pages + pages[::-1]:
+        assert_same(body)
+
+
 def test_the_bounds() -> None:
     many = "".join(f'<p>w{i}<a href="/x{i}?a={i}&b=1">t</a></p>' for i in range(3000))
     assert_same("<div>" + many)  # past MAX_BLOCKS
