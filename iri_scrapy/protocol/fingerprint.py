@@ -33,11 +33,18 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+import struct
 import sys
 from array import array
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import repeat
+from operator import itemgetter
+
+_BLAKE8 = hashlib.blake2b(digest_size=8)
+_INT64 = struct.Struct("<q").unpack  # int.from_bytes(..., "little", signed=True)
 
 #: At most this many characters of a body are read, and this many blocks kept.
 SCAN_LIMIT = 512 * 1024
@@ -51,10 +58,13 @@ _HIDDEN_RE = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _HTML_START_RE = re.compile(r"\s*<[A-Za-z!?/]")
-# (a tag ends at the next "<" if no ">" comes first: each character is read once)
-_TOKEN_RE = re.compile(r"<(/?)([A-Za-z][^\s/<>]*)([^<>]*)>|<[!?/][^<>]*>|([^<]+)|<")
-_ATTR_RE = re.compile(r"""([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]*)))?""")
+# At each "<" (split on it: the text of a part after it is read once): a tag if a
+# letter, "!", "?" or "/" follows and a ">" comes before the next "<" (a letter,
+# optionally after "/": its name, to a space or "/", then its attributes), else
+# the "<" alone; text runs between.
+_TAG_NAME_RE = re.compile(r"(/?)([A-Za-z][^\s/<>]*)")
 _KEPT_HINT_RE = re.compile(r"(?:href|src|data-|title|alt|content|action|poster)\s*=", re.I)
+_ATTR_RE = re.compile(r"""([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]*)))?""")
 _CLASS_OK_RE = re.compile(r"[A-Za-z_-]+\Z")
 _PUNCTUATION = "\"'()[]{}<>.,:;!?*-_/|"
 _BLOCK_TAGS = frozenset({
@@ -87,8 +97,15 @@ def _h(*parts: object) -> int:
     """A 64-bit hash of *parts*, the same in every process (a fingerprint is kept
     in ``JOBDIR`` and compared after a resume: Python's ``hash`` of a string is
     not, PEP 456)."""
-    text = "\x1f".join(map(str, parts)).encode("utf-8", "surrogatepass")
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
+    return _hs("\x1f".join(map(str, parts)))
+
+
+def _hs(text: str) -> int:
+    """:func:`_h` of parts already joined by ``"\x1f"`` (a copy of a made hash
+    object costs half a new one)."""
+    h = _BLAKE8.copy()
+    h.update(text.encode("utf-8", "surrogatepass"))
+    return _INT64(h.digest())[0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,59 +167,149 @@ class Fingerprint:
         return cls.of_blocks([(_h(_EXACT, digest), _EXACT, _EXACT)])
 
 
+_SKIP = (0, "", "")  # a tag not looked at (inline, nothing kept), "<!...>": no text
+_LONE = (2, "", "")  # the "<" alone: what follows it is text
+_START, _END, _KEPT = 1, 3, 4  # a block-level tag, its end, an inline tag with a kept attribute
+_LOOKED_AT = re.compile(b"\x01")
+_LONE_AT = re.compile(b"\x02")
+_CODE = {0: 0, _START: 1, _END: 1, _KEPT: 1, 2: 2}  # a kind: skipped, looked at, alone
+_HEAD, _SEP, _TAIL = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
+def _kind(head: str) -> tuple[int, str, str]:
+    """What a "<" followed by *head* and ">" is: a kind, its tag, its attributes."""
+    m = _TAG_NAME_RE.match(head)
+    if m is None:
+        return _SKIP if head[:1] in ("!", "?", "/") else _LONE
+    tag, attrs = m.group(2).lower(), head[m.end():]
+    if tag in _BLOCK_TAGS:
+        return (_END if m.group(1) else _START, tag, attrs)
+    if not m.group(1) and attrs and _KEPT_HINT_RE.search(attrs) is not None:
+        return (_KEPT, tag, attrs)
+    return _SKIP
+
+
+_kind_kept = lru_cache(maxsize=4096)(_kind)
+
+
+def _kind_of(head: str) -> tuple[int, str, str]:
+    """:func:`_kind`, kept from page to page for short tags (a site's pages share
+    most of their tags; at most 4,096 tags of 128 characters are kept)."""
+    return _kind_kept(head) if len(head) <= 128 else _kind(head)
+
+
 class _Blocks:
-    """Cuts markup into blocks (one pass over tags and text)."""
+    """Cuts markup into blocks: only block-level tags and tags with a kept attribute
+    are looked at one by one; the text between two block-level tags is one run."""
 
     def __init__(self) -> None:
         self.out: list[tuple[int, int, int]] = []
         self.stack: list[tuple[str, int]] = [("", 0)]
-        self.words: list[str] = []
-        self.text_path = 0
+        # per page: what a tag yields (by its parent's path, its tag and its
+        # attributes); the hash of a label or a path (by what it hashes)
+        self.tags: dict[tuple[int, str, str], tuple[int, list[tuple[int, int, int]]]] = {}
+        self.hashes: dict[str, int] = {}
+        self.led: dict[str, int] = {}  # the label of a run led by a word, by that word
 
-    def flush(self) -> None:
-        if self.words:
-            words = self.words
-            first = _shape(words[0])
-            # a run led by a word is known by its words wherever the markup puts
-            # it (an AMP copy of a page); one led by a number or token, by its place
-            label = _h("", first) if first != "#" else \
-                _h(self.text_path, first, _shape(words[1]) if len(words) > 1 else "")
-            self.out.append((_h("", " ".join(words)), label, self.text_path))
-            self.words = []
+    def h(self, text: str) -> int:
+        """:func:`_hs`, kept for the page (labels and paths repeat)."""
+        known = self.hashes.get(text)
+        if known is None:
+            known = self.hashes[text] = _hs(text)
+        return known
 
-    def text(self, data: str) -> None:
-        if "&" in data:
-            data = html.unescape(data)
-        words = data.split()
-        if words:
-            if not self.words:
-                self.text_path = self.stack[-1][1]
-            self.words += words
+    def markup(self, body: str) -> None:
+        """The blocks of *body* (its hidden parts removed); stops past MAX_BLOCKS.
 
-    def start(self, tag: str, attrs: str) -> None:
-        block = tag in _BLOCK_TAGS
-        if block:
-            self.flush()
-        elif not attrs or _KEPT_HINT_RE.search(attrs) is None:
-            return  # an inline tag with nothing kept: not in the path (one look)
+        Cut at each "<", each part at its first ">" (what is before it is the
+        tag); what each tag is, is found once per distinct tag, and only the
+        tags that matter are visited one by one: the rest is done by the
+        string methods, whatever the part count.
+        """
+        first, *parts = body.split("<")
+        if not parts:
+            self.run(first)
+            return
+        cut = list(map(str.partition, parts, repeat(">")))
+        heads = list(map(_HEAD, cut))
+        kinds = {head: _kind_of(head) for head in set(heads)}
+        codes = bytearray(map({head: _CODE[k[0]] for head, k in kinds.items()}.__getitem__, heads))
+        texts = [first, *map(_TAIL, cut)]  # the text after each "<" (a tag's end)
+        seps = list(map(_SEP, cut))
+        if "" in seps:  # no ">" before the next "<": the "<" alone
+            for i, sep in enumerate(seps):
+                if not sep:
+                    codes[i] = 2
+        for m in _LONE_AT.finditer(codes):
+            texts[m.start() + 1] = parts[m.start()]
+        at = 0  # where the current run of text begins in *texts*
+        for m in _LOOKED_AT.finditer(codes):
+            i = m.start()
+            kind, tag, attrs = kinds[heads[i]]
+            if kind == _KEPT:
+                self.start(tag, attrs, False)
+            else:
+                text = " ".join(texts[at:i + 1])
+                if text and not text.isspace():
+                    self.run(text)
+                at = i + 1
+                if kind == _END:
+                    self.end(tag)
+                else:
+                    self.start(tag, attrs, True)
+            if len(self.out) > MAX_BLOCKS:
+                return
+        self.run(" ".join(texts[at:]))
+
+    def run(self, text: str) -> None:
+        """One run of text (between two block-level tags, or a line)."""
+        words = (html.unescape(text) if "&" in text else text).split()
+        if not words:
+            return
         path = self.stack[-1][1]
+        # a run led by a word is known by its words wherever the markup puts
+        # it (an AMP copy of a page); one led by a number or token, by its place
+        label = self.led.get(words[0])
+        if label is None:
+            first = _shape(words[0])
+            if first != "#":
+                label = self.led[words[0]] = self.h("\x1f" + first)
+            else:
+                label = self.h(f"{path}\x1f#\x1f{_shape(words[1]) if len(words) > 1 else ''}")
+        self.out.append((_hs("\x1f" + " ".join(words)), label, path))
+
+    def start(self, tag: str, attrs: str, block: bool) -> None:
+        parent = self.stack[-1][1]
+        key = (parent, tag, attrs)
+        known = self.tags.get(key)
+        if known is None:
+            mark = len(self.out)
+            path = self.element(parent, tag, attrs, block)
+            self.tags[key] = (path, self.out[mark:])
+        else:
+            path = known[0]
+            self.out += known[1]
+        if block and tag not in _VOID_TAGS and len(self.stack) < _MAX_DEPTH:
+            self.stack.append((tag, path))
+
+    def element(self, path: int, tag: str, attrs: str, block: bool) -> int:
+        """The element path of a *tag* under *path*; its kept attributes' blocks."""
         values: dict[str, str] = {}
         if attrs:
-            for m in _ATTR_RE.finditer(attrs):
-                name = m.group(1).lower()
+            for name, double, single, bare in _ATTR_RE.findall(attrs):
+                name = name.lower()
                 if name not in values:
-                    values[name] = m.group(2) or m.group(3) or m.group(4) or ""
+                    values[name] = double or single or bare
         if block:
             cls = values.get("class")
             classes = ".".join(sorted(c for c in cls.split() if _CLASS_OK_RE.match(c))) \
                 if cls else ""
-            path = _h(path, tag, classes)
+            path = self.h(f"{path}\x1f{tag}\x1f{classes}")
         else:
-            path = _h(path, tag)
+            path = self.h(f"{path}\x1f{tag}")
         if values:
             self.attributes(tag, path, values)
-        if block and tag not in _VOID_TAGS and len(self.stack) < _MAX_DEPTH:
-            self.stack.append((tag, path))
+        return path
 
     def attributes(self, tag: str, path: int, values: dict[str, str]) -> None:
         for name, value in values.items():
@@ -213,24 +320,21 @@ class _Blocks:
                 value = " ".join(html.unescape(value).split()) if "&" in value else \
                     " ".join(value.split())
                 if value:
-                    label = _h(path, name)
-                    self.out.append((_h(name, value), label, label))
+                    label = self.h(f"{path}\x1f{name}")
+                    self.out.append((self.h(f"{name}\x1f{value}"), label, label))
 
     def url(self, path: int, attr: str, value: str) -> None:
         value = html.unescape(value).strip() if "&" in value else value.strip()
         value = value.split("#", 1)[0]
         head, _, query = value.partition("?")
-        label = _h(path, attr)
-        self.out.append((_h("@", head), label, label))
+        label = self.h(f"{path}\x1f{attr}")
+        self.out.append((self.h("@\x1f" + head), label, label))
         for pair in dict.fromkeys(query.split("&")) if query else ():  # a repeated pair once
             name, _, val = pair.partition("=")
-            sub = _h(label, name)
-            self.out.append((_h("?", name, val), sub, sub))
+            sub = self.h(f"{label}\x1f{name}")
+            self.out.append((self.h(f"?\x1f{name}\x1f{val}"), sub, sub))
 
     def end(self, tag: str) -> None:
-        if tag not in _BLOCK_TAGS:
-            return  # inline elements are not in the path
-        self.flush()
         for i in range(len(self.stack) - 1, 0, -1):
             if self.stack[i][0] == tag:
                 del self.stack[i:]
@@ -245,23 +349,10 @@ def fingerprint(body: str) -> Fingerprint:
     body = body[:SCAN_LIMIT].lstrip("\ufeff")
     blocks = _Blocks()
     if _HTML_START_RE.match(body):
-        body = _HIDDEN_RE.sub(" ", body)
-        for m in _TOKEN_RE.finditer(body):
-            if m.group(4) is not None:
-                blocks.text(m.group(4))
-            elif m.group(2) is not None:
-                tag = m.group(2).lower()
-                if m.group(1):
-                    blocks.end(tag)
-                else:
-                    blocks.start(tag, m.group(3))
-            if len(blocks.out) > MAX_BLOCKS:
-                break
-        blocks.flush()
+        blocks.markup(_HIDDEN_RE.sub(" ", body))
     else:
         for line in body.splitlines()[:MAX_BLOCKS]:
-            blocks.text(line)
-            blocks.flush()
+            blocks.run(line)
     return Fingerprint.of_blocks(blocks.out[:MAX_BLOCKS])
 
 
