@@ -47,6 +47,9 @@ META_KEYED = "iri_keyed"
 #: Request meta key (level protocol): deferred once while a rule was being learned,
 #: given back to be fetched (never deferred again).
 META_DEFERRED = "iri_protocol_deferred"
+#: Request meta key (level protocol): a calibration fetch (a site's page fetched again to
+#: learn what changes by chance there), the section it calibrates.
+META_CALIBRATE = "iri_protocol_calibrate"
 
 
 @dataclass(frozen=True, slots=True)

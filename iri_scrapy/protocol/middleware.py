@@ -24,7 +24,7 @@ from iri_scrapy.core.errors import IRIError
 from iri_scrapy.core.ladder import Level, normalize, retrieval_key
 from iri_scrapy.core.query import strip_fragment
 from iri_scrapy.core.resolve import resolve
-from iri_scrapy.plugin.config import META_PENDING, META_SAMPLE
+from iri_scrapy.plugin.config import META_CALIBRATE, META_PENDING, META_SAMPLE
 from iri_scrapy.plugin.context import CrawlContext
 from iri_scrapy.plugin.links import browser_href
 from iri_scrapy.plugin.location import IRILocationMiddleware, decode_location
@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: ``meta`` key of a calibration fetch: the section it calibrates (:mod:`.calibration`).
-META_CALIBRATE = "iri_protocol_calibrate"
 #: Seconds between a section's first fetch and its late calibration fetch: long
 #: enough for a clock shown to the second to move.
 CALIBRATION_DELAY = 1.5

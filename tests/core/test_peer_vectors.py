@@ -37,6 +37,8 @@ NOT_VECTORS = {
     "surt_package_outputs",
     # Unicode confusables.txt lines: source data of core/confusables.py (test_confusables.py)
     "unicode_confusables_latin",
+    # real documentation pages: the protocol level's fingerprint (test_fingerprint_same.py)
+    "python3_doc_pages",
 }
 
 
