@@ -97,7 +97,13 @@ class RuleBook:
             return []
         out = [(kind, param) for kind, param in candidates
                if self._in_force((scope, kind, param))]
-        return sorted(out, key=lambda rule: (KINDS.index(rule[0]), rule[1])) if out else out
+        if not out:
+            return out
+        slash = {kind for kind, _ in out if kind in (ADD, REMOVE)}
+        if len(slash) > 1:  # the host's add-slash and a section's remove-slash (or the
+            # reverse) say opposite things below that section: neither is used
+            out = [rule for rule in out if rule[0] not in slash]
+        return sorted(out, key=lambda rule: (KINDS.index(rule[0]), rule[1]))
 
     def _in_force(self, identity: Identity) -> bool:
         """A host rule is used once ``min_evidence`` permanent redirects with no

@@ -224,6 +224,17 @@ def test_rule_set_is_one_consistent_map(
         assert rules.host_rule(host + "/") == (slash[0] if slash else None)
 
 
+def test_a_host_slash_rule_and_a_contrary_section_rule_are_neither_used() -> None:
+    """``add-slash`` learned for the host and ``remove-slash:/x/`` for a section say
+    opposite things below ``/x/``: at most one kind of slash rule is in force (a
+    case Hypothesis found once section rules came)."""
+    rules = gen.build([("redirect", "http://www.h.test/b", "http://www.h.test/b/", 301),
+                       ("redirect", "http://www.h.test/x/index.html/?q=1",
+                        "http://www.h.test/x/index.html?q=1", 301)], min_evidence=1)
+    assert [k for k, _ in rules.host_rules("http://www.h.test/") if k.endswith("-slash")] == []
+    assert rules.apply("http://www.h.test/c") == "http://www.h.test/c"
+
+
 # --- on the ladder (iri_scrapy.core's rules hook; moved from tests/core/test_ladder.py)
 
 
