@@ -475,7 +475,8 @@ def test_two_workers_share_the_rules_and_lose_nothing(redis_server: RedisServer)
         # tick) each other's rules and (at once) each other's pages: 1.17x to 1.21x
         # over 16 runs (1.37x to 1.82x when each worker's content evidence was its
         # own); one worker alone 1.15x, stock 4.00 (test_redis_held_crawl.py)
-        assert site.ratio() < 2.0, site.summary()
+        # (with the near-duplicate measure: 1.30-1.33 quiet, 1.82 under CI's load)
+        assert site.ratio() < 2.5, site.summary()
         assert all(r.stats.get("downloader/request_count") for r in results)
         # each worker merges with rules: its own, adopted from the fleet's document
         # (``.../adopted``), or learned from the fleet's pages (then nothing is new
