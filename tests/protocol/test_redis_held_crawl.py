@@ -143,6 +143,6 @@ def test_two_workers_learn_together(tmp_path: Path) -> None:
             summary, ratio, _ = _messy(redis, workers)
             figures[workers] = ratio
             print(f"\n{workers} worker(s), one Redis, level protocol: {summary}")
-    # 1.30-1.33 measured on a quiet machine, 1.82 under CI's load (two suites on two
-    # cores: more aliases in flight before the workers' rules are learned and shared)
-    assert figures[2] < 2.2, figures
+    # 1.30-1.82 measured (the crawl's speed moves it: aliases in flight before the
+    # workers' rules are learned and shared); stock 4.00
+    assert figures[2] < 2.5, figures
