@@ -20,6 +20,7 @@ Scrapy): the middleware fetches, this decides.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from iri_scrapy.protocol.fingerprint import Fingerprint, Volatility
@@ -67,6 +68,25 @@ class Calibration:
         self.dropped = 0
         #: calibrations on demand to fetch: (URI, section) (:meth:`want`)
         self.wanted: list[tuple[str, str]] = []
+        #: per site, the calibration fetches asked for and not landed yet
+        #: (:meth:`asked`, :meth:`answered`)
+        self._asked: Counter[str] = Counter()
+
+    def asked(self, uri: str) -> None:
+        """A calibration fetch of *uri* was asked for (fetched now or after a delay)."""
+        self._asked[site_of(uri)] += 1
+
+    def answered(self, uri: str) -> None:
+        """A calibration fetch of *uri* (:meth:`asked`) landed, failed or was refused."""
+        site = site_of(uri)
+        self._asked[site] -= 1
+        if self._asked[site] <= 0:
+            del self._asked[site]
+
+    def unsettled(self, uri: str) -> bool:
+        """True while a calibration of *uri*'s site is in flight: a content
+        counterexample there may still prove chance (``ProtocolRules.reconsider``)."""
+        return bool(self._asked) and site_of(uri) in self._asked
 
     def volatility(self, uri: str) -> Volatility:
         """What changes by chance on *uri*'s site (empty before any calibration)."""

@@ -320,13 +320,19 @@ class Learned:
         :meth:`stale`, or marked ``meta["iri_keyed"]``; or orphaned) comes back as
         a copy with ``dont_filter``: the filter would drop it again.  One whose very
         spelling this process was served (a copy met again after its fetch) is not
-        given back: its page is known (``refetch-avoided``)."""
+        given back: its page is known (``refetch-avoided``).  One a rule stopped
+        while a calibration of its site is in flight waits for it to land (the
+        counterexample may prove chance, :meth:`ProtocolRules.reconsider`; the
+        middleware looks again then, and the close gives back whatever is kept)."""
         if self.rules.revision == self._revision and not force:
             return []
         self._revision = self.rules.revision
         out = []
+        unsettled = self.rules.calibration.unsettled
         for base, (via, merged, request) in list(self.skipped.items()):
             moved = self.rules.apply(via) != merged
+            if moved and unsettled(via):
+                continue  # the counterexample may prove chance: looked at when it lands
             orphaned = not moved and via == base and not self._backed(via, merged)
             if moved or orphaned:
                 del self.skipped[base]
@@ -338,10 +344,24 @@ class Learned:
                 if self._served_here(base):  # this very spelling was served here:
                     self.rules.events["refetch-avoided"] += 1  # nothing to give back
                     continue
+                if moved and self._merged_on(base, request):
+                    # rules learned since give it a key the filter has: its decision
+                    if self.duplicate(request):  # (kept again, or dropped)
+                        continue
+                    passed = True  # a sample, or the key's holder now: past the filter
                 if (orphaned or passed) and not request.dont_filter:
                     request = request.replace(dont_filter=True)
                 out.append(request)
         return out
+
+    def _merged_on(self, base: str, request: Request) -> bool:
+        """For a kept *request* (key before the rules *base*) whose merge moved: True
+        if the rules now give it another key, one the filter has (a further rule
+        learned since: ``www.h/p/?sid=1`` kept as ``h/p/?sid=1`` is ``h/p/`` once the
+        ``www.`` host's ``drop-param:sid`` holds), where the filter's own decision
+        (:meth:`duplicate`) applies."""
+        return (self.seen is not None and self.rules.apply(base) != base
+                and self.seen(request))
 
     def admitted(self, base: str, key: str) -> None:
         """The dupefilter let a request through as the first of *key*; *base* its key
@@ -433,9 +453,9 @@ class Learned:
             return True
         return self.rules.served(via) or self.flight.merged(via)
 
-    def requeue(self) -> int:
+    def requeue(self, *, force: bool = False) -> int:
         """Hand every request :meth:`changed` gives back to the engine; how many."""
-        requests = self.changed()
+        requests = self.changed(force=force)
         if requests:
             for request in requests:
                 request.meta.pop(META_SAMPLE, None)
@@ -464,12 +484,12 @@ def _unchecked(rules: ProtocolRules, holders: dict[str, str], via: str,
     own word; a trap's every longer spelling confirms it).  *holders*: key ->
     the spelling that holds it (:meth:`Learned.admitted`)."""
     probe = via if via != merged else holders.get(merged, via)
-    folder = _folder(merged)
-    out = set()
+    folder = _folder(rules.apply(merged))  # folders of resources (keys under the rules
+    out = set()  # now), not of the spellings a rule merged: /index.php/p/1/ is in /p
     for identity in rules.trace(probe)[1]:
         if rules.origin(identity) == "redirect" or identity[1] == "collapse-repeat":
             continue
-        if not any(_folder(u) == folder for u in rules.confirmations(identity)):
+        if not any(_folder(rules.apply(u)) == folder for u in rules.confirmations(identity)):
             out.add((identity, folder))
     return out
 

@@ -139,6 +139,7 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         if self.rules is None or not isinstance(section, str):
             return False
         self._inc(f"iri/protocol/calibration/{'fetched' if fp is not None else 'failed'}")
+        self.rules.calibration.answered(request.url)
         try:
             served = retrieval_key(request.url)
         except IRIError:
@@ -151,8 +152,10 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
             known, held = self.rules.calibration.land(served, section, fp)
         if known and fp is not None:
             self.rules.reconsider()
+        assert self.learned is not None
         for uri, page in held:
-            self.learned.observe_content(uri, page)  # type: ignore[union-attr]
+            self.learned.observe_content(uri, page)
+        self.learned.requeue(force=True)  # what a counterexample stopped, if it stands
         self._fetch_wanted(request.priority)
         return known
 
@@ -175,6 +178,12 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         makes, not a page of the crawl, it never enters the frontier (a ``JOBDIR``,
         or a fleet's queue, where another worker would take it and this one would
         wait for it in vain).  Landed, failed or refused: :meth:`_calibrated`."""
+        if self.rules is not None and META_CALIBRATE in request.meta:
+            self.rules.calibration.asked(request.url)  # (answered: _calibrated)
+        self._issue(request)
+
+    def _issue(self, request: Request) -> None:
+        """Download the calibration *request* now (:meth:`_download`)."""
         from scrapy.utils.defer import deferred_from_coro
 
         d = deferred_from_coro(self.crawler.engine.download_async(request))
@@ -200,6 +209,7 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
                     meta={META_CALIBRATE: section}))
                 late = Request(response.url, dont_filter=True, priority=request.priority + 1000,
                                meta={META_CALIBRATE: LATE + section})
+                calibration.asked(late.url)  # asked now, fetched after the delay
                 from twisted.internet import reactor
 
                 clock: Any = reactor  # (the installed reactor: IReactorTime)
@@ -210,7 +220,7 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
     def _fetch_again(self, section: str, request: Request) -> None:
         """Fetch *request* (a calibration) now."""
         self._timers.pop(section, None)
-        self._download(request)
+        self._issue(request)
 
     def _learn(self, pending: list[object]) -> None:
         assert self.rules is not None

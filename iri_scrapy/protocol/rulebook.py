@@ -82,6 +82,9 @@ class RuleBook:
         self._skips: Counter[Identity] = Counter()
         #: Scopes where a bound was reached (scope -> which): no rule applies there.
         self.stopped: dict[str, str] = {}
+        # key -> first URI served under it, for the rules in force of the signature
+        self._indexed: tuple[frozenset[Identity], int, int] = (frozenset(), 0, 0)
+        self._index: dict[str, str] = {}
 
     def __len__(self) -> int:
         return len(self._exact)
@@ -270,8 +273,8 @@ class RuleBook:
         return False
 
     def served_alias(self, uri: str) -> str | None:
-        """For *uri* that rules leave as it is: another URI already served that a
-        host rule in force maps onto *uri* (the alias met first), or None."""
+        """For *uri* that rules leave as it is: another URI already served that
+        the host rules in force map onto *uri* (the alias met first), or None."""
         uri = strip_fragment(uri)
         parts = split_uri(uri)
         if parts is None:
@@ -282,7 +285,30 @@ class RuleBook:
                 if (seen is not None and seen[1] != uri and self.apply(seen[1]) == uri
                         and self._in_force(identity)):
                     return seen[1]
+        # through several rules (``www.h/p/?sid=1``: the twin's drop-param, then remove-www)
+        alias = self._served_index().get(uri)
+        if alias is not None and alias != uri and self.apply(alias) == uri:
+            return alias
         return None
+
+    def _served_index(self) -> dict[str, str]:
+        """Key under the rules now -> the first URI served under it (2xx), rebuilt
+        when the rules in force changed (each page's key again; none while no
+        rule is in force), else kept up by :meth:`_index_page`."""
+        forces = frozenset(self._forces()) if self._scopes else frozenset()
+        signature = (forces, self.revision, len(self._exact))
+        if signature != self._indexed:
+            self._indexed = signature
+            self._index = {}
+            if forces or self._exact:
+                for served in self._digests:
+                    self._index.setdefault(self.apply(served), served)
+        return self._index
+
+    def _index_page(self, uri: str) -> None:
+        """A page served at *uri*: in the key index if it is current."""
+        if self._indexed[0] or self._exact:
+            self._index.setdefault(self.apply(uri), uri)
 
     def step_image(self, identity: Identity, uri: str) -> str:
         """What the host rule *identity* alone makes of *uri* (*uri* if it does not apply)."""

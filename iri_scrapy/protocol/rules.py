@@ -331,6 +331,7 @@ class ProtocolRules(RuleBook):
                 return
             keys.append(uri)
         self._digests[uri] = digest
+        self._index_page(uri)
         same = self._by_digest.setdefault(self.calibration.volatility(uri).digest(digest), [])
         for other in same:
             if other != uri and self.same(uri, self._digests[other], digest):
