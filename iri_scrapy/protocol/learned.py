@@ -225,7 +225,7 @@ class Learned:
         if sample:  # never deferred; in flight (another request of base waits for it)
             self.flight.start(request, base, [])
             return False
-        pending = self.rules.pending(base)
+        pending = self.rules.pending(base, self.flight.bases)
         if pending and not meta.get(META_DEFERRED) and not self.flight.useful(pending):
             merged = self.rules.apply(pending[0][1])  # its key once the rule is in force
             if merged == self.rules.apply(base):
@@ -268,7 +268,7 @@ class Learned:
                 self.skipped[base] = (via, merged, request)
                 self.rules.events["deferred_merged"] += 1
                 continue
-            pending = self.rules.pending(base)
+            pending = self.rules.pending(base, self.flight.bases)
             if everything or in_force or not pending or self.flight.useful(pending):
                 del self.deferred[base]
                 if self.sink is not None:

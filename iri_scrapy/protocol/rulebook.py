@@ -12,7 +12,7 @@ data.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 
 from iri_scrapy.core.query import split_fragment, strip_fragment
 from iri_scrapy.protocol.calibration import Calibration
@@ -310,6 +310,14 @@ class RuleBook:
         if self._indexed[0] or self._exact:
             self._index.setdefault(self.apply(uri), uri)
 
+    def twin_key(self, uri: str) -> str:
+        """The key the rules in force give *uri* if it is on another host (a
+        ``www.`` twin's page under remove-www, an ``http`` page under https), else
+        *uri*: content evidence of a host's own rules goes through the rules in
+        force that move its pages to their twin, and through no other."""
+        key = self.apply(uri)
+        return key if key != uri and host_key(key) != host_key(uri) else uri
+
     def step_image(self, identity: Identity, uri: str) -> str:
         """What the host rule *identity* alone makes of *uri* (*uri* if it does not apply)."""
         parts = split_uri(uri)
@@ -338,15 +346,17 @@ class RuleBook:
         return any(other != uri and other in self._digests and self.apply(other) == key
                    and self.same(uri, self._digests[other], fp) for other in others)
 
-    def pending(self, uri: str) -> list[tuple[Identity, str, int]]:
+    def pending(self, uri: str, flying: Container[str] = ()) -> list[tuple[Identity, str, int]]:
         """The rules not yet in force (and with no content counterexample) that
         would rewrite *uri*: ``(rule, image, seen)``, *seen* the fetches of the
         image's resource under that rule already observed (0, 1, or 2 once the
         image confirmed it: a further fetch there teaches nothing).
 
         Both the rules nominated and those a fetch of *uri* would nominate: one
-        transform (:func:`pair_rules`' kinds) onto a page already served.  Trap
-        rules (``collapse-repeat``) are left out: each longer spelling confirms.
+        transform (:func:`pair_rules`' kinds) onto a page already served, or in
+        *flying* (keys of the fetches in flight: served by the time *uri* would
+        be, the first links of a site are all scheduled at once).  Trap rules
+        (``collapse-repeat``) are left out: each longer spelling confirms.
         """
         uri = strip_fragment(uri)
         parts = split_uri(uri)
@@ -366,15 +376,17 @@ class RuleBook:
                 seen = min(2, (image in self._digests)
                            + (image in self._images.get(identity, {})))
             out.append((identity, image, seen))
-        for identity, image in self._potential(uri, parts):
+        for identity, image in self._potential(uri, parts, flying):
             if identity not in nominated and not self._bad[identity]:
                 out.append((identity, image, 1))
         return out
 
-    def _potential(self, uri: str, parts: Parts) -> Iterator[tuple[Identity, str]]:
+    def _potential(self, uri: str, parts: Parts,
+                   flying: Container[str] = ()) -> Iterator[tuple[Identity, str]]:
         """The rules content evidence would nominate if *uri* served the content
-        of a page already served one transform away: ``(rule, that page)``."""
-        if not self._digests:
+        of a page already served (or in *flying*) one transform away, or on its
+        twin host (:meth:`twin_key`): ``(rule, that page)``."""
+        if not self._digests and not flying:
             return
         names: list[str] = []
         if parts[4]:
@@ -384,7 +396,8 @@ class RuleBook:
             if kind in (REPEAT, ADD_WWW, REMOVE):  # content never nominates these
                 continue
             image = join_uri(new)
-            if image in self._digests:
+            key = image if image in self._digests or image in flying else self.twin_key(image)
+            if key in self._digests or key in flying:
                 identity = classify(uri, image)
                 if identity is not None:
-                    yield identity, image
+                    yield identity, key

@@ -287,11 +287,17 @@ class ProtocolRules(RuleBook):
                 self._compare(identity, earlier[0], digest, uri, earlier[1], earlier[1])
             return
         target = self._digests.get(new)
+        key = new
+        if target is None:  # its image may be served on its twin host (the www. twin's
+            key = self.twin_key(new)  # drop-param:sid, through remove-www in force)
+            target = self._digests.get(key) if key != new else None
         if target is not None:
             self._compare(identity, target, digest, new, uri, uri)
         earlier = images.get(new)
         if earlier is None:
             images[new] = (digest, uri)
+            if key != new:  # (and found under that key when its page comes later)
+                images.setdefault(key, (digest, uri))
         elif earlier[1] != uri and (not self.same(uri, earlier[0], digest)
                                     or vary(identity, earlier[1], uri)):
             self._compare(identity, earlier[0], digest, new, uri)

@@ -625,3 +625,52 @@ def test_at_the_close_folders_are_those_of_the_resources() -> None:
     learned.observe_content(f"{B}/p/5/", D(5))
     assert learned.unstood() == []
     assert alias in learned.skipped
+
+
+def test_an_alias_of_a_page_in_flight_waits_once_its_confirmations_fly() -> None:
+    """The first links of a site are all scheduled at once: ``/p/n/`` and
+    ``/p/n/?utm_source=x`` fly together before any page is served. Two such aliases
+    (the confirmations drop-param:utm_source needs) are fetched; the third waits
+    (deferred) for the rule to be decided, then is merged, where it was fetched."""
+    rules = ProtocolRules()
+    df = protocol_filter(rules)
+    learned = df.learned
+    assert learned is not None
+    verdicts = []
+    for n in (1, 2, 3):
+        page = scheduled(df, f"{B}/p/{n}/")
+        assert not learned.stale(page) and not learned.defer(page)  # in flight
+        alias = scheduled(df, f"{B}/p/{n}/?utm_source=x")
+        verdicts.append(learned.stale(alias) or learned.defer(alias))
+    assert verdicts == [False, False, True]
+    for n in (1, 2):  # the first two pairs are served: the rule is in force
+        rules.observe_content(f"{B}/p/{n}/", D(n))
+        rules.observe_content(f"{B}/p/{n}/?utm_source=x", D(n))
+    rules.observe_content(f"{B}/p/3/", D(3))
+    assert rules.apply(f"{B}/p/3/?utm_source=x") == f"{B}/p/3/"
+    assert learned.settle() == []
+    assert f"{B}/p/3/?utm_source=x" in learned.skipped
+    assert rules.events["deferred_merged"] == 1
+
+
+def test_an_alias_is_confirmed_through_a_rule_in_force() -> None:
+    """remove-www in force, and the ``www.`` twin links every post with a session id:
+    ``www.h/p/n/?sid=a`` serving the content of ``h/p/n/`` confirms the twin's
+    drop-param:sid (its image ``www.h/p/n/`` is ``h/p/n/`` under remove-www), in
+    either order, one alias per post; it took two session ids of one post."""
+    sid = (W, "drop-param", "sid")
+    for alias_first in (False, True):
+        rules = ProtocolRules()
+        for path in ("/", "/about/"):
+            rules.observe_content(f"{B}{path}", D(hash(path) & 0xFFFF))
+            rules.observe_content(f"{W}{path}", D(hash(path) & 0xFFFF))
+        rules.observe_content(f"{W}/?sid=a", D(hash("/") & 0xFFFF))  # nominated
+        assert rules.needed(sid) == 1
+        pages = [(f"{B}/p/1/", D(1)), (f"{W}/p/1/?sid=a", D(1))]
+        for uri, digest in reversed(pages) if alias_first else pages:
+            rules.observe_content(uri, digest)
+        assert rules.needed(sid) == 0, alias_first
+        assert rules.apply(f"{W}/p/9/?sid=c") == f"{B}/p/9/"
+        rules.observe_content(f"{B}/p/3/", D(3))
+        rules.observe_content(f"{W}/p/3/?sid=q", D(33))  # another page: refuted
+        assert rules.apply(f"{W}/p/9/?sid=c") == f"{B}/p/9/?sid=c"
