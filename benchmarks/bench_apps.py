@@ -154,8 +154,12 @@ def setup_roundup(venv: Path, home: Path, proxy_port: int) -> None:
     (home / "config.ini").write_text(config)
     _run([admin, "-i", str(home), "initialise", "adminpw"], stdin="y\n")
     _run([str(venv / "bin" / "python"), "-c", ROUNDUP_POPULATE, str(home)])
-    if os.geteuid() == 0:  # roundup-server refuses to run as root: it runs as nobody
-        _run(["chmod", "-R", "a+rwX", str(home)])
+    if os.geteuid() == 0:  # roundup-server refuses to run as root: it runs as nobody,
+        _run(["chmod", "-R", "a+rwX", str(home)])  # which must reach *home* (mkdtemp: 0700)
+        for parent in home.parents:
+            if parent == Path(tempfile.gettempdir()) or parent == parent.parent:
+                break
+            parent.chmod(parent.stat().st_mode | 0o711)
 
 
 def setup_trac(venv: Path, home: Path) -> None:
