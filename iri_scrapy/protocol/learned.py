@@ -356,12 +356,17 @@ class Learned:
 
     def _merged_on(self, base: str, request: Request) -> bool:
         """For a kept *request* (key before the rules *base*) whose merge moved: True
-        if the rules now give it another key, one the filter has (a further rule
-        learned since: ``www.h/p/?sid=1`` kept as ``h/p/?sid=1`` is ``h/p/`` once the
-        ``www.`` host's ``drop-param:sid`` holds), where the filter's own decision
+        if the rules now give it another key, one the filter has or a page was
+        served or is in flight under (a further rule learned since:
+        ``www.h/p/?sid=1`` kept as ``h/p/?sid=1`` is ``h/p/`` once the ``www.``
+        host's ``drop-param:sid`` holds), where the filter's own decision
         (:meth:`duplicate`) applies."""
-        return (self.seen is not None and self.rules.apply(base) != base
-                and self.seen(request))
+        key = self.rules.apply(base)
+        if key == base:
+            return False
+        return ((self.seen is not None and self.seen(request))
+                or self.rules.served(base) or self.flight.merged(base)
+                or self.rules.served_alias(key) is not None)
 
     def admitted(self, base: str, key: str) -> None:
         """The dupefilter let a request through as the first of *key*; *base* its key

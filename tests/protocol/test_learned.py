@@ -674,3 +674,32 @@ def test_an_alias_is_confirmed_through_a_rule_in_force() -> None:
         rules.observe_content(f"{B}/p/3/", D(3))
         rules.observe_content(f"{W}/p/3/?sid=q", D(33))  # another page: refuted
         assert rules.apply(f"{W}/p/9/?sid=c") == f"{B}/p/9/?sid=c"
+
+
+def test_a_kept_request_a_further_rule_merges_onto_a_page_served_stays_kept() -> None:
+    """``?id=1&sid=b&ref=l1`` kept as a duplicate of ``?id=1&ref=l1`` (drop-param:sid;
+    its holder ``?id=1&sid=a&ref=l1`` served); once drop-param:ref holds too, its key
+    is ``?id=1``, a key the filter never had, but the page served under the holder
+    is that key's page: kept again, where it was given back and fetched (ten items
+    of the held-out shop, each time the canonical rule came into force)."""
+    S = "http://shop.test"  # noqa: N806
+    rules = ProtocolRules()
+    for n in (7, 8):
+        rules.observe_content(f"{S}/i?id={n}&ref=l1", D(n))
+        rules.observe_content(f"{S}/i?id={n}&sid=x&ref=l1", D(n))
+    df = protocol_filter(rules)
+    learned = df.learned
+    assert learned is not None
+    holder = scheduled(df, f"{S}/i?id=1&sid=a&ref=l1")
+    assert not learned.stale(holder) and not learned.defer(holder)
+    learned.observe_content(holder.url, D(1))
+    learned.fetched(holder)
+    alias = f"{S}/i?id=1&sid=b&ref=l1"
+    assert df.request_seen(Request(alias))
+    assert learned.skipped[alias][1] == f"{S}/i?id=1&ref=l1"
+    for n in (7, 8):  # drop-param:ref learned
+        rules.observe_content(f"{S}/i?id={n}", D(n))
+        rules.observe_content(f"{S}/i?id={n}&ref=l2", D(n))
+    assert rules.apply(alias) == f"{S}/i?id=1"
+    assert learned.changed(force=True) == []
+    assert learned.skipped[alias][1] == f"{S}/i?id=1"
