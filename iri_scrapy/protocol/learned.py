@@ -321,6 +321,11 @@ class Learned:
         a copy with ``dont_filter``: the filter would drop it again.  One whose very
         spelling this process was served (a copy met again after its fetch) is not
         given back: its page is known (``refetch-avoided``)."""
+        return [request for _, request in self.changed_items(force=force)]
+
+    def changed_items(self, *, force: bool = False) -> list[tuple[str, Request]]:
+        """:meth:`changed`, each request with its key before the rules (the field
+        of its record in a frontier store)."""
         if self.rules.revision == self._revision and not force:
             return []
         self._revision = self.rules.revision
@@ -340,7 +345,7 @@ class Learned:
                     continue
                 if (orphaned or passed) and not request.dont_filter:
                     request = request.replace(dont_filter=True)
-                out.append(request)
+                out.append((base, request))
         return out
 
     def admitted(self, base: str, key: str) -> None:

@@ -534,18 +534,18 @@ class RedisProtocolStore:
             return  # (a document this worker wrote from one it had adopted: see _save)
         self._taken = self._remote_text
         learned = self.learned
-        before = list(learned.skipped)
         moved = learned.rules.adopt(self.remote)  # read by from_data again: data only
         if not moved:
             learned.publish()  # <source>/adopted
             return
-        again = learned.changed()  # in the order of learned.skipped
-        gone = [base for base in before if base not in learned.skipped]
-        given = list(zip(gone, again, strict=True))
+        # (a request whose very spelling was served here is not given back: its
+        # record, if stored, is deleted at the next sync)
+        given = learned.changed_items()
         stored = [(base, request) for base, request in given if base in self._written]
         unstored = [request for base, request in given if base not in self._written]
         # a stored record another worker claimed first is scheduled there, not here
-        self._written.difference_update(gone)  # (a request kept again is written again)
+        self._written.difference_update(base for base, _ in given)  # (a request kept
+        # again is written again)
         n = self._claim([(base, given_back(request, past_filter=False))
                          for base, request in stored]) + len(unstored)
         for request in unstored:

@@ -316,6 +316,35 @@ def test_a_rule_in_force_here_that_the_fleet_stops_gives_back_what_it_skipped_he
     b.close("finished")
 
 
+def test_a_fleet_revocation_of_a_request_whose_spelling_was_served_here_is_no_failure(
+        redis_server: RedisServer) -> None:
+    """B holds /c (its very spelling served here: nothing to give back) and /d
+    under a rule the fleet stops: /d comes back, /c's record is deleted, and B
+    goes on writing (the two lists once zipped apart, and B stopped syncing)."""
+    client = redis_server.client()
+    _, a = open_worker(redis_server.url)
+    _, b = open_worker(redis_server.url)
+    assert a.protocol is not None and b.protocol is not None
+    rules_a = learned(a).rules
+    rules_a.observe_redirect(f"{HOST}/z", f"{HOST}/z/", 301)  # nominated, not in force
+    rules_a.observe_contrary(f"{HOST}/q")  # a 2xx against add-slash
+    a.protocol.sync()
+    teach_add_slash(b)
+    learned(b).observe_content(f"{HOST}/c", b"C" * 16)  # /c itself served here
+    skip_alias(b, "c")
+    skip_alias(b, "d")
+    assert skipped_fields(client, b) == {f"{HOST}/c", f"{HOST}/d"}
+    b.protocol.sync()
+    assert not b.protocol.failed
+    assert b.protocol.requeued == 1
+    assert learned(b).rules.events["refetch-avoided"] == 1
+    b.protocol.sync()
+    assert skipped_fields(client, b) == set()  # /d claimed, /c's record deleted
+    assert f"{HOST}/d" in drain(b) and f"{HOST}/c" not in drain(b)
+    a.close("finished")
+    b.close("finished")
+
+
 def test_the_keys_vanishing_mid_crawl_close_it_as_lost(
         redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
     client = redis_server.client()
