@@ -67,6 +67,9 @@ class Calibration:
         self.dropped = 0
         #: calibrations on demand to fetch: (URI, section) (:meth:`want`)
         self.wanted: list[tuple[str, str]] = []
+        #: the fetch pairs learned from here, for a fleet's other workers (:meth:`take`);
+        #: emptied by whoever shares them (at most :data:`MAX_HELD` kept)
+        self.pairs: list[tuple[str, Fingerprint, Fingerprint]] = []
 
     def volatility(self, uri: str) -> Volatility:
         """What changes by chance on *uri*'s site (empty before any calibration)."""
@@ -104,7 +107,7 @@ class Calibration:
         first = _pop(site.firsts, section, uri) if site is not None else None
         if site is None or first is None:
             return False
-        site.volatility.learn(first, fp)
+        self._learn(site, uri, first, fp)
         return True
 
     def hold(self, uri: str, fp: Fingerprint) -> bool:
@@ -129,18 +132,30 @@ class Calibration:
         lazy = _pop(site.lazy, section, uri) if site is not None else None
         if site is not None and lazy is not None:
             if fp is not None:
-                site.volatility.learn(lazy, fp)
+                self._learn(site, uri, lazy, fp)
             return True, []
         first = _pop(site.waiting, section, uri) if site is not None else None
         if site is None or first is None:
             return False, []
         if fp is not None:
-            site.volatility.learn(first, fp)
+            self._learn(site, uri, first, fp)
         if site.waiting:
             return True, []
         held, site.held = site.held, []
         return True, held
 
+    def _learn(self, site: _Site, uri: str, first: Fingerprint, second: Fingerprint) -> None:
+        site.volatility.learn(first, second)
+        if len(self.pairs) < MAX_HELD:
+            self.pairs.append((uri, first, second))
+
+    def take(self, uri: str, first: Fingerprint, second: Fingerprint) -> None:
+        """Two fetches of *uri* another worker of a fleet made: learned as this
+        process's own, and *uri*'s section counted as calibrated (never fetched
+        again here for it; a site's first calibration not started here)."""
+        site = self._sites.setdefault(site_of(uri), _Site())
+        site.sections.add(section_of(uri))
+        site.volatility.learn(first, second)
 
 
 def _pop(entries: dict[str, tuple[str, Fingerprint]], section: str,

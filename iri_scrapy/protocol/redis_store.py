@@ -30,9 +30,10 @@ the crawl's queue (same ``<base>``: the canonicalization version is in it):
   fleet's document shows a rule revoked by another worker, the records it no
   longer merges are claimed.  A record that cannot be read back is a refused
   record (the crawl closes ``iri_frontier_refused_records``, exit status 1).
-* ``<base>:holders`` and ``<base>:pages``: the keys' holders and the pages'
-  digests (:mod:`.redis_evidence`), the other facts a held request's fate
-  depends on; replayed at open, and the pages shared with the fleet at once.
+* ``<base>:holders`` and ``<base>:pages``: the keys' holders, and the pages'
+  digests and the sites' calibrations (:mod:`.redis_evidence`), the other facts
+  a held request's fate depends on; replayed at open, and shared with the
+  fleet at once (a site calibrated by one worker is not calibrated again).
 
 Both keys exist from the first worker's open on; either one vanishing while the
 crawl runs (a Redis restarted empty, an eviction) closes the crawl as the
@@ -55,8 +56,7 @@ from iri_scrapy.frontier.redis_client import IRIRedisError
 from iri_scrapy.frontier.redis_queue import MARKER, ProtocolStateLost
 from iri_scrapy.plugin.config import META_SAMPLE
 from iri_scrapy.protocol.document import RulesDataError
-from iri_scrapy.protocol.fingerprint import Fingerprint
-from iri_scrapy.protocol.redis_evidence import FleetEvidence, Page
+from iri_scrapy.protocol.redis_evidence import Entry, FleetEvidence, drained, replay
 from iri_scrapy.protocol.rules import ProtocolRules
 from iri_scrapy.protocol.store import (
     SKIPPED_ERRORS,
@@ -283,17 +283,10 @@ class RedisProtocolStore:
         self._loop.start(SAVE_EVERY, now=False)
         return []  # given back in Redis's queue already (:meth:`_claim`)
 
-    def _replay(self, pages: list[Page]) -> None:
-        """Pages served by other workers (or an earlier run) observed as this
-        worker's own: the fleet's content evidence (:mod:`.redis_evidence`)."""
-        if not pages:
-            return
-        for uri, record in pages:  # already in the log: not written again
-            try:
-                page = Fingerprint.from_record(record)
-            except ValueError:
-                continue  # a page no sample can be compared with: only merges lost
-            self.learned.observe_content(uri, page, replayed=True)
+    def _replay(self, entries: list[Entry]) -> None:
+        """Other workers' (or an earlier run's) pages and calibrations observed as
+        this worker's own: the fleet's content evidence (:mod:`.redis_evidence`)."""
+        replay(self.learned, entries)
 
     def _read_fleet(self, value: bytes) -> None:
         """The fleet's document from *value*; a damaged one is set aside (WARNING)."""
@@ -393,7 +386,7 @@ class RedisProtocolStore:
         if self.failed:
             return
         try:
-            others = self.evidence.page(uri, digest)
+            others = self.evidence.page(uri, digest, drained(self.learned.rules.calibration))
         except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
             self.failed = True
             return
@@ -427,7 +420,7 @@ class RedisProtocolStore:
                 self._fleet_revocations()
                 if not self._closing:
                     self._take_in()
-                    self._replay(self.evidence.poll())
+                    self._replay(self.evidence.poll(drained(self.learned.rules.calibration)))
                     self._requeue()  # what the fleet's pages refuted
         except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
             self.failed = True

@@ -345,6 +345,36 @@ def test_a_fleet_revocation_of_a_request_whose_spelling_was_served_here_is_no_fa
     b.close("finished")
 
 
+def test_a_site_one_worker_calibrated_is_calibrated_for_the_fleet(
+        redis_server: RedisServer) -> None:
+    """A's two fetches of its first page go into the fleet's log with A's next
+    page: B learns what changes by chance there (B's own counterexample that
+    this explains is withdrawn) and does not calibrate that site again."""
+    import random
+
+    from iri_scrapy.protocol.calibration import section_of
+    from tests.protocol.test_fingerprint import page
+
+    _, a = open_worker(redis_server.url)
+    _, b = open_worker(redis_server.url)
+    assert a.protocol is not None and b.protocol is not None
+    home, again = (page("<h1>Home</h1>", ("counter",), random.Random(n)) for n in (1, 2))
+    rules_a, rules_b = learned(a).rules, learned(b).rules
+    rules_b.observe_content(f"{HOST}/", home)  # B: the same page by chance different
+    rules_b.observe_content(f"{HOST}/?ref=x", again)  # under drop-param:ref
+    assert rules_b.events["counterexamples"] == 1
+    assert rules_a.calibration.start(f"{HOST}/", home) is not None
+    assert rules_a.calibration.land(f"{HOST}/", section_of(f"{HOST}/"), again) == (True, [])
+    learned(a).observe_content(f"{HOST}/", home)  # A's page: its calibration goes first
+    assert rules_a.calibration.pairs == []
+    b.protocol.sync()
+    assert rules_b.calibration.volatility(f"{HOST}/").same(home, again)
+    assert rules_b.events["counterexamples/withdrawn"] == 1
+    assert rules_b.calibration.start(f"{HOST}/", home) is None  # calibrated already
+    a.close("finished")
+    b.close("finished")
+
+
 def test_the_keys_vanishing_mid_crawl_close_it_as_lost(
         redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
     client = redis_server.client()
