@@ -17,6 +17,8 @@ beside its queue, under the same base (docs/redis-fleet.md, *Keys*):
   site), so the workers of one crawl compare every page with every other by
   one measure, and calibrate each site once, instead of each learning apart; a
   worker that opens (a resume, a second worker) replays the whole log first.
+  A write of ``<base>:rules`` appends an entry ``worker NL rules NL NL``: the
+  others look at the fleet's rules as soon as they see it, not on their tick.
 * ``<base>:holders`` (HASH): a key the seen-set holds -> the key before the
   rules of the request that added it, when a rule had moved that request
   (:meth:`~.learned.Learned.admitted`); restored at open.
@@ -40,8 +42,9 @@ if TYPE_CHECKING:
 
 #: Log entries read per call (a worker joining a long crawl reads the log in steps).
 READ_STEP = 1000
-#: The kinds of log entries: a page served, a calibration (two fetches of one spelling).
-PAGE, SAME = b"page", b"same"
+#: The kinds of log entries: a page served, a calibration (two fetches of one
+#: spelling), a write of the fleet's rules (``<base>:rules``: look at it now).
+PAGE, SAME, RULES = b"page", b"same", b"rules"
 
 # KEYS: pages; ARGV: offset, step, the entries to append (none to only read)
 # -> {length of the log, the entries from offset on (at most step)}
@@ -62,6 +65,11 @@ def page_entry(worker: str, uri: str, digest: bytes, kind: bytes = PAGE) -> byte
     return b"\n".join((worker.encode("utf-8"), kind, uri.encode("utf-8"), digest))
 
 
+def rules_entry(worker: str) -> bytes:
+    """The entry that tells the other workers *worker* wrote the fleet's rules."""
+    return page_entry(worker, "", b"", RULES)
+
+
 def same_entry(worker: str, uri: str, first: bytes, second: bytes) -> bytes:
     """The entry of a calibration of *uri*: its two fetches' digests."""
     return page_entry(worker, uri, struct.pack("<Q", len(first)) + first + second, SAME)
@@ -70,7 +78,7 @@ def same_entry(worker: str, uri: str, first: bytes, second: bytes) -> bytes:
 def read_entry(value: bytes) -> tuple[str, bytes, str, bytes] | None:
     """``(worker, kind, uri, payload)`` of an entry, or None if it is not one (skipped)."""
     parts = value.split(b"\n", 3) if isinstance(value, bytes) else []
-    if len(parts) != 4 or parts[1] not in (PAGE, SAME):
+    if len(parts) != 4 or parts[1] not in (PAGE, SAME, RULES):
         return None
     try:
         return parts[0].decode("utf-8"), parts[1], parts[2].decode("utf-8"), parts[3]
@@ -89,9 +97,13 @@ def replay(learned: Learned, entries: list[Entry]) -> bool:
     """Observe *entries* (other workers' evidence, or an earlier run's) as this
     process's own: pages served elsewhere (``replayed``: not served here) and
     calibrations (what changes by chance on their site; the counterexamples that
-    explains are withdrawn).  True if a calibration was taken in."""
-    calibrated = False
+    explains are withdrawn).  True if another worker wrote the fleet's rules
+    meanwhile (an entry of kind ``rules``)."""
+    calibrated = rules = False
     for kind, uri, payload in entries:
+        if kind == RULES:
+            rules = True
+            continue
         try:
             if kind == PAGE:
                 page = Fingerprint.from_record(payload)
@@ -108,7 +120,7 @@ def replay(learned: Learned, entries: list[Entry]) -> bool:
             calibrated = True
     if calibrated and learned.rules.reconsider():
         learned.publish()
-    return calibrated
+    return rules
 
 
 class FleetEvidence:

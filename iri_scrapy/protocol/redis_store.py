@@ -56,7 +56,13 @@ from iri_scrapy.frontier.redis_client import IRIRedisError
 from iri_scrapy.frontier.redis_queue import MARKER, ProtocolStateLost
 from iri_scrapy.plugin.config import META_SAMPLE
 from iri_scrapy.protocol.document import RulesDataError
-from iri_scrapy.protocol.redis_evidence import Entry, FleetEvidence, drained, replay
+from iri_scrapy.protocol.redis_evidence import (
+    Entry,
+    FleetEvidence,
+    drained,
+    replay,
+    rules_entry,
+)
 from iri_scrapy.protocol.rules import ProtocolRules
 from iri_scrapy.protocol.store import (
     SKIPPED_ERRORS,
@@ -95,8 +101,9 @@ SAVE_AFTER_SKIP = 1.0
 #: Compare-and-set tries per save before waiting for the next one (workers racing).
 MAX_TRIES = 10
 
-# KEYS: rules, skipped; ARGV: SHA-1 of the value this worker last saw ('' for none),
-# the new value ('' to only look), the marker field, '1' if both keys must exist.
+# KEYS: rules, skipped, pages; ARGV: SHA-1 of the value this worker last saw ('' for
+# none), the new value ('' to only look), the marker field, '1' if both keys must
+# exist, the pages log's entry that tells the other workers of a write.
 # -> {-1: rules gone, -2: marker gone, 0: changed meanwhile (then the value),
 #     1: written, 2: unchanged}
 SAVE_SCRIPT = """
@@ -111,6 +118,7 @@ if sha ~= ARGV[1] then return {0, cur} end
 if ARGV[2] == '' then return {2, ''} end
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[3], '1')
+redis.call('RPUSH', KEYS[3], ARGV[5])
 return {1, ''}
 """
 
@@ -137,6 +145,14 @@ def _in_force(doc: dict[str, Any] | None, min_evidence: int) -> frozenset[tuple[
     for scope in scopes:
         out.update(("host", scope, kind, param) for kind, param in check.host_rules(scope + "/"))
     return frozenset(out)
+
+
+def _learning(learned: Learned) -> int:
+    """A number that moves when *learned*'s rules change as the fleet must hear at
+    once: a rule nominated, in force, revoked; a counterexample, one withdrawn."""
+    events = learned.rules.events
+    return learned.rules.revision + sum(n for event, n in events.items() if event.endswith(
+        ("/nominated", "/learned", "/revoked", "counterexamples", "/withdrawn")))
 
 
 def _held_records(call: Call[Any], skipped_key: str) -> list[tuple[bytes, bytes]]:
@@ -230,6 +246,8 @@ class RedisProtocolStore:
         self._saved_at = 0.0
         self._next_sync = 0.0
         self._loop: Any = None
+        self._pending: Any = None  # the sync soon (:meth:`_soon`)
+        self._learnt = 0  # what this worker had learned at its last sync (_learning)
         self.failed = False
         #: Records claimed and scheduled again (at open, and from the fleet's revocations).
         self.requeued = 0
@@ -285,8 +303,10 @@ class RedisProtocolStore:
 
     def _replay(self, entries: list[Entry]) -> None:
         """Other workers' (or an earlier run's) pages and calibrations observed as
-        this worker's own: the fleet's content evidence (:mod:`.redis_evidence`)."""
-        replay(self.learned, entries)
+        this worker's own: the fleet's content evidence (:mod:`.redis_evidence`);
+        a sync soon if another worker wrote the rules, or this one learned."""
+        if replay(self.learned, entries) or _learning(self.learned) != self._learnt:
+            self._soon()
 
     def _read_fleet(self, value: bytes) -> None:
         """The fleet's document from *value*; a damaged one is set aside (WARNING)."""
@@ -341,8 +361,8 @@ class RedisProtocolStore:
         """``HDEL`` of *fields* from the skipped requests: how many were there."""
         return int(self._call(lambda c: c.hdel(self.skipped_key, *fields)))
 
-    def _run_save(self, args: list[str]) -> tuple[Any, Any]:
-        keys = [self.rules_key, self.skipped_key]
+    def _run_save(self, args: list[Any]) -> tuple[Any, Any]:
+        keys = [self.rules_key, self.skipped_key, self.evidence.pages_key]
         reply = self._call(lambda c: self._script(keys=keys, args=args, client=c))
         return reply[0], reply[1]
 
@@ -393,13 +413,25 @@ class RedisProtocolStore:
         self._replay(others)
 
     def _tick(self) -> None:
-        """:meth:`sync` every :data:`SAVE_EVERY` seconds, or less often when it costs
+        """:meth:`sync` every :data:`SAVE_EVERY` seconds, and soon after the rules
+        changed here or in the fleet (:meth:`_soon`), or less often when it costs
         more than :data:`SYNC_SHARE` of the time."""
+        self._pending = None
         start = time.monotonic()
-        if start < self._next_sync:
+        if start < self._next_sync or self._loop is None:
             return
+        self._learnt = _learning(self.learned)
         self.sync()
         self._next_sync = start + (time.monotonic() - start) / SYNC_SHARE
+
+    def _soon(self) -> None:
+        """:meth:`_tick` on the reactor's next turn (not inside the evidence being
+        observed now), once."""
+        if self._pending is None and self._loop is not None:
+            from twisted.internet import reactor
+
+            clock: Any = reactor  # (the installed reactor: IReactorTime)
+            self._pending = clock.callLater(0, self._tick)
 
     def sync(self) -> None:
         """Delete the records this worker scheduled again; merge and write the rules
@@ -441,7 +473,8 @@ class RedisProtocolStore:
                                CANONICALIZATION_VERSION, "rules": merged},
                               ensure_ascii=False, sort_keys=True)
             new = "" if text == self._remote_text else text
-            args = [self._remote_sha, new, MARKER, "1" if must_exist else "0"]
+            args = [self._remote_sha, new, MARKER, "1" if must_exist else "0",
+                    rules_entry(self.evidence.worker)]
             code, value = self._run_save(args)
             code = int(code)
             if code == -1 or code == -2:
@@ -556,7 +589,9 @@ class RedisProtocolStore:
         """No more writes (the loop stopped, the skips no longer stored)."""
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        self._loop = None
+        if self._pending is not None and self._pending.active():
+            self._pending.cancel()
+        self._loop = self._pending = None
         if self.learned.sink is self:
             self.learned.sink = None
 

@@ -375,6 +375,35 @@ def test_a_site_one_worker_calibrated_is_calibrated_for_the_fleet(
     b.close("finished")
 
 
+def test_rules_written_or_learned_are_synced_at_the_next_page_not_the_tick(
+        redis_server: RedisServer) -> None:
+    """A's write of the rules goes into the pages log: B's next page sees it and
+    B looks at the fleet's rules on the reactor's next turn (its one-second tick
+    left a rule learned by one worker unused by the others meanwhile); a rule B
+    learns itself is written as soon."""
+    _, a = open_worker(redis_server.url)
+    _, b = open_worker(redis_server.url)
+    assert a.protocol is not None and b.protocol is not None
+    teach_add_slash(a)
+    a.protocol.sync()
+    rules_b = learned(b).rules
+    assert rules_b.apply(f"{HOST}/zzz") == f"{HOST}/zzz"
+    learned(b).observe_content(f"{HOST}/seen/", b"P" * 16)  # B's next page
+    pending = b.protocol._pending
+    assert pending is not None and pending.active()  # a sync on the next turn
+    pending.cancel()
+    b.protocol._tick()
+    assert rules_b.apply(f"{HOST}/zzz") == f"{HOST}/zzz/"
+    a.protocol._tick()  # (A saw B's first write: synced now)
+    assert a.protocol._pending is None
+    host = "http://other.test"
+    learned(a).rules.observe_redirect(f"{host}/a", f"{host}/a/", 301)  # A learns
+    learned(a).observe_content(f"{host}/b/", b"Q" * 16)
+    assert a.protocol._pending is not None and a.protocol._pending.active()
+    a.close("finished")
+    b.close("finished")
+
+
 def test_the_keys_vanishing_mid_crawl_close_it_as_lost(
         redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
     client = redis_server.client()
