@@ -147,6 +147,42 @@ def _in_force(doc: dict[str, Any] | None, min_evidence: int) -> frozenset[tuple[
     return frozenset(out)
 
 
+def fleet_document(value: bytes) -> dict[str, Any]:
+    """The rules document in ``<base>:rules``'s *value*, checked as data (never run,
+    never unpickled); one of the errors :meth:`RedisProtocolStore._read_fleet`
+    catches if it is not one (json's errors and a UTF-8 decoding error are
+    ValueErrors)."""
+    wrapper = json.loads(value)
+    if not isinstance(wrapper, dict) or wrapper.get("format") != FORMAT:
+        raise ValueError(f"not format {FORMAT}")
+    version = wrapper.get("canonicalization_version")
+    if version != CANONICALIZATION_VERSION:
+        raise ValueError(f"canonicalization version {version!r}, this crawler's "
+                         f"is {CANONICALIZATION_VERSION}")
+    doc: dict[str, Any] = wrapper["rules"]
+    ProtocolRules.from_data(doc)  # (a dict, or RulesDataError)
+    return doc
+
+
+def _unmerged(codec: RequestCodec, check: ProtocolRules,
+              records: list[tuple[bytes, bytes]]) -> list[tuple[str, Request]]:
+    """The held requests of *records* that the rules *check* no longer merge: (the
+    field, the request).  One that cannot be read is left (read at the next open,
+    and set aside then)."""
+    out = []
+    for field, value in records:
+        try:
+            row = json.loads(value)
+            via, merged = str(row["via"]), str(row["merged"])
+            if check.apply(via) == check.apply(merged):
+                continue
+            _, (_, _, request), _ = read_skipped_record(codec, value)
+        except SKIPPED_ERRORS:  # (json.loads raises a ValueError)
+            continue
+        out.append((_text(field), request))
+    return out
+
+
 def _learning(learned: Learned) -> int:
     """A number that moves when *learned*'s rules change as the fleet must hear at
     once: a rule nominated, in force, revoked; a counterexample, one withdrawn."""
@@ -313,17 +349,8 @@ class RedisProtocolStore:
         self._remote_sha = _sha(value)
         self._remote_text = ""
         try:
-            wrapper = json.loads(value)
-            if not isinstance(wrapper, dict) or wrapper.get("format") != FORMAT:
-                raise ValueError(f"not format {FORMAT}")
-            version = wrapper.get("canonicalization_version")
-            if version != CANONICALIZATION_VERSION:
-                raise ValueError(f"canonicalization version {version!r}, this crawler's "
-                                 f"is {CANONICALIZATION_VERSION}")
-            doc = wrapper.get("rules")
-            ProtocolRules.from_data(doc)  # checked as data: never run, never unpickled
+            doc = fleet_document(value)
         except (RulesDataError, ValueError, TypeError, KeyError, AttributeError) as exc:
-            # (json's errors and a UTF-8 decoding error are ValueErrors)
             aside = self.rules_key + ":damaged"
             with contextlib.suppress(IRIRedisError):  # the scheduler gave up (logged)
                 self._call(lambda c: c.set(aside, value))
@@ -508,19 +535,8 @@ class RedisProtocolStore:
             return
         check = ProtocolRules.from_data(self.remote, min_evidence=min_evidence)
         n = 0
-        for field, value in _held_records(self._call, self.skipped_key):
-            try:
-                row = json.loads(value)
-                via, merged = str(row["via"]), str(row["merged"])
-            except (ValueError, KeyError, TypeError):
-                continue  # read at the next open, and set aside then
-            if check.apply(via) == check.apply(merged):
-                continue
-            try:
-                _, (_, _, request), _ = read_skipped_record(self.codec, value)
-            except SKIPPED_ERRORS:
-                continue  # read at the next open, and set aside then
-            base = _text(field)
+        for base, request in _unmerged(self.codec, check,
+                                       _held_records(self._call, self.skipped_key)):
             # given back past this worker's dupefilter: it may still hold the rule
             if not self._claim_one(base, given_back(request)):
                 continue  # another worker claimed it
