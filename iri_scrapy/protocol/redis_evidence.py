@@ -111,7 +111,7 @@ def replay(learned: Learned, entries: list[Entry]) -> bool:
     calibrations (what changes by chance on their site; the counterexamples that
     explains are withdrawn).  True if another worker wrote the fleet's rules
     meanwhile (an entry of kind ``rules``)."""
-    calibrated = rules = landed = False
+    calibrated = rules = False
     for kind, uri, payload in entries:
         if kind == RULES:
             rules = True
@@ -119,7 +119,6 @@ def replay(learned: Learned, entries: list[Entry]) -> bool:
         if kind in (FLY, LAND):  # (a dead worker's stay counted: deferred until idle)
             key = f"{payload.decode('utf-8', 'replace')} {uri}"
             learned.flight.remote(key, learned.rules.pending(uri) if kind == FLY else None)
-            landed = landed or kind == LAND
             continue
         try:
             if kind == PAGE:
@@ -137,8 +136,6 @@ def replay(learned: Learned, entries: list[Entry]) -> bool:
             calibrated = True
     if calibrated and learned.rules.reconsider():
         learned.publish()
-    if landed:  # what waited for the others' fetches, as after one of this worker's
-        learned.give_back(learned.settle())
     return rules
 
 
