@@ -7,9 +7,7 @@ when it was scheduled; and would its fetch confirm a rule still being learned
 (RFC 3987 section 5.3.4: a rule is learned from what the server answers, each
 image's resource fetched twice, the confirmations a rule needs), or only repeat
 what the fetches in flight will tell.  This module keeps those counts, from the
-download (:meth:`InFlight.start`) to its answer or failure (:meth:`InFlight.done`);
-in a fleet, also those of the other workers' fetches (:meth:`InFlight.remote`),
-so that N workers fetch a rule's confirmations once, as one would.
+download (:meth:`InFlight.start`) to its answer or failure (:meth:`InFlight.done`).
 """
 
 from __future__ import annotations
@@ -42,12 +40,6 @@ class InFlight:
         self._confirming: Counter[Identity] = Counter()
         self._fetching: WeakKeyDictionary[
             Request, tuple[str, list[tuple[Identity, str, bool]]]] = WeakKeyDictionary()
-        #: the other workers' fetches that would teach a rule being learned: their
-        #: key (worker and key before the rules) -> what each counted
-        self._remote: dict[str, list[tuple[Identity, str, bool]]] = {}
-        #: with a fleet (set by its store): this worker's fetches that would teach a
-        #: rule, started (True) or done (False), for the other workers
-        self.outbox: list[tuple[str, bool]] | None = None
 
     def __contains__(self, base: str) -> bool:
         return base in self.bases
@@ -76,21 +68,6 @@ class InFlight:
     def start(self, request: Request, base: str, pending: list[Pending]) -> None:
         """*request* (key before the rules *base*) is downloaded now; *pending*: the
         rules being learned it would rewrite."""
-        self._fetching[request] = (base, self._count(pending))
-        self.bases[base] += 1
-        if pending and self.outbox is not None:
-            self.outbox.append((base, True))
-
-    def remote(self, key: str, pending: list[Pending] | None) -> None:
-        """Another worker's fetch (*key*: the worker and the key before the rules)
-        started, with the rules being learned it would rewrite as this worker
-        sees them (*pending*), or is done (None)."""
-        if pending is None:
-            self._uncount(self._remote.pop(key, []))
-        elif key not in self._remote:
-            self._remote[key] = self._count(pending)
-
-    def _count(self, pending: list[Pending]) -> list[tuple[Identity, str, bool]]:
         entry = []
         for identity, image, seen in pending:
             flying = self._flying.setdefault(identity, Counter())
@@ -99,7 +76,8 @@ class InFlight:
             if confirming:
                 self._confirming[identity] += 1
             entry.append((identity, image, confirming))
-        return entry
+        self._fetching[request] = (base, entry)
+        self.bases[base] += 1
 
     def done(self, request: Request) -> None:
         """*request*, counted by :meth:`start`, is done (a response, an error)."""
@@ -110,11 +88,6 @@ class InFlight:
         self.bases[base] -= 1
         if self.bases[base] <= 0:
             del self.bases[base]
-        if entry and self.outbox is not None:
-            self.outbox.append((base, False))
-        self._uncount(entry)
-
-    def _uncount(self, entry: list[tuple[Identity, str, bool]]) -> None:
         for identity, image, confirming in entry:
             flying = self._flying[identity]
             flying[image] -= 1

@@ -19,10 +19,6 @@ beside its queue, under the same base (docs/redis-fleet.md, *Keys*):
   worker that opens (a resume, a second worker) replays the whole log first.
   A write of ``<base>:rules`` appends an entry ``worker NL rules NL NL``: the
   others look at the fleet's rules as soon as they see it, not on their tick.
-  A fetch that would teach a rule still being learned appends ``worker NL fly
-  NL key NL worker`` when it starts and ``land`` when it is done: the others
-  count it among the fetches in flight (:mod:`.inflight`), so they defer what
-  it will decide instead of fetching the same confirmations again.
 * ``<base>:holders`` (HASH): a key the seen-set holds -> the key before the
   rules of the request that added it, when a rule had moved that request
   (:meth:`~.learned.Learned.admitted`); restored at open.
@@ -41,14 +37,14 @@ from typing import TYPE_CHECKING, Any
 from iri_scrapy.protocol.fingerprint import Fingerprint
 
 if TYPE_CHECKING:
+    from iri_scrapy.protocol.calibration import Calibration
     from iri_scrapy.protocol.learned import Learned
 
 #: Log entries read per call (a worker joining a long crawl reads the log in steps).
 READ_STEP = 1000
 #: The kinds of log entries: a page served, a calibration (two fetches of one
-#: spelling), a write of the fleet's rules (``<base>:rules``: look at it now), a
-#: fetch that would teach a rule being learned started and done.
-PAGE, SAME, RULES, FLY, LAND = b"page", b"same", b"rules", b"fly", b"land"
+#: spelling), a write of the fleet's rules (``<base>:rules``: look at it now).
+PAGE, SAME, RULES = b"page", b"same", b"rules"
 
 # KEYS: pages; ARGV: offset, step, the entries to append (none to only read)
 # -> {length of the log, the entries from offset on (at most step)}
@@ -82,7 +78,7 @@ def same_entry(worker: str, uri: str, first: bytes, second: bytes) -> bytes:
 def read_entry(value: bytes) -> tuple[str, bytes, str, bytes] | None:
     """``(worker, kind, uri, payload)`` of an entry, or None if it is not one (skipped)."""
     parts = value.split(b"\n", 3) if isinstance(value, bytes) else []
-    if len(parts) != 4 or parts[1] not in (PAGE, SAME, RULES, FLY, LAND):
+    if len(parts) != 4 or parts[1] not in (PAGE, SAME, RULES):
         return None
     try:
         return parts[0].decode("utf-8"), parts[1], parts[2].decode("utf-8"), parts[3]
@@ -90,18 +86,10 @@ def read_entry(value: bytes) -> tuple[str, bytes, str, bytes] | None:
         return None
 
 
-def outgoing(learned: Learned, worker: str) -> list[bytes]:
-    """What *worker* has to tell the fleet since last asked (emptied): its
-    calibrations, and its fetches that would teach a rule being learned, started
-    or done (:class:`~.inflight.InFlight`'s outbox), as log entries."""
-    calibration, flight = learned.rules.calibration, learned.flight
-    out = [same_entry(worker, uri, a.to_record(), b.to_record())
-           for uri, a, b in calibration.pairs]
+def drained(calibration: Calibration) -> list[tuple[str, bytes, bytes]]:
+    """The calibrations made here since last asked (emptied), as log data."""
+    out = [(uri, a.to_record(), b.to_record()) for uri, a, b in calibration.pairs]
     calibration.pairs.clear()
-    if flight.outbox:
-        out += [page_entry(worker, base, worker.encode("utf-8"), FLY if up else LAND)
-                for base, up in flight.outbox]
-        flight.outbox.clear()
     return out
 
 
@@ -115,10 +103,6 @@ def replay(learned: Learned, entries: list[Entry]) -> bool:
     for kind, uri, payload in entries:
         if kind == RULES:
             rules = True
-            continue
-        if kind in (FLY, LAND):  # (a dead worker's stay counted: deferred until idle)
-            key = f"{payload.decode('utf-8', 'replace')} {uri}"
-            learned.flight.remote(key, learned.rules.pending(uri) if kind == FLY else None)
             continue
         try:
             if kind == PAGE:
@@ -175,15 +159,17 @@ class FleetEvidence:
                 break
         return out
 
-    def page(self, uri: str, digest: bytes, before: Sequence[bytes] = ()) -> list[Entry]:
-        """A page this worker served (after the entries *before*: :func:`outgoing`),
-        appended; the others' entries since last read."""
-        return self._run([*before, page_entry(self.worker, uri, digest)])
+    def page(self, uri: str, digest: bytes,
+             calibrations: Sequence[tuple[str, bytes, bytes]] = ()) -> list[Entry]:
+        """A page this worker served (after the *calibrations* it made, each a URI
+        and its two fetches' digests), appended; the others' entries since last read."""
+        return self._run([*(same_entry(self.worker, *c) for c in calibrations),
+                          page_entry(self.worker, uri, digest)])
 
-    def poll(self, before: Sequence[bytes] = ()) -> list[Entry]:
+    def poll(self, calibrations: Sequence[tuple[str, bytes, bytes]] = ()) -> list[Entry]:
         """The entries the other workers appended since last read (every one at
-        first), after appending *before* (:func:`outgoing`)."""
-        return self._run(list(before))
+        first), after appending the *calibrations* this worker made."""
+        return self._run([same_entry(self.worker, *c) for c in calibrations])
 
     def holder(self, key: str, base: str | None) -> None:
         """*key*'s holder is *base* (None: its own spelling, forgotten)."""

@@ -59,7 +59,7 @@ from iri_scrapy.protocol.document import RulesDataError
 from iri_scrapy.protocol.redis_evidence import (
     Entry,
     FleetEvidence,
-    outgoing,
+    drained,
     replay,
     rules_entry,
 )
@@ -322,7 +322,6 @@ class RedisProtocolStore:
         self._looked_at = self._taken = self._remote_text
         self._save(must_exist=False)
         learned.sink = self
-        learned.flight.outbox = []  # this worker's fetches, told to the fleet (outgoing)
         if again:
             logger.info("IRI protocol: %(n)d request(s) skipped by rules that no longer hold "
                         "are scheduled again", {"n": again})
@@ -434,7 +433,7 @@ class RedisProtocolStore:
         if self.failed:
             return
         try:
-            others = self.evidence.page(uri, digest, outgoing(self.learned, self.evidence.worker))
+            others = self.evidence.page(uri, digest, drained(self.learned.rules.calibration))
         except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
             self.failed = True
             return
@@ -480,7 +479,7 @@ class RedisProtocolStore:
                 self._fleet_revocations()
                 if not self._closing:
                     self._take_in()
-                    self._replay(self.evidence.poll(outgoing(self.learned, self.evidence.worker)))
+                    self._replay(self.evidence.poll(drained(self.learned.rules.calibration)))
                     self._requeue()  # what the fleet's pages refuted
         except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
             self.failed = True
@@ -610,7 +609,7 @@ class RedisProtocolStore:
             self._pending.cancel()
         self._loop = self._pending = None
         if self.learned.sink is self:
-            self.learned.sink = self.learned.flight.outbox = None
+            self.learned.sink = None
 
     def close(self) -> None:
         """Stop; the last write (unless the state was found lost), adopting nothing

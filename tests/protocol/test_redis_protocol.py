@@ -404,35 +404,6 @@ def test_rules_written_or_learned_are_synced_at_the_next_page_not_the_tick(
     b.close("finished")
 
 
-def test_a_fetch_in_flight_at_one_worker_counts_at_the_others(
-        redis_server: RedisServer) -> None:
-    """A fetches two aliases of /q that would confirm a rule still being learned:
-    B counts them in flight (with A's next page), so a third alias is no longer
-    worth fetching at B (deferred until they decide the rule, as one worker
-    defers); once A's fetches are done, it is again."""
-    _, a = open_worker(redis_server.url)
-    _, b = open_worker(redis_server.url)
-    assert a.protocol is not None and b.protocol is not None
-    for worker in (a, b):  # drop-param:utm nominated at both, not in force
-        learned(worker).rules.observe_canonical(f"{HOST}/p?utm=1", f"{HOST}/p")
-    flight_a, flight_b, rules_b = learned(a).flight, learned(b).flight, learned(b).rules
-    third = rules_b.pending(f"{HOST}/q?utm=3")
-    assert third and flight_b.useful(third)
-    requests = [Request(f"{HOST}/q?utm={n}") for n in (1, 2)]
-    for request in requests:
-        flight_a.start(request, request.url, learned(a).rules.pending(request.url))
-    learned(a).observe_content(f"{HOST}/z", b"Z" * 16)  # A's next page tells the fleet
-    b.protocol.sync()
-    assert not flight_b.useful(rules_b.pending(f"{HOST}/q?utm=3"))
-    for request in requests:
-        flight_a.done(request)
-    a.protocol.sync()
-    b.protocol.sync()
-    assert flight_b.useful(rules_b.pending(f"{HOST}/q?utm=3"))
-    a.close("finished")
-    b.close("finished")
-
-
 def test_the_keys_vanishing_mid_crawl_close_it_as_lost(
         redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
     client = redis_server.client()
