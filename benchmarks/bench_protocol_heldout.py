@@ -13,8 +13,12 @@ protocol level's calibration and content counts.
 With ``--workers N`` the add-on's crawls are N workers at once on one fresh
 ``redis-server`` (a Redis fleet; stock Scrapy stays one process).
 
+With ``--families``, each seed's server hits per family of pages (host and first
+path segment) beside its resources.
+
 Run: ``python benchmarks/bench_protocol_heldout.py [--seeds 101 102 ...] [--tuning]
-[--settings stock scheme protocol] [--workers 2]``.  Bounded: every crawl has a timeout.
+[--settings stock scheme protocol] [--workers 2] [--families]``.  Bounded: every crawl
+has a timeout.
 """
 
 from __future__ import annotations
@@ -72,12 +76,28 @@ def crawl(seed: int, setting: str, timeout: float,
         return site, dict(stats)
 
 
+def families(site: GenSite) -> str:
+    """Server hits per family of pages (``host/first-segment``, a ``www.`` mirror
+    with its site, 3xx and 404 under the URL's), and the family's resources:
+    where the extra fetches are."""
+    def family(where: str) -> str:
+        host, _, path = where.split("://", 1)[-1].removeprefix("www.").partition("/")
+        return f"{host.split('.')[0]}/{path.split('/')[0].split('?')[0]}"
+
+    hits = Counter(family(h.resource or h.url) for h in site.log() if not h.robots)
+    resources = Counter(family(r) for r in site.reachable())
+    return " ".join(f"{f} {hits[f]}/{resources[f]}" for f in sorted(hits | resources))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+")
     parser.add_argument("--tuning", action="store_true", help="the tuning seeds and noise")
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--families", action="store_true",
+                        help="print each seed's server hits per family of pages (host and "
+                             "first path segment) beside its resources")
     parser.add_argument("--workers", type=int, default=0,
                         help="crawl each site with N workers on one redis-server (the add-on "
                              "settings only)")
@@ -100,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{hits / resources:.2f}  missed {missed} {site.family_missed() or ''} "
                   f"same-URL refetches {again} {shown}"
                   f"  [{','.join(site.noise)}]", flush=True)
+            if args.families:
+                print("    " + families(site), flush=True)
     print("all seeds:")
     for setting, (hits, resources, missed) in totals.items():
         print(f"  {setting:8s} {hits:6d} hits / {resources:5d} resources = "

@@ -71,6 +71,9 @@ class Calibration:
         #: per site, the calibration fetches asked for and not landed yet
         #: (:meth:`asked`, :meth:`answered`)
         self._asked: Counter[str] = Counter()
+        #: the fetch pairs learned from here, for a fleet's other workers (:meth:`take`);
+        #: emptied by whoever shares them (at most :data:`MAX_HELD` kept)
+        self.pairs: list[tuple[str, Fingerprint, Fingerprint]] = []
 
     def asked(self, uri: str) -> None:
         """A calibration fetch of *uri* was asked for (fetched now or after a delay)."""
@@ -124,7 +127,7 @@ class Calibration:
         first = _pop(site.firsts, section, uri) if site is not None else None
         if site is None or first is None:
             return False
-        site.volatility.learn(first, fp)
+        self._learn(site, uri, first, fp)
         return True
 
     def hold(self, uri: str, fp: Fingerprint) -> bool:
@@ -149,18 +152,30 @@ class Calibration:
         lazy = _pop(site.lazy, section, uri) if site is not None else None
         if site is not None and lazy is not None:
             if fp is not None:
-                site.volatility.learn(lazy, fp)
+                self._learn(site, uri, lazy, fp)
             return True, []
         first = _pop(site.waiting, section, uri) if site is not None else None
         if site is None or first is None:
             return False, []
         if fp is not None:
-            site.volatility.learn(first, fp)
+            self._learn(site, uri, first, fp)
         if site.waiting:
             return True, []
         held, site.held = site.held, []
         return True, held
 
+    def _learn(self, site: _Site, uri: str, first: Fingerprint, second: Fingerprint) -> None:
+        site.volatility.learn(first, second)
+        if len(self.pairs) < MAX_HELD:
+            self.pairs.append((uri, first, second))
+
+    def take(self, uri: str, first: Fingerprint, second: Fingerprint) -> None:
+        """Two fetches of *uri* another worker of a fleet made: learned as this
+        process's own, and *uri*'s section counted as calibrated (never fetched
+        again here for it; a site's first calibration not started here)."""
+        site = self._sites.setdefault(site_of(uri), _Site())
+        site.sections.add(section_of(uri))
+        site.volatility.learn(first, second)
 
 
 def _pop(entries: dict[str, tuple[str, Fingerprint]], section: str,

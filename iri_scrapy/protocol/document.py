@@ -8,12 +8,15 @@ grow with the crawl).  :func:`read_into` checks every field's type before it
 fills anything (a document is data: nothing in it is run, nothing half-loaded);
 :func:`merge_data` makes two documents of one crawl one, losing no
 counterexample.  :class:`~.rules.ProtocolRules` calls these as its ``to_data``,
-``from_data``, ``load``, ``merge_data`` and ``adopt``.
+``from_data``, ``load``, ``merge_data`` and ``adopt``.  A content
+counterexample is named by its two pages (:func:`pair_key`), so that its
+withdrawal by one worker reaches the others: a count would bring it back.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+from typing import TYPE_CHECKING, Any
 
 from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.protocol.rulebook import RuleBook
@@ -29,12 +32,19 @@ from iri_scrapy.protocol.transforms import (
     valid_param,
 )
 
+if TYPE_CHECKING:
+    from iri_scrapy.protocol.fingerprint import Fingerprint
+
 #: The version of the document (:func:`to_data`).
 DATA_VERSION = 1
 #: The most rules (exact and host) and spellings a document may hold, and the
 #: longest string in it: a larger document is refused whole at load.
 MAX_ENTRIES = 1_000_000
 MAX_STRING = 8192
+#: Withdrawn counterexamples kept per rule (one dropped may only revoke a rule again).
+MAX_WITHDRAWN = 64
+#: The fields of a host rule merged as sets (:func:`merge_data`).
+_SETS = ("confirmed", "refuted", "withdrawn")
 
 
 class RulesDataError(IRIScrapyError, ValueError):
@@ -50,14 +60,24 @@ def to_data(book: RuleBook) -> dict[str, Any]:
         "min_evidence": book.min_evidence,
         "exact": [[s, t, *i] for s, (t, i) in sorted(book._exact.items())],
         "away": sorted(book._away),
-        "rules": [
-            {"rule": ident(i), "origin": book._origin.get(i, REDIRECT),
-             "confirmed": list(book._confirmed.get(i, ())),
-             "bad": book._bad[i], "contrary": book._contrary[i],
-             "skips": book._skips[i]}
+        "rules": [_named({
+            "rule": ident(i), "origin": book._origin.get(i, REDIRECT),
+            "confirmed": list(book._confirmed.get(i, ())),
+            "bad": book._bad[i] - len(book._refuted.get(i, ())),
+            "refuted": sorted(book._refuted.get(i, ())),
+            "withdrawn": sorted(book._withdrawn.get(i, ())),
+            "contrary": book._contrary[i], "skips": book._skips[i]})
             for i in sorted(book._origin)
         ],
     }
+
+
+def _named(entry: dict[str, Any]) -> dict[str, Any]:
+    """*entry* without its empty lists of named counterexamples (optional fields)."""
+    for field in ("refuted", "withdrawn"):
+        if not entry[field]:
+            del entry[field]
+    return entry
 
 
 def _fail(why: str) -> RulesDataError:
@@ -138,7 +158,50 @@ def read_into(book: RuleBook, data: Any) -> None:
         book._scopes.setdefault(i[0], set()).add(i[1:])
         book._confirmed[i] = _strings(entry.get("confirmed"), None, "confirmed")[
             :KEPT_CONFIRMATIONS]
+        withdrawn = set(_strings(entry.get("withdrawn", []), None, "withdrawn"))
+        refuted = set(_strings(entry.get("refuted", []), None, "refuted")) - withdrawn
+        if refuted:
+            book._refuted[i] = refuted
+        if withdrawn:
+            book._withdrawn[i] = withdrawn
         book._bad[i], book._contrary[i], book._skips[i] = numbers
+        book._bad[i] += len(refuted)
+
+
+def pair_key(pair: tuple[str, Fingerprint, Fingerprint]) -> str:
+    """The name of one content counterexample (a URI and the two pages that
+    differed): the same whichever worker of a fleet compared the two pages, in
+    whichever order, so that one worker's withdrawal of it (the site's
+    calibration shows the difference is chance) names what the others counted."""
+    digests = sorted((pair[1].digest, pair[2].digest))
+    return hashlib.blake2b(b"".join(digests), digest_size=16).hexdigest()
+
+
+def adopt_refuting(book: RuleBook, fresh: RuleBook) -> None:
+    """Before *book* takes *fresh*'s learned part (``ProtocolRules.adopt``):
+    the content counterexamples of rules *book* never exported (never nominated
+    here) merged in as :func:`merge_data` merges them, and the pages kept for a
+    counterexample the fleet withdrew dropped (what is left is what *book*
+    itself may still withdraw)."""
+    for identity in set(book._bad) | set(book._withdrawn):
+        if identity in book._origin:
+            continue  # exported: the merged document has it
+        mine, theirs = book._refuted.get(identity, set()), fresh._refuted.get(identity, set())
+        unkeyed = max(book._bad[identity] - len(mine), fresh._bad[identity] - len(theirs))
+        withdrawn = book._withdrawn.get(identity, set()) | fresh._withdrawn.get(identity, set())
+        refuted = (mine | theirs) - withdrawn
+        for keys, field in ((refuted, fresh._refuted), (withdrawn, fresh._withdrawn)):
+            if keys:
+                field[identity] = keys
+        if unkeyed or refuted:
+            fresh._bad[identity] = unkeyed + len(refuted)
+    for identity, pairs in list(book._refuting.items()):
+        live = fresh._refuted.get(identity, set())
+        kept = [pair for pair in pairs if pair_key(pair) in live]
+        if kept:
+            book._refuting[identity] = kept
+        else:
+            del book._refuting[identity]
 
 
 def merge_data(local: dict[str, Any], remote: dict[str, Any]) -> dict[str, Any]:
@@ -147,9 +210,13 @@ def merge_data(local: dict[str, Any], remote: dict[str, Any]) -> dict[str, Any]:
     Both must have been read by :func:`read_into` (checked by the caller).  Host
     rules are merged so that no counterexample is lost: a rule's confirmations
     are the union (distinct images; the first ``KEPT_CONFIRMATIONS`` in sorted
-    order), its content counterexamples (``bad``), 2xx responses against it
-    (``contrary``) and sample counts (``skips``) the larger of the two, so a
-    rule revoked by either side stays revoked (``bad`` is final).  Exact rules
+    order); its content counterexamples named by :func:`pair_key` (``refuted``)
+    the union less those either side withdrew (``withdrawn``, the union: the
+    site's calibration showed that difference to be chance, which holds for
+    every worker), those unnamed (``bad``: past ``MAX_REFUTING``), 2xx
+    responses against it (``contrary``) and sample counts (``skips``) the
+    larger of the two, so a rule revoked by either side stays revoked until the
+    very counterexamples that revoked it are withdrawn.  Exact rules
     (each from a permanent redirect a worker fetched) and "redirected away from"
     are the union; a spelling the two map to different targets keeps the
     greater row.  The union can keep an exact rule another worker revoked: it
@@ -168,14 +235,18 @@ def merge_data(local: dict[str, Any], remote: dict[str, Any]) -> dict[str, Any]:
         key = tuple(entry["rule"])
         have_entry = rules.get(key)
         if have_entry is None:
-            rules[key] = {**entry, "confirmed": set(entry["confirmed"])}
+            rules[key] = {**entry, **{field: set(entry.get(field, ())) for field in _SETS}}
             continue
-        have_entry["confirmed"].update(entry["confirmed"])
+        for field in _SETS:
+            have_entry[field].update(entry.get(field, ()))
         have_entry["origin"] = min(have_entry["origin"], entry["origin"])
         for field in ("bad", "contrary", "skips"):
             have_entry[field] = max(have_entry[field], entry[field])
     for entry in rules.values():
         entry["confirmed"] = sorted(entry["confirmed"])[:KEPT_CONFIRMATIONS]
+        entry["refuted"] = sorted(entry["refuted"] - entry["withdrawn"])
+        entry["withdrawn"] = sorted(entry["withdrawn"])[:MAX_WITHDRAWN]
+        _named(entry)
     return {
         "v": local["v"],
         "min_evidence": max(local["min_evidence"], remote["min_evidence"]),

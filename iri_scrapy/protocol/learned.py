@@ -324,6 +324,11 @@ class Learned:
         while a calibration of its site is in flight waits for it to land (the
         counterexample may prove chance, :meth:`ProtocolRules.reconsider`; the
         middleware looks again then, and the close gives back whatever is kept)."""
+        return [request for _, request in self.changed_items(force=force)]
+
+    def changed_items(self, *, force: bool = False) -> list[tuple[str, Request]]:
+        """:meth:`changed`, each request with its key before the rules (the field
+        of its record in a frontier store)."""
         if self.rules.revision == self._revision and not force:
             return []
         self._revision = self.rules.revision
@@ -351,7 +356,7 @@ class Learned:
                     passed = True  # a sample, or the key's holder now: past the filter
                 if (orphaned or passed) and not request.dont_filter:
                     request = request.replace(dont_filter=True)
-                out.append(request)
+                out.append((base, request))
         return out
 
     def _merged_on(self, base: str, request: Request) -> bool:

@@ -30,9 +30,10 @@ the crawl's queue (same ``<base>``: the canonicalization version is in it):
   fleet's document shows a rule revoked by another worker, the records it no
   longer merges are claimed.  A record that cannot be read back is a refused
   record (the crawl closes ``iri_frontier_refused_records``, exit status 1).
-* ``<base>:holders`` and ``<base>:pages``: the keys' holders and the pages'
-  digests (:mod:`.redis_evidence`), the other facts a held request's fate
-  depends on; replayed at open, and the pages shared with the fleet at once.
+* ``<base>:holders`` and ``<base>:pages``: the keys' holders, and the pages'
+  digests and the sites' calibrations (:mod:`.redis_evidence`), the other facts
+  a held request's fate depends on; replayed at open, and shared with the
+  fleet at once (a site calibrated by one worker is not calibrated again).
 
 Both keys exist from the first worker's open on; either one vanishing while the
 crawl runs (a Redis restarted empty, an eviction) closes the crawl as the
@@ -55,8 +56,13 @@ from iri_scrapy.frontier.redis_client import IRIRedisError
 from iri_scrapy.frontier.redis_queue import MARKER, ProtocolStateLost
 from iri_scrapy.plugin.config import META_SAMPLE
 from iri_scrapy.protocol.document import RulesDataError
-from iri_scrapy.protocol.fingerprint import Fingerprint
-from iri_scrapy.protocol.redis_evidence import FleetEvidence, Page
+from iri_scrapy.protocol.redis_evidence import (
+    Entry,
+    FleetEvidence,
+    drained,
+    replay,
+    rules_entry,
+)
 from iri_scrapy.protocol.rules import ProtocolRules
 from iri_scrapy.protocol.store import (
     SKIPPED_ERRORS,
@@ -95,8 +101,9 @@ SAVE_AFTER_SKIP = 1.0
 #: Compare-and-set tries per save before waiting for the next one (workers racing).
 MAX_TRIES = 10
 
-# KEYS: rules, skipped; ARGV: SHA-1 of the value this worker last saw ('' for none),
-# the new value ('' to only look), the marker field, '1' if both keys must exist.
+# KEYS: rules, skipped, pages; ARGV: SHA-1 of the value this worker last saw ('' for
+# none), the new value ('' to only look), the marker field, '1' if both keys must
+# exist, the pages log's entry that tells the other workers of a write.
 # -> {-1: rules gone, -2: marker gone, 0: changed meanwhile (then the value),
 #     1: written, 2: unchanged}
 SAVE_SCRIPT = """
@@ -111,6 +118,7 @@ if sha ~= ARGV[1] then return {0, cur} end
 if ARGV[2] == '' then return {2, ''} end
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[3], '1')
+redis.call('RPUSH', KEYS[3], ARGV[5])
 return {1, ''}
 """
 
@@ -137,6 +145,50 @@ def _in_force(doc: dict[str, Any] | None, min_evidence: int) -> frozenset[tuple[
     for scope in scopes:
         out.update(("host", scope, kind, param) for kind, param in check.host_rules(scope + "/"))
     return frozenset(out)
+
+
+def fleet_document(value: bytes) -> dict[str, Any]:
+    """The rules document in ``<base>:rules``'s *value*, checked as data (never run,
+    never unpickled); one of the errors :meth:`RedisProtocolStore._read_fleet`
+    catches if it is not one (json's errors and a UTF-8 decoding error are
+    ValueErrors)."""
+    wrapper = json.loads(value)
+    if not isinstance(wrapper, dict) or wrapper.get("format") != FORMAT:
+        raise ValueError(f"not format {FORMAT}")
+    version = wrapper.get("canonicalization_version")
+    if version != CANONICALIZATION_VERSION:
+        raise ValueError(f"canonicalization version {version!r}, this crawler's "
+                         f"is {CANONICALIZATION_VERSION}")
+    doc: dict[str, Any] = wrapper["rules"]
+    ProtocolRules.from_data(doc)  # (a dict, or RulesDataError)
+    return doc
+
+
+def _unmerged(codec: RequestCodec, check: ProtocolRules,
+              records: list[tuple[bytes, bytes]]) -> list[tuple[str, Request]]:
+    """The held requests of *records* that the rules *check* no longer merge: (the
+    field, the request).  One that cannot be read is left (read at the next open,
+    and set aside then)."""
+    out = []
+    for field, value in records:
+        try:
+            row = json.loads(value)
+            via, merged = str(row["via"]), str(row["merged"])
+            if check.apply(via) == check.apply(merged):
+                continue
+            _, (_, _, request), _ = read_skipped_record(codec, value)
+        except SKIPPED_ERRORS:  # (json.loads raises a ValueError)
+            continue
+        out.append((_text(field), request))
+    return out
+
+
+def _learning(learned: Learned) -> int:
+    """A number that moves when *learned*'s rules change as the fleet must hear at
+    once: a rule nominated, in force, revoked; a counterexample, one withdrawn."""
+    events = learned.rules.events
+    return learned.rules.revision + sum(n for event, n in events.items() if event.endswith(
+        ("/nominated", "/learned", "/revoked", "counterexamples", "/withdrawn")))
 
 
 def _held_records(call: Call[Any], skipped_key: str) -> list[tuple[bytes, bytes]]:
@@ -230,6 +282,8 @@ class RedisProtocolStore:
         self._saved_at = 0.0
         self._next_sync = 0.0
         self._loop: Any = None
+        self._pending: Any = None  # the sync soon (:meth:`_soon`)
+        self._learnt = 0  # what this worker had learned at its last sync (_learning)
         self.failed = False
         #: Records claimed and scheduled again (at open, and from the fleet's revocations).
         self.requeued = 0
@@ -283,34 +337,20 @@ class RedisProtocolStore:
         self._loop.start(SAVE_EVERY, now=False)
         return []  # given back in Redis's queue already (:meth:`_claim`)
 
-    def _replay(self, pages: list[Page]) -> None:
-        """Pages served by other workers (or an earlier run) observed as this
-        worker's own: the fleet's content evidence (:mod:`.redis_evidence`)."""
-        if not pages:
-            return
-        for uri, record in pages:  # already in the log: not written again
-            try:
-                page = Fingerprint.from_record(record)
-            except ValueError:
-                continue  # a page no sample can be compared with: only merges lost
-            self.learned.observe_content(uri, page, replayed=True)
+    def _replay(self, entries: list[Entry]) -> None:
+        """Other workers' (or an earlier run's) pages and calibrations observed as
+        this worker's own: the fleet's content evidence (:mod:`.redis_evidence`);
+        a sync soon if another worker wrote the rules, or this one learned."""
+        if replay(self.learned, entries) or _learning(self.learned) != self._learnt:
+            self._soon()
 
     def _read_fleet(self, value: bytes) -> None:
         """The fleet's document from *value*; a damaged one is set aside (WARNING)."""
         self._remote_sha = _sha(value)
         self._remote_text = ""
         try:
-            wrapper = json.loads(value)
-            if not isinstance(wrapper, dict) or wrapper.get("format") != FORMAT:
-                raise ValueError(f"not format {FORMAT}")
-            version = wrapper.get("canonicalization_version")
-            if version != CANONICALIZATION_VERSION:
-                raise ValueError(f"canonicalization version {version!r}, this crawler's "
-                                 f"is {CANONICALIZATION_VERSION}")
-            doc = wrapper.get("rules")
-            ProtocolRules.from_data(doc)  # checked as data: never run, never unpickled
+            doc = fleet_document(value)
         except (RulesDataError, ValueError, TypeError, KeyError, AttributeError) as exc:
-            # (json's errors and a UTF-8 decoding error are ValueErrors)
             aside = self.rules_key + ":damaged"
             with contextlib.suppress(IRIRedisError):  # the scheduler gave up (logged)
                 self._call(lambda c: c.set(aside, value))
@@ -348,8 +388,8 @@ class RedisProtocolStore:
         """``HDEL`` of *fields* from the skipped requests: how many were there."""
         return int(self._call(lambda c: c.hdel(self.skipped_key, *fields)))
 
-    def _run_save(self, args: list[str]) -> tuple[Any, Any]:
-        keys = [self.rules_key, self.skipped_key]
+    def _run_save(self, args: list[Any]) -> tuple[Any, Any]:
+        keys = [self.rules_key, self.skipped_key, self.evidence.pages_key]
         reply = self._call(lambda c: self._script(keys=keys, args=args, client=c))
         return reply[0], reply[1]
 
@@ -393,20 +433,32 @@ class RedisProtocolStore:
         if self.failed:
             return
         try:
-            others = self.evidence.page(uri, digest)
+            others = self.evidence.page(uri, digest, drained(self.learned.rules.calibration))
         except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
             self.failed = True
             return
         self._replay(others)
 
     def _tick(self) -> None:
-        """:meth:`sync` every :data:`SAVE_EVERY` seconds, or less often when it costs
+        """:meth:`sync` every :data:`SAVE_EVERY` seconds, and soon after the rules
+        changed here or in the fleet (:meth:`_soon`), or less often when it costs
         more than :data:`SYNC_SHARE` of the time."""
+        self._pending = None
         start = time.monotonic()
-        if start < self._next_sync:
+        if start < self._next_sync or self._loop is None:
             return
+        self._learnt = _learning(self.learned)
         self.sync()
         self._next_sync = start + (time.monotonic() - start) / SYNC_SHARE
+
+    def _soon(self) -> None:
+        """:meth:`_tick` on the reactor's next turn (not inside the evidence being
+        observed now), once."""
+        if self._pending is None and self._loop is not None:
+            from twisted.internet import reactor
+
+            clock: Any = reactor  # (the installed reactor: IReactorTime)
+            self._pending = clock.callLater(0, self._tick)
 
     def sync(self) -> None:
         """Delete the records this worker scheduled again; merge and write the rules
@@ -427,7 +479,7 @@ class RedisProtocolStore:
                 self._fleet_revocations()
                 if not self._closing:
                     self._take_in()
-                    self._replay(self.evidence.poll())
+                    self._replay(self.evidence.poll(drained(self.learned.rules.calibration)))
                     self._requeue()  # what the fleet's pages refuted
         except IRIRedisError:  # the scheduler gave up (logged): the spider is closing
             self.failed = True
@@ -448,7 +500,8 @@ class RedisProtocolStore:
                                CANONICALIZATION_VERSION, "rules": merged},
                               ensure_ascii=False, sort_keys=True)
             new = "" if text == self._remote_text else text
-            args = [self._remote_sha, new, MARKER, "1" if must_exist else "0"]
+            args = [self._remote_sha, new, MARKER, "1" if must_exist else "0",
+                    rules_entry(self.evidence.worker)]
             code, value = self._run_save(args)
             code = int(code)
             if code == -1 or code == -2:
@@ -482,19 +535,8 @@ class RedisProtocolStore:
             return
         check = ProtocolRules.from_data(self.remote, min_evidence=min_evidence)
         n = 0
-        for field, value in _held_records(self._call, self.skipped_key):
-            try:
-                row = json.loads(value)
-                via, merged = str(row["via"]), str(row["merged"])
-            except (ValueError, KeyError, TypeError):
-                continue  # read at the next open, and set aside then
-            if check.apply(via) == check.apply(merged):
-                continue
-            try:
-                _, (_, _, request), _ = read_skipped_record(self.codec, value)
-            except SKIPPED_ERRORS:
-                continue  # read at the next open, and set aside then
-            base = _text(field)
+        for base, request in _unmerged(self.codec, check,
+                                       _held_records(self._call, self.skipped_key)):
             # given back past this worker's dupefilter: it may still hold the rule
             if not self._claim_one(base, given_back(request)):
                 continue  # another worker claimed it
@@ -534,18 +576,18 @@ class RedisProtocolStore:
             return  # (a document this worker wrote from one it had adopted: see _save)
         self._taken = self._remote_text
         learned = self.learned
-        before = list(learned.skipped)
         moved = learned.rules.adopt(self.remote)  # read by from_data again: data only
         if not moved:
             learned.publish()  # <source>/adopted
             return
-        again = learned.changed()  # in the order of learned.skipped
-        gone = [base for base in before if base not in learned.skipped]
-        given = list(zip(gone, again, strict=True))
+        # (a request whose very spelling was served here is not given back: its
+        # record, if stored, is deleted at the next sync)
+        given = learned.changed_items()
         stored = [(base, request) for base, request in given if base in self._written]
         unstored = [request for base, request in given if base not in self._written]
         # a stored record another worker claimed first is scheduled there, not here
-        self._written.difference_update(gone)  # (a request kept again is written again)
+        self._written.difference_update(base for base, _ in given)  # (a request kept
+        # again is written again)
         n = self._claim([(base, given_back(request, past_filter=False))
                          for base, request in stored]) + len(unstored)
         for request in unstored:
@@ -563,7 +605,9 @@ class RedisProtocolStore:
         """No more writes (the loop stopped, the skips no longer stored)."""
         if self._loop is not None and self._loop.running:
             self._loop.stop()
-        self._loop = None
+        if self._pending is not None and self._pending.active():
+            self._pending.cancel()
+        self._loop = self._pending = None
         if self.learned.sink is self:
             self.learned.sink = None
 

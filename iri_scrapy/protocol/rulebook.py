@@ -71,6 +71,10 @@ class RuleBook:
         self._bad: Counter[Identity] = Counter()  # content counterexamples
         #: per rule, the content counterexamples (URI, two pages) kept (:meth:`reconsider`)
         self._refuting: dict[Identity, list[tuple[str, Fingerprint, Fingerprint]]] = {}
+        #: per rule, the keys (:func:`.document.pair_key`) of those counterexamples
+        #: in ``_bad``, and of those withdrawn: what a fleet's workers exchange
+        self._refuted: dict[Identity, set[str]] = {}
+        self._withdrawn: dict[Identity, set[str]] = {}
         self._origin: dict[Identity, str] = {}  # the source that nominated it
         self._candidates: dict[str, set[Identity]] = {}  # scope -> nominated rules
         self._images: dict[Identity, dict[str, tuple[Fingerprint, str]]] = {}

@@ -221,11 +221,16 @@ class ProtocolRules(RuleBook):
         2xx against a redirect policy."""
         before = self._in_force(identity)
         if content:
+            key = document.pair_key(pair) if pair is not None else ""
+            if key in self._withdrawn.get(identity, ()) or key in self._refuted.get(
+                    identity, ()):
+                return  # known: withdrawn as chance (here or in the fleet), or counted
             self._bad[identity] += 1
             self.events["counterexamples"] += 1
             pairs = self._refuting.setdefault(identity, [])
             if pair is not None and len(pairs) < MAX_REFUTING:
                 pairs.append(pair)
+                self._refuted.setdefault(identity, set()).add(key)
                 page = self._digests.get(pair[0])
                 if page is not None:  # is the difference chance? fetch it again to see
                     self.calibration.want(pair[0], page)
@@ -249,6 +254,8 @@ class ProtocolRules(RuleBook):
                     and all(self.same(uri, a, b) for uri, a, b in pairs)):
                 del self._refuting[identity]
                 del self._bad[identity]
+                self._withdrawn.setdefault(identity, set()).update(
+                    self._refuted.pop(identity, ()))
                 self.events["counterexamples/withdrawn"] += 1
                 cleared += 1
                 if identity not in self._origin:
@@ -493,13 +500,15 @@ class ProtocolRules(RuleBook):
         before = self._forces()
         exact_before, revision = self._exact, self.revision
         new = [i for i in sorted(fresh._origin) if i not in self._origin]
-        for name in ("_bad", "_contrary", "_skips"):  # counts of rules never exported
+        for name in ("_contrary", "_skips"):  # counts of rules never exported
             mine, theirs = getattr(self, name), getattr(fresh, name)
             for identity, n in mine.items():
                 if n > theirs[identity]:
                     theirs[identity] = n
+        document.adopt_refuting(self, fresh)  # (and _bad)
         for name in ("_exact", "_sources", "_away", "_evidence", "_contrary", "_bad",
-                     "_skips", "_confirmed", "_origin", "_candidates", "_scopes"):
+                     "_skips", "_confirmed", "_origin", "_candidates", "_scopes",
+                     "_refuted", "_withdrawn"):
             setattr(self, name, getattr(fresh, name))
         stopped = 0
         after = self._forces()

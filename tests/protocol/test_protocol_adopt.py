@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
@@ -132,7 +133,7 @@ def test_a_rule_in_force_elsewhere_that_pages_served_here_refute_is_not_used() -
     assert b.apply(f"{H}/t?color=red") == f"{H}/t?color=red"
     assert b.events["content/adopted"] == b.events["content/revoked"] == 1
     (entry,) = [e for e in b.to_data()["rules"] if tuple(e["rule"]) == rule]
-    assert entry["bad"] == 1  # written to the fleet with B's next save
+    assert entry["bad"] + len(entry.get("refuted", [])) == 1  # written to the fleet with B's next save
 
 
 @pytest.mark.parametrize("bad", [None, [], {"v": 1}, {"v": 1, "min_evidence": 2, "exact": [[1]],
@@ -171,12 +172,20 @@ def test_adopting_generated_rule_sets_is_the_merge_and_keeps_apply_idempotent(
     b_data, a_data = b.to_data(), a.to_data()
     forces, exact = b._forces(), {s: t for s, t, *_ in b_data["exact"]}
     revision = b.revision
-    counts = {f: Counter(getattr(b, "_" + f)) for f in ("bad", "contrary", "skips")}
+    counts = {f: Counter(getattr(b, "_" + f)) for f in ("contrary", "skips")}
+    refuted = {i: set(keys) for i, keys in b._refuted.items()}
+    unkeyed = Counter({i: n - len(refuted.get(i, ())) for i, n in b._bad.items()})
     stopped = b.adopt(a_data)
     expected_data = ProtocolRules.merge_data(b_data, a_data)
     for entry in expected_data["rules"]:  # B's evidence against rules it never nominated
+        rule = tuple(entry["rule"])
         for field, counter in counts.items():
-            entry[field] = max(entry[field], counter[tuple(entry["rule"])])
+            entry[field] = max(entry[field], counter[rule])
+        entry["bad"] = max(entry["bad"], unkeyed[rule])
+        entry["refuted"] = sorted((set(entry.get("refuted", [])) | refuted.get(rule, set()))
+                                  - set(entry.get("withdrawn", [])))
+        if not entry["refuted"]:
+            del entry["refuted"]
     assert b.to_data() == expected_data
     merged = {s: t for s, t, *_ in b.to_data()["exact"]}
     expected = len(forces - b._forces()) + sum(merged[s] != t for s, t in exact.items())
@@ -190,3 +199,62 @@ def test_adopting_generated_rule_sets_is_the_merge_and_keeps_apply_idempotent(
         assert gen.violations(b, set(), text) == []
     again = b.to_data()
     assert b.adopt(a_data) == 0 and b.to_data() == again  # idempotent
+
+
+def test_a_counterexample_one_worker_withdrew_is_withdrawn_in_the_fleet() -> None:
+    """Both workers compared the same two pages (one served, one replayed) and
+    counted a counterexample; A's calibration then shows the difference is
+    chance and withdraws it.  B takes A's document: the counterexample is
+    withdrawn there too (it is named by its pages; a count kept it for good),
+    and B's own pages then confirm the rule."""
+    from iri_scrapy.protocol.calibration import section_of
+    from tests.protocol.test_fingerprint import page
+
+    host, rule = "http://lazy.test", ("http://lazy.test", "drop-param", "s")
+
+    def item(n: int, seed: int) -> Any:  # the items' own widget: "related"
+        return page(f"<p>Item {n}</p>", ("counter", "related"), random.Random(seed))
+
+    home = [page("<h1>Home</h1>", ("counter",), random.Random(seed)) for seed in (1, 2)]
+    a, b = ProtocolRules(), ProtocolRules()
+    for rules in (a, b):  # each calibrated its site's home; the same pages observed
+        assert rules.calibration.start(f"{host}/", home[0]) is not None
+        rules.calibration.land(f"{host}/", section_of(f"{host}/"), home[1])
+        rules.observe_canonical(f"{host}/item/1?s=x", f"{host}/item/1")  # nominated
+        rules.observe_content(f"{host}/item/1", item(1, 3))
+        rules.observe_content(f"{host}/item/1?s=x", item(1, 4))  # differs by chance only
+        assert rules.events["counterexamples"] == 1
+    b_before = b.to_data()
+    uri, section = a.calibration.wanted.pop()
+    assert a.calibration.land(uri, section, item(1, 5)) == (True, [])  # A's second fetch
+    assert a.reconsider() == 1
+    a.adopt(b_before)  # B's document still counts it: A keeps it withdrawn
+    (entry,) = [e for e in a.to_data()["rules"] if tuple(e["rule"]) == rule]
+    assert entry["bad"] == 0 and "refuted" not in entry and len(entry["withdrawn"]) == 1
+    b.adopt(a.to_data())
+    (entry,) = [e for e in b.to_data()["rules"] if tuple(e["rule"]) == rule]
+    assert entry["bad"] == 0 and "refuted" not in entry
+    for n in (2, 3):  # B's own pages confirm it now
+        b.observe_content(f"{host}/item/{n}", item(n, n))
+        b.observe_content(f"{host}/item/{n}?s=y", item(n, n))
+    assert b.apply(f"{host}/item/9?s=q") == f"{host}/item/9"
+
+
+def test_the_merge_keeps_a_counterexample_until_the_one_it_names_is_withdrawn() -> None:
+    def doc(refuted: list[str], withdrawn: list[str], bad: int = 0) -> dict[str, Any]:
+        return {"v": 1, "min_evidence": 2, "exact": [], "away": [], "rules": [
+            {"rule": [H, "drop-param", "sid"], "origin": "content", "confirmed": [],
+             "bad": bad, "refuted": refuted, "withdrawn": withdrawn, "contrary": 0,
+             "skips": 0}]}
+
+    a, b, c = doc(["k1"], []), doc(["k1", "k2"], []), doc([], ["k1"], bad=1)
+    for x, y in ((a, b), (a, c), (b, c)):
+        assert ProtocolRules.merge_data(x, y) == ProtocolRules.merge_data(y, x)
+    merged = ProtocolRules.merge_data(ProtocolRules.merge_data(a, b), c)
+    assert merged == ProtocolRules.merge_data(a, ProtocolRules.merge_data(b, c))
+    (entry,) = merged["rules"]
+    assert entry["refuted"] == ["k2"] and entry["withdrawn"] == ["k1"] and entry["bad"] == 1
+    (entry,) = ProtocolRules.merge_data(a, doc([], ["k1"]))["rules"]
+    assert "refuted" not in entry and entry["bad"] == 0  # withdrawn in the fleet
+    assert ProtocolRules.from_data(ProtocolRules.merge_data(a, b))._bad[
+        (H, "drop-param", "sid")] == 2

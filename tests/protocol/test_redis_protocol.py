@@ -316,6 +316,94 @@ def test_a_rule_in_force_here_that_the_fleet_stops_gives_back_what_it_skipped_he
     b.close("finished")
 
 
+def test_a_fleet_revocation_of_a_request_whose_spelling_was_served_here_is_no_failure(
+        redis_server: RedisServer) -> None:
+    """B holds /c (its very spelling served here: nothing to give back) and /d
+    under a rule the fleet stops: /d comes back, /c's record is deleted, and B
+    goes on writing (the two lists once zipped apart, and B stopped syncing)."""
+    client = redis_server.client()
+    _, a = open_worker(redis_server.url)
+    _, b = open_worker(redis_server.url)
+    assert a.protocol is not None and b.protocol is not None
+    rules_a = learned(a).rules
+    rules_a.observe_redirect(f"{HOST}/z", f"{HOST}/z/", 301)  # nominated, not in force
+    rules_a.observe_contrary(f"{HOST}/q")  # a 2xx against add-slash
+    a.protocol.sync()
+    teach_add_slash(b)
+    learned(b).observe_content(f"{HOST}/c", b"C" * 16)  # /c itself served here
+    skip_alias(b, "c")
+    skip_alias(b, "d")
+    assert skipped_fields(client, b) == {f"{HOST}/c", f"{HOST}/d"}
+    b.protocol.sync()
+    assert not b.protocol.failed
+    assert b.protocol.requeued == 1
+    assert learned(b).rules.events["refetch-avoided"] == 1
+    b.protocol.sync()
+    assert skipped_fields(client, b) == set()  # /d claimed, /c's record deleted
+    assert f"{HOST}/d" in drain(b) and f"{HOST}/c" not in drain(b)
+    a.close("finished")
+    b.close("finished")
+
+
+def test_a_site_one_worker_calibrated_is_calibrated_for_the_fleet(
+        redis_server: RedisServer) -> None:
+    """A's two fetches of its first page go into the fleet's log with A's next
+    page: B learns what changes by chance there (B's own counterexample that
+    this explains is withdrawn) and does not calibrate that site again."""
+    import random
+
+    from iri_scrapy.protocol.calibration import section_of
+    from tests.protocol.test_fingerprint import page
+
+    _, a = open_worker(redis_server.url)
+    _, b = open_worker(redis_server.url)
+    assert a.protocol is not None and b.protocol is not None
+    home, again = (page("<h1>Home</h1>", ("counter",), random.Random(n)) for n in (1, 2))
+    rules_a, rules_b = learned(a).rules, learned(b).rules
+    rules_b.observe_content(f"{HOST}/", home)  # B: the same page by chance different
+    rules_b.observe_content(f"{HOST}/?ref=x", again)  # under drop-param:ref
+    assert rules_b.events["counterexamples"] == 1
+    assert rules_a.calibration.start(f"{HOST}/", home) is not None
+    assert rules_a.calibration.land(f"{HOST}/", section_of(f"{HOST}/"), again) == (True, [])
+    learned(a).observe_content(f"{HOST}/", home)  # A's page: its calibration goes first
+    assert rules_a.calibration.pairs == []
+    b.protocol.sync()
+    assert rules_b.calibration.volatility(f"{HOST}/").same(home, again)
+    assert rules_b.events["counterexamples/withdrawn"] == 1
+    assert rules_b.calibration.start(f"{HOST}/", home) is None  # calibrated already
+    a.close("finished")
+    b.close("finished")
+
+
+def test_rules_written_or_learned_are_synced_at_the_next_page_not_the_tick(
+        redis_server: RedisServer) -> None:
+    """A's write of the rules goes into the pages log: B's next page sees it and
+    B looks at the fleet's rules on the reactor's next turn (its one-second tick
+    left a rule learned by one worker unused by the others meanwhile); a rule B
+    learns itself is written as soon."""
+    _, a = open_worker(redis_server.url)
+    _, b = open_worker(redis_server.url)
+    assert a.protocol is not None and b.protocol is not None
+    teach_add_slash(a)
+    a.protocol.sync()
+    rules_b = learned(b).rules
+    assert rules_b.apply(f"{HOST}/zzz") == f"{HOST}/zzz"
+    learned(b).observe_content(f"{HOST}/seen/", b"P" * 16)  # B's next page
+    pending = b.protocol._pending
+    assert pending is not None and pending.active()  # a sync on the next turn
+    pending.cancel()
+    b.protocol._tick()
+    assert rules_b.apply(f"{HOST}/zzz") == f"{HOST}/zzz/"
+    a.protocol._tick()  # (A saw B's first write: synced now)
+    assert a.protocol._pending is None
+    host = "http://other.test"
+    learned(a).rules.observe_redirect(f"{host}/a", f"{host}/a/", 301)  # A learns
+    learned(a).observe_content(f"{host}/b/", b"Q" * 16)
+    assert a.protocol._pending is not None and a.protocol._pending.active()
+    a.close("finished")
+    b.close("finished")
+
+
 def test_the_keys_vanishing_mid_crawl_close_it_as_lost(
         redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
     client = redis_server.client()
