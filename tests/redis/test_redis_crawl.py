@@ -382,9 +382,11 @@ def test_fleet_worker_that_gives_up_on_redis_exits_1_and_resumes(
     status 1 (a supervisor reading $? must not see success: it exited 0 once), one
     ERROR line saying what to do; the same command resumes and loses nothing."""
     aof = ("--appendonly", "yes", "--appendfsync", "always")
+    # The first worker's leases outlive it: the second waits for them to expire (10 s,
+    # as in test_redis_fleet, instead of the default 30 s).
+    lease = {"IRI_REDIS_SCHEDULER": True, "IRI_REDIS_LEASE_SECONDS": 10}
     with RedisServer(tmp_path / "aof", extra_args=aof) as server:
-        settings = _settings(server.url, IRI_REDIS_SCHEDULER=True, IRI_REDIS_RETRY_SECONDS=2,
-                             **SLOW)
+        settings = _settings(server.url, IRI_REDIS_RETRY_SECONDS=2, **lease, **SLOW)
         first = _kill_during_crawl(server, srv, settings, after_hits=6, down_for=None)
         assert first.finish_reason == CLOSE_REASON
         assert first.returncode == 1  # loud: the crawl did not finish
@@ -393,7 +395,7 @@ def test_fleet_worker_that_gives_up_on_redis_exits_1_and_resumes(
         assert errors and "run the same command" in errors[0], first.stderr[-3000:]
         assert srv.hits.fetched() != DEMO_SITE.keys
         server.start()
-        second = run_crawl(_settings(server.url, IRI_REDIS_SCHEDULER=True), [EN_HOME],
-                           srv.proxy_url, env=STRICT)
+        second = run_crawl(_settings(server.url, **lease), [EN_HOME], srv.proxy_url,
+                           env=STRICT)
     _assert_ok(second)
     assert srv.hits.fetched() == DEMO_SITE.keys
