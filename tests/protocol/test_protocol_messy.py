@@ -39,6 +39,7 @@ def crawl(mode: str, settings: dict[str, Any], **kwargs: Any) -> tuple[MessySite
         return site, result
 
 
+@pytest.mark.own  # a figure of the level: once, at the newest releases
 def test_messy_site_fetched_about_once_per_resource() -> None:
     stock, _ = crawl("messy", STOCK)
     site, result = crawl("messy", PROTOCOL)
