@@ -267,7 +267,8 @@ def instructions(site_name: str, pages: int, timeout: float,
 
 
 def dir_instructions(root: Path, pages: int, timeout: float, only: list[str],
-                     crawl_cpu: int | None = None) -> int:
+                     crawl_cpu: int | None = None,
+                     spider_kwargs: dict[str, Any] | None = None) -> int:
     """Instructions per page on a real site (``--site DIR --instructions``).
 
     The crawl is cut after N and 2N responses (``CLOSESPIDER_PAGECOUNT``; one
@@ -283,7 +284,7 @@ def dir_instructions(root: Path, pages: int, timeout: float, only: list[str],
         with DirServer(root, host=DIR_HOST) as server:
             run_crawl({**SETTINGS[setting], **INSTR_SETTINGS, "CLOSESPIDER_PAGECOUNT": 2 * pages},
                       [server.start_url], server.proxy_url, timeout=timeout, env=warm_env(),
-                      spider_kwargs={"allowed_domains": [DIR_HOST]})
+                      spider_kwargs={"allowed_domains": [DIR_HOST], **(spider_kwargs or {})})
     with tempfile.TemporaryDirectory(prefix="iri-bench-cg-") as tmp:
         for n in (pages, 2 * pages):
             for setting in only:
@@ -294,7 +295,7 @@ def dir_instructions(root: Path, pages: int, timeout: float, only: list[str],
                     result = run_crawl(
                         settings, [server.start_url], server.proxy_url, timeout=timeout,
                         env=warm_env(),
-                        spider_kwargs={"allowed_domains": [DIR_HOST]},
+                        spider_kwargs={"allowed_domains": [DIR_HOST], **(spider_kwargs or {})},
                         cpus=None if crawl_cpu is None else [crawl_cpu],
                         wrapper=[valgrind, "--tool=callgrind", "--quiet",
                                  f"--callgrind-out-file={out}"],
@@ -369,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--site: not a directory: {args.site}")
         if args.instructions:
             code = dir_instructions(root, args.instr_pages, args.timeout, args.settings,
-                                    crawl_cpu)
+                                    crawl_cpu, idiom)
             if code or runs == 0:
                 return code
         server = DirServer(root, host=DIR_HOST)

@@ -198,6 +198,16 @@ def _kind_of(head: str) -> tuple[int, str, str]:
     return _kind_kept(head) if len(head) <= 128 else _kind(head)
 
 
+#: What a tag yields (by its parent's path, its tag and its attributes), the hash
+#: of a label or a path (by what it hashes), the label of a run led by a word (by
+#: that word): each a function of its key alone, so kept from page to page (a
+#: site's pages share their header, menus and footer); emptied past this many.
+_KEPT_PER_TABLE = 16384
+_TAGS: dict[tuple[int, str, str], tuple[int, list[tuple[int, int, int]]]] = {}
+_HASHES: dict[str, int] = {}
+_LED: dict[str, int] = {}
+
+
 class _Blocks:
     """Cuts markup into blocks: only block-level tags and tags with a kept attribute
     are looked at one by one; the text between two block-level tags is one run."""
@@ -205,11 +215,12 @@ class _Blocks:
     def __init__(self) -> None:
         self.out: list[tuple[int, int, int]] = []
         self.stack: list[tuple[str, int]] = [("", 0)]
-        # per page: what a tag yields (by its parent's path, its tag and its
-        # attributes); the hash of a label or a path (by what it hashes)
-        self.tags: dict[tuple[int, str, str], tuple[int, list[tuple[int, int, int]]]] = {}
-        self.hashes: dict[str, int] = {}
-        self.led: dict[str, int] = {}  # the label of a run led by a word, by that word
+        for table in (_TAGS, _HASHES, _LED):
+            if len(table) > _KEPT_PER_TABLE:
+                table.clear()
+        self.tags = _TAGS
+        self.hashes = _HASHES
+        self.led = _LED
 
     def h(self, text: str) -> int:
         """:func:`_hs`, kept for the page (labels and paths repeat)."""

@@ -64,13 +64,13 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         # section -> the delayed call of its late calibration, and its request
         self._timers: dict[str, tuple[Any, Request]] = {}
         self.max_size = crawler.settings.getint("DOWNLOAD_MAXSIZE")
+        self._dropped_connected = False  # request_dropped (see there)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         """Build for *crawler* (shares the crawler's ProtocolRules)."""
         mw = cls(crawler)
-        if mw.rules is not None:
-            crawler.signals.connect(mw.request_dropped, signal=signals.request_dropped)
+        if mw.rules is not None:  # (request_dropped: from the first redirect, _redirected)
             crawler.signals.connect(mw.spider_closed, signal=signals.spider_closed)
             crawler.signals.connect(mw.spider_idle, signal=signals.spider_idle)
         return mw
@@ -126,7 +126,11 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
             raise DontCloseSpider
 
     def request_dropped(self, request: Request) -> None:
-        """Learn the redirect that led to *request*, dropped by the scheduler."""
+        """Learn the redirect that led to *request*, dropped by the scheduler.
+
+        Connected when this process first carries a redirect to be learned there
+        (:meth:`_redirected`): a signal handler costs every request the scheduler
+        drops a dispatch, and a page's links are mostly dropped duplicates."""
         if self.rules is not None and META_PENDING in request.meta:
             self._learn(request.meta.pop(META_PENDING))
         self._calibrated(request, None)
@@ -333,5 +337,9 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         pending = [source, strip_fragment(target), response.status]
         if self._will_redirect(request, response):
             request.meta[META_PENDING] = pending  # copied into the redirected request
+            if not self._dropped_connected:
+                self._dropped_connected = True
+                self.crawler.signals.connect(self.request_dropped,
+                                             signal=signals.request_dropped)
         else:
             self._learn(pending)

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Container, Iterator
+from typing import Any
 
 from iri_scrapy.core.query import split_fragment, strip_fragment
 from iri_scrapy.protocol.calibration import Calibration
 from iri_scrapy.protocol.fingerprint import Fingerprint
+from iri_scrapy.protocol.memo import IN_FORCE, MAX_KEPT, learns
 from iri_scrapy.protocol.transforms import (
     ADD,
     ADD_WWW,
@@ -46,7 +48,13 @@ class RuleBook:
     Works on canonical URIs (``normalize(..., Level.SCHEME)`` output).  Not
     thread-safe (a Scrapy crawl runs in one thread).  ``learned`` and ``revoked``
     count exact rules per kind (``revoked``: revoked by later evidence).
+    What :meth:`trace` answers is kept until the rules change (:mod:`.memo`: every
+    method a subclass defines counts as changing them).
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        learns(cls)
 
     def __init__(self, min_evidence: int = 2, sample_every: int = 10) -> None:
         for name, value in (("min_evidence", min_evidence), ("sample_every", sample_every)):
@@ -89,6 +97,8 @@ class RuleBook:
         # key -> first URI served under it, for the rules in force of the signature
         self._indexed: tuple[frozenset[Identity], int, int] = (frozenset(), 0, 0)
         self._index: dict[str, str] = {}
+        self._memo: dict[object, Any] = {}  # uri -> trace(uri), until the rules change
+        self._learning = 0  # > 0 while a method that changes the rules runs
 
     def __len__(self) -> int:
         return len(self._exact)
@@ -179,6 +189,23 @@ class RuleBook:
         """:meth:`apply`, and the host rules it used (in order; exact rules not listed)."""
         if not self._exact and not self._scopes:  # no rule of any kind
             return uri, []
+        if self._learning:
+            return self._trace(uri)
+        memo = self._memo
+        known = memo.get(uri)
+        if known is None:
+            if not self._exact:  # no exact rule, and (most sites) no host rule in force
+                in_force = memo.get(IN_FORCE)
+                if in_force is None:
+                    in_force = memo[IN_FORCE] = bool(self._forces())
+                if not in_force:
+                    return uri, []
+            if len(memo) >= MAX_KEPT:
+                memo.clear()
+            known = memo[uri] = self._trace(uri)
+        return known[0], list(known[1])
+
+    def _trace(self, uri: str) -> tuple[str, list[Identity]]:
         head, fragment = split_fragment(uri)
         if self.stopped and host_key(head) in self.stopped:
             return uri, []  # a bound was reached on this host: the level stopped there

@@ -229,3 +229,27 @@ def test_a_section_is_calibrated_when_its_content_first_differs() -> None:
     rules.observe_content(f"{host}/item/4?s=w", item(44, 11))  # another resource
     assert rules.apply(f"{host}/item/9?s=q") == f"{host}/item/9?s=q"  # refuted
     assert site.wanted == []  # the section was calibrated once
+
+
+def test_what_pages_share_is_kept_from_page_to_page_and_changes_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tag's blocks, a hash, a run's label are kept across pages (a site's pages
+    share their menus): a page fingerprints the same after others as on its own."""
+    from iri_scrapy.protocol import fingerprint as module
+
+    menu = ('<nav class="menu"><a href="/a?x=1" title="A">A</a><a href="/b">B</a></nav>'
+            '<div class="side"><img src="/i.png" alt="logo"> Side text</div>')
+    pages = [f'<html><body>{menu}<h1>Page {i}</h1><p>Body &amp; {i}<a href="/p{i}">n</a>'
+             f'</p>{menu}</body></html>' for i in range(5)]
+    warm = [fingerprint(page) for page in pages]
+    assert module._TAGS and module._HASHES and module._LED
+    for page, fp in zip(pages, warm, strict=True):
+        for table in (module._TAGS, module._HASHES, module._LED):
+            table.clear()
+        cold = fingerprint(page)
+        assert (cold.pairs, cold.labels, cold.paths, cold.digest) == (
+            fp.pairs, fp.labels, fp.paths, fp.digest)
+    monkeypatch.setattr(module, "_KEPT_PER_TABLE", 40)  # the tables are bounded
+    for i in range(100):
+        fingerprint(f'<div class="c"><a href="/x{i}" title="t{i}">w{i}</a> <p>v{i} s</p></div>')
+        assert max(map(len, (module._TAGS, module._HASHES, module._LED))) <= 40 + 8

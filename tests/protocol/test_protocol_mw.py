@@ -131,3 +131,28 @@ def test_protocol_mw_canonicalizes_location() -> None:
     assert mw.rules is not None and mw.rules.apply("http://www.example.test/docs") == (
         "http://www.example.test/docs/"
     )
+
+
+def test_dropped_requests_are_listened_to_from_the_first_redirect() -> None:
+    """A page's links are mostly duplicates the scheduler drops: no handler of
+    ``request_dropped`` (a dispatch per drop) until a redirect is to be learned
+    from a request that may be dropped; then the dropped one teaches it."""
+    from pydispatch import dispatcher
+    from scrapy import signals
+
+    crawl = Crawl()
+
+    def listening() -> bool:
+        return crawl.mw.request_dropped in dispatcher.liveReceivers(dispatcher.getAllReceivers(
+            crawl.crawler.signals.sender, signals.request_dropped))
+
+    crawl.served("/p")
+    assert not listening()
+    req = Request(H + "/b")
+    resp = HtmlResponse(req.url, status=301, request=req, headers={"Location": "/b/"})
+    assert crawl.mw.process_response(req, resp) is resp
+    assert listening()
+    dropped = Request(H + "/b/", meta=dict(req.meta))  # RedirectMiddleware copies meta
+    crawl.crawler.signals.send_catch_log(signals.request_dropped, request=dropped,
+                                         spider=None)
+    assert crawl.mw.rules is not None and crawl.mw.rules.apply(H + "/b") == H + "/b/"
