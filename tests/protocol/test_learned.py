@@ -378,17 +378,24 @@ def test_a_request_given_back_at_the_close_is_not_held_again() -> None:
     assert learned.skipped == {} and learned.unstood() == []
 
 
+def served_first(df: IRIDupeFilter, url: str, digest: bytes) -> Learned:
+    """*url* scheduled, fetched and served (2xx, *digest*) while no rule is known;
+    the filter's :class:`Learned`."""
+    learned = df.learned
+    assert learned is not None
+    first = scheduled(df, url)
+    assert not learned.stale(first)
+    learned.observe_content(url, digest)
+    learned.fetched(first)
+    return learned
+
+
 def _served_then_sid_rule() -> tuple[ProtocolRules, IRIDupeFilter, Learned]:
     """``?id=6&sid=a`` scheduled and served while no rule is known, then
     drop-param:sid learned from other pages."""
     rules = ProtocolRules()
     df = protocol_filter(rules)
-    learned = df.learned
-    assert learned is not None
-    first = scheduled(df, f"{B}/i?id=6&sid=a")
-    assert not learned.stale(first)
-    learned.observe_content(f"{B}/i?id=6&sid=a", D(6))  # served
-    learned.fetched(first)
+    learned = served_first(df, f"{B}/i?id=6&sid=a", D(6))
     for n in (1, 2):
         rules.observe_content(f"{B}/i?id={n}", D(n))
         rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
@@ -548,12 +555,7 @@ def test_a_page_served_under_an_alias_two_rules_merge_holds_its_key() -> None:
     blogs every post was fetched under both spellings)."""
     rules = ProtocolRules()
     df = protocol_filter(rules)
-    learned = df.learned
-    assert learned is not None
-    first = scheduled(df, f"{W}/p/5/?sid=a")
-    assert not learned.stale(first)
-    learned.observe_content(f"{W}/p/5/?sid=a", D(5))
-    learned.fetched(first)
+    learned = served_first(df, f"{W}/p/5/?sid=a", D(5))
     _www_rules(rules)
     assert rules.served_alias(f"{B}/p/5/") == f"{W}/p/5/?sid=a"
     page = scheduled(df, f"{B}/p/5/")

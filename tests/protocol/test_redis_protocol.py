@@ -285,11 +285,9 @@ def test_a_worker_does_not_adopt_back_what_it_revoked_itself(redis_server: Redis
     a.close("finished")
 
 
-def test_a_rule_in_force_here_that_the_fleet_stops_gives_back_what_it_skipped_here(
-        redis_server: RedisServer) -> None:
-    """B learned a rule and skipped with it before any write; A has a 2xx against
-    it.  The fleet's document never had the rule in force, so only adopting the
-    document stops it in B: B's revision moves and /c comes back (claimed)."""
+def _b_learns_what_a_refuted(redis_server: RedisServer) -> tuple[Any, Any, Any]:
+    """Two workers: A has add-slash nominated and a 2xx against it (written), B
+    learns it (in force here, not yet written): the client, A, B."""
     client = redis_server.client()
     _, a = open_worker(redis_server.url)
     _, b = open_worker(redis_server.url)
@@ -299,6 +297,15 @@ def test_a_rule_in_force_here_that_the_fleet_stops_gives_back_what_it_skipped_he
     rules_a.observe_contrary(f"{HOST}/q")  # a 2xx against add-slash
     a.protocol.sync()
     teach_add_slash(b)
+    return client, a, b
+
+
+def test_a_rule_in_force_here_that_the_fleet_stops_gives_back_what_it_skipped_here(
+        redis_server: RedisServer) -> None:
+    """B learned a rule and skipped with it before any write; A has a 2xx against
+    it.  The fleet's document never had the rule in force, so only adopting the
+    document stops it in B: B's revision moves and /c comes back (claimed)."""
+    client, a, b = _b_learns_what_a_refuted(redis_server)
     skip_alias(b, "c")
     assert skipped_fields(client, b) == {f"{HOST}/c"}
     rules_b = learned(b).rules
@@ -321,15 +328,7 @@ def test_a_fleet_revocation_of_a_request_whose_spelling_was_served_here_is_no_fa
     """B holds /c (its very spelling served here: nothing to give back) and /d
     under a rule the fleet stops: /d comes back, /c's record is deleted, and B
     goes on writing (the two lists once zipped apart, and B stopped syncing)."""
-    client = redis_server.client()
-    _, a = open_worker(redis_server.url)
-    _, b = open_worker(redis_server.url)
-    assert a.protocol is not None and b.protocol is not None
-    rules_a = learned(a).rules
-    rules_a.observe_redirect(f"{HOST}/z", f"{HOST}/z/", 301)  # nominated, not in force
-    rules_a.observe_contrary(f"{HOST}/q")  # a 2xx against add-slash
-    a.protocol.sync()
-    teach_add_slash(b)
+    client, a, b = _b_learns_what_a_refuted(redis_server)
     learned(b).observe_content(f"{HOST}/c", b"C" * 16)  # /c itself served here
     skip_alias(b, "c")
     skip_alias(b, "d")
