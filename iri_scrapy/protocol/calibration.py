@@ -8,14 +8,18 @@ few seconds later (what moves with the clock), and the fingerprints'
 differences are what changes by chance there (:class:`~.fingerprint.Volatility`).
 Pages of a site served while its first calibration is in flight wait
 (:meth:`Calibration.hold`) and are judged when it lands: a comparison made
-before would count the site's chrome noise as a difference.  Any other
-*section* (a host and its first path segment) is calibrated on demand
-(:meth:`Calibration.want`): when content first differs there under a candidate
-rule, the page that differed is fetched once more, and the counterexample is
+before would count the site's chrome noise as a difference.  A *section* (a
+host and its first path segment; the first page's too: what its fetches showed
+may have repeated by chance) is calibrated on demand (:meth:`Calibration.want`):
+when content first differs there under a candidate rule, the page that differed
+is fetched once more, and the counterexample is
 withdrawn if that shows the difference is chance (``ProtocolRules.reconsider``);
-a section whose aliases serve equal content costs no fetch.  At most
-:data:`MAX_CALIBRATIONS` sections per site.  Pure bookkeeping (no I/O, no
-Scrapy): the middleware fetches, this decides.
+a section whose aliases serve equal content costs no fetch.  Noise with few
+values (a session id of three in every link, an A/B variant) repeats by chance:
+a fetch that served again every block that differed proves nothing, so it is
+fetched again, at most :data:`ON_DEMAND_FETCHES` times in all (with three
+values, 1 in 27 still repeats).  At most :data:`MAX_CALIBRATIONS` sections per
+site.  Pure bookkeeping (no I/O, no Scrapy): the middleware fetches, this decides.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from iri_scrapy.protocol.fingerprint import Fingerprint, Volatility
+from iri_scrapy.protocol.fingerprint import Fingerprint, Volatility, share_a_block
 from iri_scrapy.protocol.transforms import split_uri
 
 #: Sections of one site calibrated (each costs one extra fetch).
 MAX_CALIBRATIONS = 8
+#: Fetches of one page a calibration on demand makes at most (:meth:`Calibration.land`).
+ON_DEMAND_FETCHES = 3
 #: Pages held per site while a calibration is in flight (beyond: not observed).
 MAX_HELD = 512
 
@@ -40,23 +46,35 @@ def site_of(uri: str) -> str:
 
 
 def section_of(uri: str) -> str:
-    """The host and first path segment of *uri* (what one calibration covers)."""
+    """The host and first path segment of *uri* (what one calibration covers):
+    ``/item/7``, ``/item?id=7`` and ``/item`` are the section ``item``."""
     parts = split_uri(uri)
     if parts is None:
         return uri
-    first = parts[2][1:].split("/", 1)[0] if parts[2].count("/") > 1 else ""
-    return f"{parts[1]}/{first}"
+    return f"{parts[1]}/{parts[2][1:].split('/', 1)[0]}"
 
 
 @dataclass
 class _Site:
     volatility: Volatility = field(default_factory=Volatility)
-    sections: set[str] = field(default_factory=set)
+    sections: set[str] = field(default_factory=set)  # (the first page's: one per site)
+    on_demand: set[str] = field(default_factory=set)  # (sections calibrated on demand)
     # section -> (URI, its first fetch): what a second fetch of that URI is compared with
     waiting: dict[str, tuple[str, Fingerprint]] = field(default_factory=dict)
     firsts: dict[str, tuple[str, Fingerprint]] = field(default_factory=dict)  # (the late one)
     held: list[tuple[str, Fingerprint]] = field(default_factory=list)
-    lazy: dict[str, tuple[str, Fingerprint]] = field(default_factory=dict)  # (on demand)
+    lazy: dict[str, _OnDemand] = field(default_factory=dict)
+
+
+@dataclass
+class _OnDemand:
+    """A calibration on demand in flight: *uri* served *first*, which differed
+    from *other* (another page), and has been asked for *fetches* times again."""
+
+    uri: str
+    first: Fingerprint
+    other: Fingerprint | None
+    fetches: int = 1
 
 
 class Calibration:
@@ -66,7 +84,8 @@ class Calibration:
         self._sites: dict[str, _Site] = {}
         #: pages not observed because too many were held
         self.dropped = 0
-        #: calibrations on demand to fetch: (URI, section) (:meth:`want`)
+        #: calibrations on demand to fetch: (URI, section) (:meth:`want`), each
+        #: counted as asked for (:meth:`asked`) from the moment it is queued
         self.wanted: list[tuple[str, str]] = []
         #: per site, the calibration fetches asked for and not landed yet
         #: (:meth:`asked`, :meth:`answered`)
@@ -107,18 +126,25 @@ class Calibration:
         site.waiting[section] = site.firsts[section] = (uri, fp)
         return section
 
-    def want(self, uri: str, fp: Fingerprint) -> str | None:
-        """Content at *uri* (which served *fp*) differed from another page's: the
-        section to calibrate by fetching *uri* again (queued in :attr:`wanted`),
-        if it was not, within the budget; else None."""
+    def want(self, uri: str, fp: Fingerprint, other: Fingerprint | None = None) -> str | None:
+        """Content at *uri* (which served *fp*) differed from another page's
+        (*other*): the section to calibrate by fetching *uri* again (queued in
+        :attr:`wanted` and counted as asked for: what a counterexample there
+        stopped waits for it), if it was not, within the budget; else None."""
         site = self._sites.setdefault(site_of(uri), _Site())
         section = section_of(uri)
-        if section in site.sections or len(site.sections) >= MAX_CALIBRATIONS or fp.empty:
+        if section in site.on_demand or len(site.on_demand) >= MAX_CALIBRATIONS or fp.empty:
             return None
-        site.sections.add(section)
-        site.lazy[section] = (uri, fp)
-        self.wanted.append((uri, section))
+        if other is not None and not share_a_block(fp, other):
+            return None  # nothing learned could make them the same: no fetch
+        site.on_demand.add(section)
+        site.lazy[section] = _OnDemand(uri, fp, other)
+        self._queue(uri, section)
         return section
+
+    def _queue(self, uri: str, section: str) -> None:
+        self.wanted.append((uri, section))
+        self.asked(uri)
 
     def land_late(self, uri: str, section: str, fp: Fingerprint) -> bool:
         """A later fetch of *section*'s first page served *fp*: what changed since
@@ -149,10 +175,16 @@ class Calibration:
         resumed crawl, another worker of a fleet, or of another URI of the
         section), and the pages held that may be observed now."""
         site = self._sites.get(site_of(uri))
-        lazy = _pop(site.lazy, section, uri) if site is not None else None
-        if site is not None and lazy is not None:
+        lazy = site.lazy.get(section) if site is not None else None
+        if site is not None and lazy is not None and lazy.uri == uri:
+            del site.lazy[section]
             if fp is not None:
-                self._learn(site, uri, lazy, fp)
+                self._learn(site, uri, lazy.first, fp)
+                if lazy.other is not None and lazy.fetches < ON_DEMAND_FETCHES and \
+                        site.volatility.repeated(lazy.first, lazy.other, fp):
+                    lazy.fetches += 1  # noise with few values may have repeated: again
+                    site.lazy[section] = lazy
+                    self._queue(uri, section)
             return True, []
         first = _pop(site.waiting, section, uri) if site is not None else None
         if site is None or first is None:
@@ -175,6 +207,7 @@ class Calibration:
         again here for it; a site's first calibration not started here)."""
         site = self._sites.setdefault(site_of(uri), _Site())
         site.sections.add(section_of(uri))
+        site.on_demand.add(section_of(uri))
         site.volatility.learn(first, second)
 
 

@@ -367,6 +367,12 @@ def fingerprint(body: str) -> Fingerprint:
     return Fingerprint.of_blocks(blocks.out[:MAX_BLOCKS])
 
 
+def share_a_block(a: Fingerprint, b: Fingerprint) -> bool:
+    """True if *a* and *b* have a block in common: else no calibration can make them
+    the same (:meth:`Volatility.same`; two opaque digests that differ, say)."""
+    return _unmatched(a, b)[2] > 0
+
+
 def _unmatched(a: Fingerprint, b: Fingerprint) -> tuple[list[int], list[int], int]:
     """Indexes of *a*'s and *b*'s blocks the other lacks (as multisets), and how many match."""
     i = j = matched = 0
@@ -426,6 +432,18 @@ class Volatility:
             return False
         return all(self._chance(a, k) for k in only_a) and all(
             self._chance(b, k) for k in only_b)
+
+    def repeated(self, first: Fingerprint, other: Fingerprint, again: Fingerprint) -> bool:
+        """True if *again* (a later fetch of the page that served *first*) served
+        again every block of *first* that *other* lacks and that is not known to
+        change by chance, and there is one: it shows nothing about them (noise
+        with few values repeats by chance)."""
+        only, _, _ = _unmatched(first, other)
+        stuck = [first.pairs[k] for k in only if not self._chance(first, k)]
+        if not stuck:
+            return False
+        served = set(again.pairs)
+        return all(pair in served for pair in stuck)
 
     def digest(self, fp: Fingerprint) -> bytes:
         """A digest of *fp*'s blocks that do not change by chance (as known now)."""

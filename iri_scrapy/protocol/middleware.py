@@ -171,10 +171,10 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
         wanted = self.rules.calibration.wanted
         if not wanted or not self._engine_running():
             return
-        while wanted:
+        while wanted:  # (each counted as asked for when it was queued)
             uri, section = wanted.pop()
-            self._download(Request(uri, dont_filter=True, priority=priority + 1000,
-                                   meta={META_CALIBRATE: section}))
+            self._issue(Request(uri, dont_filter=True, priority=priority + 1000,
+                                meta={META_CALIBRATE: section}))
 
     def _download(self, request: Request) -> None:
         """Fetch the calibration *request* past the scheduler

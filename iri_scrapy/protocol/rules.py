@@ -233,7 +233,7 @@ class ProtocolRules(RuleBook):
                 self._refuted.setdefault(identity, set()).add(key)
                 page = self._digests.get(pair[0])
                 if page is not None:  # is the difference chance? fetch it again to see
-                    self.calibration.want(pair[0], page)
+                    self.calibration.want(pair[0], page, pair[1] if page is pair[2] else pair[2])
         else:
             self._contrary[identity] += 1
         if before and not self._in_force(identity):

@@ -231,6 +231,77 @@ def test_a_section_is_calibrated_when_its_content_first_differs() -> None:
     assert site.wanted == []  # the section was calibrated once
 
 
+def _sid_page(sid: str, main: str = "<h1>Post 1</h1><p>Text.</p>") -> Fingerprint:
+    """A page of a ``www.`` mirror whose every link carries one of a few session ids."""
+    links = "".join(f'<li><a href="/post/{k}/?sid={sid}">Post {k}</a></li>' for k in range(3))
+    return fingerprint(f"<html><body><main>{main}</main><ul>{links}</ul></body></html>")
+
+
+def test_a_calibration_on_demand_fetches_again_while_what_differed_repeats() -> None:
+    """Noise with few values repeats by chance (a session id of three in every link:
+    1 in 3): a fetch that served again every block that differed shows nothing
+    about them, so the page is fetched again, at most ON_DEMAND_FETCHES times;
+    the calibration counts as in flight (what its counterexample stopped waits)
+    from the moment it is wanted until the last fetch lands."""
+    from iri_scrapy.protocol.calibration import ON_DEMAND_FETCHES
+
+    site = Calibration()
+    uri = "http://www.b.test/post/1/?sid=a"
+    first, other = _sid_page("a"), fingerprint(  # (its bare twin: links with no sid)
+        "<html><body><main><h1>Post 1</h1><p>Text.</p></main><ul>"
+        + "".join(f'<li><a href="/post/{k}/">Post {k}</a></li>' for k in range(3))
+        + "</ul></body></html>")
+    assert not site.volatility(uri).same(first, other)
+    section = site.want(uri, first, other)
+    assert section == "www.b.test/post" and site.wanted == [(uri, section)]
+    assert site.unsettled("http://b.test/post/1/")  # asked for from the moment it is queued
+    site.wanted.pop()
+    assert site.land(uri, section, _sid_page("a")) == (True, [])  # the same sid again
+    assert site.wanted == [(uri, section)] and site.unsettled(uri)  # proves nothing: again
+    site.wanted.pop()
+    site.answered(uri)
+    assert site.land(uri, section, _sid_page("c")) == (True, [])  # another sid: chance
+    site.answered(uri)
+    assert site.wanted == [] and not site.unsettled(uri)
+    assert site.volatility(uri).same(first, other)  # the sid blocks change by chance
+
+    real = Calibration()  # a real difference repeats every time: at most 3 fetches
+    part = _sid_page("a", "<h1>Part</h1><p>Part number QX7-22</p>")
+    section = real.want(uri, part, _sid_page("a", "<h1>Part</h1><p>Part number QX7-23</p>"))
+    assert section is not None
+    fetches = 0
+    while real.wanted:
+        real.wanted.pop()
+        fetches += 1
+        real.land(uri, section, _sid_page("a", "<h1>Part</h1><p>Part number QX7-22</p>"))
+        real.answered(uri)
+    assert fetches == ON_DEMAND_FETCHES and not real.unsettled(uri)
+    assert real.want(uri, part) is None  # the section was calibrated on demand once
+    opaque = Calibration()  # two pages with no block in common: nothing to learn
+    assert opaque.want(uri, Fingerprint.exact(b"a" * 16), Fingerprint.exact(b"b" * 16)) is None
+    assert opaque.wanted == [] and not opaque.unsettled(uri)
+
+
+def test_the_first_pages_section_is_calibrated_on_demand_too() -> None:
+    """The site's first page's own fetches may repeat noise with few values (a
+    greeting of four, an A/B variant): when content later differs in that
+    section under a candidate rule, it is calibrated on demand all the same."""
+    site = Calibration()
+    home = "http://g.test/"
+    hello = fingerprint("<html><body><h1>Home</h1><div class=hello>Hello, reader!</div>"
+                        "</body></html>")
+    section = site.start(home, hello)
+    assert section == "g.test/"
+    site.land(home, section, hello)  # the greeting repeated (1 in 4)
+    welcome = fingerprint("<html><body><h1>Home</h1><div class=hello>Welcome back, reader!"
+                          "</div></body></html>")
+    assert not site.volatility(home).same(hello, welcome)
+    assert site.want("http://g.test/index.html", welcome, hello) == "g.test/index.html"
+    assert site.want(home, welcome, hello) == "g.test/"  # the first page's section too
+    assert sorted(site.wanted) == [(home, "g.test/"), ("http://g.test/index.html",
+                                                       "g.test/index.html")]
+
+
 def test_what_pages_share_is_kept_from_page_to_page_and_changes_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A tag's blocks, a hash, a run's label are kept across pages (a site's pages

@@ -36,10 +36,9 @@ def test_a_held_out_site_loses_nothing_and_saves_fetches() -> None:
         assert result.finish_reason == "finished"
         assert stock.missed() == set(), stock.family_missed()
         assert site.missed() == set(), site.family_missed()
-        # 1.24-1.31 per resource measured (stock 2.20); under load, about one crawl in
-        # ten to twenty made 1.82: a count that moves slowly (users online) differs
-        # between two pages fetched seconds apart, and the calibration on demand,
-        # fetched at once, does not see it move, so remove-www's counterexample stands
-        assert site.total_hits() < 0.9 * stock.total_hits(), (site.summary(), stock.summary())
+        # 0.56-0.59 of stock's hits in twelve crawls; before the calibration on demand
+        # fetched again a page that repeated what differed (a greeting of four values),
+        # one crawl in ten to twenty made 0.8 and more
+        assert site.total_hits() < 0.75 * stock.total_hits(), (site.summary(), stock.summary())
         assert result.stats["iri/protocol/calibration/fetched"] >= 2
         assert result.stats.get("iri/protocol/content/learned", 0) >= 1
