@@ -424,12 +424,12 @@ class Learned:
         checked = self._closing_checked  # one closing sample per rule and folder
         back = []
         for base, (via, merged, request) in list(self.skipped.items()):
+            if self._served_here(base):
+                continue  # its own spelling was served here: its page is known
             sample = False
             key = self.rules.apply(via)
             if key == self.rules.apply(merged) and key in served:  # (rules learned
                 # since may have moved both on: still one resource, a page served)
-                if self._served_here(base):
-                    continue  # its own spelling was served: no sample of anything
                 groups = _unchecked(self.rules, self._holders, via, merged) - checked
                 if not groups:
                     continue

@@ -511,6 +511,23 @@ def test_at_the_close_a_kept_copy_of_a_spelling_served_here_is_no_sample() -> No
     assert alias in learned.skipped
 
 
+def test_at_the_close_a_kept_copy_of_a_spelling_served_here_whose_rule_stopped_stays() -> None:
+    """A kept copy of a spelling served here is not fetched at the close even when
+    its rule stopped meanwhile (its key moved back): its page is known.  It was
+    given back, and the very URL fetched twice (a held-out blog's ``www.`` home)."""
+    rules, df = learned_filter()
+    learned = df.learned
+    assert learned is not None
+    assert not df.request_seen(Request(f"{B}/q/5/"))
+    alias = f"{B}/q/5/?replytocom=1"
+    assert df.request_seen(Request(alias))  # kept
+    learned.observe_content(alias, D(5))  # its own spelling served (another copy)
+    rules.observe_content(f"{B}/p/3/", D(3))
+    rules.observe_content(f"{B}/p/3/?replytocom=1", D(33))  # the rule is wrong
+    assert rules.apply(alias) == alias
+    assert learned.unstood() == []
+
+
 def test_a_kept_request_whose_own_key_the_filter_has_comes_back_past_it() -> None:
     """When its rule stops, a kept request comes back with ``dont_filter`` if the
     filter has its own key (another copy passed under it before: a copy in the
