@@ -412,11 +412,12 @@ class RuleBook:
                 out.append((identity, image, 1))
         return out
 
-    def _potential(self, uri: str, parts: Parts,
-                   flying: Container[str] = ()) -> Iterator[tuple[Identity, str]]:
+    def _potential(self, uri: str, parts: Parts, flying: Container[str] = (), *,
+                   traps: bool = False) -> Iterator[tuple[Identity, str]]:
         """The rules content evidence would nominate if *uri* served the content
         of a page already served (or in *flying*) one transform away, or on its
-        twin host (:meth:`twin_key`): ``(rule, that page)``."""
+        twin host (:meth:`twin_key`): ``(rule, that page)``; with *traps*, the
+        trap rule (``collapse-repeat``) too."""
         if not self._digests and not flying:
             return
         names: list[str] = []
@@ -424,8 +425,8 @@ class RuleBook:
             single = sorted(param_names(parts[4]))
             names = single if len(single) == 1 else [*single, "&".join(single)]
         for kind, _, new in candidates(parts, True, names):
-            if kind in (REPEAT, ADD_WWW, REMOVE):  # content never nominates these
-                continue
+            if kind in (ADD_WWW, REMOVE) or (kind == REPEAT and not traps):
+                continue  # (content never nominates the first two)
             image = join_uri(new)
             key = image if image in self._digests or image in flying else self.twin_key(image)
             if key in self._digests or key in flying:

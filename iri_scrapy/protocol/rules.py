@@ -354,7 +354,8 @@ class ProtocolRules(RuleBook):
                         self._nominate(identity, CONTENT)
         if uri not in same and len(same) < PER_DIGEST:
             same.append(uri)
-        for identity, image in self._potential(uri, parts):  # a rule content refutes
+        for identity, image in self._potential(uri, parts, traps=True):  # a rule content
+            # refutes: its site's calibration may have missed what differs (on demand)
             if identity not in self._origin and not self.same(uri, self._digests[image], digest):
                 self._against(identity, content=True, pair=(uri, self._digests[image], digest))
         for twin in twins(parts):  # rules whose image is on this host (www., http)

@@ -302,6 +302,33 @@ def test_the_first_pages_section_is_calibrated_on_demand_too() -> None:
                                                        "g.test/index.html")]
 
 
+def test_a_trap_whose_calibration_missed_a_rotating_widget_is_calibrated_on_demand() -> None:
+    """The site's first page showed the same ad word in both fetches (1 in 22), so
+    only that word was learned as chance, not the ad's place: every calendar page
+    then differs from the next by its ad, and the trap rule was never nominated (a
+    calendar fetched to its end).  A difference between two spellings one trap
+    step apart asks for a calibration of their section, which shows the ad rotate."""
+    host = "http://cal.test"
+
+    def cal(path: str, word: str, pct: int) -> Fingerprint:
+        return fingerprint(f"<html><body><h1>Calendar</h1><p>{path}</p><p>No events.</p>"
+                           f"<aside class=promo><p>{word} sale: {pct}% off</p></aside>"
+                           "</body></html>")
+
+    rules = ProtocolRules()
+    site = rules.calibration
+    section = site.start(f"{host}/", cal("home", "Maple", 35))
+    assert section is not None
+    site.land(f"{host}/", section, cal("home", "Maple", 40))  # the word repeated
+    rules.observe_content(f"{host}/m/6/next/", cal("month 7", "Cedar", 10))
+    rules.observe_content(f"{host}/m/6/next/next/", cal("month 7", "River", 22))
+    assert site.wanted == [(f"{host}/m/6/next/next/", "cal.test/m")]
+    uri, section = site.wanted.pop()
+    site.land(uri, section, cal("month 7", "Stone", 5))  # fetched again: the ad rotates
+    assert rules.reconsider() == 1
+    assert rules.events["content/nominated"] == 1
+
+
 def test_what_pages_share_is_kept_from_page_to_page_and_changes_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A tag's blocks, a hash, a run's label are kept across pages (a site's pages
