@@ -16,7 +16,8 @@ is fetched once more, and the counterexample is
 withdrawn if that shows the difference is chance (``ProtocolRules.reconsider``);
 a section whose aliases serve equal content costs no fetch.  Noise with few
 values (a session id of three in every link, an A/B variant) repeats by chance:
-a fetch that served again every block that differed proves nothing, so it is
+a fetch that served again every block that differed (at one or two element
+paths: :meth:`~.fingerprint.Volatility.repeated`) proves nothing, so it is
 fetched again, at most :data:`ON_DEMAND_FETCHES` times in all (with three
 values, 1 in 27 still repeats).  At most :data:`MAX_CALIBRATIONS` sections per
 site.  Pure bookkeeping (no I/O, no Scrapy): the middleware fetches, this decides.

@@ -277,6 +277,16 @@ def test_a_calibration_on_demand_fetches_again_while_what_differed_repeats() -> 
         real.answered(uri)
     assert fetches == ON_DEMAND_FETCHES and not real.unsettled(uri)
     assert real.want(uri, part) is None  # the section was calibrated on demand once
+    def item(n: int) -> Fingerprint:
+        return fingerprint(f"<html><head><title>Item {n}</title></head><body><h1>Item {n}</h1>"
+                           f"<p>Item {n} in blue</p><p>Our shop.</p></body></html>")
+
+    another = Calibration()  # a page that differs at three places is another resource:
+    section = another.want(uri, item(19), item(20))  # fetched again once, not three times
+    assert section is not None and another.wanted == [(uri, section)]
+    another.wanted.pop()
+    another.land(uri, section, item(19))
+    assert another.wanted == []
     opaque = Calibration()  # two pages with no block in common: nothing to learn
     assert opaque.want(uri, Fingerprint.exact(b"a" * 16), Fingerprint.exact(b"b" * 16)) is None
     assert opaque.wanted == [] and not opaque.unsettled(uri)
