@@ -436,13 +436,16 @@ class Volatility:
     def repeated(self, first: Fingerprint, other: Fingerprint, again: Fingerprint) -> bool:
         """True if *again* (a later fetch of the page that served *first*) served
         again every block of *first* that *other* lacks and that is not known to
-        change by chance, and there is one, at one or two element paths: it shows
-        nothing about them (noise with few values repeats by chance: a widget, the
-        session id in a page's links).  A page that differs at three places or
-        more is another resource, and fetching it again would only cost."""
+        change by chance, and there is one, at one or two element paths and with one
+        or two labels: it shows nothing about them (noise with few values repeats
+        by chance: a widget, the session id in a page's links).  A page that
+        differs in three places or more (three paths, or three labels: the lines
+        of a text page share one path) is another resource, and fetching it again
+        would only cost."""
         only, _, _ = _unmatched(first, other)
         stuck = [k for k in only if not self._chance(first, k)]
-        if not stuck or len({first.paths[k] for k in stuck}) > 2:
+        if not stuck or len({first.paths[k] for k in stuck}) > 2 or \
+                len({first.labels[k] for k in stuck}) > 2:
             return False
         served = set(again.pairs)
         return all(first.pairs[k] in served for k in stuck)

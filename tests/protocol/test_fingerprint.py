@@ -287,6 +287,14 @@ def test_a_calibration_on_demand_fetches_again_while_what_differed_repeats() -> 
     another.wanted.pop()
     another.land(uri, section, item(19))
     assert another.wanted == []
+    text = Calibration()  # a text page's lines share one path: three labels, as much
+    old_version = fingerprint("Title\nFirst version of the page\nWritten by ann\nFooter")
+    section = text.want(uri, old_version, fingerprint(
+        "Title\nSecond version of the page\nEdited by bob\nChanged today\nFooter"))
+    assert section is not None
+    text.wanted.pop()
+    text.land(uri, section, old_version)
+    assert text.wanted == []
     opaque = Calibration()  # two pages with no block in common: nothing to learn
     assert opaque.want(uri, Fingerprint.exact(b"a" * 16), Fingerprint.exact(b"b" * 16)) is None
     assert opaque.wanted == [] and not opaque.unsettled(uri)
