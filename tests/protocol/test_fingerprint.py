@@ -288,7 +288,7 @@ def test_a_calibration_on_demand_fetches_again_while_what_differed_repeats() -> 
     another.land(uri, section, item(19))
     assert another.wanted == []
     text = Calibration()  # a text page's lines share one path: three labels, as much
-    old_version = fingerprint("Title\nFirst version of the page\nWritten by ann\nFooter")
+    old_version = fingerprint("Title\nFirst version of the page\nWritten by ann\nShort\nFooter")
     section = text.want(uri, old_version, fingerprint(
         "Title\nSecond version of the page\nEdited by bob\nChanged today\nFooter"))
     assert section is not None
