@@ -354,6 +354,8 @@ class Learned:
                     if self.duplicate(request):  # (kept again, or dropped)
                         continue
                     passed = True  # a sample, or the key's holder now: past the filter
+                if orphaned:  # it holds the key now: the others kept of that key
+                    self.admitted(base, merged)  # stay kept behind it (one fetch)
                 if (orphaned or passed) and not request.dont_filter:
                     request = request.replace(dont_filter=True)
                 out.append((base, request))
