@@ -44,8 +44,9 @@ META_SAMPLE = "iri_protocol_sample"
 #: when it passed the dupefilter; a redirect copies it, so the dupefilter can tell
 #: a redirect to the key its source added from one to a key another request added.
 META_KEYED = "iri_keyed"
-#: Request meta key (level protocol): deferred once while a rule was being learned,
-#: given back to be fetched (never deferred again).
+#: Request meta key (level protocol): held back (deferred, or kept) while a rule was
+#: being learned and given back to be fetched past the dupefilter: never deferred again,
+#: and still checked at the download (unlike the spider's own ``dont_filter``).
 META_DEFERRED = "iri_protocol_deferred"
 #: Request meta key (level protocol): a calibration fetch (a site's page fetched again to
 #: learn what changes by chance there), the section it calibrates.

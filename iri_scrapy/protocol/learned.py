@@ -356,8 +356,11 @@ class Learned:
                     passed = True  # a sample, or the key's holder now: past the filter
                 if orphaned:  # it holds the key now: the others kept of that key
                     self.admitted(base, merged)  # stay kept behind it (one fetch)
-                if (orphaned or passed) and not request.dont_filter:
-                    request = request.replace(dont_filter=True)
+                if (orphaned or passed) and not request.dont_filter:  # past the
+                    # filter, and still the learner's at the download (a copy of its
+                    # spelling in flight meanwhile is not fetched twice: stale())
+                    request = request.replace(dont_filter=True,
+                                              meta={**request.meta, META_DEFERRED: True})
                 out.append((base, request))
         return out
 

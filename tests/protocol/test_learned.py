@@ -554,6 +554,31 @@ def test_kept_requests_of_one_key_nothing_stands_for_come_back_as_one() -> None:
     assert learned.changed(force=True) == []
 
 
+def test_a_request_given_back_is_not_fetched_while_its_spelling_is_in_flight() -> None:
+    """A kept request given back (with ``dont_filter``: the filter has its key) is
+    still the learner's at the download, not the spider's own ``dont_filter``
+    request: while another copy of its very spelling is in flight (another
+    fragment, a sample), it is skipped (``refetch-avoided``).  Both were fetched
+    (the session-id site in Scrapy's default order: a page, two items)."""
+    rules = ProtocolRules()
+    df = protocol_filter(rules)
+    learned = df.learned
+    assert learned is not None
+    for n in (1, 2):  # drop-param:sid in force
+        rules.observe_content(f"{B}/i?id={n}", D(n))
+        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+    holder = scheduled(df, f"{B}/i?id=6&sid=a#intro")  # the first of the key /i?id=6
+    flying = Request(f"{B}/i?id=6&sid=c")
+    assert not learned.stale(flying) and not learned.defer(flying)  # in flight
+    assert learned.stale(holder)  # a duplicate of the fetch in flight: kept
+    learned.fetched(flying)  # it failed: no page for the key
+    (back,) = learned.changed(force=True)  # the kept one holds the key now
+    copy = Request(f"{B}/i?id=6&sid=a#porting", meta={META_SAMPLE: True})
+    assert not learned.stale(copy) and not learned.defer(copy)  # fetched first
+    assert back.dont_filter and learned.stale(back)  # its spelling is in flight
+    assert rules.events["refetch-avoided"] == 1
+
+
 def test_a_kept_request_whose_own_key_the_filter_has_comes_back_past_it() -> None:
     """When its rule stops, a kept request comes back with ``dont_filter`` if the
     filter has its own key (another copy passed under it before: a copy in the
