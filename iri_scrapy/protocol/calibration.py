@@ -19,7 +19,8 @@ values (a session id of three in every link, an A/B variant) repeats by chance:
 a fetch that served again every block that differed (at one or two element
 paths: :meth:`~.fingerprint.Volatility.repeated`) proves nothing, so it is
 fetched again, at most :data:`ON_DEMAND_FETCHES` times in all (with three
-values, 1 in 27 still repeats).  At most :data:`MAX_CALIBRATIONS` sections per
+values, 1 in 27 still repeats), and :data:`MAX_AGAIN` times per site (what
+changes by chance is learned per site).  At most :data:`MAX_CALIBRATIONS` sections per
 site.  Pure bookkeeping (no I/O, no Scrapy): the middleware fetches, this decides.
 """
 
@@ -35,6 +36,9 @@ from iri_scrapy.protocol.transforms import split_uri
 MAX_CALIBRATIONS = 8
 #: Fetches of one page a calibration on demand makes at most (:meth:`Calibration.land`).
 ON_DEMAND_FETCHES = 3
+#: Fetches again (beyond each section's first) per site: what changes by chance is
+#: learned per site, so noise with few values, once seen to change, is known everywhere.
+MAX_AGAIN = 2
 #: Pages held per site while a calibration is in flight (beyond: not observed).
 MAX_HELD = 512
 
@@ -60,6 +64,7 @@ class _Site:
     volatility: Volatility = field(default_factory=Volatility)
     sections: set[str] = field(default_factory=set)  # (the first page's: one per site)
     on_demand: set[str] = field(default_factory=set)  # (sections calibrated on demand)
+    again: int = 0  # (fetches again of calibrations on demand: MAX_AGAIN)
     # section -> (URI, its first fetch): what a second fetch of that URI is compared with
     waiting: dict[str, tuple[str, Fingerprint]] = field(default_factory=dict)
     firsts: dict[str, tuple[str, Fingerprint]] = field(default_factory=dict)  # (the late one)
@@ -182,8 +187,10 @@ class Calibration:
             if fp is not None:
                 self._learn(site, uri, lazy.first, fp)
                 if lazy.other is not None and lazy.fetches < ON_DEMAND_FETCHES and \
+                        site.again < MAX_AGAIN and \
                         site.volatility.repeated(lazy.first, lazy.other, fp):
                     lazy.fetches += 1  # noise with few values may have repeated: again
+                    site.again += 1
                     site.lazy[section] = lazy
                     self._queue(uri, section)
             return True, []

@@ -243,7 +243,7 @@ def test_a_calibration_on_demand_fetches_again_while_what_differed_repeats() -> 
     about them, so the page is fetched again, at most ON_DEMAND_FETCHES times;
     the calibration counts as in flight (what its counterexample stopped waits)
     from the moment it is wanted until the last fetch lands."""
-    from iri_scrapy.protocol.calibration import ON_DEMAND_FETCHES
+    from iri_scrapy.protocol.calibration import MAX_AGAIN, ON_DEMAND_FETCHES
 
     site = Calibration()
     uri = "http://www.b.test/post/1/?sid=a"
@@ -277,6 +277,12 @@ def test_a_calibration_on_demand_fetches_again_while_what_differed_repeats() -> 
         real.answered(uri)
     assert fetches == ON_DEMAND_FETCHES and not real.unsettled(uri)
     assert real.want(uri, part) is None  # the section was calibrated on demand once
+    elsewhere = "http://www.b.test/item/7"  # another section: fetched again no more, the
+    section = real.want(elsewhere, part, _sid_page("a", "<h1>Part</h1><p>Part number QX7-23</p>"))
+    assert section == "www.b.test/item"  # site's MAX_AGAIN fetches again were spent
+    real.wanted.pop()
+    real.land(elsewhere, section, part)
+    assert real.wanted == [] and MAX_AGAIN == ON_DEMAND_FETCHES - 1
     def item(n: int) -> Fingerprint:
         return fingerprint(f"<html><head><title>Item {n}</title></head><body><h1>Item {n}</h1>"
                            f"<p>Item {n} in blue</p><p>Our shop.</p></body></html>")
