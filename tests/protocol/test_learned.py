@@ -528,19 +528,26 @@ def test_at_the_close_a_kept_copy_of_a_spelling_served_here_whose_rule_stopped_s
     assert learned.unstood() == []
 
 
+def _sid_rule_in_force() -> tuple[ProtocolRules, IRIDupeFilter, Learned]:
+    """drop-param:sid learned (in force) before any request of ``/i?id=6``."""
+    rules = ProtocolRules()
+    df = protocol_filter(rules)
+    learned = df.learned
+    assert learned is not None
+    for n in (1, 2):
+        rules.observe_content(f"{B}/i?id={n}", D(n))
+        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+    assert rules.apply(f"{B}/i?id=6&sid=a") == f"{B}/i?id=6"
+    return rules, df, learned
+
+
 def test_kept_requests_of_one_key_nothing_stands_for_come_back_as_one() -> None:
     """Two spellings of one key are kept (one behind the key's holder, the holder
     behind a third spelling in flight), and the fetch in flight fails: nothing
     stands for the key, so one of them is given back, and holds the key; the
     other stays kept behind it.  Both came back, and the page was fetched twice
     (57 pages with two items on the session-id site in Scrapy's default order)."""
-    rules = ProtocolRules()
-    df = protocol_filter(rules)
-    learned = df.learned
-    assert learned is not None
-    for n in (1, 2):  # drop-param:sid in force
-        rules.observe_content(f"{B}/i?id={n}", D(n))
-        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+    rules, df, learned = _sid_rule_in_force()
     holder = scheduled(df, f"{B}/i?id=6&sid=a")  # the first of the key /i?id=6
     assert df.request_seen(Request(f"{B}/i?id=6&sid=b"))  # kept behind it
     flying = Request(f"{B}/i?id=6&sid=c")  # (a copy the filter let through before)
@@ -560,13 +567,7 @@ def test_a_request_given_back_is_not_fetched_while_its_spelling_is_in_flight() -
     request: while another copy of its very spelling is in flight (another
     fragment, a sample), it is skipped (``refetch-avoided``).  Both were fetched
     (the session-id site in Scrapy's default order: a page, two items)."""
-    rules = ProtocolRules()
-    df = protocol_filter(rules)
-    learned = df.learned
-    assert learned is not None
-    for n in (1, 2):  # drop-param:sid in force
-        rules.observe_content(f"{B}/i?id={n}", D(n))
-        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+    rules, df, learned = _sid_rule_in_force()
     holder = scheduled(df, f"{B}/i?id=6&sid=a#intro")  # the first of the key /i?id=6
     flying = Request(f"{B}/i?id=6&sid=c")
     assert not learned.stale(flying) and not learned.defer(flying)  # in flight
