@@ -21,7 +21,10 @@ a volatile label; where the blocks that changed at one element path are not the
 same labels on both sides (blocks came, went, or were replaced by others: a
 rotating widget, a random list), that path is volatile.  Two pages are the
 same (:meth:`Volatility.same`) when every block one has and the other lacks has a
-volatile label or path, and they share at least one block.  Why not shingles or
+volatile label or path, they share at least one block, and the rest stand in the
+same order (a listing sorted otherwise shows the same blocks: it is another page;
+where two fetches of one spelling showed blocks in another order, a shuffled tag
+cloud, their paths are left out of that).  Why not shingles or
 SimHash (Broder 1997, Charikar 2002, Manku et al. 2007): they estimate how much of
 two pages is equal, and a 16-character part number that differs weighs what a
 16-character nonce does; only the second fetch tells them apart.  Everything here
@@ -37,7 +40,6 @@ import struct
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import repeat
@@ -112,11 +114,14 @@ def _hs(text: str) -> int:
 class Fingerprint:
     """A page as blocks (see the module doc): parallel arrays sorted by *pairs*, the
     hash of each block's (label, content); *labels* and *paths* its label and its
-    element path.  :attr:`digest` hashes every pair (equal digests: equal pages)."""
+    element path; *places* where it stands in the page (its index in document
+    order: a listing in another order is another page).  :attr:`digest` hashes
+    every pair in document order (equal digests: equal pages)."""
 
     pairs: array[int]
     labels: array[int]
     paths: array[int]
+    places: array[int]
     digest: bytes
 
     @property
@@ -125,18 +130,28 @@ class Fingerprint:
         return not self.pairs
 
     @classmethod
-    def of_blocks(cls, blocks: Iterable[tuple[int, int, int]]) -> Fingerprint:
-        """From ``(pair, label, path)`` triples, in any order."""
-        ordered = sorted(blocks)
-        pairs = array("q", (b[0] for b in ordered))
-        digest = hashlib.blake2b(pairs.tobytes(), digest_size=16).digest()
-        return cls(pairs, array("q", (b[1] for b in ordered)),
-                   array("q", (b[2] for b in ordered)), digest)
+    def of_blocks(cls, blocks: list[tuple[int, int, int]]) -> Fingerprint:
+        """From ``(pair, label, path)`` triples in document order."""
+        places = sorted(range(len(blocks)), key=blocks.__getitem__)
+        ordered = [blocks[i] for i in places]
+        return cls._of(array("q", (b[0] for b in ordered)), array("q", (b[1] for b in ordered)),
+                       array("q", (b[2] for b in ordered)), array("q", places))
+
+    @classmethod
+    def _of(cls, pairs: array[int], labels: array[int], paths: array[int],
+            places: array[int]) -> Fingerprint:
+        # the sorted pairs and where each stands: the page's blocks in order
+        digest = hashlib.blake2b(pairs.tobytes() + places.tobytes(), digest_size=16).digest()
+        return cls(pairs, labels, paths, places, digest)
+
+    def in_order(self) -> list[int]:
+        """The indexes of the blocks (into the sorted arrays) in document order."""
+        return sorted(range(len(self.places)), key=self.places.__getitem__)
 
     def to_record(self) -> bytes:
         """The fingerprint as stored (:meth:`from_record`): its digest, then its
-        three arrays, little-endian."""
-        parts = [array("q", a) for a in (self.pairs, self.labels, self.paths)]
+        four arrays, little-endian."""
+        parts = [array("q", a) for a in (self.pairs, self.labels, self.paths, self.places)]
         if sys.byteorder != "little":
             for a in parts:
                 a.byteswap()
@@ -145,21 +160,22 @@ class Fingerprint:
     @classmethod
     def from_record(cls, data: bytes) -> Fingerprint:
         """The fingerprint :meth:`to_record` stored, read as data (its size checked,
-        at most :data:`MAX_BLOCKS` blocks; its digest computed again); raises
-        ``ValueError``."""
+        at most :data:`MAX_BLOCKS` blocks, its places a permutation; its digest
+        computed again); raises ``ValueError``."""
         body = data[16:]
-        n, rest = divmod(len(body), 24)
+        n, rest = divmod(len(body), 32)
         if len(data) < 16 or rest or n > MAX_BLOCKS:
             raise ValueError(f"not a stored page fingerprint ({len(data)} bytes)")
         parts = []
-        for i in range(3):
+        for i in range(4):
             a = array("q")
             a.frombytes(body[i * 8 * n:(i + 1) * 8 * n])
             if sys.byteorder != "little":
                 a.byteswap()
             parts.append(a)
-        digest = hashlib.blake2b(parts[0].tobytes(), digest_size=16).digest()
-        return cls(parts[0], parts[1], parts[2], digest)
+        if sorted(parts[3]) != list(range(n)):
+            raise ValueError("not a stored page fingerprint (its places are not a permutation)")
+        return cls._of(*parts)
 
     @classmethod
     def exact(cls, digest: bytes) -> Fingerprint:
@@ -356,7 +372,7 @@ def fingerprint(body: str) -> Fingerprint:
     """The blocks of *body* (markup if its first non-blank character is ``<``, else
     one block per line); see the module doc.  Never raises."""
     if not isinstance(body, str):
-        return Fingerprint.of_blocks(())
+        return Fingerprint.of_blocks([])
     body = body[:SCAN_LIMIT].lstrip("\ufeff")
     blocks = _Blocks()
     if _HTML_START_RE.match(body):
@@ -398,10 +414,12 @@ def _unmatched(a: Fingerprint, b: Fingerprint) -> tuple[list[int], list[int], in
 @dataclass
 class Volatility:
     """What changes by chance between two fetches of one spelling on one site: block
-    labels and element paths (see the module doc)."""
+    labels and element paths (see the module doc), and the paths whose blocks come
+    in another order (a shuffled tag cloud)."""
 
     labels: set[int] = field(default_factory=set)
     paths: set[int] = field(default_factory=set)
+    orders: set[int] = field(default_factory=set)
     #: fetch pairs learned from
     pairs: int = 0
 
@@ -417,21 +435,44 @@ class Volatility:
         for path in sides[0].keys() | sides[1].keys():
             if sides[0].get(path) != sides[1].get(path):  # blocks came, went, or changed label
                 self.paths.add(path)
+        # what else stands in another order: the paths of the blocks between the
+        # longest common head and tail of the two sequences
+        first, second = self._sequence(a), self._sequence(b)
+        if first != second:
+            head = 0
+            while head < min(len(first), len(second)) and first[head] == second[head]:
+                head += 1
+            tail = 0
+            while tail < min(len(first), len(second)) - head and \
+                    first[-1 - tail] == second[-1 - tail]:
+                tail += 1
+            for seq in (first, second):
+                self.orders.update(path for _, path in seq[head:len(seq) - tail])
         return len(only_a) + len(only_b)
 
     def _chance(self, fp: Fingerprint, k: int) -> bool:
         return fp.labels[k] in self.labels or fp.paths[k] in self.paths
 
+    def _sequence(self, fp: Fingerprint) -> list[tuple[int, int]]:
+        """*fp*'s blocks that do not change by chance, nor stand in another order by
+        chance, in document order: (pair, path)."""
+        labels, paths, orders = self.labels, self.paths, self.orders
+        return [(fp.pairs[k], fp.paths[k]) for k in fp.in_order()
+                if fp.labels[k] not in labels and fp.paths[k] not in paths
+                and fp.paths[k] not in orders]
+
     def same(self, a: Fingerprint, b: Fingerprint) -> bool:
-        """True if a crawler gets the same from *a* and *b*: they share a block, and
-        every block one lacks changes by chance on this site."""
+        """True if a crawler gets the same from *a* and *b*: they share a block,
+        every block one lacks changes by chance on this site, and the rest stands
+        in the same order (a listing sorted otherwise is another page)."""
         if a.digest == b.digest:
             return not a.empty
         only_a, only_b, matched = _unmatched(a, b)
         if not matched:
             return False
         return all(self._chance(a, k) for k in only_a) and all(
-            self._chance(b, k) for k in only_b)
+            self._chance(b, k) for k in only_b) and \
+            [pair for pair, _ in self._sequence(a)] == [pair for pair, _ in self._sequence(b)]
 
     def repeated(self, first: Fingerprint, other: Fingerprint, again: Fingerprint) -> bool:
         """True if *again* (a later fetch of the page that served *first*) served

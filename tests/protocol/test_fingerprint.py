@@ -94,6 +94,11 @@ DIFFER = {
                         '<a href="/u" title="Bob Ray"><i></i></a>'),
     "link only": ('<a href="/photo/1">Photo</a>', '<a href="/photo/2">Photo</a>'),
     "query value in a link": ('<a href="/i?id=1">Item</a>', '<a href="/i?id=2">Item</a>'),
+    "rows in another order": (
+        "<table><tr><td><a href='/p/1'>Ann</a></td></tr><tr><td><a href='/p/2'>Bob</a></td></tr>"
+        "<tr><td><a href='/p/3'>Al</a></td></tr></table>",
+        "<table><tr><td><a href='/p/3'>Al</a></td></tr><tr><td><a href='/p/1'>Ann</a></td></tr>"
+        "<tr><td><a href='/p/2'>Bob</a></td></tr></table>"),
 }
 
 
@@ -124,6 +129,47 @@ def test_a_changing_session_id_in_links_is_learned_and_only_it() -> None:
     volatility.learn(listing([1, 2, 3]), listing([1, 2, 3]))
     assert volatility.same(listing([4, 5, 6]), listing([4, 5, 6]))
     assert not volatility.same(listing([4, 5, 6]), listing([7, 8, 9]))
+
+
+def test_a_shuffled_widget_is_learned_and_a_listing_in_another_order_still_differs() -> None:
+    """A tag cloud in another order on every fetch is chance, once two fetches
+    showed it; the main list in another order stays a difference (a Trac report
+    sorted by title shows the rows of its default order)."""
+    def listing(ids: list[int], rng: random.Random) -> Fingerprint:
+        tags = ["red", "green", "blue", "cyan", "pink", "gold"]
+        rng.shuffle(tags)
+        cloud = "".join(f"<li><a href='/tag/{t}'>{t}</a></li>" for t in tags)
+        rows = "".join(f"<tr><td><a href='/t/{k}'>Ticket {k}</a></td></tr>" for k in ids)
+        return fingerprint(f"<html><body><h1>Report</h1><table>{rows}</table>"
+                           f"<ul class=cloud>{cloud}</ul><p>End.</p></body></html>")
+
+    volatility = Volatility()
+    assert not volatility.same(listing([1, 2, 3], random.Random(1)),
+                               listing([1, 2, 3], random.Random(2)))
+    volatility.learn(listing([1, 2, 3], random.Random(3)), listing([1, 2, 3], random.Random(4)))
+    assert volatility.orders and not volatility.labels and not volatility.paths
+    for seed in range(10):
+        rng = random.Random(seed)
+        assert volatility.same(listing([4, 5, 6], rng), listing([4, 5, 6], rng))
+        assert not volatility.same(listing([4, 5, 6], rng), listing([6, 4, 5], rng))
+    # what stands in the same order on both sides of what moved is still compared
+    assert not volatility.same(listing([4, 5], random.Random(1)),
+                               listing([4, 5, 6], random.Random(1)))
+
+
+def test_a_stored_fingerprint_reads_back_in_order_or_is_refused() -> None:
+    fp = fingerprint("<ul><li>b</li><li>a</li><li>b</li><li><a href='/x?q=1'>x</a></li></ul>")
+    back = Fingerprint.from_record(fp.to_record())
+    assert (back.digest, list(back.pairs), list(back.places)) == (
+        fp.digest, list(fp.pairs), list(fp.places))
+    assert Volatility().same(fp, back)
+    other = fingerprint("<ul><li>a</li><li>b</li><li>b</li><li><a href='/x?q=1'>x</a></li></ul>")
+    assert sorted(other.pairs) == sorted(fp.pairs) and other.digest != fp.digest
+    assert not Volatility().same(fp, other)
+    record = bytearray(fp.to_record())
+    record[-8:] = record[-16:-8]  # two blocks in one place
+    with pytest.raises(ValueError, match="not a permutation"):
+        Fingerprint.from_record(bytes(record))
 
 
 def test_empty_pages_and_opaque_digests() -> None:

@@ -21,8 +21,8 @@ from tests.support import gen_site, messy_site
 from tests.support.vectors import load
 
 
-def _fields(fp: Fingerprint | reference.Fingerprint) -> tuple[list[int], list[int], list[int], bytes]:
-    return list(fp.pairs), list(fp.labels), list(fp.paths), fp.digest
+def _fields(fp: Fingerprint | reference.Fingerprint) -> tuple[list[int], ...]:
+    return list(fp.pairs), list(fp.labels), list(fp.paths), list(fp.places), list(fp.digest)
 
 
 def assert_same(body: str) -> None:

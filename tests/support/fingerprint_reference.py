@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import html
 import re
-import sys
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -70,11 +69,13 @@ def _h(*parts: object) -> int:
 class Fingerprint:
     """A page as blocks (see the module doc): parallel arrays sorted by *pairs*, the
     hash of each block's (label, content); *labels* and *paths* its label and its
-    element path.  :attr:`digest` hashes every pair (equal digests: equal pages)."""
+    element path; *places* its index in document order.  :attr:`digest` hashes the
+    pairs and their places (equal digests: equal pages)."""
 
     pairs: array[int]
     labels: array[int]
     paths: array[int]
+    places: array[int]
     digest: bytes
 
     @property
@@ -84,40 +85,14 @@ class Fingerprint:
 
     @classmethod
     def of_blocks(cls, blocks: Iterable[tuple[int, int, int]]) -> Fingerprint:
-        """From ``(pair, label, path)`` triples, in any order."""
-        ordered = sorted(blocks)
-        pairs = array("q", (b[0] for b in ordered))
-        digest = hashlib.blake2b(pairs.tobytes(), digest_size=16).digest()
-        return cls(pairs, array("q", (b[1] for b in ordered)),
-                   array("q", (b[2] for b in ordered)), digest)
-
-    def to_record(self) -> bytes:
-        """The fingerprint as stored (:meth:`from_record`): its digest, then its
-        three arrays, little-endian."""
-        parts = [array("q", a) for a in (self.pairs, self.labels, self.paths)]
-        if sys.byteorder != "little":
-            for a in parts:
-                a.byteswap()
-        return self.digest + b"".join(a.tobytes() for a in parts)
-
-    @classmethod
-    def from_record(cls, data: bytes) -> Fingerprint:
-        """The fingerprint :meth:`to_record` stored, read as data (its size checked,
-        at most :data:`MAX_BLOCKS` blocks; its digest computed again); raises
-        ``ValueError``."""
-        body = data[16:]
-        n, rest = divmod(len(body), 24)
-        if len(data) < 16 or rest or n > MAX_BLOCKS:
-            raise ValueError(f"not a stored page fingerprint ({len(data)} bytes)")
-        parts = []
-        for i in range(3):
-            a = array("q")
-            a.frombytes(body[i * 8 * n:(i + 1) * 8 * n])
-            if sys.byteorder != "little":
-                a.byteswap()
-            parts.append(a)
-        digest = hashlib.blake2b(parts[0].tobytes(), digest_size=16).digest()
-        return cls(parts[0], parts[1], parts[2], digest)
+        """From ``(pair, label, path)`` triples in document order: sorted, each
+        with its index in the page."""
+        ordered = sorted((block, i) for i, block in enumerate(blocks))
+        pairs = array("q", (b[0][0] for b in ordered))
+        places = array("q", (b[1] for b in ordered))
+        digest = hashlib.blake2b(pairs.tobytes() + places.tobytes(), digest_size=16).digest()
+        return cls(pairs, array("q", (b[0][1] for b in ordered)),
+                   array("q", (b[0][2] for b in ordered)), places, digest)
 
     @classmethod
     def exact(cls, digest: bytes) -> Fingerprint:

@@ -17,9 +17,9 @@ with their parameters in another order, an empty ``q=`` and the default sort spe
 out; a calendar trap (``cal.sN.test``, ``next/`` without end, one resource).
 Pages that must never merge (``cat.sN.test``): a gallery whose pages differ only in
 the ``href`` and ``data-src`` of their items, a listing whose item names are only in
-``title=``, and pages that differ only in a 16-character part number, an order
-number, a UUID, a time or a date (one parameter each: a rule dropping it would lose
-them).
+``title=``, a table whose sorts show the same rows in another order, and pages
+that differ only in a 16-character part number, an order number, a UUID, a time or
+a date (one parameter each: a rule dropping it would lose them).
 
 Tuning and held-out: :data:`TUNING_SEEDS` and :data:`TUNING_NOISE` were used while
 the measure was written; :data:`HELDOUT_SEEDS` and :data:`HELDOUT_NOISE` were not
@@ -350,6 +350,8 @@ class Model:
             links += [f"/object?id={u}" for u in self.uuids]
             links += [f"/slot?at={8 + i}:{15 * (i % 4):02d}" for i in range(self.parts)]
             links += [f"/day?d=2026-{1 + i % 12:02d}-{1 + (i * 5) % 28:02d}" for i in range(self.parts)]
+            links += [f"/rank?t={t}{sort}" for t in range(1, 5)
+                      for sort in ("", "&sort=id", "&sort=name", "&sort=size")]
             body = "<ul>" + "".join(f"<li>{_a(h, 'Open')}</li>" for h in links) + "</ul>"
             return Page(f"{self.cat}/", "Catalogue", body, tuple(links))
         if path in ("/gallery", "/names") and set(params) == {"page"}:
@@ -368,6 +370,22 @@ class Model:
                 links = [f"/person/{k}" for k in ks]
             return Page(f"{self.cat}{path}?page={p}", path[1:].title(),
                         f"<h1>{path[1:].title()}</h1><div class=\"grid\">{items}</div>", tuple(links))
+        if path == "/rank" and set(params) - {"sort"} == {"t"} and params["t"] in "1234":
+            # tables sorted three ways: the same rows in another order are another
+            # page (and ?sort=id, the default spelled out, the same)
+            sort, t = params.get("sort", "id"), int(params["t"])
+            w = self.words
+            keys: dict[str, Callable[[int], tuple[str | int, ...]]] = {
+                "id": lambda k: (k,), "name": lambda k: (w[k % 22], k),
+                "size": lambda k: ((k * 7) % 13, k)}
+            if sort not in keys or len(params["t"]) != 1:
+                return None
+            ranked = sorted(range(t, t + self.gallery_per), key=keys[sort])
+            rows = "".join(f'<tr><td><a href="/person/{k}">{w[k % 22]}</a></td><td>{k}</td></tr>'
+                           for k in ranked)
+            return Page(f"{self.cat}/rank?t={t}&sort={sort}", "Ranking",
+                        f"<h1>Ranking {t}</h1><table>{rows}</table>",
+                        tuple(f"/person/{k}" for k in ranked))
         m = re.fullmatch(r"/(photo|person)/(\d+)", path)
         if m and not params and 1 <= int(m[2]) <= self.gallery_pages * self.gallery_per:
             return Page(f"{self.cat}{path}", m[1].title(),
@@ -511,7 +529,8 @@ class GenSite(LocalSite):
         """Missed resources per family of pages that must never merge (and the rest)."""
         out: Counter[str] = Counter()
         for resource in self.missed():
-            m = re.search(r"/(photo|person|part|order|object|slot|day|gallery|names)\b", resource)
+            m = re.search(r"/(photo|person|part|order|object|slot|day|gallery|names|rank)\b",
+                          resource)
             out[m[1] if m else "other"] += 1
         return dict(out)
 
