@@ -14,7 +14,10 @@ may have repeated by chance) is calibrated on demand (:meth:`Calibration.want`):
 when content first differs there under a candidate rule, the page that differed
 is fetched once more, and the counterexample is
 withdrawn if that shows the difference is chance (``ProtocolRules.reconsider``);
-a section whose aliases serve equal content costs no fetch.  Noise with few
+a section whose aliases serve equal content costs no fetch, nor one whose pages
+differ as other resources do (in three places or more, or only in the order of
+what they share: :meth:`~.fingerprint.Volatility.explainable`; on two real
+applications every such fetch was wasted).  Noise with few
 values (a session id of three in every link, an A/B variant) repeats by chance:
 a fetch that served again every block that differed (at one or two element
 paths: :meth:`~.fingerprint.Volatility.repeated`) proves nothing, so it is
@@ -29,7 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from iri_scrapy.protocol.fingerprint import Fingerprint, Volatility, share_a_block
+from iri_scrapy.protocol.fingerprint import Fingerprint, Volatility
 from iri_scrapy.protocol.transforms import split_uri
 
 #: Sections of one site calibrated (each costs one extra fetch).
@@ -141,8 +144,8 @@ class Calibration:
         section = section_of(uri)
         if section in site.on_demand or len(site.on_demand) >= MAX_CALIBRATIONS or fp.empty:
             return None
-        if other is not None and not share_a_block(fp, other):
-            return None  # nothing learned could make them the same: no fetch
+        if other is not None and not site.volatility.explainable(fp, other):
+            return None  # another resource (:meth:`~.fingerprint.Volatility.explainable`)
         site.on_demand.add(section)
         site.lazy[section] = _OnDemand(uri, fp, other)
         self._queue(uri, section)

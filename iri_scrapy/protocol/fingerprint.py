@@ -383,12 +383,6 @@ def fingerprint(body: str) -> Fingerprint:
     return Fingerprint.of_blocks(blocks.out[:MAX_BLOCKS])
 
 
-def share_a_block(a: Fingerprint, b: Fingerprint) -> bool:
-    """True if *a* and *b* have a block in common: else no calibration can make them
-    the same (:meth:`Volatility.same`; two opaque digests that differ, say)."""
-    return _unmatched(a, b)[2] > 0
-
-
 def _unmatched(a: Fingerprint, b: Fingerprint) -> tuple[list[int], list[int], int]:
     """Indexes of *a*'s and *b*'s blocks the other lacks (as multisets), and how many match."""
     i = j = matched = 0
@@ -474,22 +468,46 @@ class Volatility:
             self._chance(b, k) for k in only_b) and \
             [pair for pair, _ in self._sequence(a)] == [pair for pair, _ in self._sequence(b)]
 
+    def _stuck(self, a: Fingerprint, b: Fingerprint, *, both: bool) -> list[tuple[int, int]]:
+        """The (path, label) of each block of *a* (and of *b*, with *both*) the other
+        lacks and that is not known to change by chance; ``[]`` also when they
+        share no block (nothing learned could make them the same)."""
+        only_a, only_b, matched = _unmatched(a, b)
+        if not matched:
+            return []
+        sides = ((a, only_a), (b, only_b)) if both else ((a, only_a),)
+        return [(fp.paths[k], fp.labels[k]) for fp, only in sides for k in only
+                if not self._chance(fp, k)]
+
+    @staticmethod
+    def _few(stuck: list[tuple[int, int]]) -> bool:
+        """There is a difference, at one or two element paths and with one or two
+        labels: what noise makes (a widget, the session id in a page's links).
+        Three places or more: another resource (the lines of a text page share
+        one path, so they count by label)."""
+        return bool(stuck) and len({path for path, _ in stuck}) <= 2 and \
+            len({label for _, label in stuck}) <= 2
+
+    def explainable(self, a: Fingerprint, b: Fingerprint) -> bool:
+        """True if what differs between *a* and *b* (beyond what is known to change
+        by chance) could be noise a calibration has not seen yet (:meth:`_few`):
+        worth fetching one of them again.  Pages that share no block, that differ
+        in three places or more, or only in the order of what they share (a
+        listing sorted otherwise), are other resources."""
+        return self._few(self._stuck(a, b, both=True))
+
     def repeated(self, first: Fingerprint, other: Fingerprint, again: Fingerprint) -> bool:
         """True if *again* (a later fetch of the page that served *first*) served
         again every block of *first* that *other* lacks and that is not known to
-        change by chance, and there is one, at one or two element paths and with one
-        or two labels: it shows nothing about them (noise with few values repeats
-        by chance: a widget, the session id in a page's links).  A page that
-        differs in three places or more (three paths, or three labels: the lines
-        of a text page share one path) is another resource, and fetching it again
-        would only cost."""
-        only, _, _ = _unmatched(first, other)
-        stuck = [k for k in only if not self._chance(first, k)]
-        if not stuck or len({first.paths[k] for k in stuck}) > 2 or \
-                len({first.labels[k] for k in stuck}) > 2:
+        change by chance, and they are few (:meth:`_few`): it shows nothing about
+        them (noise with few values repeats by chance: a widget, the session id in
+        a page's links), and fetching it again may."""
+        stuck = self._stuck(first, other, both=False)
+        if not self._few(stuck):
             return False
         served = set(again.pairs)
-        return all(first.pairs[k] in served for k in stuck)
+        only, _, _ = _unmatched(first, other)
+        return all(first.pairs[k] in served for k in only if not self._chance(first, k))
 
     def digest(self, fp: Fingerprint) -> bytes:
         """A digest of *fp*'s blocks that do not change by chance (as known now)."""
