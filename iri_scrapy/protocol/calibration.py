@@ -3,9 +3,9 @@
 What changes between two responses of one resource differs from site to site
 (counters, render times, rotating widgets, random lists, tokens in links): no
 list of shapes anticipates it.  So the first HTML page of each site (its hosts
-with and without ``www.``) is fetched a second time at once, and a third time a
-few seconds later (what moves with the clock), and the fingerprints'
-differences are what changes by chance there (:class:`~.fingerprint.Volatility`).
+with and without ``www.``) is fetched a second time at once, and, if that showed
+no change, a third time a few seconds later (what moves with the clock), and the
+fingerprints' differences are what changes by chance there (:class:`~.fingerprint.Volatility`).
 Pages of a site served while its first calibration is in flight wait
 (:meth:`Calibration.hold`) and are judged when it lands: a comparison made
 before would count the site's chrome noise as a difference.  A *section* (a
@@ -200,17 +200,28 @@ class Calibration:
         first = _pop(site.waiting, section, uri) if site is not None else None
         if site is None or first is None:
             return False, []
-        if fp is not None:
-            self._learn(site, uri, first, fp)
+        if fp is not None and self._learn(site, uri, first, fp):
+            # it showed what changes by chance here: the later fetch is not needed (a
+            # clock it would have caught is calibrated on demand: one path, one label)
+            _pop(site.firsts, section, uri)
         if site.waiting:
             return True, []
         held, site.held = site.held, []
         return True, held
 
-    def _learn(self, site: _Site, uri: str, first: Fingerprint, second: Fingerprint) -> None:
-        site.volatility.learn(first, second)
+    def awaits_late(self, uri: str, section: str) -> bool:
+        """True while the later fetch of *section*'s first page (*uri*) is still
+        wanted (:meth:`land_late`): not once the second fetch showed changes."""
+        site = self._sites.get(site_of(uri))
+        entry = site.firsts.get(section) if site is not None else None
+        return entry is not None and entry[0] == uri
+
+    def _learn(self, site: _Site, uri: str, first: Fingerprint, second: Fingerprint) -> int:
+        """Learn from two fetches of *uri*; the number of blocks that changed."""
+        changed = site.volatility.learn(first, second)
         if len(self.pairs) < MAX_HELD:
             self.pairs.append((uri, first, second))
+        return changed
 
     def take(self, uri: str, first: Fingerprint, second: Fingerprint) -> None:
         """Two fetches of *uri* another worker of a fleet made: learned as this

@@ -154,6 +154,12 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
             held: list[tuple[str, Fingerprint]] = []
         else:
             known, held = self.rules.calibration.land(served, section, fp)
+            timer = self._timers.get(section)
+            if timer is not None and not self.rules.calibration.awaits_late(served, section):
+                del self._timers[section]  # the second fetch showed changes: no third
+                if timer[0].active():
+                    timer[0].cancel()
+                self.rules.calibration.answered(timer[1].url)
         if known and fp is not None:
             self.rules.reconsider()
         assert self.learned is not None

@@ -236,10 +236,29 @@ def test_only_a_second_fetch_of_the_same_uri_calibrates() -> None:
     item1 = page("<p>Item 1</p>", ("counter",), random.Random(3))
     item2 = page("<p>Item 2</p>", ("counter",), random.Random(4))
     assert not calibration.volatility("http://a.test/").same(item1, item2)
+    assert calibration.awaits_late("http://a.test/list?page=2", section)
     again = page("<h1>Item list</h1><p>2</p>", ("counter",), random.Random(5))
     assert calibration.land("http://a.test/list?page=2", section, again)[0]
-    assert calibration.land_late("http://a.test/list?page=2", section, again)
+    # the counter changed: what changes by chance here is known, no later fetch
+    assert not calibration.awaits_late("http://a.test/list?page=2", section)
+    assert not calibration.land_late("http://a.test/list?page=2", section, again)
     assert not calibration.volatility("http://a.test/").same(item1, item2)
+
+
+def test_the_later_fetch_is_awaited_only_when_the_second_showed_no_change() -> None:
+    """A clock that moves by the second (Trac's "36 seconds ago") shows in no fetch
+    made at once: the first page is fetched a third time a few seconds later, and
+    only then (a second fetch that showed changes saw what changes here)."""
+    calibration = Calibration()
+    uri = "http://t.test/"
+    at = "<h1>Timeline</h1><p>Ticket 7 changed {} seconds ago</p>"
+    section = calibration.start(uri, fingerprint(at.format(36)))
+    assert section is not None
+    assert calibration.land(uri, section, fingerprint(at.format(36))) == (True, [])
+    assert calibration.awaits_late(uri, section)
+    assert calibration.land_late(uri, section, fingerprint(at.format(38)))
+    assert not calibration.awaits_late(uri, section)
+    assert calibration.volatility(uri).same(fingerprint(at.format(40)), fingerprint(at.format(9)))
 
 
 def test_a_section_is_calibrated_when_its_content_first_differs() -> None:
