@@ -23,6 +23,7 @@ from iri_scrapy.protocol.rulebook import RuleBook
 from iri_scrapy.protocol.transforms import (
     KEPT_CONFIRMATIONS,
     KINDS,
+    MAX_VALUES,
     REDIRECT,
     SOURCES,
     Identity,
@@ -44,7 +45,7 @@ MAX_STRING = 8192
 #: Withdrawn counterexamples kept per rule (one dropped may only revoke a rule again).
 MAX_WITHDRAWN = 64
 #: The fields of a host rule merged as sets (:func:`merge_data`).
-_SETS = ("confirmed", "refuted", "withdrawn")
+_SETS = ("confirmed", "refuted", "withdrawn", "values")
 
 
 class RulesDataError(IRIScrapyError, ValueError):
@@ -66,6 +67,7 @@ def to_data(book: RuleBook) -> dict[str, Any]:
             "bad": book._bad[i] - len(book._refuted.get(i, ())),
             "refuted": sorted(book._refuted.get(i, ())),
             "withdrawn": sorted(book._withdrawn.get(i, ())),
+            "values": sorted(book._values.get(i, ())),
             "contrary": book._contrary[i], "skips": book._skips[i]})
             for i in sorted(book._origin)
         ],
@@ -74,8 +76,8 @@ def to_data(book: RuleBook) -> dict[str, Any]:
 
 def _named(entry: dict[str, Any]) -> dict[str, Any]:
     """*entry* without its empty lists of named counterexamples (optional fields)."""
-    for field in ("refuted", "withdrawn"):
-        if not entry[field]:
+    for field in ("refuted", "withdrawn", "values"):
+        if not entry.get(field, True):
             del entry[field]
     return entry
 
@@ -158,6 +160,9 @@ def read_into(book: RuleBook, data: Any) -> None:
         book._scopes.setdefault(i[0], set()).add(i[1:])
         book._confirmed[i] = _strings(entry.get("confirmed"), None, "confirmed")[
             :KEPT_CONFIRMATIONS]
+        values = set(_strings(entry.get("values", []), None, "values")[:MAX_VALUES])
+        if values:
+            book._values[i] = values
         withdrawn = set(_strings(entry.get("withdrawn", []), None, "withdrawn"))
         refuted = set(_strings(entry.get("refuted", []), None, "refuted")) - withdrawn
         if refuted:
@@ -246,6 +251,7 @@ def merge_data(local: dict[str, Any], remote: dict[str, Any]) -> dict[str, Any]:
         entry["confirmed"] = sorted(entry["confirmed"])[:KEPT_CONFIRMATIONS]
         entry["refuted"] = sorted(entry["refuted"] - entry["withdrawn"])
         entry["withdrawn"] = sorted(entry["withdrawn"])[:MAX_WITHDRAWN]
+        entry["values"] = sorted(entry["values"])[:MAX_VALUES]
         _named(entry)
     return {
         "v": local["v"],

@@ -22,9 +22,11 @@ from iri_scrapy.protocol.memo import IN_FORCE, MAX_KEPT, learns
 from iri_scrapy.protocol.transforms import (
     ADD,
     ADD_WWW,
+    CLEAN_PARAM,
     DROP_PARAM,
     KINDS,
     MAX_STEPS,
+    MAX_VALUES,
     PARAM_KINDS,
     REDIRECT,
     REMOVE,
@@ -76,6 +78,9 @@ class RuleBook:
         #: Increases whenever a rule in force stops (what it merged must be looked at again).
         self.revision = 0
         self._confirmed: dict[Identity, list[str]] = {}  # images (or URIs) that confirmed it
+        #: per ``drop-param`` rule, the values its confirmations dropped (at most two:
+        #: one value says nothing of the others, :meth:`_in_force`)
+        self._values: dict[Identity, set[str]] = {}
         self._bad: Counter[Identity] = Counter()  # content counterexamples
         #: per rule, the content counterexamples (URI, two pages) kept (:meth:`reconsider`)
         self._refuting: dict[Identity, list[tuple[str, Fingerprint, Fingerprint]]] = {}
@@ -128,10 +133,19 @@ class RuleBook:
         and never after content differed in its scope."""
         if self._bad[identity]:
             return False
-        if len(self._confirmed.get(identity, ())) >= self.min_evidence:
+        if len(self._confirmed.get(identity, ())) >= self.min_evidence and self._diverse(identity):
             return True
         return (self._evidence[identity] >= self.min_evidence
                 and self._contrary[identity] == 0)
+
+    def _diverse(self, identity: Identity) -> bool:
+        """A ``drop-param`` rule is confirmed by content only once pages showed two
+        values of what it drops the same as without (a report's default sort
+        spelled out, ``?sort=id``, says nothing of ``?sort=title``: the same rows in
+        another order); other kinds change one fixed part, and a ``Clean-param`` is
+        the server's word for every value."""
+        return (identity[1] != DROP_PARAM or self._origin.get(identity) == CLEAN_PARAM
+                or len(self._values.get(identity, ())) >= MAX_VALUES)
 
     def _forces(self) -> set[Identity]:
         """The host rules in force now."""

@@ -81,6 +81,7 @@ from iri_scrapy.protocol.transforms import (
     KEPT_CONFIRMATIONS,
     MAX_PAGES_PER_SCOPE,
     MAX_REFUTING,
+    MAX_VALUES,
     PER_DIGEST,
     PERMANENT,
     REDIRECT,
@@ -90,6 +91,7 @@ from iri_scrapy.protocol.transforms import (
     candidates,
     classify,
     covers,
+    dropped_value,
     join_uri,
     pair_rules,
     param_names,
@@ -98,6 +100,7 @@ from iri_scrapy.protocol.transforms import (
     scope_of,
     split_uri,
     twins,
+    valid_param,
     vary,
 )
 
@@ -262,13 +265,30 @@ class ProtocolRules(RuleBook):
                     self._nominate(identity, CONTENT)
         return cleared
 
-    def _confirm(self, identity: Identity, unit: str) -> None:
+    def _confirm(self, identity: Identity, unit: str, aliases: tuple[str, ...] = ()) -> None:
+        """*unit* (an image, or a trap's URI) confirmed *identity*, through *aliases*
+        (the spellings it maps there: for a ``drop-param``, the values it dropped).
+        A ``drop-param`` confirmed enough by one value only (``?sort=id``, the
+        default spelled out) waits for another, and the narrower ``drop-pair`` of
+        that value is nominated: it is what the pages showed."""
+        if identity[1] == DROP_PARAM:
+            values = self._values.setdefault(identity, set())
+            for alias in aliases:
+                value = dropped_value(identity, alias)
+                if value is not None and len(values) < MAX_VALUES:
+                    values.add(value)
         kept = self._confirmed.setdefault(identity, [])
         if unit in kept:
             return
         before = self._in_force(identity)
         if len(kept) < KEPT_CONFIRMATIONS:
             kept.append(unit)
+        if identity[1] == DROP_PARAM and len(kept) >= self.min_evidence and \
+                not self._diverse(identity):
+            (value,) = self._values[identity] or {""}
+            narrow = (identity[0], DROP_PAIR, value)
+            if "&" not in value and valid_param(DROP_PAIR, value):
+                self._nominate(narrow, self._origin.get(identity, CONTENT))
         source = self._origin.get(identity, CONTENT)
         if before:
             self.events[f"{source}/verified"] += 1
@@ -307,18 +327,20 @@ class ProtocolRules(RuleBook):
                 images.setdefault(key, (digest, uri))
         elif earlier[1] != uri and (not self.same(uri, earlier[0], digest)
                                     or vary(identity, earlier[1], uri)):
-            self._compare(identity, earlier[0], digest, new, uri)
+            self._compare(identity, earlier[0], digest, new, uri, other=earlier[1])
 
     def _compare(self, identity: Identity, a: Fingerprint, b: Fingerprint, image: str,
-                 uri: str, alias: str | None = None) -> None:
+                 uri: str, alias: str | None = None, *, other: str | None = None) -> None:
         """Content *a* and *b* of two URIs *identity* maps to *image*: different
         refutes it; the same confirms it, if *alias* (the one of them that is not the
-        image, when one is) holds all it drops (:func:`covers`)."""
+        image, when one is) holds all it drops (:func:`covers`).  Else they are two
+        aliases, *uri* and *other*."""
         if not self.same(uri, a, b):
             self._against(identity, content=True, pair=(uri, a, b))
         elif alias is None or covers(identity, alias):  # a trap grows without end:
-            self._confirm(identity, uri if identity[1] == REPEAT else image)  # each
-            # longer spelling is a confirmation
+            aliases = (alias,) if alias is not None else (uri, other or uri)
+            self._confirm(identity, uri if identity[1] == REPEAT else image,  # each
+                          aliases)  # longer spelling is a confirmation
 
     def observe_content(self, uri: str, digest: Fingerprint | bytes) -> None:
         """Record that the canonical URI *uri* served (2xx) the content *digest*
@@ -508,8 +530,8 @@ class ProtocolRules(RuleBook):
                     theirs[identity] = n
         document.adopt_refuting(self, fresh)  # (and _bad)
         for name in ("_exact", "_sources", "_away", "_evidence", "_contrary", "_bad",
-                     "_skips", "_confirmed", "_origin", "_candidates", "_scopes",
-                     "_refuted", "_withdrawn"):
+                     "_skips", "_confirmed", "_values", "_origin", "_candidates",
+                     "_scopes", "_refuted", "_withdrawn"):
             setattr(self, name, getattr(fresh, name))
         stopped = 0
         after = self._forces()

@@ -62,6 +62,8 @@ PER_DIGEST = 16
 MAX_REFUTING = 4
 #: Confirmations kept per rule (what is exported; the count saturates there).
 KEPT_CONFIRMATIONS = 64
+#: Values of what a ``drop-param`` rule drops its confirmations must show (and keep).
+MAX_VALUES = 2
 #: Confirmations beyond this many (plus one) do not space a rule's samples further.
 SAMPLE_SHIFT_MAX = 5
 #: The version of :meth:`ProtocolRules.to_data`'s document.
@@ -162,6 +164,17 @@ def covers(identity: Identity, alias: str) -> bool:
     return parts is not None and names <= set(map(param_name, query_pairs(parts[4] or "")))
 
 
+def dropped_value(identity: Identity, alias: str) -> str | None:
+    """What the ``drop-param`` rule *identity* drops from *alias* (its pairs of the
+    named parameters, sorted and joined: ``"sort=id"``), or None if nothing."""
+    parts = split_uri(alias)
+    if identity[1] != DROP_PARAM or parts is None or not parts[4]:
+        return None
+    names = set(param_parts(identity[2])[0].split("&"))
+    dropped = sorted(p for p in query_pairs(parts[4]) if param_name(p) in names)
+    return "&".join(dropped) or None
+
+
 def without_params(parts: Parts, param: str) -> Parts | None:
     """*parts* without the query parameters *param* names (``"a&b"``, optionally
     ``"@/prefix"`` restricting it to paths under a Clean-param prefix), or None
@@ -246,9 +259,9 @@ def valid_param(kind: str, param: str) -> bool:
         return (path.startswith("/") and "?" not in path and "#" not in path
                 and len(set(tokens)) == len(tokens)
                 and all(t in ("empty", "order") or t in DECODABLE for t in tokens))
-    if kind == DROP_PAIR:
-        name, eq, _ = param.partition("=")
-        return bool(eq) and rule_name(name) and "#" not in param
+    if kind == DROP_PAIR:  # a pair, or a flag (``?amp``)
+        name = param.partition("=")[0]
+        return rule_name(name) and "#" not in param
     if kind in (ADD, REMOVE):  # the host, or one section (first path segment)
         return param == "" or (len(param) > 2 and param[0] == param[-1] == "/"
                                and not any(c in param[1:-1] for c in "/?#"))

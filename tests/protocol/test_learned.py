@@ -42,8 +42,8 @@ def learned_filter(sample_every: int = 10) -> tuple[ProtocolRules, IRIDupeFilter
     rules = ProtocolRules(sample_every=sample_every)
     for n in (1, 2):  # two confirmations each: drop replytocom, drop utm_source
         rules.observe_content(f"{B}/p/{n}/", D(n))
-        rules.observe_content(f"{B}/p/{n}/?replytocom=9", D(n))
-        rules.observe_content(f"{B}/p/{n}/?utm_source=x", D(n))
+        rules.observe_content(f"{B}/p/{n}/?replytocom=9{n}", D(n))
+        rules.observe_content(f"{B}/p/{n}/?utm_source=x{n}", D(n))
     assert [kind for kind, _ in rules.host_rules(B + "/")] == ["drop-param", "drop-param"]
     df = protocol_filter(rules)
     return rules, df
@@ -184,7 +184,7 @@ def test_an_alias_of_a_page_in_flight_is_a_duplicate() -> None:
     assert not learned.stale(first) and not learned.defer(first)  # in flight now
     for n in (1, 2):  # drop-param:sid learned meanwhile from other pages
         rules.observe_content(f"{B}/i?id={n}", D(n))
-        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+        rules.observe_content(f"{B}/i?id={n}&sid=x{n}", D(n))
     assert rules.apply(second.url) == f"{B}/i?id=6"
     assert learned.stale(second)  # merged with the one in flight: kept, not fetched
     assert second.url in learned.skipped
@@ -220,7 +220,7 @@ def test_a_request_kept_after_the_filter_comes_back_past_it() -> None:
     rules.observe_content(f"{B}/p/5/", D(5))  # served, then replytocom is learned
     for n in (1, 2):
         rules.observe_content(f"{B}/p/{n}/", D(n))
-        rules.observe_content(f"{B}/p/{n}/?replytocom=9", D(n))
+        rules.observe_content(f"{B}/p/{n}/?replytocom=9{n}", D(n))
     assert learned.stale(late)  # kept just before download
     rules.observe_content(f"{B}/p/3/", D(3))
     rules.observe_content(f"{B}/p/3/?replytocom=1", D(33))  # the rule is wrong
@@ -240,8 +240,8 @@ def test_a_deferred_request_that_holds_its_own_key_is_fetched() -> None:
     S = "http://shop.test"  # noqa: N806
     first = ProtocolRules()
     for n in (1, 2):  # ref&sid together, twice (in force)
-        first.observe_canonical(f"{S}/i?id={n}&sid=a&ref=l1", f"{S}/i?id={n}")
-        first.observe_content(f"{S}/i?id={n}&sid=a&ref=l1", D(n))
+        first.observe_canonical(f"{S}/i?id={n}&sid=a{n}&ref=l{n}", f"{S}/i?id={n}")
+        first.observe_content(f"{S}/i?id={n}&sid=a{n}&ref=l{n}", D(n))
         first.observe_content(f"{S}/i?id={n}", D(n))
     first.observe_content(f"{S}/i?id=13&ref=l3", D(13))  # sid alone: nominated
     first.observe_content(f"{S}/i?id=13&sid=b&ref=l3", D(13))
@@ -398,7 +398,7 @@ def _served_then_sid_rule() -> tuple[ProtocolRules, IRIDupeFilter, Learned]:
     learned = served_first(df, f"{B}/i?id=6&sid=a", D(6))
     for n in (1, 2):
         rules.observe_content(f"{B}/i?id={n}", D(n))
-        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+        rules.observe_content(f"{B}/i?id={n}&sid=x{n}", D(n))
     return rules, df, learned
 
 
@@ -449,7 +449,7 @@ def test_a_spelling_scheduled_before_the_rule_is_not_fetched_while_a_copy_is_kep
     learned.fetched(first)
     for n in (1, 2):
         rules.observe_content(f"{B}/i?id={n}", D(n))
-        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+        rules.observe_content(f"{B}/i?id={n}&sid=x{n}", D(n))
     again = scheduled(df, f"{B}/i?id=6&sid=b")  # the key /i?id=6, new to the filter
     assert learned.stale(again)  # a page stands for it: kept
     assert f"{B}/i?id=6&sid=b" in learned.skipped
@@ -470,7 +470,7 @@ def test_a_spelling_fetched_after_all_leaves_no_kept_copy_behind() -> None:
     early = scheduled(df, f"{B}/i?id=6&sid=b")  # its own key: no rule yet
     for n in (1, 2):
         rules.observe_content(f"{B}/i?id={n}", D(n))
-        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+        rules.observe_content(f"{B}/i?id={n}&sid=x{n}", D(n))
     holder = scheduled(df, f"{B}/i?id=6&sid=a")  # the first of the key /i?id=6
     assert df.request_seen(Request(f"{B}/i?id=6&sid=b"))  # kept: the holder stands for it
     assert f"{B}/i?id=6&sid=b" in learned.skipped
@@ -536,7 +536,7 @@ def _sid_rule_in_force() -> tuple[ProtocolRules, IRIDupeFilter, Learned]:
     assert learned is not None
     for n in (1, 2):
         rules.observe_content(f"{B}/i?id={n}", D(n))
-        rules.observe_content(f"{B}/i?id={n}&sid=x", D(n))
+        rules.observe_content(f"{B}/i?id={n}&sid=x{n}", D(n))
     assert rules.apply(f"{B}/i?id=6&sid=a") == f"{B}/i?id=6"
     return rules, df, learned
 
@@ -612,7 +612,7 @@ def _www_rules(rules: ProtocolRules) -> None:
         rules.observe_content(f"{W}{path}", D(hash(path) & 0xFFFF))
     for n in (1, 2):
         rules.observe_content(f"{W}/s/{n}/", D(100 + n))
-        rules.observe_content(f"{W}/s/{n}/?sid=x", D(100 + n))
+        rules.observe_content(f"{W}/s/{n}/?sid=x{n}", D(100 + n))
     assert rules.apply(f"{W}/p/5/?sid=a") == f"{B}/p/5/"
 
 
@@ -716,7 +716,7 @@ def test_an_alias_of_a_page_in_flight_waits_once_its_confirmations_fly() -> None
     assert verdicts == [False, False, True]
     for n in (1, 2):  # the first two pairs are served: the rule is in force
         rules.observe_content(f"{B}/p/{n}/", D(n))
-        rules.observe_content(f"{B}/p/{n}/?utm_source=x", D(n))
+        rules.observe_content(f"{B}/p/{n}/?utm_source=x{n}", D(n))
     rules.observe_content(f"{B}/p/3/", D(3))
     assert rules.apply(f"{B}/p/3/?utm_source=x") == f"{B}/p/3/"
     assert learned.settle() == []
@@ -737,7 +737,7 @@ def test_an_alias_is_confirmed_through_a_rule_in_force() -> None:
             rules.observe_content(f"{W}{path}", D(hash(path) & 0xFFFF))
         rules.observe_content(f"{W}/?sid=a", D(hash("/") & 0xFFFF))  # nominated
         assert rules.needed(sid) == 1
-        pages = [(f"{B}/p/1/", D(1)), (f"{W}/p/1/?sid=a", D(1))]
+        pages = [(f"{B}/p/1/", D(1)), (f"{W}/p/1/?sid=b", D(1))]  # (another value)
         for uri, digest in reversed(pages) if alias_first else pages:
             rules.observe_content(uri, digest)
         assert rules.needed(sid) == 0, alias_first
@@ -757,7 +757,7 @@ def test_a_kept_request_a_further_rule_merges_onto_a_page_served_stays_kept() ->
     rules = ProtocolRules()
     for n in (7, 8):
         rules.observe_content(f"{S}/i?id={n}&ref=l1", D(n))
-        rules.observe_content(f"{S}/i?id={n}&sid=x&ref=l1", D(n))
+        rules.observe_content(f"{S}/i?id={n}&sid=x{n}&ref=l1", D(n))
     df = protocol_filter(rules)
     learned = df.learned
     assert learned is not None
@@ -770,7 +770,7 @@ def test_a_kept_request_a_further_rule_merges_onto_a_page_served_stays_kept() ->
     assert learned.skipped[alias][1] == f"{S}/i?id=1&ref=l1"
     for n in (7, 8):  # drop-param:ref learned
         rules.observe_content(f"{S}/i?id={n}", D(n))
-        rules.observe_content(f"{S}/i?id={n}&ref=l2", D(n))
+        rules.observe_content(f"{S}/i?id={n}&ref=l{n}", D(n))
     assert rules.apply(alias) == f"{S}/i?id=1"
     assert learned.changed(force=True) == []
     assert learned.skipped[alias][1] == f"{S}/i?id=1"

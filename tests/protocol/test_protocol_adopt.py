@@ -120,8 +120,8 @@ def test_a_rule_new_here_is_checked_against_the_pages_already_served_here() -> N
 def test_a_rule_in_force_elsewhere_that_pages_served_here_refute_is_not_used() -> None:
     rule = (H, "drop-param", "color")
     a, b = ProtocolRules(), ProtocolRules()
-    for page, digest in (("p", PAGE), ("q", OTHER)):  # A: ?color= changes nothing
-        a.observe_content(f"{H}/{page}?color=red", digest)
+    for page, digest, color in (("p", PAGE, "red"), ("q", OTHER, "green")):  # A: ?color=
+        a.observe_content(f"{H}/{page}?color={color}", digest)  # changes nothing
         a.observe_content(f"{H}/{page}", digest)
     assert a.needed(rule) == 0
     b.observe_content(f"{H}/s?color=red", PAGE)  # B: two colours, two pages
@@ -236,7 +236,7 @@ def test_a_counterexample_one_worker_withdrew_is_withdrawn_in_the_fleet() -> Non
     assert entry["bad"] == 0 and "refuted" not in entry
     for n in (2, 3):  # B's own pages confirm it now
         b.observe_content(f"{host}/item/{n}", item(n, n))
-        b.observe_content(f"{host}/item/{n}?s=y", item(n, n))
+        b.observe_content(f"{host}/item/{n}?s=y{n}", item(n, n))
     assert b.apply(f"{host}/item/9?s=q") == f"{host}/item/9"
 
 

@@ -36,7 +36,7 @@ def test_the_pages_bound_stops_the_level_for_the_host_and_gives_back(
     rules = ProtocolRules()
     for n in (1, 2):
         rules.observe_content(f"{B}/p/{n}/", D(n))
-        rules.observe_content(f"{B}/p/{n}/?replytocom=9", D(n))
+        rules.observe_content(f"{B}/p/{n}/?replytocom=9{n}", D(n))
     assert rules.apply(f"{B}/p/5/?replytocom=1") == f"{B}/p/5/"
     df = protocol_filter(rules)
     learned = df.learned

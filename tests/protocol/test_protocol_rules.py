@@ -321,7 +321,43 @@ def test_a_rule_dropping_several_parameters_is_confirmed_only_where_each_was_the
     assert rules.observe_canonical(f"{s}/i?id=2&color=blue&ref=l1", f"{s}/i?id=2")
     for n in (1, 3, 4):
         rules.observe_content(f"{s}/i?id={n}", bytes([n]) * 16)
-        rules.observe_content(f"{s}/i?id={n}&ref=l1", bytes([n]) * 16)
+        rules.observe_content(f"{s}/i?id={n}&ref=l{n}", bytes([n]) * 16)
     assert rules.apply(f"{s}/i?id=5&ref=l2") == f"{s}/i?id=5"  # drop-param:ref
     assert rules.apply(f"{s}/i?id=2&color=blue") == f"{s}/i?id=2&color=blue"
     assert rules.apply(f"{s}/i?id=2&color=blue&ref=l1") == f"{s}/i?id=2&color=blue"
+
+
+def test_a_parameter_dropped_at_one_value_only_is_that_pair_not_the_parameter() -> None:
+    """A report with its default sort spelled out (``?sort=id``) serves the page
+    without it, on every table: that says nothing of ``?sort=title``, the same rows
+    in another order (two workers of a fleet, fetching in another order than one,
+    merged and lost eight sorted tables under ``drop-param:sort`` so confirmed).
+    The pair is what the pages showed (``drop-pair:sort=id``); the parameter takes
+    two values the same as without."""
+    s = "http://app.test"
+    rules = ProtocolRules()
+    for n in (1, 2, 3):
+        rules.observe_content(f"{s}/rank?t={n}", bytes([n]) * 16)
+        rules.observe_content(f"{s}/rank?t={n}&sort=id", bytes([n]) * 16)
+    assert rules.apply(f"{s}/rank?t=4&sort=id") == f"{s}/rank?t=4"
+    assert rules.apply(f"{s}/rank?t=4&sort=title") == f"{s}/rank?t=4&sort=title"
+    assert [k for k, _ in rules.host_rules(s + "/")] == ["drop-pair"]
+    data = rules.to_data()
+    (entry,) = [e for e in data["rules"] if e["rule"][1:] == ["drop-param", "sort"]]
+    assert entry["values"] == ["sort=id"] and len(entry["confirmed"]) == 3
+    back = ProtocolRules.from_data(data)  # (kept across a resume, and in a fleet)
+    assert back.apply(f"{s}/rank?t=4&sort=title") == f"{s}/rank?t=4&sort=title"
+    other = ProtocolRules()  # another worker saw another value the same
+    for n in (5, 6):
+        other.observe_content(f"{s}/rank?t={n}", bytes([n]) * 16)
+        other.observe_content(f"{s}/rank?t={n}&sort=asc", bytes([n]) * 16)
+    merged = ProtocolRules.merge_data(data, other.to_data())
+    (entry,) = [e for e in merged["rules"] if e["rule"][1:] == ["drop-param", "sort"]]
+    assert entry["values"] == ["sort=asc", "sort=id"]
+    assert ProtocolRules.from_data(merged).apply(f"{s}/rank?t=4&sort=x") == f"{s}/rank?t=4"
+    # one worker alone: a second value makes the parameter droppable
+    rules.observe_content(f"{s}/rank?t=7", bytes([7]) * 16)
+    rules.observe_content(f"{s}/rank?t=7&sort=size", bytes([7]) * 16)
+    assert rules.apply(f"{s}/rank?t=4&sort=title") == f"{s}/rank?t=4"
+    with pytest.raises(ValueError, match="values"):
+        ProtocolRules.from_data({**data, "rules": [{**entry, "values": [1]}]})
