@@ -67,7 +67,7 @@ def to_data(book: RuleBook) -> dict[str, Any]:
             "bad": book._bad[i] - len(book._refuted.get(i, ())),
             "refuted": sorted(book._refuted.get(i, ())),
             "withdrawn": sorted(book._withdrawn.get(i, ())),
-            "values": sorted(book._values.get(i, ())),
+            "values": sorted(book._dropped.get(i, ())),
             "contrary": book._contrary[i], "skips": book._skips[i]})
             for i in sorted(book._origin)
         ],
@@ -162,7 +162,7 @@ def read_into(book: RuleBook, data: Any) -> None:
             :KEPT_CONFIRMATIONS]
         values = set(_strings(entry.get("values", []), None, "values")[:MAX_VALUES])
         if values:
-            book._values[i] = values
+            book._dropped[i] = values
         withdrawn = set(_strings(entry.get("withdrawn", []), None, "withdrawn"))
         refuted = set(_strings(entry.get("refuted", []), None, "refuted")) - withdrawn
         if refuted:

@@ -80,7 +80,7 @@ class RuleBook:
         self._confirmed: dict[Identity, list[str]] = {}  # images (or URIs) that confirmed it
         #: per ``drop-param`` rule, the values its confirmations dropped (at most two:
         #: one value says nothing of the others, :meth:`_in_force`)
-        self._values: dict[Identity, set[str]] = {}
+        self._dropped: dict[Identity, set[str]] = {}
         self._bad: Counter[Identity] = Counter()  # content counterexamples
         #: per rule, the content counterexamples (URI, two pages) kept (:meth:`reconsider`)
         self._refuting: dict[Identity, list[tuple[str, Fingerprint, Fingerprint]]] = {}
@@ -145,7 +145,7 @@ class RuleBook:
         another order); other kinds change one fixed part, and a ``Clean-param`` is
         the server's word for every value."""
         return (identity[1] != DROP_PARAM or self._origin.get(identity) == CLEAN_PARAM
-                or len(self._values.get(identity, ())) >= MAX_VALUES)
+                or len(self._dropped.get(identity, ())) >= MAX_VALUES)
 
     def _forces(self) -> set[Identity]:
         """The host rules in force now."""

@@ -272,7 +272,7 @@ class ProtocolRules(RuleBook):
         default spelled out) waits for another, and the narrower ``drop-pair`` of
         that value is nominated: it is what the pages showed."""
         if identity[1] == DROP_PARAM:
-            values = self._values.setdefault(identity, set())
+            values = self._dropped.setdefault(identity, set())
             for alias in aliases:
                 value = dropped_value(identity, alias)
                 if value is not None and len(values) < MAX_VALUES:
@@ -285,7 +285,7 @@ class ProtocolRules(RuleBook):
             kept.append(unit)
         if identity[1] == DROP_PARAM and len(kept) >= self.min_evidence and \
                 not self._diverse(identity):
-            (value,) = self._values[identity] or {""}
+            (value,) = self._dropped[identity] or {""}
             narrow = (identity[0], DROP_PAIR, value)
             if "&" not in value and valid_param(DROP_PAIR, value):
                 self._nominate(narrow, self._origin.get(identity, CONTENT))
@@ -530,7 +530,7 @@ class ProtocolRules(RuleBook):
                     theirs[identity] = n
         document.adopt_refuting(self, fresh)  # (and _bad)
         for name in ("_exact", "_sources", "_away", "_evidence", "_contrary", "_bad",
-                     "_skips", "_confirmed", "_values", "_origin", "_candidates",
+                     "_skips", "_confirmed", "_dropped", "_origin", "_candidates",
                      "_scopes", "_refuted", "_withdrawn"):
             setattr(self, name, getattr(fresh, name))
         stopped = 0
