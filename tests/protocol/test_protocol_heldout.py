@@ -3,7 +3,8 @@
 One real crawl of a seed used neither for tuning nor for the benchmark's figures,
 its noise drawn mostly from the held-out kinds, beside stock Scrapy on a fresh
 server: nothing missed at level protocol (the gallery whose items are only in
-``href``/``data-src``, the listing whose names are only in ``title=``, the pages
+``href``/``data-src``, the listing whose names are only in ``title=``, the tables
+whose sorts show the same rows in another order, the pages
 that differ only in a part number, an order number, a UUID, a time or a date),
 and fewer server hits than stock's: content evidence (the near-duplicate measure,
 calibrated on the site) merges aliases no list of noise patterns anticipated.
