@@ -468,25 +468,26 @@ class Volatility:
             self._chance(b, k) for k in only_b) and \
             [pair for pair, _ in self._sequence(a)] == [pair for pair, _ in self._sequence(b)]
 
-    def _stuck(self, a: Fingerprint, b: Fingerprint, *, both: bool) -> list[tuple[int, int]]:
-        """The (path, label) of each block of *a* (and of *b*, with *both*) the other
-        lacks and that is not known to change by chance; ``[]`` also when they
-        share no block (nothing learned could make them the same)."""
+    def _stuck(self, a: Fingerprint, b: Fingerprint, *,
+               both: bool) -> list[tuple[int, int, int]]:
+        """The (path, label, pair) of each block of *a* (and of *b*, with *both*) the
+        other lacks and that is not known to change by chance; ``[]`` also when
+        they share no block (nothing learned could make them the same)."""
         only_a, only_b, matched = _unmatched(a, b)
         if not matched:
             return []
         sides = ((a, only_a), (b, only_b)) if both else ((a, only_a),)
-        return [(fp.paths[k], fp.labels[k]) for fp, only in sides for k in only
+        return [(fp.paths[k], fp.labels[k], fp.pairs[k]) for fp, only in sides for k in only
                 if not self._chance(fp, k)]
 
     @staticmethod
-    def _few(stuck: list[tuple[int, int]]) -> bool:
+    def _few(stuck: list[tuple[int, int, int]]) -> bool:
         """There is a difference, at one or two element paths and with one or two
         labels: what noise makes (a widget, the session id in a page's links).
         Three places or more: another resource (the lines of a text page share
         one path, so they count by label)."""
-        return bool(stuck) and len({path for path, _ in stuck}) <= 2 and \
-            len({label for _, label in stuck}) <= 2
+        return bool(stuck) and len({path for path, _, _ in stuck}) <= 2 and \
+            len({label for _, label, _ in stuck}) <= 2
 
     def explainable(self, a: Fingerprint, b: Fingerprint) -> bool:
         """True if what differs between *a* and *b* (beyond what is known to change
@@ -506,8 +507,7 @@ class Volatility:
         if not self._few(stuck):
             return False
         served = set(again.pairs)
-        only, _, _ = _unmatched(first, other)
-        return all(first.pairs[k] in served for k in only if not self._chance(first, k))
+        return all(pair in served for _, _, pair in stuck)
 
     def digest(self, fp: Fingerprint) -> bytes:
         """A digest of *fp*'s blocks that do not change by chance (as known now)."""

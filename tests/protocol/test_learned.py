@@ -495,18 +495,25 @@ def test_a_sample_and_a_request_of_one_spelling_are_fetched_once() -> None:
     assert not learned.stale(scheduled(df, f"{B}/i?id=9&sid=c"))
 
 
-def test_at_the_close_a_kept_copy_of_a_spelling_served_here_is_no_sample() -> None:
-    """:meth:`Learned.unstood` takes one sample per rule and folder no page confirmed
-    the rule in; a kept request whose own spelling was served is no sample (its
-    page is known): it stays held, not fetched again."""
+def _kept_copy_served() -> tuple[ProtocolRules, Learned, str]:
+    """``/q/5/?replytocom=1`` kept behind ``/q/5/`` (drop-param:replytocom), then
+    its own spelling served here (another copy of it was fetched)."""
     rules, df = learned_filter()
     learned = df.learned
     assert learned is not None
     assert not df.request_seen(Request(f"{B}/q/5/"))
     alias = f"{B}/q/5/?replytocom=1"
     assert df.request_seen(Request(alias))  # kept
-    learned.observe_content(alias, D(5))  # its own spelling served (another copy),
-    # the only page of the key: no page confirmed the rule under /q/
+    learned.observe_content(alias, D(5))
+    return rules, learned, alias
+
+
+def test_at_the_close_a_kept_copy_of_a_spelling_served_here_is_no_sample() -> None:
+    """:meth:`Learned.unstood` takes one sample per rule and folder no page confirmed
+    the rule in; a kept request whose own spelling was served is no sample (its
+    page is known): it stays held, not fetched again."""
+    _, learned, alias = _kept_copy_served()  # the only page of the key: no page
+    # confirmed the rule under /q/
     assert learned.unstood() == []
     assert alias in learned.skipped
 
@@ -515,13 +522,7 @@ def test_at_the_close_a_kept_copy_of_a_spelling_served_here_whose_rule_stopped_s
     """A kept copy of a spelling served here is not fetched at the close even when
     its rule stopped meanwhile (its key moved back): its page is known.  It was
     given back, and the very URL fetched twice (a held-out blog's ``www.`` home)."""
-    rules, df = learned_filter()
-    learned = df.learned
-    assert learned is not None
-    assert not df.request_seen(Request(f"{B}/q/5/"))
-    alias = f"{B}/q/5/?replytocom=1"
-    assert df.request_seen(Request(alias))  # kept
-    learned.observe_content(alias, D(5))  # its own spelling served (another copy)
+    rules, learned, alias = _kept_copy_served()
     rules.observe_content(f"{B}/p/3/", D(3))
     rules.observe_content(f"{B}/p/3/?replytocom=1", D(33))  # the rule is wrong
     assert rules.apply(alias) == alias
