@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import hashlib
 import html
+import os
 import re
 import struct
 import sys
 from array import array
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import repeat
@@ -368,18 +370,57 @@ class _Blocks:
                 return
 
 
+#: What the C cutter (``_blocks.c``) is handed: the whitespace of ``str.split()``
+#: (none past U+3000), and the characters ``_KEPT_HINT_RE``'s IGNORECASE folds onto
+#: an ASCII letter of its names, on whose pages it leaves the cut to :class:`_Blocks`.
+_SPACES = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+_FOLDED = "\u0130\u0131\u017f"
+
+
+def _native_cut() -> Callable[[str], bytes | None] | None:
+    """The C cutter: :meth:`_Blocks.markup`'s blocks as :meth:`Fingerprint.of_blocks`
+    orders them (its four arrays, native int64; None where the reference must cut),
+    or None: not built, or turned off with ``IRISCRAPY_NATIVE=0``
+    (tests/protocol/test_fingerprint_native.py)."""
+    if os.environ.get("IRISCRAPY_NATIVE", "1") == "0":
+        return None
+    try:
+        from iri_scrapy.protocol import _blocks  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    _blocks.configure(_SPACES, _FOLDED, html.unescape, _shape)
+    cut: Callable[[str], bytes | None] = _blocks.cut
+    return cut
+
+
+_CUT = _native_cut()
+
+
+def _of_markup(markup: str) -> Fingerprint:
+    """The fingerprint of *markup* (hidden parts removed): cut in C, else by :class:`_Blocks`."""
+    if _CUT is not None:
+        data = _CUT(markup)
+        if data is not None:
+            flat = array("q")
+            flat.frombytes(data)
+            n = len(flat) // 4
+            return Fingerprint._of(flat[:n], flat[n:2 * n], flat[2 * n:3 * n], flat[3 * n:])
+    blocks = _Blocks()
+    blocks.markup(markup)
+    return Fingerprint.of_blocks(blocks.out[:MAX_BLOCKS])
+
+
 def fingerprint(body: str) -> Fingerprint:
     """The blocks of *body* (markup if its first non-blank character is ``<``, else
     one block per line); see the module doc.  Never raises."""
     if not isinstance(body, str):
         return Fingerprint.of_blocks([])
     body = body[:SCAN_LIMIT].lstrip("\ufeff")
-    blocks = _Blocks()
     if _HTML_START_RE.match(body):
-        blocks.markup(_HIDDEN_RE.sub(" ", body))
-    else:
-        for line in body.splitlines()[:MAX_BLOCKS]:
-            blocks.run(line)
+        return _of_markup(_HIDDEN_RE.sub(" ", body))
+    blocks = _Blocks()
+    for line in body.splitlines()[:MAX_BLOCKS]:
+        blocks.run(line)
     return Fingerprint.of_blocks(blocks.out[:MAX_BLOCKS])
 
 

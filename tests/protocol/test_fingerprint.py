@@ -421,8 +421,12 @@ def test_a_trap_whose_calibration_missed_a_rotating_widget_is_calibrated_on_dema
 def test_what_pages_share_is_kept_from_page_to_page_and_changes_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A tag's blocks, a hash, a run's label are kept across pages (a site's pages
-    share their menus): a page fingerprints the same after others as on its own."""
+    share their menus): a page fingerprints the same after others as on its own.
+    (The pure-Python cutter's tables; the C cutter's are checked by
+    test_fingerprint_same, whose pages run one after another in one process.)"""
     from iri_scrapy.protocol import fingerprint as module
+
+    monkeypatch.setattr(module, "_CUT", None)
 
     menu = ('<nav class="menu"><a href="/a?x=1" title="A">A</a><a href="/b">B</a></nav>'
             '<div class="side"><img src="/i.png" alt="logo"> Side text</div>')

@@ -5,17 +5,24 @@ faster :func:`~iri_scrapy.protocol.fingerprint.fingerprint` must give exactly wh
 the frozen copy in :mod:`tests.support.fingerprint_reference` gives: the same
 block hashes, labels, paths and digest, on the tests' generated sites, on real
 documentation pages (two of python3-doc, in tests/data) and on hostile markup.
+Both ways of cutting a page are checked: the C cutter (``_blocks.c``, built by
+every install with a C compiler; under CI a missing build fails) and the
+pure-Python one (``_Blocks``), which a machine without a compiler uses.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import random
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iri_scrapy.protocol.fingerprint import Fingerprint, fingerprint
+from iri_scrapy.protocol import fingerprint as module
+from iri_scrapy.protocol.fingerprint import Fingerprint
 from tests.support import fingerprint_reference as reference
 from tests.support import gen_site, messy_site
 from tests.support.vectors import load
@@ -25,9 +32,82 @@ def _fields(fp: Fingerprint | reference.Fingerprint) -> tuple[list[int], ...]:
     return list(fp.pairs), list(fp.labels), list(fp.paths), list(fp.places), list(fp.digest)
 
 
+def _python(body: str) -> Fingerprint:
+    """The fingerprint as a machine without the C cutter makes it."""
+    saved, module._CUT = module._CUT, None
+    try:
+        return module.fingerprint(body)
+    finally:
+        module._CUT = saved
+
+
+def _native(body: str) -> Fingerprint:
+    """The fingerprint through the C cutter (which hands a few pages back to
+    ``_Blocks``: see _blocks.c)."""
+    assert module._CUT is not None
+    return module.fingerprint(body)
+
+
+_WAYS: dict[str, Callable[[str], Fingerprint]] = {"python": _python, "native": _native}
+_way = "native"  # which one assert_same checks (set by the fixture: one test, both ways)
+
+
+@pytest.fixture(autouse=True, params=sorted(_WAYS))
+def way(request: pytest.FixtureRequest) -> Iterator[str]:
+    global _way
+    if request.param == "native" and module._CUT is None:
+        if os.environ.get("CI") and os.environ.get("IRISCRAPY_NATIVE") != "0":
+            pytest.fail("CI installs with a C compiler: the C page cutter must be built")
+        pytest.skip("the C page cutter is not built here (no C compiler at install)")
+    saved, _way = _way, request.param
+    yield request.param
+    _way = saved
+
+
 def assert_same(body: str) -> None:
-    got, want = fingerprint(body), reference.fingerprint(body)
+    got, want = _WAYS[_way](body), reference.fingerprint(body)
     assert _fields(got) == _fields(want), body[:200]
+
+
+def test_its_hash_is_blake2b_with_an_8_byte_digest() -> None:
+    """The C cutter hashes with its own BLAKE2b (RFC 7693): hashlib's, for every
+    length around the 128-byte block."""
+    if module._CUT is None:
+        pytest.skip("the C page cutter is not built here")
+    from iri_scrapy.protocol import _blocks  # type: ignore[attr-defined]
+
+    rng = random.Random(7)
+    for n in [*range(0, 300), 1000, 4096]:
+        data = rng.randbytes(n)
+        want = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little",
+                              signed=True)
+        assert _blocks.hash8(data) == want, n
+
+
+def test_the_characters_it_is_handed_are_the_ones_python_uses() -> None:
+    """The whitespace of ``str.split()`` stops at U+3000, and the characters
+    ``_KEPT_HINT_RE``'s IGNORECASE folds onto the ASCII letters of its names are
+    the three it leaves to the reference."""
+    spaces = "".join(c for c in map(chr, range(0x110000)) if c.isspace())
+    assert spaces == module._SPACES
+    letters = module.re.compile(r"[hrefsrcdatatitlealtcontentactionposter\-]", module.re.I)
+    folded = "".join(c for c in map(chr, range(0x80, 0x110000)) if letters.fullmatch(c))
+    assert folded == module._FOLDED
+
+
+def test_pages_it_leaves_to_the_reference() -> None:
+    """A tag or data- attribute name that is not ASCII (``str.lower``'s Unicode
+    rules), a folded character, more than 64 data- attributes or query pairs: the
+    C cutter hands the page back, and the result is the reference's."""
+    many_data = "".join(f' data-a{i}="{i}"' for i in range(70))
+    many_pairs = "&".join(f"k{i}=v" for i in range(70))
+    for body in ["<p>x<dİv class=a>y</p>", "<p><a data-é=\"/x\" href=/y>t</a></p>",
+                 "<p>ſ<a href=/x>t</a></p>", f"<div{many_data}>t</div>",
+                 f'<p><a href="/x?{many_pairs}">t</a></p>']:
+        if module._CUT is not None:
+            assert module._CUT(module._HIDDEN_RE.sub(" ", body)) is None, body
+        assert_same(body)
+    assert module._CUT is None or module._CUT("<p>x<div class=a>y</p>") is not None
 
 
 @pytest.mark.slow
