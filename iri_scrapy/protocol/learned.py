@@ -111,6 +111,8 @@ class Learned:
         False) that checks the rule against the content it serves.  Each alias
         (key before the rules) counts once, however often pages link it.
         """
+        if not self._holders and self.rules.moves_nothing():
+            return True  # no learned rule moved a key: a plain duplicate
         stamp = self.stamper.stamp_of(request)
         if stamp is None or stamp.base is None:
             return True

@@ -197,7 +197,22 @@ class RuleBook:
 
     def apply(self, uri: str) -> str:
         """Map a canonical URI to the spelling the protocol taught (5.3.4); idempotent."""
-        return self.trace(uri)[0]
+        return uri if self.moves_nothing() else self.trace(uri)[0]
+
+    def moves_nothing(self) -> bool:
+        """True if :meth:`trace` leaves every URI as it is (no exact rule, and no host
+        rule in force): what most requests of most sites meet, answered without a
+        look at the URI."""
+        if self._exact:
+            return False
+        if not self._scopes:
+            return True
+        if self._learning:
+            return not self._forces()
+        in_force = self._memo.get(IN_FORCE)
+        if in_force is None:
+            in_force = self._memo[IN_FORCE] = bool(self._forces())
+        return not in_force
 
     def trace(self, uri: str) -> tuple[str, list[Identity]]:
         """:meth:`apply`, and the host rules it used (in order; exact rules not listed)."""
