@@ -283,9 +283,13 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
     def _observe(self, served: str, request: Request, response: Response) -> None:
         """Content, canonical link and Clean-param evidence of a 2xx response (5.3.4).
 
-        A sample (``meta["iri_protocol_sample"]``) whose content confirmed its
-        rules is dropped here (``IgnoreRequest``): the spider has had that
-        resource.  One that did not confirm them goes on to the spider.  The body
+        A response whose content another spelling served under the key the rules
+        now give it (a sample, ``meta["iri_protocol_sample"]``, that confirmed its
+        rules; a fetch that confirmed a rule being learned, after which the two
+        spellings are one key) is dropped here (``IgnoreRequest``): the spider has
+        had that resource, and the equal content is evidence about this very pair
+        whatever becomes of the rule.  One that did not confirm them goes on to
+        the spider.  The body
         is read as the spider will get it (:mod:`.decoded`: this middleware runs
         before ``HttpCompressionMiddleware``); one that cannot be decoded is no
         evidence.
@@ -324,11 +328,15 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
                 rules.observe_canonical(served, target)
         self.learned.requeue()
         self._fetch_wanted(request.priority)
-        if request.meta.get(META_SAMPLE) and not digest.empty and not held and \
-                rules.same_content(served, digest):
-            self._inc("iri/protocol/sample_dropped")
+        if not digest.empty and not held and rules.same_content(served, digest):
+            # the spider has had this resource: under the key the rules now give it
+            # another spelling served the same content (a sample that confirmed its
+            # rule, or a fetch that confirmed one being learned)
+            sample = bool(request.meta.get(META_SAMPLE))
+            self._inc(f"iri/protocol/{'sample' if sample else 'duplicate'}_dropped")
             raise IgnoreRequest(f"IRI protocol: {served} served the content of "
-                                f"{rules.apply(served)} (a sample that confirmed its rule)")
+                                f"{rules.apply(served)} (a "
+                                f"{'sample' if sample else 'fetch'} that confirmed its rule)")
 
     def _redirected(self, request: Request, response: Response, target: str) -> None:
         """A redirect to the canonical *target*: learned once the target met the

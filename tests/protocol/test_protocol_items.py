@@ -1,0 +1,76 @@
+"""What the user keeps at level protocol: one item per page where a rule is learned.
+
+A page whose every link carries a session id the server ignores (three values
+per page, as ``benchmarks/bench_sid.py`` does to python3-doc) teaches
+``drop-param:sid`` from content: two spellings of one page fetched, their
+content the same.  The fetch that brings the rule into force is the second
+spelling of a page the spider already had: it is dropped before the spider
+(``iri/protocol/duplicate_dropped``), so that page gives one item, not two.
+(The first confirmation, made while the rule is not yet in force, still reaches
+the spider: at most one page gives two items.)  Real crawl: Scrapy's own
+``CrawlSpider`` against a local static site, the feed file read back.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.support.crawl import run_crawl
+from tests.support.dirsite import DirServer
+
+HOST = "docs.example"
+SIDS = ("a81f3c", "b2277e", "c90d14")
+SPIDER = "tests.support.wire_spiders.StockWireCrawlSpider"
+_HREF = re.compile(rb'href="([^"#:]*)"')
+WORDS = ("river", "stone", "lantern", "orchard", "meadow", "harbor", "violet", "copper",
+         "falcon", "willow", "ember", "quartz", "thistle", "maple", "cobalt", "juniper")
+
+
+def _with_sids(path: str, body: bytes) -> bytes:
+    sid = SIDS[hashlib.blake2b(path.encode(), digest_size=2).digest()[0] % len(SIDS)].encode()
+    return _HREF.sub(lambda m: b'href="' + m.group(1) + b"?sid=" + sid + b'"', body)
+
+
+def _site(root: Path, pages: int) -> None:
+    for n in range(pages):
+        links = "".join(f'<li><a href="p{(n * 7 + k) % pages}.html">page {(n * 7 + k) % pages}'
+                        "</a></li>" for k in (1, 2, 3, 5))
+        text = " ".join(WORDS[(n + i) % len(WORDS)] for i in range(12))
+        name = "index.html" if n == 0 else f"p{n}.html"
+        (root / name).write_text(
+            f"<!DOCTYPE html><html><head><title>Page {n}</title></head><body>"
+            f"<h1>Page {n}</h1><p>{text} number {n}.</p><ul>{links}</ul></body></html>",
+            encoding="utf-8")
+    (root / "p0.html").write_text((root / "index.html").read_text(encoding="utf-8"),
+                                  encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_the_fetch_that_brings_a_rule_into_force_gives_no_second_item(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    _site(site, 40)
+    feed = tmp_path / "items.jsonl"
+    settings = {"ADDONS": {"iri_scrapy.Addon": 0}, "IRI_LEVEL": "protocol",
+                "FEEDS": {str(feed): {"format": "jsonlines"}}}
+    with DirServer(site, host=HOST, rewrite=_with_sids) as server:
+        result = run_crawl(settings, [server.start_url], server.proxy_url, spider=SPIDER,
+                           spider_kwargs={"allowed_domains": [HOST]})
+        served = {h.key.path for h in server.hits.hits
+                  if h.key is not None and 200 <= h.status < 300}
+    assert result.finish_reason == "finished", result.stderr[-2000:]
+    items = [json.loads(line) for line in feed.read_text(encoding="utf-8").splitlines()]
+    per_page = collections.Counter(urlsplit(item["url"]).path for item in items)
+    assert set(per_page) == served  # every page served reached the feed
+    assert {f"/p{n}.html" for n in range(1, 40)} <= served  # nothing missed
+    assert sum(1 for n in per_page.values() if n > 1) <= 1, per_page
+    stats = result.stats
+    assert stats.get("iri/protocol/content/learned", 0) >= 1
+    assert stats.get("iri/protocol/duplicate_dropped", 0) >= 1
