@@ -283,13 +283,12 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
     def _observe(self, served: str, request: Request, response: Response) -> None:
         """Content, canonical link and Clean-param evidence of a 2xx response (5.3.4).
 
-        A response whose content another spelling served under the key the rules
-        now give it (a sample, ``meta["iri_protocol_sample"]``, that confirmed its
-        rules; a fetch that confirmed a rule being learned, after which the two
-        spellings are one key) is dropped here (``IgnoreRequest``): the spider has
-        had that resource, and the equal content is evidence about this very pair
-        whatever becomes of the rule.  One that did not confirm them goes on to
-        the spider.  The body
+        A response whose content another spelling served, one a rule relates to
+        this one (a sample, ``meta["iri_protocol_sample"]``, that confirmed its
+        rules; a fetch that confirmed or nominated a rule being learned) is dropped
+        here (``IgnoreRequest``): the spider has had that resource, and the equal
+        content is evidence about this very pair whatever becomes of the rule.  One
+        that did not confirm them goes on to the spider.  The body
         is read as the spider will get it (:mod:`.decoded`: this middleware runs
         before ``HttpCompressionMiddleware``); one that cannot be decoded is no
         evidence.
@@ -328,10 +327,11 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
                 rules.observe_canonical(served, target)
         self.learned.requeue()
         self._fetch_wanted(request.priority)
-        if not digest.empty and not held and rules.same_content(served, digest):
-            # the spider has had this resource: under the key the rules now give it
-            # another spelling served the same content (a sample that confirmed its
-            # rule, or a fetch that confirmed one being learned)
+        if not digest.empty and not held and rules.observing == served and (
+                rules.echo or rules.same_content(served, digest)):
+            # the spider has had this resource: another spelling served the same
+            # content, one a rule (learned or being learned) relates to this one
+            # (a sample that confirmed its rule, a fetch that confirmed one)
             sample = bool(request.meta.get(META_SAMPLE))
             self._inc(f"iri/protocol/{'sample' if sample else 'duplicate'}_dropped")
             raise IgnoreRequest(f"IRI protocol: {served} served the content of "

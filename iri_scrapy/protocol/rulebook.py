@@ -99,6 +99,10 @@ class RuleBook:
         self._skips: Counter[Identity] = Counter()
         #: Scopes where a bound was reached (scope -> which): no rule applies there.
         self.stopped: dict[str, str] = {}
+        #: The page content evidence looked at last, and whether it served what
+        #: another spelling one rule relates to it served (the spider had it).
+        self.observing: str | None = None
+        self.echo = False
         # key -> first URI served under it, for the rules in force of the signature
         self._indexed: tuple[frozenset[Identity], int, int] = (frozenset(), 0, 0)
         self._index: dict[str, str] = {}

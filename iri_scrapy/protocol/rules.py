@@ -308,39 +308,44 @@ class ProtocolRules(RuleBook):
             image = self.step_image(identity, uri)
             new = None if image == uri else image
         images = self._images.setdefault(identity, {})
+        same = False
         if new is None:  # *uri* may be what earlier aliases map to
             earlier = images.get(uri)
             if earlier is not None:
-                self._compare(identity, earlier[0], digest, uri, earlier[1], earlier[1])
-            return
-        target = self._digests.get(new)
-        key = new
-        if target is None:  # its image may be served on its twin host (the www. twin's
-            key = self.twin_key(new)  # drop-param:sid, through remove-www in force)
-            target = self._digests.get(key) if key != new else None
-        if target is not None:
-            self._compare(identity, target, digest, new, uri, uri)
-        earlier = images.get(new)
-        if earlier is None:
-            images[new] = (digest, uri)
-            if key != new:  # (and found under that key when its page comes later)
-                images.setdefault(key, (digest, uri))
-        elif earlier[1] != uri and (not self.same(uri, earlier[0], digest)
-                                    or vary(identity, earlier[1], uri)):
-            self._compare(identity, earlier[0], digest, new, uri, other=earlier[1])
+                same = self._compare(identity, earlier[0], digest, uri, earlier[1], earlier[1])
+        else:
+            target = self._digests.get(new)
+            key = new
+            if target is None:  # its image may be served on its twin host (the www. twin's
+                key = self.twin_key(new)  # drop-param:sid, through remove-www in force)
+                target = self._digests.get(key) if key != new else None
+            if target is not None:
+                same = self._compare(identity, target, digest, new, uri, uri)
+            earlier = images.get(new)
+            if earlier is None:
+                images[new] = (digest, uri)
+                if key != new:  # (and found under that key when its page comes later)
+                    images.setdefault(key, (digest, uri))
+            elif earlier[1] != uri and (not self.same(uri, earlier[0], digest)
+                                        or vary(identity, earlier[1], uri)):
+                same |= self._compare(identity, earlier[0], digest, new, uri, other=earlier[1])
+        if same and uri == self.observing:
+            self.echo = True
 
     def _compare(self, identity: Identity, a: Fingerprint, b: Fingerprint, image: str,
-                 uri: str, alias: str | None = None, *, other: str | None = None) -> None:
+                 uri: str, alias: str | None = None, *, other: str | None = None) -> bool:
         """Content *a* and *b* of two URIs *identity* maps to *image*: different
         refutes it; the same confirms it, if *alias* (the one of them that is not the
         image, when one is) holds all it drops (:func:`covers`).  Else they are two
-        aliases, *uri* and *other*."""
+        aliases, *uri* and *other*.  True if they are the same."""
         if not self.same(uri, a, b):
             self._against(identity, content=True, pair=(uri, a, b))
-        elif alias is None or covers(identity, alias):  # a trap grows without end:
+            return False
+        if alias is None or covers(identity, alias):  # a trap grows without end:
             aliases = (alias,) if alias is not None else (uri, other or uri)
             self._confirm(identity, uri if identity[1] == REPEAT else image,  # each
                           aliases)  # longer spelling is a confirmation
+        return True
 
     def observe_content(self, uri: str, digest: Fingerprint | bytes) -> None:
         """Record that the canonical URI *uri* served (2xx) the content *digest*
@@ -355,6 +360,7 @@ class ProtocolRules(RuleBook):
         if isinstance(digest, bytes):
             digest = Fingerprint.exact(digest)
         uri = strip_fragment(uri)
+        self.observing, self.echo = uri, False
         parts = split_uri(uri)
         if parts is None:
             return
@@ -371,6 +377,7 @@ class ProtocolRules(RuleBook):
         for other in same:
             if other != uri and self.same(uri, self._digests[other], digest):
                 nominated = pair_rules(uri, other)
+                self.echo = self.echo or bool(nominated)
                 for identity in nominated:
                     if not self._subsumed(identity, nominated):
                         self._nominate(identity, CONTENT)

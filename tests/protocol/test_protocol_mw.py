@@ -46,7 +46,9 @@ class Crawl:
 
     def served(self, path: str) -> None:
         req = Request(H + path)
-        resp = HtmlResponse(req.url, status=200, request=req, body=b"<p>page</p>")
+        # (each path its own page: one served with another's content is dropped)
+        resp = HtmlResponse(req.url, status=200, request=req,
+                            body=f"<p>page {path}</p>".encode())
         assert self.mw.process_response(req, resp) is resp
 
     def key(self, path: str) -> str:
