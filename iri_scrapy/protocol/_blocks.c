@@ -3,10 +3,12 @@
  *
  * Optional: a build without a C compiler leaves it out and fingerprint.py cuts pages with
  * its pure-Python reference (_Blocks), which this module must agree with on every input
- * (tests/protocol/test_fingerprint_native.py runs both over real pages, the generated
- * sites and generated markup).  It holds no rule of its own that it could get wrong
- * silently: the whitespace of str.split(), html.unescape, the word shapes of labels
- * and the characters it must not meet are handed to configure() by fingerprint.py.
+ * (tests/protocol/test_fingerprint_same.py runs both over real pages, the generated
+ * sites and generated markup).  It holds no rule of its own: the block-level and void
+ * tags, the attribute names a tag is looked at for and those it keeps, the punctuation
+ * a label's word is stripped of, the bounds, the whitespace of str.split(),
+ * html.unescape, the word shapes of labels and the characters it must not meet are
+ * handed to configure() by fingerprint.py, from its own definitions.
  * Where the reference's answer depends on Unicode case rules (a tag or data- attribute
  * name that is not ASCII, a character the hint's IGNORECASE folds onto an ASCII
  * letter) or where a linear search would grow with hostile input (more than 64 data-
@@ -23,8 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_BLOCKS 4096
-#define MAX_DEPTH 64
+#define DEPTH_CAP 256 /* the most MAX_DEPTH configure() takes */
 #define MAX_LINEAR 64 /* data- attributes of one tag, pairs of one query */
 
 /* ---- BLAKE2b, unkeyed, 8-byte digest (RFC 7693) --------------------------------- */
@@ -269,20 +270,25 @@ typedef struct {
 } word;
 #define W(text) {text, (Py_ssize_t)sizeof(text) - 1}
 
-static const word BLOCK_TAGS[] = {
-    W("address"), W("article"), W("aside"), W("blockquote"), W("body"), W("br"), W("button"),
-    W("dd"), W("details"), W("dialog"), W("div"), W("dl"), W("dt"), W("fieldset"),
-    W("figcaption"), W("figure"), W("footer"), W("form"), W("h1"), W("h2"), W("h3"), W("h4"),
-    W("h5"), W("h6"), W("head"), W("header"), W("hr"), W("html"), W("input"), W("label"),
-    W("li"), W("main"), W("nav"), W("ol"), W("option"), W("p"), W("pre"), W("section"),
-    W("select"), W("summary"), W("table"), W("tbody"), W("td"), W("textarea"), W("tfoot"),
-    W("th"), W("thead"), W("tr"), W("ul"), {NULL, 0},
-};
-static const word VOID_BLOCK_TAGS[] = {W("br"), W("hr"), W("input"), {NULL, 0}};
-static const word HINTS[] = {
-    W("href"), W("src"), W("data-"), W("title"), W("alt"), W("content"), W("action"),
-    W("poster"), {NULL, 0},
-};
+/* What configure() hands over from fingerprint.py (lowercase ASCII words). */
+#define MAX_WORDS 64
+#define MAX_FIXED 16
+typedef struct {
+    word w[MAX_WORDS];
+    int n;
+} words;
+
+static words block_tags, void_tags, hints;
+static unsigned char hint_first[128];  /* the first letters of the hints */
+/* The attribute names a tag's first occurrence of is kept: "class" first, then the
+ * URL attributes, the name attributes and "content" (of a <meta>). */
+enum { ATTR_CLASS = 1, ATTR_URL = 2, ATTR_NAME = 4, ATTR_CONTENT = 8 };
+static word fixed[MAX_FIXED];
+static int fixed_kind[MAX_FIXED];
+static int n_fixed;
+static char punct[64];  /* what _shape strips from a word's ends */
+static Py_ssize_t max_blocks;
+static int max_depth;
 
 typedef struct {
     const Py_UCS4 *s;  /* the page */
@@ -292,8 +298,8 @@ typedef struct {
     bytes_buf hb;      /* what is hashed */
     ucs_buf run;       /* the text of the run being read */
     int run_amp;       /* it has a "&" */
-    int64_t paths[MAX_DEPTH];
-    int tags[MAX_DEPTH];
+    int64_t paths[DEPTH_CAP];
+    int tags[DEPTH_CAP];
     int depth;         /* paths[0]: the root (0) */
     int refuse;        /* the reference must cut this page */
 } cutter;
@@ -388,11 +394,12 @@ ascii_eq(const Py_UCS4 *s, Py_ssize_t a, Py_ssize_t b, const char *w, Py_ssize_t
 #define EQ(s, a, b, text) ascii_eq(s, a, b, text, (Py_ssize_t)sizeof(text) - 1)
 
 static int
-find_tag(const word *table, const Py_UCS4 *s, Py_ssize_t a, Py_ssize_t b)
+find_tag(const words *table, const Py_UCS4 *s, Py_ssize_t a, Py_ssize_t b)
 {
     Py_UCS4 first = lower(s[a]);
-    for (int i = 0; table[i].w != NULL; i++)
-        if ((Py_UCS4)(unsigned char)table[i].w[0] == first && ascii_eq(s, a, b, table[i].w, table[i].n))
+    for (int i = 0; i < table->n; i++)
+        if ((Py_UCS4)(unsigned char)table->w[i].w[0] == first
+            && ascii_eq(s, a, b, table->w[i].w, table->w[i].n))
             return i;
     return -1;
 }
@@ -430,7 +437,6 @@ call_text(PyObject *f, const Py_UCS4 *s, Py_ssize_t a, Py_ssize_t b, Py_ssize_t 
 static int
 add_shape(cutter *c, const Py_UCS4 *s, Py_ssize_t a, Py_ssize_t b)
 {
-    static const char punct[] = "\"'()[]{}<>.,:;!?*-_/|";
     for (Py_ssize_t i = a; i < b; i++) {
         if (s[i] >= 0x80) {  /* Unicode case rules: the reference's own function */
             Py_ssize_t n;
@@ -539,13 +545,11 @@ hinted(const Py_UCS4 *s, Py_ssize_t a, Py_ssize_t b)
 {
     for (Py_ssize_t i = a; i < b; i++) {
         Py_UCS4 first = lower(s[i]);
-        if (first != 'h' && first != 's' && first != 'd' && first != 't' && first != 'a'
-            && first != 'c' && first != 'p')
-            continue;
-        for (int k = 0; HINTS[k].w != NULL; k++) {
-            Py_ssize_t len = HINTS[k].n;
-            if ((Py_UCS4)(unsigned char)HINTS[k].w[0] != first || i + len > b
-                || !ascii_eq(s, i, i + len, HINTS[k].w, len))
+        if (first >= 128 || !hint_first[first]) continue;
+        for (int k = 0; k < hints.n; k++) {
+            Py_ssize_t len = hints.w[k].n;
+            if ((Py_UCS4)(unsigned char)hints.w[k].w[0] != first || i + len > b
+                || !ascii_eq(s, i, i + len, hints.w[k].w, len))
                 continue;
             Py_ssize_t j = i + len;
             while (j < b && is_space(s[j])) j++;
@@ -574,7 +578,7 @@ kind_of(cutter *c, Py_ssize_t a, Py_ssize_t b, int *tag, Py_ssize_t *na, Py_ssiz
         }
         *na = start;
         *nb = i;
-        *tag = find_tag(BLOCK_TAGS, s, start, i);
+        *tag = find_tag(&block_tags, s, start, i);
         if (*tag >= 0) return slash ? KIND_END : KIND_START;
         if (!slash && i < b && hinted(s, i, b)) return KIND_KEPT;
         return KIND_SKIP;
@@ -584,7 +588,8 @@ kind_of(cutter *c, Py_ssize_t a, Py_ssize_t b, int *tag, Py_ssize_t *na, Py_ssiz
 }
 
 typedef struct {
-    Py_ssize_t na, nb, va, vb;  /* name s[na:nb), lowercase ASCII; value s[va:vb) */
+    Py_ssize_t na, nb, va, vb;  /* name s[na:nb), ASCII; value s[va:vb) */
+    int kind;                   /* ATTR_* (0: a data- attribute) */
 } attr;
 
 static inline int
@@ -810,15 +815,10 @@ start_tag(cutter *c, int tag, Py_ssize_t na, Py_ssize_t nb, Py_ssize_t aa, Py_ss
 {
     const Py_UCS4 *s = c->s;
     /* the attributes, as _ATTR_RE.findall reads them; the first of each name kept */
-    enum { N_FIXED = 9 };
-    static const word fixed[N_FIXED] = {
-        W("class"), W("href"), W("src"), W("poster"), W("action"), W("title"), W("alt"),
-        W("content"), {NULL, 0},
-    };
-    attr kept[N_FIXED + MAX_LINEAR];
+    attr kept[MAX_FIXED + MAX_LINEAR];
     int nkept = 0, ndata = 0;
     unsigned seen = 0;
-    attr cls = {0, 0, 0, 0};
+    attr cls = {0, 0, 0, 0, 0};
     int has_cls = 0;
     Py_ssize_t i = aa;
     while (i < ab) {
@@ -828,6 +828,7 @@ start_tag(cutter *c, int tag, Py_ssize_t na, Py_ssize_t nb, Py_ssize_t aa, Py_ss
         }
         attr at;
         at.na = i;
+        at.kind = 0;
         int ascii = 1;
         while (i < ab && name_char(s[i])) {
             if (s[i] >= 0x80) ascii = 0;
@@ -868,7 +869,7 @@ start_tag(cutter *c, int tag, Py_ssize_t na, Py_ssize_t nb, Py_ssize_t aa, Py_ss
             continue;  /* no name the cutter keeps */
         }
         int f = -1;
-        for (int k = 0; fixed[k].w != NULL; k++)
+        for (int k = 0; k < n_fixed; k++)
             if (ascii_eq(s, at.na, at.nb, fixed[k].w, fixed[k].n)) {
                 f = k;
                 break;
@@ -876,7 +877,8 @@ start_tag(cutter *c, int tag, Py_ssize_t na, Py_ssize_t nb, Py_ssize_t aa, Py_ss
         if (f >= 0) {
             if (seen & (1u << f)) continue;
             seen |= 1u << f;
-            if (f == 0) {
+            at.kind = fixed_kind[f];
+            if (at.kind & ATTR_CLASS) {
                 cls = at;
                 has_cls = 1;
                 continue;
@@ -918,19 +920,15 @@ start_tag(cutter *c, int tag, Py_ssize_t na, Py_ssize_t nb, Py_ssize_t aa, Py_ss
         const attr *at = &kept[k];
         int data = starts_data(s, at->na, at->nb);
         int rc = 0;
-        if (EQ(s, at->na, at->nb, "href") || EQ(s, at->na, at->nb, "src")
-            || EQ(s, at->na, at->nb, "poster")
-            || EQ(s, at->na, at->nb, "action")
+        if ((at->kind & ATTR_URL)
             || (data && (has_char(s, at->va, at->vb, '/') || has_char(s, at->va, at->vb, '.'))))
             rc = add_url(c, path, at);
-        else if (data || EQ(s, at->na, at->nb, "title")
-                 || EQ(s, at->na, at->nb, "alt")
-                 || (meta && EQ(s, at->na, at->nb, "content")))
+        else if (data || (at->kind & ATTR_NAME) || (meta && (at->kind & ATTR_CONTENT)))
             rc = add_named(c, path, at);
         if (rc < 0) return -1;
-        if (c->refuse || c->nout > MAX_BLOCKS) return 0;
+        if (c->refuse || c->nout > max_blocks) return 0;
     }
-    if (block && tag >= 0 && find_tag(VOID_BLOCK_TAGS, s, na, nb) < 0 && c->depth < MAX_DEPTH) {
+    if (block && tag >= 0 && find_tag(&void_tags, s, na, nb) < 0 && c->depth < max_depth) {
         c->paths[c->depth] = path;
         c->tags[c->depth] = tag;
         c->depth++;
@@ -982,7 +980,7 @@ cut_markup(cutter *c)
         } else if (add_text(c, part, next, 0) < 0) {  /* the "<" alone */
             return -1;
         }
-        if (c->refuse || c->nout > MAX_BLOCKS) return 0;
+        if (c->refuse || c->nout > max_blocks) return 0;
         i = next;
     }
     return flush_run(c);
@@ -1005,7 +1003,7 @@ by_block(const void *x, const void *y)
 static PyObject *
 sorted_blocks(cutter *c)
 {
-    Py_ssize_t n = c->nout < MAX_BLOCKS ? c->nout : MAX_BLOCKS;
+    Py_ssize_t n = c->nout < max_blocks ? c->nout : max_blocks;
     PyObject *result = PyBytes_FromStringAndSize(NULL, 4 * n * (Py_ssize_t)sizeof(int64_t));
     if (result == NULL || n == 0) return result;
     int64_t *dst = (int64_t *)PyBytes_AsString(result);
@@ -1057,17 +1055,103 @@ cut(PyObject *self, PyObject *arg)
     return result;
 }
 
+/* *table* from a tuple of lowercase ASCII str (kept for good: configure() runs once). */
+static int
+set_words(words *table, PyObject *tuple, const char *what)
+{
+    if (!PyTuple_Check(tuple) || PyTuple_Size(tuple) > MAX_WORDS) {
+        PyErr_Format(PyExc_ValueError, "configure(): %s: a tuple of at most %d str", what,
+                     MAX_WORDS);
+        return -1;
+    }
+    table->n = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(tuple); i++) {
+        PyObject *item = PyTuple_GetItem(tuple, i);
+        Py_ssize_t n;
+        const char *text = item != NULL && PyUnicode_Check(item)
+                               ? PyUnicode_AsUTF8AndSize(item, &n) : NULL;
+        if (text == NULL || n == 0 || (size_t)n != strlen(text)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "configure(): %s: not a word", what);
+            return -1;
+        }
+        for (Py_ssize_t k = 0; k < n; k++)
+            if ((unsigned char)text[k] >= 0x80 || (text[k] >= 'A' && text[k] <= 'Z')) {
+                PyErr_Format(PyExc_ValueError, "configure(): %s: not lowercase ASCII", what);
+                return -1;
+            }
+        char *copy = PyMem_Malloc((size_t)n + 1);
+        if (copy == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(copy, text, (size_t)n + 1);
+        table->w[table->n].w = copy;
+        table->w[table->n].n = n;
+        table->n++;
+    }
+    return 0;
+}
+
+/* One more name whose first occurrence in a tag is kept, of *kind* (ATTR_*). */
+static int
+add_fixed(const word *name, int kind)
+{
+    for (int k = 0; k < n_fixed; k++)
+        if (fixed[k].n == name->n && memcmp(fixed[k].w, name->w, (size_t)name->n) == 0) {
+            fixed_kind[k] |= kind;
+            return 0;
+        }
+    if (n_fixed == MAX_FIXED) {
+        PyErr_SetString(PyExc_ValueError, "configure(): too many attribute names");
+        return -1;
+    }
+    fixed[n_fixed] = *name;
+    fixed_kind[n_fixed++] = kind;
+    return 0;
+}
+
 static PyObject *
 configure(PyObject *self, PyObject *args)
 {
-    PyObject *spaces, *refuse, *unescape_f, *shape_f;
-    if (!PyArg_ParseTuple(args, "UUOO:configure", &spaces, &refuse, &unescape_f, &shape_f))
+    PyObject *spaces, *refuse, *unescape_f, *shape_f, *blocks_t, *voids_t, *hints_t;
+    PyObject *urls_t, *names_t, *punct_s;
+    Py_ssize_t limit_blocks;
+    int limit_depth;
+    static const word class_word = W("class"), content_word = W("content");
+    (void)self;
+    if (!PyArg_ParseTuple(args, "UUOOOOOOOUni:configure", &spaces, &refuse, &unescape_f,
+                          &shape_f, &blocks_t, &voids_t, &hints_t, &urls_t, &names_t,
+                          &punct_s, &limit_blocks, &limit_depth))
         return NULL;
     Py_ssize_t ns = PyUnicode_GetLength(spaces), nr = PyUnicode_GetLength(refuse);
-    if (ns > 64 || nr > 16) {
-        PyErr_SetString(PyExc_ValueError, "configure(): too many characters");
+    Py_ssize_t np;
+    const char *p = PyUnicode_AsUTF8AndSize(punct_s, &np);
+    if (p == NULL) return NULL;
+    if (ns > 64 || nr > 16 || np >= (Py_ssize_t)sizeof punct || (size_t)np != strlen(p)
+        || limit_blocks < 1 || limit_depth < 1 || limit_depth > DEPTH_CAP) {
+        PyErr_SetString(PyExc_ValueError, "configure(): out of bounds");
         return NULL;
     }
+    words urls, names;
+    if (set_words(&block_tags, blocks_t, "block tags") < 0
+        || set_words(&void_tags, voids_t, "void tags") < 0
+        || set_words(&hints, hints_t, "hints") < 0
+        || set_words(&urls, urls_t, "URL attributes") < 0
+        || set_words(&names, names_t, "name attributes") < 0)
+        return NULL;
+    n_fixed = 0;
+    if (add_fixed(&class_word, ATTR_CLASS) < 0) return NULL;
+    for (int k = 0; k < urls.n; k++)
+        if (add_fixed(&urls.w[k], ATTR_URL) < 0) return NULL;
+    for (int k = 0; k < names.n; k++)
+        if (add_fixed(&names.w[k], ATTR_NAME) < 0) return NULL;
+    if (add_fixed(&content_word, ATTR_CONTENT) < 0) return NULL;
+    memset(hint_first, 0, sizeof hint_first);
+    for (int k = 0; k < hints.n; k++) hint_first[(unsigned char)hints.w[k].w[0]] = 1;
+    memcpy(punct, p, (size_t)np + 1);
+    max_blocks = limit_blocks;
+    max_depth = limit_depth;
     memset(ascii_space, 0, sizeof ascii_space);
     n_wide_spaces = 0;
     for (Py_ssize_t i = 0; i < ns; i++) {
@@ -1103,7 +1187,8 @@ static PyMethodDef methods[] = {
      "cut(markup) -> bytes | None: the four arrays of Fingerprint.of_blocks(_Blocks.markup's "
      "first MAX_BLOCKS blocks), native int64, or None where the reference must cut the page."},
     {"configure", configure, METH_VARARGS,
-     "configure(spaces, refused, unescape, shape): the definitions cut() follows."},
+     "configure(spaces, refused, unescape, shape, block_tags, void_tags, hints, url_attrs, "
+     "name_attrs, punctuation, max_blocks, max_depth): the definitions cut() follows."},
     {"hash8", hash8, METH_O, "hash8(data) -> int: blake2b(data, digest_size=8) as int64 LE."},
     {NULL, NULL, 0, NULL},
 };

@@ -67,7 +67,9 @@ _HTML_START_RE = re.compile(r"\s*<[A-Za-z!?/]")
 # optionally after "/": its name, to a space or "/", then its attributes), else
 # the "<" alone; text runs between.
 _TAG_NAME_RE = re.compile(r"(/?)([A-Za-z][^\s/<>]*)")
-_KEPT_HINT_RE = re.compile(r"(?:href|src|data-|title|alt|content|action|poster)\s*=", re.I)
+#: A tag whose attributes name one of these, then "=", may keep an attribute.
+_KEPT_HINTS = ("href", "src", "data-", "title", "alt", "content", "action", "poster")
+_KEPT_HINT_RE = re.compile(rf"(?:{'|'.join(map(re.escape, _KEPT_HINTS))})\s*=", re.I)
 _ATTR_RE = re.compile(r"""([^\s"'<>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]*)))?""")
 _CLASS_OK_RE = re.compile(r"[A-Za-z_-]+\Z")
 _PUNCTUATION = "\"'()[]{}<>.,:;!?*-_/|"
@@ -370,9 +372,10 @@ class _Blocks:
                 return
 
 
-#: What the C cutter (``_blocks.c``) is handed: the whitespace of ``str.split()``
-#: (none past U+3000), and the characters ``_KEPT_HINT_RE``'s IGNORECASE folds onto
-#: an ASCII letter of its names, on whose pages it leaves the cut to :class:`_Blocks`.
+#: What the C cutter (``_blocks.c``) is handed besides the definitions above (it
+#: holds none of its own): the whitespace of ``str.split()`` (none past U+3000), and
+#: the characters ``_KEPT_HINT_RE``'s IGNORECASE folds onto an ASCII letter of its
+#: names, on whose pages it leaves the cut to :class:`_Blocks`.
 _SPACES = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
 _FOLDED = "\u0130\u0131\u017f"
 
@@ -381,14 +384,16 @@ def _native_cut() -> Callable[[str], bytes | None] | None:
     """The C cutter: :meth:`_Blocks.markup`'s blocks as :meth:`Fingerprint.of_blocks`
     orders them (its four arrays, native int64; None where the reference must cut),
     or None: not built, or turned off with ``IRISCRAPY_NATIVE=0``
-    (tests/protocol/test_fingerprint_native.py)."""
+    (tests/protocol/test_fingerprint_same.py)."""
     if os.environ.get("IRISCRAPY_NATIVE", "1") == "0":
         return None
     try:
         from iri_scrapy.protocol import _blocks  # type: ignore[attr-defined]
     except ImportError:
         return None
-    _blocks.configure(_SPACES, _FOLDED, html.unescape, _shape)
+    _blocks.configure(_SPACES, _FOLDED, html.unescape, _shape, tuple(sorted(_BLOCK_TAGS)),
+                      tuple(sorted(_VOID_TAGS)), _KEPT_HINTS, tuple(sorted(_URL_ATTRS)),
+                      tuple(sorted(_NAME_ATTRS)), _PUNCTUATION, MAX_BLOCKS, _MAX_DEPTH)
     cut: Callable[[str], bytes | None] = _blocks.cut
     return cut
 
