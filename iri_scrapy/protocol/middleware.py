@@ -283,12 +283,16 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
     def _observe(self, served: str, request: Request, response: Response) -> None:
         """Content, canonical link and Clean-param evidence of a 2xx response (5.3.4).
 
-        A response whose content another spelling served, one a rule relates to
-        this one (a sample, ``meta["iri_protocol_sample"]``, that confirmed its
-        rules; a fetch that confirmed or nominated a rule being learned) is dropped
-        here (``IgnoreRequest``): the spider has had that resource, and the equal
-        content is evidence about this very pair whatever becomes of the rule.  One
-        that did not confirm them goes on to the spider.  The body
+        A response whose content another spelling served in this process, one a
+        rule relates to this one (a sample, ``meta["iri_protocol_sample"]``, that
+        confirmed its rules; a fetch that confirmed or nominated a rule being
+        learned) is dropped here (``IgnoreRequest``): the spider has had that
+        resource, and the equal content is evidence about this very pair whatever
+        becomes of the rule.  A page only an earlier run or another worker served
+        does not count: its items may not be in a feed yet, and its own request
+        may come back (a ``JOBDIR`` resumed after ``kill -9``), to be dropped as
+        this one's duplicate.  One that did not confirm them goes on to the
+        spider.  The body
         is read as the spider will get it (:mod:`.decoded`: this middleware runs
         before ``HttpCompressionMiddleware``); one that cannot be decoded is no
         evidence.
@@ -327,11 +331,14 @@ class IRIProtocolMiddleware(IRILocationMiddleware):
                 rules.observe_canonical(served, target)
         self.learned.requeue()
         self._fetch_wanted(request.priority)
+        replayed = self.learned.replayed  # (an earlier run's pages, another worker's:
+        # their items may not be in a feed yet, and their own requests may come back)
         if not digest.empty and not held and rules.observing == served and (
-                rules.echo or rules.same_content(served, digest)):
-            # the spider has had this resource: another spelling served the same
-            # content, one a rule (learned or being learned) relates to this one
-            # (a sample that confirmed its rule, a fetch that confirmed one)
+                any(other not in replayed for other in rules.echoes)
+                or rules.same_content(served, digest, replayed)):
+            # the spider has had this resource: another spelling served here the
+            # same content, one a rule (learned or being learned) relates to this
+            # one (a sample that confirmed its rule, a fetch that confirmed one)
             sample = bool(request.meta.get(META_SAMPLE))
             self._inc(f"iri/protocol/{'sample' if sample else 'duplicate'}_dropped")
             raise IgnoreRequest(f"IRI protocol: {served} served the content of "

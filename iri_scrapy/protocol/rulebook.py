@@ -99,10 +99,10 @@ class RuleBook:
         self._skips: Counter[Identity] = Counter()
         #: Scopes where a bound was reached (scope -> which): no rule applies there.
         self.stopped: dict[str, str] = {}
-        #: The page content evidence looked at last, and whether it served what
-        #: another spelling one rule relates to it served (the spider had it).
+        #: The page content evidence looked at last, and the earlier pages it served
+        #: the content of, each another spelling one rule relates to it.
         self.observing: str | None = None
-        self.echo = False
+        self.echoes: list[str] = []
         # key -> first URI served under it, for the rules in force of the signature
         self._indexed: tuple[frozenset[Identity], int, int] = (frozenset(), 0, 0)
         self._index: dict[str, str] = {}
@@ -399,16 +399,18 @@ class RuleBook:
         (what changes by chance there excused: :mod:`.calibration`)."""
         return self.calibration.volatility(uri).same(a, b)
 
-    def same_content(self, uri: str, fp: Fingerprint) -> bool:
+    def same_content(self, uri: str, fp: Fingerprint, excluded: Container[str] = ()) -> bool:
         """True if another page already served the content *fp* under the key
-        :meth:`apply` gives *uri*, which rules moved (a sample that confirmed its rules)."""
+        :meth:`apply` gives *uri*, which rules moved (a sample that confirmed its
+        rules); pages in *excluded* do not count."""
         uri = strip_fragment(uri)
         key = self.apply(uri)
         if key == uri:
             return False
         others = [key, *self._by_digest.get(self.calibration.volatility(uri).digest(fp), ())]
-        return any(other != uri and other in self._digests and self.apply(other) == key
-                   and self.same(uri, self._digests[other], fp) for other in others)
+        return any(other != uri and other not in excluded and other in self._digests
+                   and self.apply(other) == key and self.same(uri, self._digests[other], fp)
+                   for other in others)
 
     def pending(self, uri: str, flying: Container[str] = ()) -> list[tuple[Identity, str, int]]:
         """The rules not yet in force (and with no content counterexample) that

@@ -308,29 +308,31 @@ class ProtocolRules(RuleBook):
             image = self.step_image(identity, uri)
             new = None if image == uri else image
         images = self._images.setdefault(identity, {})
-        same = False
+        same: list[str] = []  # the earlier pages *uri* served the content of
         if new is None:  # *uri* may be what earlier aliases map to
             earlier = images.get(uri)
-            if earlier is not None:
-                same = self._compare(identity, earlier[0], digest, uri, earlier[1], earlier[1])
+            if earlier is not None and \
+                    self._compare(identity, earlier[0], digest, uri, earlier[1], earlier[1]):
+                same.append(earlier[1])
         else:
             target = self._digests.get(new)
             key = new
             if target is None:  # its image may be served on its twin host (the www. twin's
                 key = self.twin_key(new)  # drop-param:sid, through remove-www in force)
                 target = self._digests.get(key) if key != new else None
-            if target is not None:
-                same = self._compare(identity, target, digest, new, uri, uri)
+            if target is not None and self._compare(identity, target, digest, new, uri, uri):
+                same.append(key)
             earlier = images.get(new)
             if earlier is None:
                 images[new] = (digest, uri)
                 if key != new:  # (and found under that key when its page comes later)
                     images.setdefault(key, (digest, uri))
             elif earlier[1] != uri and (not self.same(uri, earlier[0], digest)
-                                        or vary(identity, earlier[1], uri)):
-                same |= self._compare(identity, earlier[0], digest, new, uri, other=earlier[1])
+                                        or vary(identity, earlier[1], uri)) and \
+                    self._compare(identity, earlier[0], digest, new, uri, other=earlier[1]):
+                same.append(earlier[1])
         if same and uri == self.observing:
-            self.echo = True
+            self.echoes.extend(same)
 
     def _compare(self, identity: Identity, a: Fingerprint, b: Fingerprint, image: str,
                  uri: str, alias: str | None = None, *, other: str | None = None) -> bool:
@@ -360,7 +362,7 @@ class ProtocolRules(RuleBook):
         if isinstance(digest, bytes):
             digest = Fingerprint.exact(digest)
         uri = strip_fragment(uri)
-        self.observing, self.echo = uri, False
+        self.observing, self.echoes = uri, []
         parts = split_uri(uri)
         if parts is None:
             return
@@ -377,7 +379,8 @@ class ProtocolRules(RuleBook):
         for other in same:
             if other != uri and self.same(uri, self._digests[other], digest):
                 nominated = pair_rules(uri, other)
-                self.echo = self.echo or bool(nominated)
+                if nominated:
+                    self.echoes.append(other)
                 for identity in nominated:
                     if not self._subsumed(identity, nominated):
                         self._nominate(identity, CONTENT)

@@ -73,3 +73,50 @@ def test_the_fetches_that_teach_a_rule_give_no_second_item(tmp_path: Path) -> No
     stats = result.stats
     assert stats.get("iri/protocol/content/learned", 0) >= 1
     assert stats.get("iri/protocol/duplicate_dropped", 0) >= 1
+
+
+def _answer(mw: object, url: str, body: bytes) -> bool:
+    """Whether the middleware hands the 200 response of *url* on to the spider."""
+    from scrapy import Request
+    from scrapy.exceptions import IgnoreRequest
+    from scrapy.http import HtmlResponse
+
+    request = Request(url)
+    response = HtmlResponse(url, status=200, request=request, body=body)
+    try:
+        return mw.process_response(request, response) is response  # type: ignore[attr-defined]
+    except IgnoreRequest:
+        return False
+
+
+def test_a_page_only_an_earlier_run_served_drops_no_alias() -> None:
+    """A ``JOBDIR`` resumed after ``kill -9``: a page the killed run served (its
+    content read back) may have had its items still buffered, and its request comes
+    back.  An alias served now with its content goes on to the spider (dropping it
+    would leave the resource with no item when the page's own request is then
+    dropped as the alias's duplicate); the page, when it comes back, is dropped."""
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from iri_scrapy.protocol.fingerprint import fingerprint
+    from iri_scrapy.protocol.middleware import IRIProtocolMiddleware
+
+    class _Spider(Spider):
+        name = "items"
+
+    page = b"<html><body><h1>Post 7</h1><p>The text of post seven.</p></body></html>"
+    first, alias = "http://blog.test/p/7/?sid=a", "http://blog.test/p/7/?sid=b"
+
+    def middleware() -> IRIProtocolMiddleware:
+        crawler = get_crawler(_Spider, {"ADDONS": {"iri_scrapy.Addon": 0},
+                                        "IRI_LEVEL": "protocol"})
+        return IRIProtocolMiddleware.from_crawler(crawler)
+
+    here = middleware()  # one process: the alias of a page it served is dropped
+    assert _answer(here, first, page) and not _answer(here, alias, page)
+
+    resumed = middleware()
+    assert resumed.learned is not None
+    resumed.learned.observe_content(first, fingerprint(page.decode()), replayed=True)
+    assert _answer(resumed, alias, page)  # the killed run's page does not count
+    assert not _answer(resumed, first, page)  # the alias was served here: the page is
