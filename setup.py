@@ -22,7 +22,7 @@ setup(
             # alias rungs of _aliases.c
             ["iri_scrapy/core/_fastpath.c", "iri_scrapy/core/_iripath.c",
              "iri_scrapy/core/_batch.c", "iri_scrapy/core/_aliases.c"],
-            depends=["iri_scrapy/core/_fastpath.h"],
+            depends=["iri_scrapy/core/_fastpath.h", "iri_scrapy/core/_blake2b.h"],
             define_macros=[("Py_LIMITED_API", "0x030A0000")],
             py_limited_api=True,
             optional=True,
@@ -30,6 +30,7 @@ setup(
         *([Extension(
             "iri_scrapy.protocol._blocks",
             [BLOCKS],
+            depends=["iri_scrapy/core/_blake2b.h"],
             define_macros=[("Py_LIMITED_API", "0x030A0000")],
             py_limited_api=True,
             optional=True,

@@ -21,6 +21,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "../core/_blake2b.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,100 +30,13 @@
 #define DEPTH_CAP 256 /* the most MAX_DEPTH configure() takes */
 #define MAX_LINEAR 64 /* data- attributes of one tag, pairs of one query */
 
-/* ---- BLAKE2b, unkeyed, 8-byte digest (RFC 7693) --------------------------------- */
-
-static const uint64_t B2_IV[8] = {
-    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL,
-    0xa54ff53a5f1d36f1ULL, 0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL,
-    0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
-};
-
-static const uint8_t B2_SIGMA[12][16] = {
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
-    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
-    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
-    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
-    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
-    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
-    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
-    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
-    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
-};
-
-static inline uint64_t
-rotr64(uint64_t x, unsigned n)
-{
-    return (x >> n) | (x << (64 - n));
-}
-
-static inline uint64_t
-load64(const unsigned char *p)
-{
-    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16)
-           | ((uint64_t)p[3] << 24) | ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40)
-           | ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
-}
-
-#define B2_G(a, b, c, d, x, y)                  \
-    do {                                        \
-        v[a] = v[a] + v[b] + (x);               \
-        v[d] = rotr64(v[d] ^ v[a], 32);         \
-        v[c] = v[c] + v[d];                     \
-        v[b] = rotr64(v[b] ^ v[c], 24);         \
-        v[a] = v[a] + v[b] + (y);               \
-        v[d] = rotr64(v[d] ^ v[a], 16);         \
-        v[c] = v[c] + v[d];                     \
-        v[b] = rotr64(v[b] ^ v[c], 63);         \
-    } while (0)
-
-static void
-b2_compress(uint64_t h[8], const unsigned char block[128], uint64_t t, int last)
-{
-    uint64_t v[16], m[16];
-    for (int i = 0; i < 16; i++) m[i] = load64(block + 8 * i);
-    for (int i = 0; i < 8; i++) {
-        v[i] = h[i];
-        v[i + 8] = B2_IV[i];
-    }
-    v[12] ^= t;
-    if (last) v[14] = ~v[14];
-    for (int r = 0; r < 12; r++) {
-        const uint8_t *s = B2_SIGMA[r];
-        B2_G(0, 4, 8, 12, m[s[0]], m[s[1]]);
-        B2_G(1, 5, 9, 13, m[s[2]], m[s[3]]);
-        B2_G(2, 6, 10, 14, m[s[4]], m[s[5]]);
-        B2_G(3, 7, 11, 15, m[s[6]], m[s[7]]);
-        B2_G(0, 5, 10, 15, m[s[8]], m[s[9]]);
-        B2_G(1, 6, 11, 12, m[s[10]], m[s[11]]);
-        B2_G(2, 7, 8, 13, m[s[12]], m[s[13]]);
-        B2_G(3, 4, 9, 14, m[s[14]], m[s[15]]);
-    }
-    for (int i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
-}
+/* ---- BLAKE2b, unkeyed, 8-byte digest (RFC 7693): the core's, shared ----------- */
 
 /* hashlib.blake2b(data, digest_size=8).digest() read as a little-endian int64. */
-static int64_t
+static inline int64_t
 b2_hash8(const unsigned char *data, size_t n)
 {
-    uint64_t h[8];
-    unsigned char block[128];
-    uint64_t t = 0;
-    memcpy(h, B2_IV, sizeof h);
-    h[0] ^= 0x01010000ULL ^ 8;
-    while (n > 128) {
-        t += 128;
-        b2_compress(h, data, t, 0);
-        data += 128;
-        n -= 128;
-    }
-    memset(block, 0, sizeof block);
-    memcpy(block, data, n);
-    t += n;
-    b2_compress(h, block, t, 1);
-    return (int64_t)h[0];  /* its first 8 bytes, little-endian */
+    return (int64_t)blake2b_digest8(data, n);
 }
 
 /* ---- what configure() hands over ------------------------------------------------ */
@@ -680,22 +595,35 @@ add_classes(cutter *c, Py_ssize_t a, Py_ssize_t b)
     return rc;
 }
 
+/* An attribute's value as text, its "&" unescaped (html.unescape): v[a:b), in the
+ * page or in *own* (a copy to PyMem_Free; NULL if none was made). */
+static int
+value_text(cutter *c, const attr *at, Py_UCS4 **own, const Py_UCS4 **v, Py_ssize_t *a,
+           Py_ssize_t *b)
+{
+    *own = NULL;
+    *v = c->s;
+    *a = at->va;
+    *b = at->vb;
+    if (!has_char(c->s, at->va, at->vb, '&')) return 0;
+    Py_ssize_t n;
+    *own = call_text(unescape, c->s, at->va, at->vb, &n);
+    if (*own == NULL) return -1;
+    *v = *own;
+    *a = 0;
+    *b = n;
+    return 0;
+}
+
 /* _Blocks.url: an outlink's path and one block per query pair (a repeated pair once). */
 static int
 add_url(cutter *c, int64_t path, const attr *at)
 {
     Py_UCS4 *own = NULL;
-    const Py_UCS4 *v = c->s;
-    Py_ssize_t a = at->va, b = at->vb;
+    const Py_UCS4 *v;
+    Py_ssize_t a, b;
     int rc = -1;
-    if (has_char(v, a, b, '&')) {
-        Py_ssize_t n;
-        own = call_text(unescape, v, a, b, &n);
-        if (own == NULL) return -1;
-        v = own;
-        a = 0;
-        b = n;
-    }
+    if (value_text(c, at, &own, &v, &a, &b) < 0) return -1;
     while (a < b && is_space(v[a])) a++;
     while (b > a && is_space(v[b - 1])) b--;
     for (Py_ssize_t i = a; i < b; i++)
@@ -770,16 +698,9 @@ static int
 add_named(cutter *c, int64_t path, const attr *at)
 {
     Py_UCS4 *own = NULL;
-    const Py_UCS4 *v = c->s;
-    Py_ssize_t a = at->va, b = at->vb;
-    if (has_char(v, a, b, '&')) {
-        Py_ssize_t n;
-        own = call_text(unescape, v, a, b, &n);
-        if (own == NULL) return -1;
-        v = own;
-        a = 0;
-        b = n;
-    }
+    const Py_UCS4 *v;
+    Py_ssize_t a, b;
+    if (value_text(c, at, &own, &v, &a, &b) < 0) return -1;
     int rc = -1;
     c->hb.n = 0;
     if (add_name(c, at) < 0 || bytes_ascii(&c->hb, "\x1f") < 0) goto done;
