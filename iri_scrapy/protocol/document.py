@@ -16,11 +16,13 @@ withdrawal by one worker reaches the others: a count would bring it back.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from iri_scrapy.core.errors import IRIScrapyError
 from iri_scrapy.protocol.rulebook import RuleBook
 from iri_scrapy.protocol.transforms import (
+    BACKFILL,
     KEPT_CONFIRMATIONS,
     KINDS,
     MAX_VALUES,
@@ -260,3 +262,55 @@ def merge_data(local: dict[str, Any], remote: dict[str, Any]) -> dict[str, Any]:
         "away": sorted(set(local["away"]) | set(remote["away"])),
         "rules": [rules[key] for key in sorted(rules)],
     }
+
+
+def adopt(book: RuleBook, fresh: RuleBook,
+          track: Callable[[Identity, str, Fingerprint], None]) -> int:
+    """Fold *fresh* (the merge of *book*'s rules document and another worker's,
+    read back: ``ProtocolRules.adopt``) into *book* while it is in use; how far
+    ``revision`` moved (the rules in force that stopped).
+
+    The learned part of *book* becomes exactly *fresh*'s.  Unlike a load, what
+    *book* alone keeps stays: the pages' digests and the images seen per rule
+    (content evidence goes on; each rule new here is checked against the pages
+    already served, with *track*, ``ProtocolRules._track``, as a nomination does),
+    the evidence against rules never nominated, ``events``, ``learned`` and
+    ``revoked``.  ``revision`` moves only when a rule in force here stops (a host
+    rule another worker has a counterexample to, an exact rule the merge
+    retargets): then what it merged is looked at again (``Learned.changed``), and
+    each such host rule counts as ``<source>/revoked``, each exact rule in
+    ``revoked``; a rule that comes into force by the merge counts as
+    ``<source>/adopted`` (and as ``<source>/revoked`` too if the pages served here
+    then refute it).  As with local learning, a spelling newly redirected away
+    from moves no revision.  ``apply`` stays idempotent (it only ever reads a rule
+    set).
+    """
+    before = book._forces()
+    exact_before, revision = book._exact, book.revision
+    new = [i for i in sorted(fresh._origin) if i not in book._origin]
+    for name in ("_contrary", "_skips"):  # counts of rules never exported
+        mine, theirs = getattr(book, name), getattr(fresh, name)
+        for identity, n in mine.items():
+            if n > theirs[identity]:
+                theirs[identity] = n
+    adopt_refuting(book, fresh)  # (and _bad)
+    for name in ("_exact", "_sources", "_away", "_evidence", "_contrary", "_bad",
+                 "_skips", "_confirmed", "_dropped", "_origin", "_candidates",
+                 "_scopes", "_refuted", "_withdrawn"):
+        setattr(book, name, getattr(fresh, name))
+    stopped = 0
+    after = book._forces()
+    for identity in sorted(before - after):
+        stopped += 1
+        book.events[f"{book.origin(identity)}/revoked"] += 1
+    for identity in sorted(after - before):
+        book.events[f"{book.origin(identity)}/adopted"] += 1
+    for source, (target, identity) in sorted(exact_before.items()):
+        if book._exact.get(source, (None,))[0] != target:  # retargeted by the merge
+            stopped += 1
+            book.revoked[identity[1]] += 1
+    book.revision += stopped  # what those rules merged is looked at again
+    for identity in new:  # checked against the pages served here, as _nominate does
+        for uri in book._keys.get(identity[0], [])[-BACKFILL:]:
+            track(identity, uri, book._digests[uri])  # may refute it: revoked
+    return book.revision - revision

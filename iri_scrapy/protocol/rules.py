@@ -107,6 +107,21 @@ from iri_scrapy.protocol.transforms import (
 logger = logging.getLogger(__name__)
 
 
+def sampled(n: int, every: int, confirmations: int) -> bool:
+    """Whether merge number *n* of a rule is fetched as a sample: when n = K * 2**j
+    (K: *every*, ``sample_every``) with 2**j at least 2**(c - 1), c the rule's
+    *confirmations* (capped at :data:`SAMPLE_SHIFT_MAX` + 1).  A rule's
+    confirmations count as its first samples, and each sample that confirms it
+    doubles the run before the next, so its samples grow with the logarithm of
+    what it merged.  With the default two confirmations, a wrong rule is caught
+    within 2K merges; nothing it skipped is lost (revocation gives them back)."""
+    if n % every:
+        return False
+    m = n // every
+    floor = 1 << min(confirmations - 1, SAMPLE_SHIFT_MAX)
+    return m & (m - 1) == 0 and m >= floor  # floor*K, 2*floor*K, ... merges
+
+
 class ProtocolRules(RuleBook):
     """Rules learned from what servers answer, per host (see the module doc).
 
@@ -445,26 +460,13 @@ class ProtocolRules(RuleBook):
 
     def skip(self, used: Iterable[Identity]) -> bool:
         """Whether a request merged by the host rules *used* is skipped (True) or
-        fetched as a sample that checks them (False).
-
-        Per rule, merge number n is sampled when n = K * 2**j (K:
-        ``sample_every``) with 2**j at least 2**(c - 1), c the rule's
-        confirmations (capped at :data:`SAMPLE_SHIFT_MAX` + 1): a rule's
-        confirmations count as its first samples, and each sample that confirms
-        it doubles the run before the next, so its samples grow with the
-        logarithm of what it merged.  With the default two confirmations, a wrong
-        rule is caught within 2K merges; nothing it skipped is lost (revocation
-        gives them back).
-        """
+        fetched as a sample that checks them (False): a sample when the merge is a
+        sample point of one of them (:func:`sampled`)."""
         sample = False
         for identity in used:
             self._skips[identity] += 1
-            n = self._skips[identity]
-            if n % self.sample_every == 0:
-                m = n // self.sample_every
-                floor = 1 << min(self._strength(identity) - 1, SAMPLE_SHIFT_MAX)
-                if m & (m - 1) == 0 and m >= floor:  # floor*K, 2*floor*K, ... merges
-                    sample = True
+            if sampled(self._skips[identity], self.sample_every, self._strength(identity)):
+                sample = True
         for identity in used:
             source = self._origin.get(identity, REDIRECT)
             self.events[f"{source}/{'sampled' if sample else 'applied'}"] += 1
@@ -506,56 +508,12 @@ class ProtocolRules(RuleBook):
     def adopt(self, data: Any) -> int:
         """Fold another worker's rules document (:meth:`to_data`'s shape) into these
         rules while they are in use; how far ``revision`` moved (the rules in force
-        that stopped).
-
-        *data* is read by :meth:`from_data` (data only; :class:`RulesDataError`
-        and nothing changed if it is refused) and merged as :meth:`merge_data`
-        merges two documents, so the learned part of these rules becomes exactly
-        the merge of the two.  Unlike :meth:`load`, what this object alone keeps
-        stays: the pages' digests and the images seen per rule (content evidence
-        goes on; each rule new here is checked against the pages already served,
-        as :meth:`_nominate` does), the evidence against rules never nominated,
-        ``events``, ``learned`` and ``revoked``.  ``revision`` moves only when a
-        rule in force here stops (a host rule another worker has a counterexample
-        to, an exact rule the merge retargets): then what it merged is looked at
-        again (``Learned.changed``), and each such host rule counts as
-        ``<source>/revoked``, each exact rule in ``revoked``; a rule that comes
-        into force by the merge counts as ``<source>/adopted`` (and as
-        ``<source>/revoked`` too if the pages served here then refute it).  As
-        with local learning, a spelling newly redirected away from moves no
-        revision.  ``apply`` stays idempotent (it only ever reads a rule set).
-        """
+        that stopped).  *data* is read by :meth:`from_data` (data only;
+        :class:`RulesDataError` and nothing changed if it is refused) and merged as
+        :meth:`merge_data` merges two documents; what this object alone keeps
+        stays (:func:`.document.adopt`)."""
         other = self.from_data(data, min_evidence=self.min_evidence,
                                sample_every=self.sample_every)
-        merged = self.merge_data(self.to_data(), other.to_data())
-        fresh = self.from_data(merged, min_evidence=self.min_evidence,
-                               sample_every=self.sample_every)
-        before = self._forces()
-        exact_before, revision = self._exact, self.revision
-        new = [i for i in sorted(fresh._origin) if i not in self._origin]
-        for name in ("_contrary", "_skips"):  # counts of rules never exported
-            mine, theirs = getattr(self, name), getattr(fresh, name)
-            for identity, n in mine.items():
-                if n > theirs[identity]:
-                    theirs[identity] = n
-        document.adopt_refuting(self, fresh)  # (and _bad)
-        for name in ("_exact", "_sources", "_away", "_evidence", "_contrary", "_bad",
-                     "_skips", "_confirmed", "_dropped", "_origin", "_candidates",
-                     "_scopes", "_refuted", "_withdrawn"):
-            setattr(self, name, getattr(fresh, name))
-        stopped = 0
-        after = self._forces()
-        for identity in sorted(before - after):
-            stopped += 1
-            self.events[f"{self.origin(identity)}/revoked"] += 1
-        for identity in sorted(after - before):
-            self.events[f"{self.origin(identity)}/adopted"] += 1
-        for source, (target, identity) in sorted(exact_before.items()):
-            if self._exact.get(source, (None,))[0] != target:  # retargeted by the merge
-                stopped += 1
-                self.revoked[identity[1]] += 1
-        self.revision += stopped  # what those rules merged is looked at again
-        for identity in new:  # checked against the pages served here, as _nominate does
-            for uri in self._keys.get(identity[0], [])[-BACKFILL:]:
-                self._track(identity, uri, self._digests[uri])  # may refute it: revoked
-        return self.revision - revision
+        fresh = self.from_data(self.merge_data(self.to_data(), other.to_data()),
+                               min_evidence=self.min_evidence, sample_every=self.sample_every)
+        return document.adopt(self, fresh, self._track)
